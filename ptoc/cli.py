@@ -1,0 +1,263 @@
+"""Command line: parse flags, build a CompileContext, call the driver, render diagnostics.
+
+This is the only module that reads the environment (NO_COLOR, TTY detection) or touches files.
+Exit codes: 0 success, 1 the input has errors, 2 usage error, 3 internal error.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+import click
+
+from ptoc import __version__
+
+EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+
+REPORT_MSG = (
+    "this is a bug in ptoc, not in your program. Please report it with the input file and the command "
+    "line that triggered it."
+)
+
+
+def _use_color(stream) -> bool:
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+class Reporter:
+    """Renders diagnostics to stderr (text) or stdout (JSON lines)."""
+
+    def __init__(self, fmt: str):
+        self.fmt = fmt
+        self.color = _use_color(sys.stderr)
+        self.errors = 0
+
+    def emit(self, diags, source: str | None) -> None:
+        from ptoc.diagnostics import render_json, render_text
+
+        for d in diags:
+            if d.severity == "error":
+                self.errors += 1
+            if self.fmt == "json":
+                click.echo(render_json(d))
+            else:
+                click.echo(render_text(d, source, self.color), err=True)
+
+
+def _read_source(path: str, reporter: Reporter) -> str | None:
+    from ptoc.diagnostics import Diagnostic, Span
+
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as e:
+        reporter.emit([Diagnostic("PTOC-E0004", f"cannot read {path}: {e.strerror or e}",
+                                  Span(path, 0, 0, 0, 0))], None)
+        return None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        reporter.emit([Diagnostic("PTOC-E0004", "the file is not valid UTF-8 text", Span(path, line, col, line, col + 1),
+                                  hint="save the IR file as UTF-8")], None)
+        return None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if "\x00" in text:
+        line = text[: text.index("\x00")].count("\n") + 1
+        reporter.emit([Diagnostic("PTOC-E0004", "the file contains NUL bytes; it is not an IR text file",
+                                  Span(path, line, 1, line, 2))], None)
+        return None
+    return text
+
+
+def _internal_error(exc: BaseException) -> None:
+    click.echo(f"ptoc: internal error: {type(exc).__name__}: {exc}", err=True)
+    click.echo(f"ptoc: {REPORT_MSG}", err=True)
+    if os.environ.get("PTOC_TRACEBACK"):
+        import traceback
+
+        traceback.print_exception(exc)
+
+
+def _run_guarded(fn) -> int:
+    """Run `fn`; map a ptoc bug to exit 3 without a Python traceback."""
+    from ptoc.diagnostics import InternalError
+
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
+    try:
+        return fn()
+    except InternalError as e:
+        _internal_error(e)
+        return EXIT_INTERNAL
+    except (KeyboardInterrupt, click.exceptions.Exit, click.ClickException):
+        raise
+    except Exception as e:  # noqa: BLE001 - last line of defence: never a traceback for bad input
+        _internal_error(e)
+        return EXIT_INTERNAL
+
+
+def _pinned() -> str:
+    from ptoc.target.toolchain import pinned_ptoas_version
+
+    return pinned_ptoas_version()
+
+
+def _version_text() -> str:
+    return f"ptoc {__version__} (targets PTOAS {_pinned()})"
+
+
+diagnostics_option = click.option(
+    "--diagnostics", "diag_fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
+    help="How to print diagnostics: text with source lines and carets (stderr), or one JSON object per "
+    "diagnostic (stdout).",
+)
+arch_option = click.option(
+    "--arch", type=click.Choice(["a2a3", "a5"]), default="a2a3", show_default=True,
+    help="Target: a2a3 (Ascend910B family) or a5 (Ascend950). Target-dependent operator rules follow it.",
+)
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+def cli() -> None:
+    """ptoc: a cross-compiler from textual PyPTO IR to PTOAS-ready .pto.
+
+    \b
+    Exit codes: 0 success, 1 the input has errors, 2 usage error, 3 internal error (a ptoc bug).
+    Set NO_COLOR=1 to disable coloured diagnostics.
+    """
+
+
+# A lazy --version: the PTOAS pin is read only when asked for.
+def _print_version(ctx: click.Context, _param, value) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    click.echo(_version_text())
+    ctx.exit(0)
+
+
+cli.params.append(click.Option(["--version"], is_flag=True, expose_value=False, is_eager=True,
+                               callback=_print_version,
+                               help="Show the ptoc version and the pinned PTOAS version, then exit."))
+
+
+@cli.command()
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@arch_option
+@diagnostics_option
+def check(files: tuple[str, ...], arch: str, diag_fmt: str) -> None:
+    """Parse and check IR FILES; report every error found.
+
+    Exits 0 when every file is valid, 1 when any file has errors.
+    """
+
+    def run() -> int:
+        from ptoc.context import CompileContext
+        from ptoc.diagnostics import CompileError
+        from ptoc.frontend.parser import parse_program
+
+        reporter = Reporter(diag_fmt)
+        ctx = CompileContext(arch=arch, ptoas_version=_pinned())
+        status = EXIT_OK
+        for path in files:
+            text = _read_source(path, reporter)
+            if text is None:
+                status = EXIT_USER
+                continue
+            try:
+                parse_program(text, path, ctx=ctx)
+            except CompileError as e:
+                reporter.emit(e.diagnostics, text)
+                status = EXIT_USER
+        if status == EXIT_OK and diag_fmt == "text":
+            n = len(files)
+            click.echo(f"ok: {n} file{'s' if n != 1 else ''} checked, no errors", err=True)
+        return status
+
+    sys.exit(_run_guarded(run))
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--check", "check_only", is_flag=True,
+              help="Do not write; exit 1 if FILE is not in canonical form (prints a diff).")
+@click.option("--in-place", "-i", is_flag=True, help="Rewrite FILE in canonical form (atomically).")
+@diagnostics_option
+def fmt(file: str, check_only: bool, in_place: bool, diag_fmt: str) -> None:
+    """Print FILE in the canonical printer form of the PyPTO IR text.
+
+    Without options the formatted program goes to stdout. The file must parse and check; on errors
+    nothing is written.
+    """
+    if check_only and in_place:
+        raise click.UsageError("--check and --in-place cannot be used together")
+
+    def run() -> int:
+        from ptoc.diagnostics import CompileError
+        from ptoc.frontend.parser import parse_program
+        from ptoc.ir.printer import print_program
+
+        reporter = Reporter(diag_fmt)
+        text = _read_source(file, reporter)
+        if text is None:
+            return EXIT_USER
+        try:
+            prog = parse_program(text, file)
+        except CompileError as e:
+            reporter.emit(e.diagnostics, text)
+            return EXIT_USER
+        out = print_program(prog)
+        if check_only:
+            if out == text:
+                return EXIT_OK
+            import difflib
+
+            diff = difflib.unified_diff(text.splitlines(True), out.splitlines(True), file, file + " (formatted)")
+            click.echo("".join(diff), nl=False)
+            click.echo(f"{file}: not in canonical form", err=True)
+            return EXIT_USER
+        if in_place:
+            if out != text:
+                write_atomic(file, out)
+            return EXIT_OK
+        click.echo(out, nl=False)
+        return EXIT_OK
+
+    sys.exit(_run_guarded(run))
+
+
+def write_atomic(path: str, text: str) -> None:
+    """Write `text` to `path` through a temp file and a rename: all or nothing."""
+    import tempfile
+
+    directory = os.path.dirname(os.path.abspath(path)) or "."
+    fd, tmp = tempfile.mkstemp(prefix=".ptoc-", suffix=".tmp", dir=directory)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+            fh.write(text)
+        if os.path.exists(path):
+            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+        os.replace(tmp, path)
+    except BaseException:
+        try:
+            os.unlink(tmp)
+        except OSError:
+            pass
+        raise
+
+
+def main() -> None:
+    cli(prog_name="ptoc")
+
+
+if __name__ == "__main__":  # pragma: no cover
+    main()

@@ -1,0 +1,190 @@
+"""User-facing diagnostics.
+
+Anything a user can fix is a `Diagnostic`: a stable code (`PTOC-Exxxx`), a severity, a message, the
+source span, a hint that says how to fix it and, where one applies, the rule ID of the specification
+(`spec/README.md`). A broken internal invariant is an `InternalError` instead (exit code 3).
+
+Rendering is pure: the caller (only `cli.py`) decides on colour and passes the source text.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+# Stable codes. Never renumber; retire a code by leaving its row with "(retired)".
+CODES: dict[str, str] = {
+    # input and syntax
+    "PTOC-E0001": "syntax error",
+    "PTOC-E0002": "unexpected character",
+    "PTOC-E0003": "inconsistent indentation",
+    "PTOC-E0004": "input file cannot be read",
+    "PTOC-E0005": "construct outside the PyPTO IR text",
+    # structure and names
+    "PTOC-E0100": "program structure",
+    "PTOC-E0101": "undefined name",
+    "PTOC-E0102": "name assigned more than once",
+    "PTOC-E0103": "yield does not match its loop or branch",
+    "PTOC-E0104": "iter_args and init_values differ in number",
+    "PTOC-E0105": "annotation contradicts the value's type",
+    "PTOC-E0106": "call of an unknown function",
+    "PTOC-E0107": "unknown dtype",
+    "PTOC-E0108": "removed dtype name",
+    "PTOC-E0109": "malformed type",
+    "PTOC-E0110": "unknown enum member",
+    "PTOC-E0111": "statement in the wrong place",
+    "PTOC-E0112": "duplicate definition",
+    "PTOC-E0113": "wrong number of values",
+    "PTOC-E0114": "malformed expression",
+    "PTOC-E0115": "malformed decorator",
+    # operators (issue: operator set)
+    "PTOC-E0200": "unknown operator",
+    "PTOC-E0201": "wrong arguments for operator",
+    "PTOC-E0202": "operand type rejected by operator",
+    "PTOC-E0203": "operator not supported on this target",
+    # internal
+    "PTOC-I0001": "internal error",
+}
+
+
+@dataclass(frozen=True)
+class Span:
+    """A source range. Lines and columns are 1-based; `end_col` is exclusive."""
+
+    file: str
+    line: int
+    col: int
+    end_line: int
+    end_col: int
+
+    @staticmethod
+    def unknown() -> Span:
+        return Span("<unknown>", 0, 0, 0, 0)
+
+    @property
+    def known(self) -> bool:
+        return self.line > 0
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True)
+class Diagnostic:
+    code: str
+    message: str
+    span: Span | None = None
+    hint: str | None = None
+    rule: str | None = None
+    severity: str = "error"  # "error" | "warning" | "info"
+    notes: tuple[tuple[str, Span | None], ...] = ()
+
+    def to_json(self) -> dict:
+        d: dict = {
+            "code": self.code,
+            "severity": self.severity,
+            "message": self.message,
+            "file": self.span.file if self.span else None,
+            "line": self.span.line if self.span else None,
+            "column": self.span.col if self.span else None,
+            "end_line": self.span.end_line if self.span else None,
+            "end_column": self.span.end_col if self.span else None,
+            "hint": self.hint,
+            "rule": self.rule,
+        }
+        if self.notes:
+            d["notes"] = [
+                {"message": m, "line": s.line if s else None, "column": s.col if s else None}
+                for m, s in self.notes
+            ]
+        return d
+
+
+class CompileError(Exception):
+    """One or more user errors. The compiler collects what it can before raising."""
+
+    def __init__(self, diagnostics: list[Diagnostic]):
+        self.diagnostics = list(diagnostics)
+        super().__init__("; ".join(f"{d.code}: {d.message}" for d in self.diagnostics))
+
+
+class InternalError(Exception):
+    """A broken internal invariant: a bug in ptoc, never the user's fault."""
+
+
+@dataclass
+class DiagnosticSink:
+    """Collects diagnostics so several errors in one file are all reported."""
+
+    diagnostics: list[Diagnostic] = field(default_factory=list)
+    limit: int = 200
+
+    def error(self, code: str, message: str, span: Span | None, hint: str | None = None,
+              rule: str | None = None) -> None:
+        if code not in CODES:
+            raise InternalError(f"diagnostic code {code} is not registered")
+        if len(self.diagnostics) < self.limit:
+            self.diagnostics.append(Diagnostic(code, message, span, hint, rule))
+
+    def add(self, d: Diagnostic) -> None:
+        if len(self.diagnostics) < self.limit:
+            self.diagnostics.append(d)
+
+    @property
+    def has_errors(self) -> bool:
+        return any(d.severity == "error" for d in self.diagnostics)
+
+    def raise_if_errors(self) -> None:
+        if self.has_errors:
+            raise CompileError(sorted_diagnostics(self.diagnostics))
+
+
+def sorted_diagnostics(diags: list[Diagnostic]) -> list[Diagnostic]:
+    def key(d: Diagnostic):
+        s = d.span
+        return (s.file if s else "", s.line if s else 0, s.col if s else 0)
+
+    return sorted(diags, key=key)
+
+
+_COLORS = {"error": "\x1b[1;31m", "warning": "\x1b[1;33m", "info": "\x1b[1;36m"}
+_BOLD = "\x1b[1m"
+_GREEN = "\x1b[1;32m"
+_RESET = "\x1b[0m"
+
+
+def render_text(d: Diagnostic, source: str | None, color: bool = False) -> str:
+    """`file:line:col: error[CODE]: message`, the source line, a caret under the span, hint, rule."""
+
+    def c(style: str, text: str) -> str:
+        return f"{style}{text}{_RESET}" if color else text
+
+    loc = f"{d.span}: " if d.span and d.span.known else (f"{d.span.file}: " if d.span else "")
+    out = [f"{c(_BOLD, loc)}{c(_COLORS.get(d.severity, ''), f'{d.severity}[{d.code}]')}: {d.message}"]
+    if source is not None and d.span is not None and d.span.known:
+        lines = source.splitlines()
+        if 1 <= d.span.line <= len(lines):
+            text = lines[d.span.line - 1].expandtabs(4)
+            num = str(d.span.line)
+            pad = " " * len(num)
+            start = max(d.span.col, 1)
+            if d.span.end_line == d.span.line and d.span.end_col > start:
+                width = d.span.end_col - start
+            else:
+                width = max(1, len(text) - start + 1)
+            width = max(1, min(width, max(1, len(text) - start + 1)))
+            out.append(f"{pad} |")
+            out.append(f"{num} | {text}")
+            out.append(f"{pad} | {' ' * (start - 1)}{c(_GREEN, '^' * width)}")
+    for msg, span in d.notes:
+        where = f"{span}: " if span and span.known else ""
+        out.append(f"  note: {where}{msg}")
+    if d.hint:
+        out.append(f"  hint: {d.hint}")
+    if d.rule:
+        out.append(f"  rule: {d.rule} (spec/README.md)")
+    return "\n".join(out)
+
+
+def render_json(d: Diagnostic) -> str:
+    return json.dumps(d.to_json(), sort_keys=True)

@@ -1,0 +1,888 @@
+"""Front end: IR text -> `Program`.
+
+`parse_program` runs the Lark grammar (`syntax.py`), gives each Python-shaped construct its IR meaning
+(types in annotations, constants, op calls, loops with iter_args, yields, scopes), then runs the
+verifier (`ptoc.ir.verifier`) for names, single assignment, yields, arities and annotations.
+Every problem is a `Diagnostic` with the span it came from; all of a file's errors are reported.
+"""
+
+from __future__ import annotations
+
+import difflib
+
+from ptoc.diagnostics import CompileError, Diagnostic, DiagnosticSink, Span
+from ptoc.frontend.syntax import SN, parse_syntax
+from ptoc.ir import dtypes
+from ptoc.ir.nodes import (
+    FUNCTION_TYPES,
+    LOOP_KINDS,
+    Abs,
+    AssignStmt,
+    BinOp,
+    Call,
+    Cast,
+    ConstBool,
+    ConstFloat,
+    ConstInt,
+    DictExpr,
+    DTypeLit,
+    DynDim,
+    EnumLit,
+    EvalStmt,
+    Expr,
+    ForStmt,
+    Function,
+    GetItem,
+    IfStmt,
+    ListExpr,
+    MemRef,
+    MinMax,
+    NoneLit,
+    Param,
+    PassStmt,
+    Program,
+    PtrType,
+    ReturnStmt,
+    ScalarType,
+    ScopeStmt,
+    Stmt,
+    StrLit,
+    TensorType,
+    TensorView,
+    TileType,
+    TileView,
+    TupleExpr,
+    TupleType,
+    Type,
+    UnaryOp,
+    Var,
+    WhileStmt,
+    YieldStmt,
+)
+from ptoc.ir.types import ENUM_ALIASES, ENUMS, LAYOUT_SHORTHANDS, normalize_tensor_view, normalize_tile_view
+
+
+class _Fail(Exception):
+    def __init__(self, code: str, message: str, span: Span | None, hint: str | None = None,
+                 rule: str | None = None):
+        super().__init__(message)
+        self.diag = Diagnostic(code, message, span, hint, rule)
+
+
+def _closest(name: str, options) -> str | None:
+    m = difflib.get_close_matches(name, list(options), n=1, cutoff=0.6)
+    return m[0] if m else None
+
+
+_TYPE_CTORS = ("Tensor", "Tile", "Scalar", "Ptr", "Tuple", "Out", "InOut")
+
+
+class Builder:
+    """Syntax nodes -> IR, one statement at a time so one bad statement does not hide the next."""
+
+    def __init__(self, file: str, sink: DiagnosticSink):
+        self.file = file
+        self.sink = sink
+        self.prefix = "pl"
+        self.scalar_names: set[str] = set()  # names known to hold scalars (decides pl.cast form)
+
+    # ------------------------------------------------------------------ helpers
+    def fail(self, code: str, message: str, node, hint: str | None = None, rule: str | None = None):
+        span = node.span if isinstance(node, SN) else node
+        raise _Fail(code, message, span, hint, rule)
+
+    def report(self, f: _Fail) -> None:
+        self.sink.add(f.diag)
+
+    def _pl_path(self, n: SN) -> list[str] | None:
+        """`pl.a.b` -> ["a", "b"]; None when the chain does not start at the IR prefix."""
+        parts: list[str] = []
+        while n.k == "attr":
+            parts.append(n.a[1])
+            n = n.a[0]
+        if n.k == "name" and n.a[0] == self.prefix:
+            return parts[::-1]
+        return None
+
+    @staticmethod
+    def _unparen(n: SN) -> SN:
+        while n.k == "paren":
+            n = n.a[0]
+        return n
+
+    # ------------------------------------------------------------------ module
+    def module(self, nodes: tuple[SN, ...]) -> Program | None:
+        dyn: list[DynDim] = []
+        program: Program | None = None
+        seen_import = False
+        for n in nodes:
+            try:
+                if n.k == "import":
+                    if n.a[0] != "pypto.language":
+                        self.fail("PTOC-E0005", f"unexpected import of {n.a[0]!r}", n,
+                                  hint="an IR file imports only `import pypto.language as pl`")
+                    self.prefix = n.a[1] or "pypto.language"
+                    if n.a[1] is None:
+                        self.fail("PTOC-E0005", "import pypto.language without an alias", n,
+                                  hint="write `import pypto.language as pl`")
+                    seen_import = True
+                elif n.k == "from_import":
+                    if n.a[0] == "pypto" and n.a[1] == "language":
+                        self.prefix = n.a[2] or "language"
+                        seen_import = True
+                    else:
+                        self.fail("PTOC-E0005", f"unexpected import from {n.a[0]!r}", n,
+                                  hint="an IR file imports only `import pypto.language as pl`")
+                elif n.k == "assign":
+                    dyn.append(self.dyn_dim(n))
+                elif n.k == "class":
+                    if program is not None:
+                        self.fail("PTOC-E0100", "a file holds one program; found a second class", n,
+                                  hint="put each program in a file of its own")
+                    program = self.program_class(n)
+                elif n.k == "def":
+                    if program is not None:
+                        self.fail("PTOC-E0100", "a file holds one program or one bare function", n,
+                                  hint="move the function into the @pl.program class")
+                    fn = self.function(n, in_class=False)
+                    program = Program(fn.name, (fn,), bare_function=True, span=n.span)
+                elif n.k == "pass":
+                    continue
+                else:
+                    self.fail("PTOC-E0005", "only imports, `pl.dynamic` symbols and one program may stand "
+                              "at module level", n)
+            except _Fail as f:
+                self.report(f)
+        if program is None:
+            if not self.sink.has_errors:
+                self.sink.error("PTOC-E0100", "the file holds no @pl.program class and no @pl.function",
+                                Span(self.file, 1, 1, 1, 2),
+                                hint="an IR file is one `@pl.program` class or one bare `@pl.function`")
+            return None
+        if not seen_import and not self.sink.has_errors:
+            pass  # the printer always writes the import, but a missing one is harmless
+        names = [d.name for d in dyn]
+        for i, d in enumerate(dyn):
+            if d.name in names[:i]:
+                self.sink.error("PTOC-E0112", f"dynamic dimension {d.name!r} is declared twice", d.span)
+        return Program(program.name, program.functions, tuple(dyn), program.bare_function, span=program.span)
+
+    def dyn_dim(self, n: SN) -> DynDim:
+        lhs, rhs = n.a
+        if len(lhs.a) != 1 or lhs.a[0].k != "name" or len(rhs.a) != 1:
+            self.fail("PTOC-E0005", "module-level assignments declare dynamic dimensions only", n,
+                      hint='write `M = pl.dynamic("M")`')
+        name = lhs.a[0].a[0]
+        call = self._unparen(rhs.a[0])
+        path = self._pl_path(call.a[0]) if call.k == "call" else None
+        if path != ["dynamic"]:
+            self.fail("PTOC-E0005", f"module-level assignment to {name!r} is not a `pl.dynamic` symbol", n,
+                      hint=f'write `{name} = pl.dynamic("{name}")`; other constants belong inline in the IR')
+        args = call.a[1]
+        if len(args) != 1 or args[0][0] is not None or args[0][1].k != "str":
+            self.fail("PTOC-E0113", "pl.dynamic takes one string: the symbol's name", call,
+                      hint=f'write `{name} = pl.dynamic("{name}")`')
+        return DynDim(name, args[0][1].a[0], span=lhs.a[0].span)
+
+    def _decorator(self, d: SN, expected: str) -> tuple[bool, tuple]:
+        """Is `d` `@pl.<expected>` or `@pl.<expected>(...)`? Returns (ok, args)."""
+        if d.k == "call":
+            path = self._pl_path(d.a[0])
+            return path == [expected], d.a[1]
+        return self._pl_path(d) == [expected], ()
+
+    def program_class(self, n: SN) -> Program:
+        name, body, decos = n.a
+        if len(decos) != 1 or not self._decorator(decos[0], "program")[0]:
+            self.fail("PTOC-E0115", f"class {name!r} must be decorated with exactly `@pl.program`", n,
+                      hint="write `@pl.program` on the line above the class")
+        if decos[0].k == "call" and decos[0].a[1]:
+            self.fail("PTOC-E0115", "@pl.program takes no arguments", decos[0])
+        functions: list[Function] = []
+        for s in body:
+            try:
+                if s.k == "def":
+                    functions.append(self.function(s, in_class=True))
+                elif s.k == "pass":
+                    continue
+                else:
+                    self.fail("PTOC-E0005", "a program class holds only @pl.function methods", s)
+            except _Fail as f:
+                self.report(f)
+        seen: dict[str, Function] = {}
+        for f in functions:
+            if f.name in seen:
+                self.sink.error("PTOC-E0112", f"function {f.name!r} is defined twice", f.span,
+                                hint="rename one of the two functions")
+            seen[f.name] = f
+        return Program(name, tuple(functions), span=n.span)
+
+    # ------------------------------------------------------------------ functions
+    def function(self, n: SN, in_class: bool) -> Function:
+        name, params, ret, body, decos = n.a
+        self.scalar_names = set()
+        if len(decos) != 1:
+            self.fail("PTOC-E0115", f"function {name!r} needs exactly one decorator, `@pl.function`", n,
+                      hint="write `@pl.function` or `@pl.function(type=pl.FunctionType.InCore)`")
+        ok, dargs = self._decorator(decos[0], "function")
+        if not ok:
+            self.fail("PTOC-E0115", f"function {name!r} must be decorated with `@pl.function`", decos[0],
+                      hint="write `@pl.function` or `@pl.function(type=pl.FunctionType.InCore)`")
+        func_type = "Opaque"
+        dkw: list[tuple[str, Expr]] = []
+        for key, val in dargs:
+            if key is None:
+                self.fail("PTOC-E0115", "@pl.function takes keyword arguments only", val,
+                          hint="write `@pl.function(type=pl.FunctionType.InCore)`")
+            k = self._kwname(key)
+            if k == "type":
+                path = self._pl_path(val)
+                if not path or len(path) != 2 or path[0] != "FunctionType":
+                    self.fail("PTOC-E0115", "type= takes a `pl.FunctionType` member", val,
+                              hint="one of " + ", ".join(f"pl.FunctionType.{t}" for t in FUNCTION_TYPES))
+                if path[1] not in FUNCTION_TYPES:
+                    near = _closest(path[1], FUNCTION_TYPES)
+                    self.fail("PTOC-E0110", f"unknown function type {path[1]!r}", val,
+                              hint=f"did you mean pl.FunctionType.{near}?" if near else
+                              "one of " + ", ".join(FUNCTION_TYPES))
+                func_type = path[1]
+            else:
+                if any(k == x for x, _ in dkw):
+                    self.fail("PTOC-E0112", f"decorator keyword {k!r} is given twice", key)
+                dkw.append((k, self.expr(val)))
+        has_self = bool(params) and params[0].a[0] == "self" and params[0].a[1] is None
+        plist: list[Param] = []
+        for p in params[1:] if has_self else params:
+            pname, ann = p.a
+            if ann is None:
+                self.fail("PTOC-E0109", f"parameter {pname!r} has no type", p,
+                          hint=f"annotate it, e.g. `{pname}: pl.Tensor[[64, 64], pl.FP32]`")
+            direction, ptype = self.param_type(ann)
+            if pname in self.scalar_names or isinstance(ptype, ScalarType):
+                self.scalar_names.add(pname)
+            plist.append(Param(pname, ptype, direction, span=p.span))
+        names = [p.name for p in plist]
+        for i, p in enumerate(plist):
+            if p.name in names[:i]:
+                self.sink.error("PTOC-E0112", f"parameter {p.name!r} appears twice", p.span)
+        returns: tuple[Type, ...] = ()
+        returns_tuple = False
+        if ret is not None and ret.k != "none":
+            r = self._unparen(ret)
+            if r.k == "getitem" and r.a[0].k == "name" and r.a[0].a[0] == "tuple":
+                returns = tuple(self.type(t) for t in r.a[1])
+                returns_tuple = True
+            else:
+                returns = (self.type(r),)
+        stmts = list(body)
+        attrs = None
+        if stmts and stmts[0].k == "expr_stmt":
+            e = self._single(stmts[0].a[0])
+            if e is not None and e.k == "call" and self._pl_path(e.a[0]) == ["func_attr"]:
+                args = e.a[1]
+                if len(args) != 1 or args[0][0] is not None or self._unparen(args[0][1]).k != "dict":
+                    self.fail("PTOC-E0113", "pl.func_attr takes one dict literal", e,
+                              hint='write `pl.func_attr({"key": value})`')
+                attrs = self.expr(args[0][1]).items
+                stmts = stmts[1:]
+        return Function(name, tuple(plist), returns, self.block(stmts, top=True), func_type, tuple(dkw),
+                        has_self, returns_tuple, attrs, span=n.span)
+
+    def param_type(self, ann: SN) -> tuple[str, Type]:
+        a = self._unparen(ann)
+        if a.k == "getitem":
+            path = self._pl_path(a.a[0])
+            if path in (["Out"], ["InOut"]):
+                if len(a.a[1]) != 1:
+                    self.fail("PTOC-E0109", f"pl.{path[0]}[...] wraps exactly one type", a)
+                return path[0], self.type(a.a[1][0])
+        return "In", self.type(a)
+
+    # ------------------------------------------------------------------ types
+    def type(self, n: SN) -> Type:
+        n = self._unparen(n)
+        path = None
+        args: tuple = ()
+        if n.k == "getitem":
+            path = self._pl_path(n.a[0])
+            args = n.a[1]
+        elif n.k == "attr":
+            path = self._pl_path(n)
+        if not path:
+            self.fail("PTOC-E0109", "expected a type such as `pl.Tensor[[64, 64], pl.FP32]`", n,
+                      hint="types are pl.Tensor[...], pl.Tile[...], pl.Scalar[...], pl.Ptr or pl.Tuple[...]")
+        head = path[0] if len(path) == 1 else None
+        if n.k == "attr":
+            if head == "Ptr":
+                return PtrType(span=n.span)
+            dt = self._dtype_from_path(path, n, soft=True)
+            if dt is not None:
+                return ScalarType(dt, span=n.span)
+            self.fail("PTOC-E0109", f"`pl.{'.'.join(path)}` is not a type", n,
+                      hint="types are pl.Tensor[...], pl.Tile[...], pl.Scalar[...], pl.Ptr or pl.Tuple[...]")
+        if head == "Scalar":
+            if len(args) != 1:
+                self.fail("PTOC-E0109", "pl.Scalar[...] takes one dtype", n, hint="write `pl.Scalar[pl.INDEX]`")
+            return ScalarType(self.dtype(args[0]), span=n.span)
+        if head == "Tuple":
+            return TupleType(tuple(self.type(t) for t in args), span=n.span)
+        if head in ("Tensor", "Tile"):
+            if len(args) < 2:
+                self.fail("PTOC-E0109", f"pl.{head}[...] needs a shape and a dtype", n,
+                          hint=f"write `pl.{head}[[64, 64], pl.FP32]`")
+            shape = self.shape(args[0], what="shape")
+            dt = self.dtype(args[1])
+            if head == "Tensor":
+                return self.tensor_type(n, shape, dt, args[2:])
+            return self.tile_type(n, shape, dt, args[2:])
+        if head in ("Out", "InOut"):
+            self.fail("PTOC-E0109", f"pl.{head}[...] is allowed on parameters only", n)
+        near = _closest(path[-1], _TYPE_CTORS)
+        self.fail("PTOC-E0109", f"unknown type constructor `pl.{'.'.join(path)}`", n,
+                  hint=f"did you mean pl.{near}?" if near else
+                  "types are pl.Tensor[...], pl.Tile[...], pl.Scalar[...], pl.Ptr or pl.Tuple[...]")
+
+    def shape(self, n: SN, what: str) -> tuple[Expr, ...]:
+        n = self._unparen(n)
+        if n.k not in ("list", "tuple"):
+            self.fail("PTOC-E0109", f"the {what} must be a list such as [64, 64]", n)
+        return tuple(self.expr(x) for x in n.a)
+
+    def tensor_type(self, n: SN, shape, dt, extra) -> TensorType:
+        view = None
+        memref = None
+        for x in extra:
+            x = self._unparen(x)
+            kind, val = self._type_extra(x)
+            if kind == "layout" and view is None and memref is None:
+                view = TensorView(layout=val, span=x.span)
+            elif kind == "TensorView" and view is None and memref is None:
+                view = self.tensor_view(x)
+            elif kind == "MemRef" and memref is None:
+                memref = self.memref(x)
+            else:
+                self.fail("PTOC-E0109", "unexpected item in pl.Tensor[...]", x,
+                          hint="pl.Tensor[[shape], dtype, layout or pl.TensorView(...), pl.MemRef(...)]")
+        return TensorType(shape, dt, normalize_tensor_view(view), memref, span=n.span)
+
+    def tile_type(self, n: SN, shape, dt, extra) -> TileType:
+        memref = None
+        memory = None
+        view = None
+        order = 0
+        for x in extra:
+            x = self._unparen(x)
+            kind, val = self._type_extra(x)
+            rank = {"MemRef": 1, "Mem": 2, "TileView": 3}.get(kind, 0)
+            if rank == 0 or rank <= order:
+                self.fail("PTOC-E0109", "unexpected item in pl.Tile[...]", x,
+                          hint="pl.Tile[[shape], dtype, pl.MemRef(...)?, pl.Mem.<space>?, pl.TileView(...)?] "
+                          "in this order")
+            order = rank
+            if kind == "MemRef":
+                memref = self.memref(x)
+            elif kind == "Mem":
+                memory = val
+            else:
+                view = self.tile_view(x)
+        return TileType(shape, dt, memref, memory, normalize_tile_view(shape, memory, view), span=n.span)
+
+    def _type_extra(self, x: SN) -> tuple[str, object]:
+        if x.k == "call":
+            path = self._pl_path(x.a[0])
+            if path in (["TensorView"], ["TileView"], ["MemRef"]):
+                return path[0], None
+        elif x.k == "attr":
+            path = self._pl_path(x)
+            if path and len(path) == 1 and path[0] in LAYOUT_SHORTHANDS:
+                return "layout", path[0]
+            if path and len(path) == 2:
+                fam = ENUM_ALIASES.get(path[0], path[0])
+                if fam == "Mem":
+                    return "Mem", self._enum_member(fam, path[1], x)
+                if fam == "TensorLayout":
+                    return "layout", self._enum_member(fam, path[1], x)
+        return "?", None
+
+    def _kw_call(self, x: SN, allowed: tuple[str, ...], what: str) -> dict[str, SN]:
+        out: dict[str, SN] = {}
+        for key, val in x.a[1]:
+            if key is None:
+                self.fail("PTOC-E0109", f"{what} takes keyword arguments only", val,
+                          hint=f"keywords: {', '.join(allowed)}")
+            k = self._kwname(key)
+            if k not in allowed:
+                near = _closest(k, allowed)
+                self.fail("PTOC-E0109", f"{what} has no field {k!r}", key,
+                          hint=f"did you mean {near}?" if near else f"fields: {', '.join(allowed)}")
+            if k in out:
+                self.fail("PTOC-E0112", f"{what} field {k!r} is given twice", key)
+            out[k] = val
+        return out
+
+    def _enum_arg(self, n: SN, family: str) -> str:
+        n = self._unparen(n)
+        path = self._pl_path(n) if n.k == "attr" else None
+        if not path or len(path) != 2 or ENUM_ALIASES.get(path[0], path[0]) != family:
+            self.fail("PTOC-E0109", f"expected a pl.{family} member", n)
+        return self._enum_member(family, path[1], n)
+
+    def tensor_view(self, x: SN) -> TensorView:
+        kw = self._kw_call(x, ("valid_shape", "stride", "layout", "pad"), "pl.TensorView")
+        return TensorView(
+            valid_shape=self.shape(kw["valid_shape"], "valid_shape") if "valid_shape" in kw else None,
+            stride=self.shape(kw["stride"], "stride") if "stride" in kw else None,
+            layout=self._enum_arg(kw["layout"], "TensorLayout") if "layout" in kw else "ND",
+            pad=self._enum_arg(kw["pad"], "PadValue") if "pad" in kw else None,
+            span=x.span,
+        )
+
+    def tile_view(self, x: SN) -> TileView:
+        fields = ("valid_shape", "stride", "start_offset", "blayout", "slayout", "fractal", "pad", "compact")
+        kw = self._kw_call(x, fields, "pl.TileView")
+        fractal = None
+        if "fractal" in kw:
+            f = self.expr(kw["fractal"])
+            if not isinstance(f, ConstInt) or f.value <= 0:
+                self.fail("PTOC-E0109", "fractal= takes a positive integer (bytes)", kw["fractal"])
+            fractal = f.value
+        return TileView(
+            valid_shape=self.shape(kw["valid_shape"], "valid_shape") if "valid_shape" in kw else None,
+            stride=self.shape(kw["stride"], "stride") if "stride" in kw else None,
+            start_offset=self.expr(kw["start_offset"]) if "start_offset" in kw else None,
+            blayout=self._enum_arg(kw["blayout"], "TileLayout") if "blayout" in kw else None,
+            slayout=self._enum_arg(kw["slayout"], "TileLayout") if "slayout" in kw else None,
+            fractal=fractal,
+            pad=self._enum_arg(kw["pad"], "PadValue") if "pad" in kw else None,
+            compact=self._enum_arg(kw["compact"], "CompactMode") if "compact" in kw else None,
+            span=x.span,
+        )
+
+    def memref(self, x: SN) -> MemRef:
+        args = x.a[1]
+        if len(args) != 3 or any(k is not None for k, _ in args):
+            self.fail("PTOC-E0109", "pl.MemRef takes three positional values: base, byte offset, byte size", x,
+                      hint='write `pl.MemRef("mem_ddr_0", pl.const(0, pl.INT64), 16384)`')
+        base = self.expr(args[0][1])
+        if not isinstance(base, (StrLit, Var)):
+            self.fail("PTOC-E0109", "a MemRef base is a quoted region name or an allocation variable",
+                      args[0][1])
+        return MemRef(base, self.expr(args[1][1]), self.expr(args[2][1]), span=x.span)
+
+    def dtype(self, n: SN) -> dtypes.DType:
+        n = self._unparen(n)
+        path = self._pl_path(n) if n.k == "attr" else None
+        if not path:
+            self.fail("PTOC-E0107", "expected a dtype such as pl.FP32", n)
+        dt = self._dtype_from_path(path, n, soft=False)
+        assert dt is not None
+        return dt
+
+    def _dtype_from_path(self, path: list[str], n: SN, soft: bool) -> dtypes.DType | None:
+        if len(path) == 1:
+            dt = dtypes.lookup(path[0])
+            if dt is not None:
+                return dt
+            if path[0] in dtypes.REMOVED:
+                self.fail("PTOC-E0108", f"pl.{path[0]} no longer exists", n,
+                          hint=f"use pl.{dtypes.REMOVED[path[0]]} (packed FP4, two values per byte) or "
+                          "pl.FP4E1M2X2", rule="FP4-1")
+        if soft:
+            return None
+        near = _closest(path[-1], dtypes.BY_NAME)
+        self.fail("PTOC-E0107", f"unknown dtype `pl.{'.'.join(path)}`", n,
+                  hint=f"did you mean pl.{near}?" if near else None)
+        return None
+
+    def _enum_member(self, family: str, member: str, n: SN) -> str:
+        members = ENUMS.get(family)
+        if members is not None and member not in members:
+            near = _closest(member, members)
+            self.fail("PTOC-E0110", f"pl.{family} has no member {member!r}", n,
+                      hint=f"did you mean pl.{family}.{near}?" if near else
+                      "members: " + ", ".join(members))
+        return member
+
+    # ------------------------------------------------------------------ expressions
+    @staticmethod
+    def _kwname_static(key: SN) -> str | None:
+        return key.a[0] if key.k == "name" else None
+
+    def _kwname(self, key: SN) -> str:
+        k = self._kwname_static(key)
+        if k is None:
+            self.fail("PTOC-E0114", "a keyword argument needs a plain name before `=`", key)
+        return k
+
+    def _single(self, exprlist: SN) -> SN | None:
+        return exprlist.a[0] if exprlist.k == "exprlist" and len(exprlist.a) == 1 else None
+
+    def expr(self, n: SN) -> Expr:
+        k = n.k
+        sp = n.span
+        if k == "name":
+            return Var(n.a[0], span=sp)
+        if k == "int":
+            return ConstInt(n.a[0], dtypes.INDEX, span=sp)
+        if k == "float":
+            return ConstFloat(n.a[0], dtypes.FP32, span=sp)
+        if k == "str":
+            return StrLit(n.a[0], span=sp)
+        if k == "true":
+            return ConstBool(True, span=sp)
+        if k == "false":
+            return ConstBool(False, span=sp)
+        if k == "none":
+            return NoneLit(span=sp)
+        if k == "paren":
+            return self.expr(n.a[0])
+        if k == "list":
+            return ListExpr(tuple(self.expr(x) for x in n.a), span=sp)
+        if k == "tuple":
+            return TupleExpr(tuple(self.expr(x) for x in n.a), span=sp)
+        if k == "dict":
+            return DictExpr(tuple((self.expr(a), self.expr(b)) for a, b in n.a), span=sp)
+        if k in ("bin", "cmp"):
+            op, lhs, rhs = n.a
+            if k == "cmp" and lhs.k == "cmp":
+                self.fail("PTOC-E0114", "chained comparisons are not IR", n,
+                          hint="combine two comparisons with `and`")
+            return BinOp(op, self.expr(lhs), self.expr(rhs), span=sp)
+        if k == "unary":
+            op, x = n.a
+            if op in ("-", "+") and x.k in ("int", "float"):
+                v = -x.a[0] if op == "-" else x.a[0]
+                return (ConstInt(v, dtypes.INDEX, span=sp) if x.k == "int"
+                        else ConstFloat(v, dtypes.FP32, span=sp))
+            if op == "+":
+                return self.expr(x)
+            return UnaryOp(op, self.expr(x), span=sp)
+        if k == "attr":
+            return self.attr_value(n)
+        if k == "getitem":
+            base, subs = n.a
+            if len(subs) != 1 or subs[0].k == "slice":
+                self.fail("PTOC-E0005", "slicing and multi-index subscripts are DSL syntax, not IR", n,
+                          hint="use pl.tensor.slice(t, shape, offset) or pl.tile.load(...) with offsets")
+            path = self._pl_path(base) if base.k == "attr" else None
+            if path:
+                self.fail("PTOC-E0109", f"a type `pl.{'.'.join(path)}[...]` cannot be used as a value", n)
+            return GetItem(self.expr(base), self.expr(subs[0]), span=sp)
+        if k == "call":
+            return self.call(n)
+        if k == "chaincmp":
+            self.fail("PTOC-E0114", "chained comparisons are not IR", n, hint="combine comparisons with `and`")
+        if k == "slice":
+            self.fail("PTOC-E0005", "slices are DSL syntax, not IR", n,
+                      hint="use pl.tensor.slice(t, shape, offset)")
+        self.fail("PTOC-E0114", "unexpected expression", n)
+
+    def attr_value(self, n: SN) -> Expr:
+        path = self._pl_path(n)
+        if path is None:
+            self.fail("PTOC-E0114", "attribute access is allowed on `pl` only", n,
+                      hint="values are names, constants, pl.<enum>.<member>, pl.<dtype> or calls")
+        if len(path) == 1:
+            if path[0] in LAYOUT_SHORTHANDS:
+                return EnumLit("TensorLayout", path[0], span=n.span)
+            if path[0] == "Ptr":
+                self.fail("PTOC-E0109", "a type cannot be used as a value", n)
+            dt = self._dtype_from_path(path, n, soft=False)
+            return DTypeLit(dt, span=n.span)
+        if len(path) == 2:
+            fam = ENUM_ALIASES.get(path[0], path[0])
+            if fam in ENUMS:
+                return EnumLit(fam, self._enum_member(fam, path[1], n), span=n.span)
+            if path[0][:1].isupper():
+                return EnumLit(path[0], path[1], span=n.span)  # an enum family ptoc carries through
+        self.fail("PTOC-E0114", f"`pl.{'.'.join(path)}` is not a value", n,
+                  hint="call it (`pl.<namespace>.<op>(...)`) or use an enum member `pl.<Enum>.<member>`")
+
+    def _args(self, n: SN) -> tuple[tuple[Expr, ...], tuple[tuple[str, Expr], ...]]:
+        args: list[Expr] = []
+        kwargs: list[tuple[str, Expr]] = []
+        for key, val in n.a[1]:
+            if key is None:
+                if kwargs:
+                    self.fail("PTOC-E0114", "a positional argument follows a keyword argument", val)
+                args.append(self.expr(val))
+            else:
+                kname = self._kwname(key)
+                if any(kname == k for k, _ in kwargs):
+                    self.fail("PTOC-E0112", f"keyword argument {kname!r} is given twice", key)
+                kwargs.append((kname, self.expr(val)))
+        return tuple(args), tuple(kwargs)
+
+    def call(self, n: SN) -> Expr:
+        func = n.a[0]
+        sp = n.span
+        if func.k == "name":
+            fname = func.a[0]
+            if fname == "abs":
+                args, kwargs = self._args(n)
+                if len(args) != 1 or kwargs:
+                    self.fail("PTOC-E0113", "abs takes one argument", n)
+                return Abs(args[0], span=sp)
+            args, kwargs = self._args(n)
+            return Call(fname, args, kwargs, kind="func", span=sp)
+        if func.k == "attr" and func.a[0].k == "name" and func.a[0].a[0] == "self":
+            args, kwargs = self._args(n)
+            return Call(func.a[1], args, kwargs, kind="func", span=sp)
+        path = self._pl_path(func) if func.k == "attr" else None
+        if not path:
+            self.fail("PTOC-E0114", "only `pl.<op>(...)`, `self.<function>(...)` and abs(...) can be called", n)
+        op = ".".join(path)
+        if op == "const":
+            return self.const(n)
+        if op in ("yield_", "cond", "func_attr", "dynamic"):
+            where = {"yield_": "as the last statement of a loop body or an if branch",
+                     "cond": "as the first statement of a pl.while_ loop",
+                     "func_attr": "as the first statement of a function",
+                     "dynamic": "at module level (`M = pl.dynamic(\"M\")`)"}[op]
+            self.fail("PTOC-E0111", f"pl.{op}(...) may appear only {where}", n)
+        if op in LOOP_KINDS or op == "while_":
+            self.fail("PTOC-E0111", f"pl.{op}(...) is a loop header; use it as `for ... in pl.{op}(...)`", n)
+        args, kwargs = self._args(n)
+        if op in ("min", "max") and len(args) == 2 and not kwargs:
+            return MinMax(op, args[0], args[1], span=sp)
+        if op == "cast" and len(args) == 2 and not kwargs and isinstance(args[1], DTypeLit) \
+                and self._is_scalar(args[0]):
+            return Cast(args[0], args[1].dtype, span=sp)
+        return Call(op, args, kwargs, kind="op", span=sp)
+
+    def _is_scalar(self, e: Expr) -> bool:
+        if isinstance(e, Var):
+            return e.name in self.scalar_names
+        return isinstance(e, (ConstInt, ConstFloat, ConstBool, BinOp, UnaryOp, MinMax, Abs, Cast))
+
+    def const(self, n: SN) -> Expr:
+        args, kwargs = self._args(n)
+        if kwargs or len(args) != 2 or not isinstance(args[1], DTypeLit):
+            self.fail("PTOC-E0113", "pl.const takes a value and a dtype", n, hint="write `pl.const(0, pl.INT64)`")
+        v, dt = args[0], args[1].dtype
+        if isinstance(v, ConstInt):
+            if dt.is_float:
+                return ConstFloat(float(v.value), dt, span=n.span)
+            if dt.kind == "bool":
+                return ConstBool(bool(v.value), span=n.span)
+            return ConstInt(v.value, dt, span=n.span)
+        if isinstance(v, ConstFloat):
+            if not dt.is_float:
+                self.fail("PTOC-E0105", f"pl.const of a float needs a float dtype, not pl.{dt.name}", n)
+            return ConstFloat(v.value, dt, span=n.span)
+        if isinstance(v, ConstBool):
+            return ConstBool(v.value, span=n.span)
+        self.fail("PTOC-E0113", "pl.const takes a literal number", n)
+
+    # ------------------------------------------------------------------ statements
+    def block(self, nodes, top: bool = False) -> tuple[Stmt, ...]:
+        out: list[Stmt] = []
+        for s in nodes:
+            try:
+                st = self.stmt(s)
+                if st is not None:
+                    out.append(st)
+            except _Fail as f:
+                self.report(f)
+            except RecursionError:
+                self.sink.error("PTOC-E0114", "statement nested too deeply", s.span)
+        return tuple(out)
+
+    def stmt(self, n: SN) -> Stmt | None:
+        k = n.k
+        if k == "ann_assign":
+            target, ann, value = n.a
+            if target.k != "name":
+                self.fail("PTOC-E0005", "only a plain name can be annotated and assigned", target)
+            v = self._single(value)
+            if v is None:
+                self.fail("PTOC-E0113", "an annotated assignment takes one value", value)
+            t = self.type(ann)
+            name = target.a[0]
+            if isinstance(t, ScalarType):
+                self.scalar_names.add(name)
+            yv = self._yield_call(v)
+            if yv is not None:
+                return YieldStmt((Var(name, span=target.span),), yv, t, span=n.span)
+            return AssignStmt(Var(name, span=target.span), self.expr(v), t, span=n.span)
+        if k == "assign":
+            lhs, rhs = n.a
+            if rhs.k != "exprlist":  # pragma: no cover - grammar guarantees
+                self.fail("PTOC-E0114", "bad assignment", n)
+            v = self._single(rhs)
+            targets = []
+            for t in lhs.a:
+                t = self._unparen(t)
+                if t.k != "name":
+                    self.fail("PTOC-E0005", "only plain names can be assigned", t,
+                              hint="IR values are immutable; write a new name with an op call")
+                targets.append(Var(t.a[0], span=t.span))
+            if v is None:
+                self.fail("PTOC-E0113", "assign one value per statement", rhs,
+                          hint="several names are assigned only by `a, b = pl.yield_(u, v)`")
+            yv = self._yield_call(v)
+            if yv is not None:
+                return YieldStmt(tuple(targets), yv, None, span=n.span)
+            if len(targets) != 1:
+                self.fail("PTOC-E0005", "tuple unpacking is allowed only from pl.yield_", n,
+                          hint="assign the tuple to one name and read its elements with t[0], t[1]")
+            value = self.expr(v)
+            if self._is_scalar(value):
+                self.scalar_names.add(targets[0].name)
+            return AssignStmt(targets[0], value, None, span=n.span)
+        if k == "expr_stmt":
+            v = self._single(n.a[0])
+            if v is None:
+                self.fail("PTOC-E0114", "a statement holds one expression", n)
+            yv = self._yield_call(v)
+            if yv is not None:
+                return YieldStmt((), yv, None, span=n.span)
+            if v.k == "str":
+                self.fail("PTOC-E0005", "string statements (docstrings) are not IR", n,
+                          hint="use a `# comment`")
+            if v.k == "call" and self._pl_path(v.a[0]) == ["func_attr"]:
+                self.fail("PTOC-E0111", "pl.func_attr(...) may appear only as the first statement of a function",
+                          n)
+            if v.k != "call":
+                self.fail("PTOC-E0005", "an expression statement must be a call", n,
+                          hint="assign the value to a name, or delete the line")
+            return EvalStmt(self.expr(v), span=n.span)
+        if k == "return":
+            vals = n.a[0]
+            return ReturnStmt(tuple(self.expr(x) for x in vals.a) if vals is not None else (), span=n.span)
+        if k == "pass":
+            return PassStmt(span=n.span)
+        if k == "for":
+            return self.for_stmt(n)
+        if k == "if":
+            return self.if_stmt(n)
+        if k == "with":
+            return self.with_stmt(n)
+        if k in ("def", "class"):
+            self.fail("PTOC-E0005", "functions and classes cannot be nested", n,
+                      hint="define every function as a method of the @pl.program class")
+        if k in ("import", "from_import"):
+            self.fail("PTOC-E0005", "imports belong at the top of the file", n)
+        self.fail("PTOC-E0005", "unexpected statement", n)
+
+    def _yield_call(self, v: SN) -> tuple[Expr, ...] | None:
+        v = self._unparen(v)
+        if v.k == "call" and self._pl_path(v.a[0]) == ["yield_"]:
+            args, kwargs = self._args(v)
+            if kwargs:
+                self.fail("PTOC-E0113", "pl.yield_ takes positional values only", v)
+            return args
+        return None
+
+    def _loop_call(self, it: SN) -> tuple[str, tuple, tuple, tuple | None]:
+        it = self._unparen(it)
+        path = self._pl_path(it.a[0]) if it.k == "call" and it.a[0].k == "attr" else None
+        kinds = LOOP_KINDS + ("while_",)
+        if not path or len(path) != 1 or path[0] not in kinds:
+            shown = ".".join(path) if path else None
+            near = _closest(shown, kinds) if shown else None
+            self.fail("PTOC-E0005", f"a loop iterates over pl.range, pl.parallel, pl.unroll, pl.pipeline, "
+                      f"pl.spmd, pl.split_aiv or pl.while_{'' if shown is None else f', not pl.{shown}'}", it,
+                      hint=f"did you mean pl.{near}?" if near else "write `for i in pl.range(n):`")
+        args, kwargs = self._args(it)
+        init = None
+        rest = []
+        for kname, val in kwargs:
+            if kname == "init_values":
+                if not isinstance(val, (TupleExpr, ListExpr)):
+                    self.fail("PTOC-E0113", "init_values takes a tuple such as (x,)", it)
+                init = val.items
+            else:
+                rest.append((kname, val))
+        return path[0], args, tuple(rest), init
+
+    def for_stmt(self, n: SN) -> Stmt:
+        target, it, body = n.a
+        kind, args, kwargs, init = self._loop_call(it)
+        tkind, tname, tnames, tspan = target
+        iter_args = tuple(Var(nm, span=sp) for nm, sp in (tnames or ()))
+        if kind == "while_":
+            if tkind != "iter":
+                self.fail("PTOC-E0005", "a pl.while_ loop binds only its loop-carried values", n,
+                          hint="write `for (x,) in pl.while_(init_values=(x0,)):`")
+            if args:
+                self.fail("PTOC-E0113", "pl.while_ takes init_values= only", it)
+            if init is None:
+                self.fail("PTOC-E0104", "pl.while_ needs init_values=(...) for its loop-carried values", it)
+            if len(iter_args) != len(init):
+                self._arity(iter_args, init, it)
+            stmts = list(body)
+            first = self._single(stmts[0].a[0]) if stmts and stmts[0].k == "expr_stmt" else None
+            if first is None or first.k != "call" or self._pl_path(first.a[0]) != ["cond"]:
+                self.fail("PTOC-E0111", "the first statement of a pl.while_ loop must be pl.cond(condition)",
+                          stmts[0] if stmts else n, hint="write `pl.cond(x < 10)` as the loop's first line")
+            cargs, ckw = self._args(first)
+            if len(cargs) != 1 or ckw:
+                self.fail("PTOC-E0113", "pl.cond takes one condition", first)
+            return WhileStmt(iter_args, tuple(init), cargs[0], self.block(stmts[1:]), kwargs, span=n.span)
+        if tkind == "iter":
+            self.fail("PTOC-E0005", f"a pl.{kind} loop needs a loop variable", n,
+                      hint=f"write `for i, (x,) in pl.{kind}(..., init_values=(x0,)):`")
+        if not args and kind != "split_aiv":
+            self.fail("PTOC-E0113", f"pl.{kind}(...) needs a stop value", it, hint=f"write `pl.{kind}(n)`")
+        if len(args) > 3:
+            self.fail("PTOC-E0113", f"pl.{kind}(...) takes at most start, stop and step", it)
+        if tkind == "name_iter" and init is None:
+            self.fail("PTOC-E0104", "the loop binds loop-carried values but has no init_values=(...)", it,
+                      hint="add `init_values=(x0,)` with one initial value per carried name")
+        if init is not None and tkind == "name":
+            if init:
+                self.fail("PTOC-E0104", f"init_values gives {len(init)} value(s) but the loop binds no carried "
+                          "names", it, hint="write `for i, (acc,) in pl.range(n, init_values=(x0,)):`")
+        init = init or ()
+        if len(iter_args) != len(init):
+            self._arity(iter_args, init, it)
+        self.scalar_names.add(tname)
+        return ForStmt(kind, Var(tname, span=tspan), args, self.block(body), iter_args, tuple(init), kwargs,
+                       span=n.span)
+
+    def _arity(self, iter_args, init, at: SN):
+        self.fail("PTOC-E0104", f"{len(iter_args)} loop-carried name(s) but {len(init)} init value(s)", at,
+                  hint="give init_values exactly one initial value per name in the `(...)` target")
+
+    def if_stmt(self, n: SN) -> Stmt:
+        cond, body, elifs, orelse = n.a
+        else_body: tuple[Stmt, ...] = self.block(orelse) if orelse is not None else ()
+        for e in reversed(elifs):
+            ec, eb = e.a
+            else_body = (IfStmt(self.expr(ec), self.block(eb), else_body, span=e.span),)
+        return IfStmt(self.expr(cond), self.block(body), else_body, span=n.span)
+
+    def with_stmt(self, n: SN) -> Stmt:
+        expr, alias, body = n.a
+        e = self._unparen(expr)
+        path = self._pl_path(e.a[0]) if e.k == "call" and e.a[0].k == "attr" else None
+        if not path:
+            self.fail("PTOC-E0005", "a with-statement opens a pl scope such as `with pl.at(...)`", expr)
+        args, kwargs = self._args(e)
+        var = Var(alias[0], span=alias[1]) if alias else None
+        if var is not None:
+            self.scalar_names.add(var.name)
+        return ScopeStmt(".".join(path), args, self.block(body), kwargs, var, span=n.span)
+
+
+def parse_program(text: str, file: str = "<input>", verify: bool = True, ctx=None) -> Program:
+    """Parse IR text. Raises `CompileError` with every diagnostic found."""
+    nodes, diags = parse_syntax(text, file)
+    if nodes is None:
+        raise CompileError(diags)
+    sink = DiagnosticSink()
+    b = Builder(file, sink)
+    try:
+        prog = b.module(nodes)
+    except RecursionError:
+        sink.error("PTOC-E0114", "the program is nested too deeply", Span(file, 1, 1, 1, 2))
+        prog = None
+    if prog is not None and verify and not sink.has_errors:
+        from ptoc.ir.verifier import verify_program
+
+        for d in verify_program(prog, ctx=ctx):
+            sink.add(d)
+    sink.raise_if_errors()
+    assert prog is not None
+    return prog

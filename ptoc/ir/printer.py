@@ -1,0 +1,370 @@
+"""The canonical printer: IR -> the printer form of the PyPTO IR text (pypto-ir-text.md).
+
+The output re-parses to a structurally equal program, and printing is idempotent. It writes one
+statement per line with 4-space indentation, annotated assignments where the input had them, bare
+literals for INDEX integers and FP32 floats, `pl.const(v, dtype)` for other constants, and only the
+TileView / TensorView fields that differ from their implicit values.
+"""
+
+from __future__ import annotations
+
+import math
+
+from ptoc.ir.nodes import (
+    Abs,
+    AssignStmt,
+    BinOp,
+    Call,
+    Cast,
+    ConstBool,
+    ConstFloat,
+    ConstInt,
+    DictExpr,
+    DTypeLit,
+    EnumLit,
+    EvalStmt,
+    Expr,
+    ForStmt,
+    Function,
+    GetItem,
+    IfStmt,
+    ListExpr,
+    MemRef,
+    MinMax,
+    NoneLit,
+    PassStmt,
+    Program,
+    PtrType,
+    ReturnStmt,
+    ScalarType,
+    ScopeStmt,
+    Stmt,
+    StrLit,
+    TensorType,
+    TileType,
+    TupleExpr,
+    TupleType,
+    Type,
+    TypeLit,
+    UnaryOp,
+    Var,
+    WhileStmt,
+    YieldStmt,
+)
+
+INDENT = "    "
+
+# Python operator precedence, low to high.
+_PREC = {
+    "or": 1, "and": 2, "not": 3,
+    "==": 4, "!=": 4, "<": 4, "<=": 4, ">": 4, ">=": 4,
+    "|": 5, "^": 6, "&": 7, "<<": 8, ">>": 8, "+": 9, "-": 9,
+    "*": 10, "/": 10, "//": 10, "%": 10, "unary": 11, "**": 12,
+}
+_ATOM = 100
+
+
+def _prec(e: Expr) -> int:
+    if isinstance(e, BinOp):
+        return _PREC[e.op]
+    if isinstance(e, UnaryOp):
+        return _PREC["not"] if e.op == "not" else _PREC["unary"]
+    if isinstance(e, ConstInt) and e.value < 0 and e.dtype.name == "INDEX":
+        return _PREC["unary"]
+    if isinstance(e, ConstFloat) and (e.value < 0 or (e.value == 0 and math.copysign(1, e.value) < 0)) \
+            and e.dtype.name == "FP32":
+        return _PREC["unary"]
+    return _ATOM
+
+
+def fmt_float(v: float) -> str:
+    if math.isinf(v):
+        return "1e999" if v > 0 else "-1e999"
+    if math.isnan(v):
+        return "float('nan')"  # not re-parseable; NaN constants do not appear in valid programs
+    r = repr(float(v))
+    return r
+
+
+def _str(s: str) -> str:
+    out = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
+    return f'"{out}"'
+
+
+class Printer:
+    def __init__(self, prefix: str = "pl"):
+        self.p = prefix
+
+    # ---------------------------------------------------------------- expressions
+    def expr(self, e: Expr) -> str:
+        p = self.p
+        if isinstance(e, Var):
+            return e.name
+        if isinstance(e, ConstInt):
+            if e.dtype.name == "INDEX":
+                return str(e.value)
+            return f"{p}.const({e.value}, {p}.{e.dtype.name})"
+        if isinstance(e, ConstFloat):
+            if e.dtype.name == "FP32":
+                return fmt_float(e.value)
+            return f"{p}.const({fmt_float(e.value)}, {p}.{e.dtype.name})"
+        if isinstance(e, ConstBool):
+            return "True" if e.value else "False"
+        if isinstance(e, StrLit):
+            return _str(e.value)
+        if isinstance(e, NoneLit):
+            return "None"
+        if isinstance(e, DTypeLit):
+            return f"{p}.{e.dtype.name}"
+        if isinstance(e, EnumLit):
+            return f"{p}.{e.family}.{e.member}"
+        if isinstance(e, TypeLit):
+            return self.type(e.type)
+        if isinstance(e, BinOp):
+            prec = _PREC[e.op]
+            lhs, rhs = self.expr(e.lhs), self.expr(e.rhs)
+            lp, rp = _prec(e.lhs), _prec(e.rhs)
+            if e.op == "**":
+                if lp <= prec:
+                    lhs = f"({lhs})"
+                if rp < prec and rp != _PREC["unary"]:
+                    rhs = f"({rhs})"
+            elif prec == 4:  # comparisons never chain
+                if lp <= prec:
+                    lhs = f"({lhs})"
+                if rp <= prec:
+                    rhs = f"({rhs})"
+            else:
+                if lp < prec:
+                    lhs = f"({lhs})"
+                if rp <= prec:
+                    rhs = f"({rhs})"
+            return f"{lhs} {e.op} {rhs}"
+        if isinstance(e, UnaryOp):
+            inner = self.expr(e.operand)
+            if e.op == "not":
+                if _prec(e.operand) < _PREC["not"]:
+                    inner = f"({inner})"
+                return f"not {inner}"
+            bare_literal = (isinstance(e.operand, ConstInt) and e.operand.dtype.name == "INDEX") or (
+                isinstance(e.operand, ConstFloat) and e.operand.dtype.name == "FP32"
+            )
+            if _prec(e.operand) <= _PREC["unary"] or bare_literal:
+                inner = f"({inner})"
+            return f"{e.op}{inner}"
+        if isinstance(e, MinMax):
+            return f"{p}.{e.op}({self.expr(e.lhs)}, {self.expr(e.rhs)})"
+        if isinstance(e, Abs):
+            return f"abs({self.expr(e.operand)})"
+        if isinstance(e, Cast):
+            return f"{p}.cast({self.expr(e.operand)}, {p}.{e.dtype.name})"
+        if isinstance(e, Call):
+            parts = [self.expr(a) for a in e.args]
+            parts += [f"{k}={self.expr(v)}" for k, v in e.kwargs]
+            callee = f"self.{e.op}" if e.kind == "func" else f"{p}.{e.op}"
+            return f"{callee}({', '.join(parts)})"
+        if isinstance(e, ListExpr):
+            return "[" + ", ".join(self.expr(i) for i in e.items) + "]"
+        if isinstance(e, TupleExpr):
+            if len(e.items) == 1:
+                return f"({self.expr(e.items[0])},)"
+            return "(" + ", ".join(self.expr(i) for i in e.items) + ")"
+        if isinstance(e, DictExpr):
+            return "{" + ", ".join(f"{self.expr(k)}: {self.expr(v)}" for k, v in e.items) + "}"
+        if isinstance(e, GetItem):
+            base = self.expr(e.value)
+            if _prec(e.value) < _ATOM:
+                base = f"({base})"
+            return f"{base}[{self.expr(e.index)}]"
+        raise TypeError(f"cannot print expression {type(e).__name__}")
+
+    def _list(self, items) -> str:
+        return "[" + ", ".join(self.expr(i) for i in items) + "]"
+
+    # ---------------------------------------------------------------- types
+    def memref(self, m: MemRef) -> str:
+        return f"{self.p}.MemRef({self.expr(m.base)}, {self.expr(m.offset)}, {self.expr(m.size)})"
+
+    def type(self, t: Type) -> str:
+        p = self.p
+        if isinstance(t, ScalarType):
+            return f"{p}.Scalar[{p}.{t.dtype.name}]"
+        if isinstance(t, PtrType):
+            return f"{p}.Ptr"
+        if isinstance(t, TupleType):
+            return f"{p}.Tuple[" + ", ".join(self.type(x) for x in t.types) + "]"
+        if isinstance(t, TensorType):
+            parts = [self._list(t.shape), f"{p}.{t.dtype.name}"]
+            v = t.view
+            if v is not None:
+                if v.layout_only:
+                    parts.append(f"{p}.{v.layout}")
+                else:
+                    kw = []
+                    if v.valid_shape is not None:
+                        kw.append(f"valid_shape={self._list(v.valid_shape)}")
+                    if v.stride:
+                        kw.append(f"stride={self._list(v.stride)}")
+                    if v.layout != "ND":
+                        kw.append(f"layout={p}.TensorLayout.{v.layout}")
+                    if v.pad is not None:
+                        kw.append(f"pad={p}.PadValue.{v.pad}")
+                    parts.append(f"{p}.TensorView({', '.join(kw)})")
+            if t.memref is not None:
+                parts.append(self.memref(t.memref))
+            return f"{p}.Tensor[{', '.join(parts)}]"
+        if isinstance(t, TileType):
+            parts = [self._list(t.shape), f"{p}.{t.dtype.name}"]
+            if t.memref is not None:
+                parts.append(self.memref(t.memref))
+            if t.memory is not None:
+                parts.append(f"{p}.Mem.{t.memory}")
+            v = t.view
+            if v is not None and not v.is_empty:
+                kw = []
+                if v.valid_shape is not None:
+                    kw.append(f"valid_shape={self._list(v.valid_shape)}")
+                if v.stride is not None:
+                    kw.append(f"stride={self._list(v.stride)}")
+                if v.start_offset is not None:
+                    kw.append(f"start_offset={self.expr(v.start_offset)}")
+                if v.blayout is not None:
+                    kw.append(f"blayout={p}.TileLayout.{v.blayout}")
+                if v.slayout is not None:
+                    kw.append(f"slayout={p}.TileLayout.{v.slayout}")
+                if v.fractal is not None:
+                    kw.append(f"fractal={v.fractal}")
+                if v.pad is not None:
+                    kw.append(f"pad={p}.PadValue.{v.pad}")
+                if v.compact is not None:
+                    kw.append(f"compact={p}.CompactMode.{v.compact}")
+                parts.append(f"{p}.TileView({', '.join(kw)})")
+            return f"{p}.Tile[{', '.join(parts)}]"
+        raise TypeError(f"cannot print type {type(t).__name__}")
+
+    # ---------------------------------------------------------------- statements
+    def _call_args(self, args, kwargs, init_values=None) -> str:
+        parts = [self.expr(a) for a in args]
+        parts += [f"{k}={self.expr(v)}" for k, v in kwargs]
+        if init_values is not None:
+            parts.append(f"init_values={self.expr(TupleExpr(tuple(init_values)))}")
+        return ", ".join(parts)
+
+    def stmts(self, body, depth: int, out: list[str]) -> None:
+        if not body:
+            out.append(INDENT * depth + "pass")
+            return
+        for s in body:
+            self.stmt(s, depth, out)
+
+    def stmt(self, s: Stmt, depth: int, out: list[str]) -> None:
+        ind = INDENT * depth
+        p = self.p
+        if isinstance(s, AssignStmt):
+            ann = f": {self.type(s.annotation)}" if s.annotation is not None else ""
+            out.append(f"{ind}{s.target.name}{ann} = {self.expr(s.value)}")
+        elif isinstance(s, YieldStmt):
+            call = f"{p}.yield_({', '.join(self.expr(v) for v in s.values)})"
+            if not s.targets:
+                out.append(ind + call)
+            elif len(s.targets) == 1 and s.annotation is not None:
+                out.append(f"{ind}{s.targets[0].name}: {self.type(s.annotation)} = {call}")
+            else:
+                out.append(f"{ind}{', '.join(t.name for t in s.targets)} = {call}")
+        elif isinstance(s, EvalStmt):
+            out.append(ind + self.expr(s.expr))
+        elif isinstance(s, ReturnStmt):
+            out.append(ind + ("return " + ", ".join(self.expr(v) for v in s.values) if s.values else "return"))
+        elif isinstance(s, PassStmt):
+            out.append(ind + "pass")
+        elif isinstance(s, ForStmt):
+            target = s.var.name
+            init = None
+            if s.iter_args or s.init_values:
+                names = ", ".join(a.name for a in s.iter_args)
+                if len(s.iter_args) == 1:
+                    names += ","
+                target += f", ({names})"
+                init = s.init_values
+            out.append(f"{ind}for {target} in {p}.{s.kind}({self._call_args(s.args, s.kwargs, init)}):")
+            self.stmts(s.body, depth + 1, out)
+        elif isinstance(s, WhileStmt):
+            names = ", ".join(a.name for a in s.iter_args)
+            if len(s.iter_args) == 1:
+                names += ","
+            out.append(f"{ind}for ({names}) in {p}.while_({self._call_args((), s.kwargs, s.init_values)}):")
+            out.append(f"{ind}{INDENT}{p}.cond({self.expr(s.cond)})")
+            if s.body:
+                self.stmts(s.body, depth + 1, out)
+        elif isinstance(s, IfStmt):
+            out.append(f"{ind}if {self.expr(s.cond)}:")
+            self.stmts(s.then_body, depth + 1, out)
+            if s.else_body:
+                out.append(f"{ind}else:")
+                self.stmts(s.else_body, depth + 1, out)
+        elif isinstance(s, ScopeStmt):
+            as_part = f" as {s.var.name}" if s.var is not None else ""
+            out.append(f"{ind}with {p}.{s.kind}({self._call_args(s.args, s.kwargs)}){as_part}:")
+            self.stmts(s.body, depth + 1, out)
+        else:
+            raise TypeError(f"cannot print statement {type(s).__name__}")
+
+    # ---------------------------------------------------------------- functions and programs
+    def function(self, f: Function, depth: int, out: list[str]) -> None:
+        p = self.p
+        ind = INDENT * depth
+        deco_kw = []
+        if f.func_type != "Opaque":
+            deco_kw.append(f"type={p}.FunctionType.{f.func_type}")
+        deco_kw += [f"{k}={self.expr(v)}" for k, v in f.decorator_kwargs]
+        out.append(f"{ind}@{p}.function" + (f"({', '.join(deco_kw)})" if deco_kw else ""))
+        params = ["self"] if f.has_self else []
+        for prm in f.params:
+            t = self.type(prm.type)
+            if prm.direction != "In":
+                t = f"{p}.{prm.direction}[{t}]"
+            params.append(f"{prm.name}: {t}")
+        ret = ""
+        if f.returns_tuple or len(f.returns) > 1:
+            ret = " -> tuple[" + ", ".join(self.type(t) for t in f.returns) + "]"
+        elif f.returns:
+            ret = f" -> {self.type(f.returns[0])}"
+        out.append(f"{ind}def {f.name}({', '.join(params)}){ret}:")
+        if f.attrs is not None:
+            out.append(f"{ind}{INDENT}{p}.func_attr({self.expr(DictExpr(f.attrs))})")
+            if not f.body:
+                return
+        self.stmts(f.body, depth + 1, out)
+
+    def program(self, prog: Program) -> str:
+        p = self.p
+        out: list[str] = [f"# pypto.program: {prog.name}" if prog.name else "# pypto.program",
+                          f"import pypto.language as {p}"]
+        if prog.dynamic_dims:
+            out.append("")
+            for d in prog.dynamic_dims:
+                out.append(f"{d.name} = {p}.dynamic({_str(d.label)})")
+        out.append("")
+        if prog.bare_function:
+            for f in prog.functions:
+                self.function(f, 0, out)
+        else:
+            out.append(f"@{p}.program")
+            out.append(f"class {prog.name}:")
+            if not prog.functions:
+                out.append(INDENT + "pass")
+            for f in prog.functions:
+                self.function(f, 1, out)
+        return "\n".join(out) + "\n"
+
+
+def print_program(prog: Program) -> str:
+    return Printer().program(prog)
+
+
+def print_type(t: Type) -> str:
+    return Printer().type(t)
+
+
+def print_expr(e: Expr) -> str:
+    return Printer().expr(e)

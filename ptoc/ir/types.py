@@ -1,0 +1,90 @@
+"""Type-level facts shared by the front end, the printer and the passes."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ptoc.ir.dtypes import INDEX
+from ptoc.ir.nodes import ConstInt, Expr, TensorView, TileType, TileView
+
+# Enum families of the IR text and their members. `None` members: the family is known but its
+# member set is open (it is carried through without validation).
+ENUMS: dict[str, tuple[str, ...] | None] = {
+    "Mem": ("DDR", "Vec", "Mat", "Left", "Right", "Acc", "Bias", "LeftScale", "RightScale"),
+    "TensorLayout": ("ND", "DN", "NZ"),
+    "TileLayout": ("none_box", "row_major", "col_major"),
+    "PadValue": ("null", "zero", "max", "min"),
+    "CompactMode": ("null", "normal"),
+    "FunctionType": ("Opaque", "Orchestration", "InCore", "AIC", "AIV", "Group", "Spmd", "Inline"),
+    "Level": None,
+    "Role": None,
+    "SplitMode": ("NONE", "UP_DOWN", "LEFT_RIGHT"),
+    "ScopeMode": ("AUTO", "MANUAL"),
+}
+ENUM_ALIASES = {"MemorySpace": "Mem"}
+LAYOUT_SHORTHANDS = ("ND", "DN", "NZ")
+
+
+def implicit_tile_view(shape: tuple[Expr, ...], memory: str | None) -> dict[str, object]:
+    """The view a tile has when its TileView leaves a field out (pto-format.md, "Implicit layout per
+    memory space"). A tile without a memory space has the Vec defaults."""
+    space = memory or "Vec"
+    blayout, slayout, fractal = {
+        "Vec": ("row_major", "none_box", 512),
+        "Mat": ("col_major", "row_major", 512),
+        "Left": ("col_major", "row_major", 512),
+        "Right": ("row_major", "col_major", 512),
+        "Acc": ("col_major", "row_major", 1024),
+        "Bias": ("row_major", "none_box", 512),
+    }.get(space, ("row_major", "none_box", 512))
+    if space == "Vec" and len(shape) == 2 and _is_int(shape[1], 1) and not _is_int(shape[0], 1):
+        blayout = "col_major"  # an [R, 1] column tile
+    return {
+        "valid_shape": tuple(shape),
+        "stride": None,
+        "start_offset": ConstInt(0, INDEX),
+        "blayout": blayout,
+        "slayout": slayout,
+        "fractal": fractal,
+        "pad": "null",
+        "compact": "null",
+    }
+
+
+def _is_int(e: Expr, v: int) -> bool:
+    return isinstance(e, ConstInt) and e.value == v
+
+
+def normalize_tile_view(shape: tuple[Expr, ...], memory: str | None, view: TileView | None) -> TileView | None:
+    """Drop every field equal to the implicit view of the space; an empty view becomes None."""
+    if view is None:
+        return None
+    implicit = implicit_tile_view(shape, memory)
+    changes = {}
+    for name, default in implicit.items():
+        value = getattr(view, name)
+        if value is not None and value == default:
+            changes[name] = None
+    if not view.stride and view.stride is not None:
+        changes["stride"] = None
+    out = replace(view, **changes) if changes else view
+    return None if out.is_empty else out
+
+
+def effective_tile_view(t: TileType) -> dict[str, object]:
+    """Every field of the tile's view, implicit ones filled in."""
+    eff = implicit_tile_view(t.shape, t.memory)
+    if t.view is not None:
+        for name in eff:
+            value = getattr(t.view, name)
+            if value is not None:
+                eff[name] = value
+    return eff
+
+
+def normalize_tensor_view(view: TensorView | None) -> TensorView | None:
+    if view is None:
+        return None
+    if view.stride is not None and len(view.stride) == 0:
+        view = replace(view, stride=None)
+    return None if view.is_trivial else view

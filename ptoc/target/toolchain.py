@@ -1,0 +1,21 @@
+"""Pinned external tool versions (read from `toolchain/versions.env`, shipped in the package)."""
+
+from __future__ import annotations
+
+from importlib import resources
+
+
+def read_versions() -> dict[str, str]:
+    text = resources.files("ptoc.toolchain").joinpath("versions.env").read_text(encoding="utf-8")
+    out: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#") or "=" not in line:
+            continue
+        key, value = line.split("=", 1)
+        out[key.strip()] = value.strip().strip('"').strip("'")
+    return out
+
+
+def pinned_ptoas_version() -> str:
+    return read_versions().get("PTOAS_VERSION", "v0.61")
