@@ -211,7 +211,7 @@ def fmt(file: str, check_only: bool, in_place: bool, diag_fmt: str) -> None:
         if text is None:
             return EXIT_USER
         try:
-            prog = parse_program(text, file)
+            prog = parse_program(text, file, check_ops=False)
         except CompileError as e:
             reporter.emit(e.diagnostics, text)
             return EXIT_USER

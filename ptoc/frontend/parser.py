@@ -866,7 +866,8 @@ class Builder:
         return ScopeStmt(".".join(path), args, self.block(body), kwargs, var, span=n.span)
 
 
-def parse_program(text: str, file: str = "<input>", verify: bool = True, ctx=None) -> Program:
+def parse_program(text: str, file: str = "<input>", verify: bool = True, ctx=None,
+                  check_ops: bool = True) -> Program:
     """Parse IR text. Raises `CompileError` with every diagnostic found."""
     nodes, diags = parse_syntax(text, file)
     if nodes is None:
@@ -881,7 +882,7 @@ def parse_program(text: str, file: str = "<input>", verify: bool = True, ctx=Non
     if prog is not None and verify and not sink.has_errors:
         from ptoc.ir.verifier import verify_program
 
-        for d in verify_program(prog, ctx=ctx):
+        for d in verify_program(prog, ctx=ctx, check_ops=check_ops):
             sink.add(d)
     sink.raise_if_errors()
     assert prog is not None

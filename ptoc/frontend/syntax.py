@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import ast
 import os
-from importlib import resources
 
 from lark import Lark, Token, Transformer, v_args
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedEOF, UnexpectedInput, UnexpectedToken
@@ -351,7 +350,9 @@ _GRAMMAR_CACHE: dict[str, Lark] = {}
 
 
 def _grammar_text() -> str:
-    return resources.files("ptoc.grammar").joinpath("pypto_ir.lark").read_text(encoding="utf-8")
+    from ptoc.resources import read_text
+
+    return read_text("ptoc.grammar", "pypto_ir.lark")
 
 
 def _cache_path() -> str | bool:

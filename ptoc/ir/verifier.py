@@ -49,8 +49,9 @@ from ptoc.ir.nodes import (
 )
 from ptoc.ir.printer import print_type
 
-# An operator typing hook: (call, arg types, context) -> result type or None (unknown).
-OpTyper = Callable[[Call, list, object], "Type | None"]
+# An operator typing hook: (call, positional arg types, keyword arg types, context) ->
+# (result type or None when unknown, diagnostics).
+OpTyper = Callable[[Call, list, dict, object], "tuple[Type | None, list[Diagnostic]]"]
 
 
 def iter_type_exprs(t: Type | None) -> Iterator[Expr]:
@@ -248,12 +249,13 @@ class Verifier:
             return ScalarType(dtypes.BOOL)
         if isinstance(e, Call):
             arg_types = [self.expr(a, scope, in_type) for a in e.args]
-            for _, v in e.kwargs:
-                self.expr(v, scope, in_type)
+            kwarg_types = {k: self.expr(v, scope, in_type) for k, v in e.kwargs}
             if e.kind == "func":
                 return self.func_call(e)
-            if self.op_typer is not None:
-                return self.op_typer(e, arg_types, self.ctx)
+            if self.op_typer is not None and not in_type:
+                t, diags = self.op_typer(e, arg_types, kwarg_types, self.ctx)
+                self.diags.extend(diags)
+                return t
             return None
         sub = [self.expr(x, scope, in_type) for x in iter_subexprs(e)]
         if isinstance(e, BinOp):
@@ -438,8 +440,11 @@ class Verifier:
             self.define(v.name, t, v, scope)
 
 
-def verify_program(program: Program, ctx=None, op_typer: OpTyper | None = None) -> list[Diagnostic]:
-    if op_typer is None:
+def verify_program(program: Program, ctx=None, op_typer: OpTyper | None = None,
+                   check_ops: bool = True) -> list[Diagnostic]:
+    """Structural checks, plus operator type rules when `check_ops` (formatting does not need them:
+    any `pl.<namespace>.<op>(...)` call is valid IR text)."""
+    if op_typer is None and check_ops:
         op_typer = _default_op_typer()
     return Verifier(program, ctx, op_typer).run()
 

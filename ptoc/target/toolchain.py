@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from importlib import resources
+from ptoc.resources import read_text
 
 
 def read_versions() -> dict[str, str]:
-    text = resources.files("ptoc.toolchain").joinpath("versions.env").read_text(encoding="utf-8")
+    text = read_text("ptoc.toolchain", "versions.env")
     out: dict[str, str] = {}
     for raw in text.splitlines():
         line = raw.strip()

@@ -1,0 +1,184 @@
+"""Elementwise arithmetic, unary math and casts (spec OP-1, OP-3, OP-6; FP4-2/FP4-4 for casts).
+
+tensor.* binary ops broadcast over N-D shapes (OP-1); tile.* binary ops take equal shapes or the
+same broadcasting. A scalar right-hand side selects the `*s` form. Results keep the operand's valid
+region where OP-3 says so and drop every other view field (they are new storage).
+"""
+
+from __future__ import annotations
+
+from ptoc.ir import dtypes
+from ptoc.ir.nodes import ConstFloat, ConstInt, ScalarType, StrLit, TensorType, TileType, Type
+from ptoc.ops.common import (
+    FLOATS,
+    broadcast,
+    dtype_arg,
+    is_literal,
+    new_tensor,
+    new_tile,
+    same_dtype,
+    shapes_equal,
+    valid_shape_of,
+)
+from ptoc.ops.registry import Args, register, short_name
+
+ARITH = ("add", "sub", "mul", "div", "maximum", "minimum")
+SCALAR_FORM = {"add": "adds", "sub": "subs", "mul": "muls", "div": "divs", "maximum": "maximums",
+               "minimum": "minimums"}
+UNARY = ("exp", "neg", "abs", "sqrt", "rsqrt", "recip", "log")
+FLOAT_ONLY_UNARY = ("exp", "sqrt", "rsqrt", "recip", "log")
+CAST_MODES = ("none", "rint", "round", "floor", "ceil", "trunc", "odd")
+
+
+def _result(args: Args, kind: str, lhs, shape, dt, valid) -> Type:
+    if kind == "tensor":
+        return new_tensor(shape, dt, valid)
+    return new_tile(shape, dt, lhs.memory, valid)
+
+
+def binary_result(args: Args, kind: str, keep_equal_regions: bool = True) -> Type | None:
+    """Tensor-tensor / tile-tile elementwise result (OP-1 broadcasting, OP-3 valid regions)."""
+    get = args.tensor if kind == "tensor" else args.tile
+    lhs, rhs = get("lhs"), get("rhs")
+    if lhs is None or rhs is None:
+        return None
+    same_dtype(args, lhs, rhs, rule="OP-1")
+    shape = broadcast(args, lhs.shape, rhs.shape)
+    valid = None
+    if keep_equal_regions and shapes_equal(lhs.shape, rhs.shape) is True:
+        vl, vr = valid_shape_of(lhs), valid_shape_of(rhs)
+        if shapes_equal(vl, vr) is True:
+            valid = vl
+    return _result(args, kind, lhs, shape, lhs.dtype, valid)
+
+
+def scalar_operand_dtype(args: Args, target: dtypes.DType, name: str = "rhs") -> dtypes.DType:
+    """OP-6: the dtype a scalar operand of an `adds`-style op takes. A literal takes the tile dtype,
+    except a float literal on an integer tile, which stays FP32; an explicit pl.const keeps its
+    dtype; a non-constant INDEX scalar is rejected."""
+    e = args.get(name)
+    t = args.type(name)
+    if isinstance(e, ConstInt) and e.dtype == dtypes.INDEX:
+        return target
+    if isinstance(e, ConstFloat) and e.dtype == dtypes.FP32:
+        return target if target.is_float else dtypes.FP32
+    if is_literal(e):
+        return getattr(e, "dtype", target)
+    if isinstance(t, ScalarType) and t.dtype == dtypes.INDEX:
+        args.fail(f"{args.op.name}: the scalar operand is a non-constant INDEX value; no pto.t*s instruction "
+                  "takes an index", name, rule="OP-6",
+                  hint=f"convert it first: pl.cast(x, pl.{target.name})")
+    if isinstance(t, ScalarType):
+        return t.dtype
+    return target
+
+
+def scalar_result(args: Args, kind: str) -> Type | None:
+    """Tensor-scalar / tile-scalar result: keeps the effective valid region, drops other metadata (OP-3)."""
+    get = args.tensor if kind == "tensor" else args.tile
+    lhs = get("lhs")
+    rt = args.type("rhs")
+    if rt is not None and not isinstance(rt, ScalarType):
+        args.fail(f"{args.op.name}: the right operand must be a scalar, got a {type(rt).__name__}", "rhs",
+                  hint=f"use {args.op.name[:-1]} for two {kind}s")
+    if lhs is None:
+        return None
+    scalar_operand_dtype(args, lhs.dtype)
+    return _result(args, kind, lhs, lhs.shape, lhs.dtype, valid_shape_of(lhs))
+
+
+def _make_binary(kind: str, name: str):
+    def rule(args: Args) -> Type | None:
+        rt = args.type("rhs")
+        if isinstance(rt, ScalarType) or (rt is None and is_literal(args.get("rhs"))):
+            return scalar_result(args, kind)  # OP-1: a scalar rhs dispatches to the *s form
+        return binary_result(args, kind)
+
+    rule.__doc__ = f"{kind} elementwise {name} (OP-1, OP-3)"
+    return rule
+
+
+def _make_scalar(kind: str, name: str):
+    def rule(args: Args) -> Type | None:
+        return scalar_result(args, kind)
+
+    rule.__doc__ = f"{kind}-scalar {name} (OP-3, OP-6)"
+    return rule
+
+
+def _make_unary(kind: str, name: str):
+    def rule(args: Args) -> Type | None:
+        x = args.tensor("input") if kind == "tensor" else args.tile("input")
+        if x is None:
+            return None
+        if name in FLOAT_ONLY_UNARY and x.dtype.name not in FLOATS:
+            args.fail(f"{args.op.name} needs a floating-point operand, got {x.dtype.name}", "input",
+                      hint="cast it first: pl.cast(x, target_type=pl.FP32)")
+        if not (x.dtype.is_float or x.dtype.is_int):
+            args.fail(f"{args.op.name} does not accept dtype {x.dtype.name}", "input")
+        return _result(args, kind, x, x.shape, x.dtype, valid_shape_of(x))
+
+    rule.__doc__ = f"{kind} elementwise {name}"
+    return rule
+
+
+for _kind in ("tensor", "tile"):
+    for _n in ARITH:
+        register(f"{_kind}.{_n}", ("lhs", "rhs"), family="elementwise")(_make_binary(_kind, _n))
+        register(f"{_kind}.{SCALAR_FORM[_n]}", ("lhs", "rhs"), family="elementwise")(_make_scalar(_kind, _n))
+    for _n in UNARY:
+        register(f"{_kind}.{_n}", ("input",), family="elementwise")(_make_unary(_kind, _n))
+register("tile.relu", ("input",), family="elementwise")(_make_unary("tile", "relu"))
+
+for _n in ARITH:
+    short_name(_n, tensor=f"tensor.{_n}", tile=f"tile.{_n}", tensor_scalar=f"tensor.{SCALAR_FORM[_n]}",
+               tile_scalar=f"tile.{SCALAR_FORM[_n]}")
+    short_name(SCALAR_FORM[_n], tensor=f"tensor.{SCALAR_FORM[_n]}", tile=f"tile.{SCALAR_FORM[_n]}")
+for _n in UNARY:
+    short_name(_n, tensor=f"tensor.{_n}", tile=f"tile.{_n}")
+short_name("relu", tile="tile.relu")
+
+
+def _cast_rule(kind: str):
+    def rule(args: Args) -> Type | None:
+        x = args.tensor("input") if kind == "tensor" else args.tile("input")
+        dst = dtype_arg(args, "target_type")
+        mode = args.get("mode")
+        if mode is not None and not (isinstance(mode, StrLit) and mode.value in CAST_MODES) and \
+                not isinstance(mode, ConstInt):
+            args.fail(f"{args.op.name}: unknown rounding mode", "mode", code="PTOC-E0201",
+                      hint="one of " + ", ".join(repr(m) for m in CAST_MODES))
+        if x is None or dst is None:
+            return None
+        try:
+            from ptoc.ops.fp4 import check_fp4_cast
+        except ImportError:  # pragma: no cover - the FP4 family is part of the package
+            check_fp4_cast = None
+        shape, valid = x.shape, valid_shape_of(x)
+        if check_fp4_cast is not None:
+            shape, valid = check_fp4_cast(args, x, dst)
+        if kind == "tensor":
+            return new_tensor(shape, dst, valid)
+        assert isinstance(x, TileType)
+        return new_tile(shape, dst, x.memory, valid)
+
+    rule.__doc__ = f"{kind} dtype conversion with a rounding mode"
+    return rule
+
+
+register("tensor.cast", ("input", "target_type"), optional=(("mode", None),),
+         family="elementwise")(_cast_rule("tensor"))
+register("tile.cast", ("input", "target_type"), optional=(("mode", None),),
+         family="elementwise")(_cast_rule("tile"))
+short_name("cast", tensor="tensor.cast", tile="tile.cast", scalar="scalar.cast")
+
+
+@register("scalar.cast", ("input", "target_type"), optional=(("mode", None),), unit="scalar",
+          family="elementwise")
+def _scalar_cast(args: Args) -> Type | None:
+    """scalar dtype conversion (`pl.cast(x, pl.INT32)` on a scalar)"""
+    args.scalar("input")
+    dst = dtype_arg(args, "target_type")
+    return ScalarType(dst) if dst is not None else None
+
+__all__ = ["binary_result", "scalar_result", "scalar_operand_dtype", "TensorType"]

@@ -1,0 +1,226 @@
+"""Data movement between GM and on-chip memory, creation, allocation, element access, core ids.
+
+tile.load reads a window of a tensor into a tile (3- and 4-positional forms: tensor, offsets,
+shapes[, valid_shapes], `target_memory=`, default Vec); tile.store writes a tile into a tensor at
+offsets (optional 4th partition-shape operand, kwargs such as `atomic=` and attrs such as `st_phase`)
+and returns the tensor. tile.move lives with the TMOV rules in `move.py`.
+"""
+
+from __future__ import annotations
+
+from ptoc.ir import dtypes
+from ptoc.ir.nodes import ConstInt, PtrType, ScalarType, TensorType, TileType, Type
+from ptoc.ops.common import (
+    cint,
+    const_int_arg,
+    dtype_arg,
+    enum_arg,
+    int_list,
+    new_tensor,
+    new_tile,
+    static_shape,
+)
+from ptoc.ops.registry import Args, register, short_name
+
+MEM_SPACES = ("Vec", "Mat", "Left", "Right", "Acc", "Bias", "LeftScale", "RightScale")
+
+
+def blocked_nz_logical(t: TensorType, sizes) -> tuple | None:
+    """A rank-5 NZ partition `[1, C/c0, R/16, 16, c0]` describes a logical `[R, C]` tile (NZ-4)."""
+    if t.layout != "NZ" or len(t.shape) != 5 or len(sizes) != 5:
+        return None
+    s = [cint(x) for x in sizes]
+    if s[1] is None or s[2] is None or s[3] is None or s[4] is None:
+        return None
+    return (ConstInt(s[2] * s[3], dtypes.INDEX), ConstInt(s[1] * s[4], dtypes.INDEX))
+
+
+@register("tile.load", ("tensor", "offsets", "shapes"),
+          optional=(("valid_shapes", None), ("target_memory", None), ("transpose", None)), unit="mem")
+def _load(args: Args) -> Type | None:
+    """GM tensor window -> tile (default memory Vec)"""
+    t = args.tensor("tensor")
+    offsets = int_list(args, "offsets")
+    shapes = int_list(args, "shapes")
+    valid = int_list(args, "valid_shapes", required=False)
+    mem = enum_arg(args, "target_memory", "Mem", "Vec")
+    if mem == "DDR":
+        args.fail("tile.load cannot target DDR", "target_memory", hint="load into Vec or Mat")
+    if len(offsets) != len(shapes):
+        args.fail(f"tile.load: {len(offsets)} offsets but {len(shapes)} shape extents", "shapes",
+                  hint="give one offset and one extent per tensor axis")
+    if valid is not None and len(valid) != len(shapes):
+        args.fail(f"tile.load: {len(valid)} valid extents but {len(shapes)} shape extents", "valid_shapes")
+    for i, x in enumerate(shapes):
+        v = cint(x)
+        if v is not None and v <= 0:
+            args.fail(f"tile.load: shape extent {i} is {v}; extents must be positive", "shapes")
+    for i, x in enumerate(offsets):
+        v = cint(x)
+        if v is not None and v < 0:
+            args.fail(f"tile.load: offset {i} is {v}; offsets must be non-negative", "offsets")
+    if t is None:
+        return None
+    if len(offsets) != t.rank:
+        args.fail(f"tile.load: the tensor has rank {t.rank} but the load gives {len(offsets)} offsets",
+                  "offsets", hint="give one offset and one extent per tensor axis")
+    st, ss = static_shape(t.shape), static_shape(shapes)
+    so = [cint(o) for o in offsets]
+    if st is not None and ss is not None and t.layout != "NZ":
+        for i, (o, s, d) in enumerate(zip(so, ss, st)):
+            if o is not None and o + s > d:
+                args.fail(f"tile.load: window [{o}, {o + s}) of axis {i} exceeds the tensor extent {d}",
+                          "shapes", hint="shrink the window or its offset")
+    logical = blocked_nz_logical(t, shapes)
+    if logical is not None:
+        vl = blocked_nz_logical(t, valid) if valid is not None else None
+        return new_tile(logical, t.dtype, mem, vl)
+    return new_tile(shapes, t.dtype, mem, valid)
+
+
+@register("tile.store", ("tile", "offsets", "output"), optional=(("shapes", None),), unit="mem",
+          open_kwargs=True)
+def _store(args: Args) -> Type | None:
+    """tile -> GM tensor window; returns the tensor (kwargs atomic=, attrs st_phase, ...)"""
+    tile = args.tile("tile")
+    out = args.tensor("output")
+    offsets = int_list(args, "offsets")
+    shapes = int_list(args, "shapes", required=False)
+    for i, x in enumerate(offsets):
+        v = cint(x)
+        if v is not None and v < 0:
+            args.fail(f"tile.store: offset {i} is {v}; offsets must be non-negative", "offsets")
+    if out is None:
+        return None
+    if len(offsets) != out.rank:
+        args.fail(f"tile.store: the tensor has rank {out.rank} but the store gives {len(offsets)} offsets",
+                  "offsets", hint="give one offset per tensor axis")
+    if shapes is not None and len(shapes) != out.rank:
+        args.fail(f"tile.store: the partition shape has {len(shapes)} extents, the tensor rank is {out.rank}",
+                  "shapes")
+    if tile is not None and tile.dtype != out.dtype and tile.memory != "Acc":
+        args.fail(f"tile.store: tile dtype {tile.dtype.name} differs from tensor dtype {out.dtype.name}",
+                  hint="cast the tile first (only Acc tiles convert on store)")
+    return out
+
+
+@register("tile.create", ("shape",), optional=(("dtype", None), ("target_memory", None)), unit="any")
+def _tile_create(args: Args) -> Type | None:
+    """a new uninitialised tile"""
+    shape = int_list(args, "shape")
+    dt = dtype_arg(args, "dtype")
+    mem = enum_arg(args, "target_memory", "Mem", "Vec")
+    return new_tile(shape, dt, mem)
+
+
+@register("tile.full", ("shape",), optional=(("value", None), ("dtype", None), ("target_memory", None)))
+def _tile_full(args: Args) -> Type | None:
+    """a new tile filled with one value"""
+    shape = int_list(args, "shape")
+    dt = dtype_arg(args, "dtype")
+    if args.get("value") is None:
+        args.fail("tile.full needs value=", code="PTOC-E0201")
+    mem = enum_arg(args, "target_memory", "Mem", "Vec")
+    return new_tile(shape, dt, mem)
+
+
+@register("tile.alloc", ("memory", "size"), unit="any")
+def _tile_alloc(args: Args) -> Type | None:
+    """reserve bytes in a memory space; the pointer feeds pl.MemRef(ptr, offset, size)"""
+    enum_arg(args, "memory", "Mem")
+    size = cint(args.get("size"))
+    if size is not None and size <= 0:
+        args.fail("tile.alloc: the size must be positive", "size")
+    return PtrType()
+
+
+@register("tensor.create", ("shape",), optional=(("dtype", None), ("layout", None)), unit="any")
+def _tensor_create(args: Args) -> Type | None:
+    """a new GM tensor"""
+    shape = int_list(args, "shape")
+    dt = dtype_arg(args, "dtype")
+    return new_tensor(shape, dt)
+
+
+@register("tensor.full", ("shape",), optional=(("value", None), ("dtype", None)), unit="any")
+def _tensor_full(args: Args) -> Type | None:
+    """a new GM tensor filled with one value"""
+    shape = int_list(args, "shape")
+    dt = dtype_arg(args, "dtype")
+    if args.get("value") is None:
+        args.fail("tensor.full needs value=", code="PTOC-E0201")
+    return new_tensor(shape, dt)
+
+
+def _index_count(args: Args, rank: int) -> None:
+    idx = int_list(args, "indices")
+    if len(idx) != rank:
+        args.fail(f"{args.op.name}: {len(idx)} indices for rank {rank}", "indices",
+                  hint="give one index per axis")
+
+
+@register("tile.read", ("tile", "indices"), unit="scalar")
+def _tile_read(args: Args) -> Type | None:
+    """one element of a tile as a scalar"""
+    t = args.tile("tile")
+    if t is None:
+        return None
+    _index_count(args, t.rank)
+    return ScalarType(t.dtype)
+
+
+@register("tile.write", ("tile", "indices", "value"), unit="scalar")
+def _tile_write(args: Args) -> Type | None:
+    """write one element of a tile; returns the tile"""
+    t = args.tile("tile")
+    if t is None:
+        return None
+    _index_count(args, t.rank)
+    return t
+
+
+@register("tensor.read", ("tensor", "indices"), unit="scalar")
+def _tensor_read(args: Args) -> Type | None:
+    """one element of a GM tensor as a scalar"""
+    t = args.tensor("tensor")
+    if t is None:
+        return None
+    _index_count(args, t.rank)
+    return ScalarType(t.dtype)
+
+
+@register("tensor.dim", ("tensor", "axis"), unit="scalar")
+def _tensor_dim(args: Args) -> Type | None:
+    """the extent of one axis (INDEX)"""
+    t = args.tensor("tensor")
+    axis = const_int_arg(args, "axis")
+    if t is not None and axis is not None and not -t.rank <= axis < t.rank:
+        args.fail(f"tensor.dim: axis {axis} is out of range for rank {t.rank}", "axis")
+    return ScalarType(dtypes.INDEX)
+
+
+def _core_id(doc: str):
+    def rule(args: Args) -> Type | None:
+        return ScalarType(dtypes.BY_NAME["UINT64"])
+
+    rule.__doc__ = doc
+    return rule
+
+
+register("tile.get_block_idx", (), unit="scalar")(_core_id("this core's block index (UINT64)"))
+register("tile.get_block_num", (), unit="scalar")(_core_id("the number of blocks (UINT64)"))
+register("tile.get_subblock_idx", (), unit="scalar")(_core_id("the sub-block (AIV lane) index (UINT64)"))
+
+short_name("load", tile="tile.load", tensor="tile.load")
+short_name("store", tile="tile.store", tensor="tile.store")
+short_name("create", tile="tile.create")
+short_name("create_tensor", tensor="tensor.create")
+short_name("full", tile="tile.full")
+short_name("read", tile="tile.read", tensor="tensor.read")
+short_name("write", tile="tile.write")
+short_name("dim", tensor="tensor.dim")
+short_name("get_block_idx", scalar="tile.get_block_idx")
+short_name("get_block_num", scalar="tile.get_block_num")
+short_name("get_subblock_idx", scalar="tile.get_subblock_idx")
+
+__all__ = ["MEM_SPACES", "TileType", "blocked_nz_logical"]
