@@ -235,6 +235,36 @@ def fmt(file: str, check_only: bool, in_place: bool, diag_fmt: str) -> None:
     sys.exit(_run_guarded(run))
 
 
+@cli.command()
+@click.argument("pattern", required=False)
+def ops(pattern: str | None) -> None:
+    """List the operator set: name, signature, executing unit and summary.
+
+    PATTERN filters by substring (e.g. `ptoc ops tile.` or `ptoc ops gather`).
+    """
+
+    def run() -> int:
+        from ptoc.ops.registry import REGISTRY, SHORT, load_all, signature
+
+        load_all()
+        for name in sorted(REGISTRY):
+            if pattern and pattern not in name:
+                continue
+            op = REGISTRY[name]
+            click.echo(f"{name:28} {op.unit:7} {signature(op)}")
+            if op.summary:
+                click.echo(f"{'':37}{op.summary}")
+        shorts = [s for s in sorted(SHORT) if not pattern or pattern in s]
+        if shorts:
+            click.echo("\nshort names (resolved by argument kind):")
+            for s in shorts:
+                targets = ", ".join(f"{k}: {v}" for k, v in sorted(SHORT[s].items()))
+                click.echo(f"  pl.{s:24} {targets}")
+        return EXIT_OK
+
+    sys.exit(_run_guarded(run))
+
+
 def write_atomic(path: str, text: str) -> None:
     """Write `text` to `path` through a temp file and a rename: all or nothing."""
     import tempfile

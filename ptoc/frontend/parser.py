@@ -593,8 +593,7 @@ class Builder:
             fam = ENUM_ALIASES.get(path[0], path[0])
             if fam in ENUMS:
                 return EnumLit(fam, self._enum_member(fam, path[1], n), span=n.span)
-            if path[0][:1].isupper():
-                return EnumLit(path[0], path[1], span=n.span)  # an enum family ptoc carries through
+            return EnumLit(path[0], path[1], span=n.span)  # an enum family ptoc carries through
         self.fail("PTOC-E0114", f"`pl.{'.'.join(path)}` is not a value", n,
                   hint="call it (`pl.<namespace>.<op>(...)`) or use an enum member `pl.<Enum>.<member>`")
 
@@ -850,8 +849,28 @@ class Builder:
         else_body: tuple[Stmt, ...] = self.block(orelse) if orelse is not None else ()
         for e in reversed(elifs):
             ec, eb = e.a
-            else_body = (IfStmt(self.expr(ec), self.block(eb), else_body, span=e.span),)
+            else_body = self._elif(IfStmt(self.expr(ec), self.block(eb), else_body, span=e.span))
         return IfStmt(self.expr(cond), self.block(body), else_body, span=n.span)
+
+    def _elif(self, inner: IfStmt) -> tuple[Stmt, ...]:
+        """`elif` is an if nested in the else branch. When the branches yield, the nested if yields into
+        fresh names and the else branch passes them on, so every branch of the outer if still ends with
+        pl.yield_ into the same names (the IR has no elif)."""
+        last = inner.then_body[-1] if inner.then_body else None
+        if not isinstance(last, YieldStmt) or not last.targets:
+            return (inner,)
+        fresh = tuple(Var(f"{t.name}_elif{t.span.line}", span=t.span) for t in last.targets)
+
+        def retarget(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+            if body and isinstance(body[-1], YieldStmt) and len(body[-1].targets) == len(fresh):
+                y = body[-1]
+                return body[:-1] + (YieldStmt(fresh, y.values, y.annotation, span=y.span),)
+            return body
+
+        nested = IfStmt(inner.cond, retarget(inner.then_body), retarget(inner.else_body), span=inner.span)
+        passthrough = YieldStmt(last.targets, tuple(Var(f.name, span=f.span) for f in fresh), last.annotation,
+                                span=last.span)
+        return (nested, passthrough)
 
     def with_stmt(self, n: SN) -> Stmt:
         expr, alias, body = n.a

@@ -114,6 +114,9 @@ def type_mismatch(annotated: Type, actual: Type) -> str | None:
     if type(a) is not type(b):
         return f"the value is a {_kind(b)}, the annotation says {_kind(a)}"
     if isinstance(a, ScalarType):
+        da, db = a.dtype, b.dtype  # type: ignore[union-attr]
+        if da.is_int and db.is_int and "INDEX" in (da.name, db.name):
+            return None  # INDEX converts to and from every integer scalar
         if a.dtype != b.dtype:  # type: ignore[union-attr]
             return f"the value has dtype {b.dtype.name}, the annotation says {a.dtype.name}"  # type: ignore
         return None
@@ -128,9 +131,11 @@ def type_mismatch(annotated: Type, actual: Type) -> str | None:
     if isinstance(a, (TensorType, TileType)):
         if a.dtype != b.dtype:  # type: ignore[union-attr]
             return f"the value has dtype {b.dtype.name}, the annotation says {a.dtype.name}"  # type: ignore
-        if len(a.shape) != len(b.shape):  # type: ignore[union-attr]
+        flattened = isinstance(a, TileType) and _is_2d_flattening(a.shape, b.shape)  # type: ignore[union-attr]
+        # (FlattenTileNdTo2D: a rank-N tile may be annotated as its 2-D form [prod(leading), last])
+        if not flattened and len(a.shape) != len(b.shape):  # type: ignore[union-attr]
             return f"the value has rank {len(b.shape)}, the annotation says rank {len(a.shape)}"  # type: ignore
-        for i, (x, y) in enumerate(zip(a.shape, b.shape)):  # type: ignore[union-attr]
+        for i, (x, y) in enumerate(zip(a.shape, b.shape) if not flattened else ()):  # type: ignore[union-attr]
             if isinstance(x, ConstInt) and isinstance(y, ConstInt) and x.value != y.value:
                 return f"dimension {i} of the value is {y.value}, the annotation says {x.value}"
         if isinstance(a, TileType) and a.memory and b.memory and a.memory != b.memory:  # type: ignore
@@ -138,6 +143,20 @@ def type_mismatch(annotated: Type, actual: Type) -> str | None:
         if isinstance(a, TensorType) and a.layout != b.layout:  # type: ignore[union-attr]
             return f"the value has layout {b.layout}, the annotation says {a.layout}"  # type: ignore
     return None
+
+
+def _is_2d_flattening(flat: tuple[Expr, ...], nd: tuple[Expr, ...]) -> bool:
+    """Is `flat` the 2-D form [prod(leading), last] of the static rank > 2 shape `nd`?"""
+    if len(flat) != 2 or len(nd) <= 2:
+        return False
+    vals = [d.value if isinstance(d, ConstInt) else None for d in nd]
+    f = [d.value if isinstance(d, ConstInt) else None for d in flat]
+    if None in vals or None in f:
+        return False
+    lead = 1
+    for v in vals[:-1]:
+        lead *= v  # type: ignore[operator]
+    return f[0] == lead and f[1] == vals[-1]
 
 
 def _kind(t: Type) -> str:

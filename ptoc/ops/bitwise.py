@@ -53,7 +53,7 @@ def _tt(kind: str, name: str):
                 valid = vl
         if kind == "tensor":
             return new_tensor(lhs.shape, lhs.dtype, valid)
-        if name == "xor":
+        if name == "xor" and args.has("tmp"):
             args.tile("tmp")
         return new_tile(lhs.shape, lhs.dtype, lhs.memory, valid)
 
@@ -81,7 +81,7 @@ def _ts(kind: str, name: str):
         valid = None if name == "xor" else valid_shape_of(lhs)  # OP-3 excludes xors
         if kind == "tensor":
             return new_tensor(lhs.shape, lhs.dtype, valid)
-        if name == "xor":
+        if name == "xor" and args.has("tmp"):
             args.tile("tmp")
         return new_tile(lhs.shape, lhs.dtype, lhs.memory, valid)
 
@@ -107,10 +107,10 @@ def _not(kind: str):
 
 for _kind in ("tensor", "tile"):
     for _n in LOGIC + SHIFT:
-        params = ("lhs", "rhs", "tmp") if (_kind == "tile" and _n == "xor") else ("lhs", "rhs")
-        register(f"{_kind}.{_n}", params, family="bitwise")(_tt(_kind, _n))
-        sparams = ("lhs", "rhs", "tmp") if (_kind == "tile" and _n == "xor") else ("lhs", "rhs")
-        register(f"{_kind}.{SCALAR[_n]}", sparams, family="bitwise")(_ts(_kind, _n))
+        # pto.txor needs a scratch tile; when the program leaves it out, lowering supplies one.
+        opt = (("tmp", None),) if (_kind == "tile" and _n == "xor") else ()
+        register(f"{_kind}.{_n}", ("lhs", "rhs"), optional=opt, family="bitwise")(_tt(_kind, _n))
+        register(f"{_kind}.{SCALAR[_n]}", ("lhs", "rhs"), optional=opt, family="bitwise")(_ts(_kind, _n))
     register(f"{_kind}.not_", ("input",), family="bitwise")(_not(_kind))
 
 for _n in LOGIC + SHIFT:

@@ -181,4 +181,51 @@ def _scalar_cast(args: Args) -> Type | None:
     dst = dtype_arg(args, "target_type")
     return ScalarType(dst) if dst is not None else None
 
+EXPAND = ("add", "sub", "mul", "div", "max", "min")
+
+
+def _expand(axis: str, name: str):
+    def rule(args: Args) -> Type | None:
+        x, v = args.tile("input"), args.tile(axis)
+        if x is None or v is None:
+            return None
+        same_dtype(args, x, v)
+        if len(x.shape) != 2 or len(v.shape) != 2:
+            args.fail(f"{args.op.name} takes 2-D tiles", "input")
+        want = (x.shape[0], 1) if axis == "row" else (1, x.shape[1])
+        from ptoc.ops.common import cint
+
+        if cint(v.shape[0 if axis == "row" else 1]) is not None and cint(x.shape[0 if axis == "row" else 1]) \
+                is not None and (cint(v.shape[0 if axis == "row" else 1]) != cint(x.shape[0 if axis == "row" else 1])
+                                 or cint(v.shape[1 if axis == "row" else 0]) != 1):
+            args.fail(f"{args.op.name}: the {axis} operand must have shape "
+                      f"[{'M, 1' if axis == 'row' else '1, N'}] matching the input", axis,
+                      hint=f"expected [{', '.join(str(cint(d)) if cint(d) is not None else '?' for d in want)}]")
+        return new_tile(x.shape, x.dtype, x.memory, valid_shape_of(x))
+
+    rule.__doc__ = f"{name} of a tile with a broadcast {axis} vector"
+    return rule
+
+
+for _n in EXPAND:
+    register(f"tile.row_expand_{_n}", ("input", "row"), family="elementwise")(_expand("row", _n))
+    register(f"tile.col_expand_{_n}", ("input", "col"), family="elementwise")(_expand("col", _n))
+    short_name(f"row_expand_{_n}", tile=f"tile.row_expand_{_n}")
+    short_name(f"col_expand_{_n}", tile=f"tile.col_expand_{_n}")
+
+
+@register("tile.sel", ("mask", "lhs", "rhs"), family="elementwise")
+def _sel(args: Args) -> Type | None:
+    """elementwise select: mask ? lhs : rhs"""
+    m, a, b = args.tile("mask"), args.tile("lhs"), args.tile("rhs")
+    if a is None or b is None:
+        return None
+    same_dtype(args, a, b)
+    if shapes_equal(a.shape, b.shape) is False or (m is not None and shapes_equal(m.shape, a.shape) is False):
+        args.fail("tile.sel: mask and operands need the same shape")
+    return new_tile(a.shape, a.dtype, a.memory, valid_shape_of(a))
+
+
+short_name("sel", tile="tile.sel")
+
 __all__ = ["binary_result", "scalar_result", "scalar_operand_dtype", "TensorType"]

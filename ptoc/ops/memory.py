@@ -134,6 +134,16 @@ def _tile_alloc(args: Args) -> Type | None:
     return PtrType()
 
 
+@register("tensor.alloc", ("memory", "size"), unit="any")
+def _tensor_alloc(args: Args) -> Type | None:
+    """reserve bytes of GM (pl.Mem.DDR); the pointer feeds pl.MemRef(ptr, offset, size)"""
+    enum_arg(args, "memory", "Mem")
+    size = cint(args.get("size"))
+    if size is not None and size <= 0:
+        args.fail("tensor.alloc: the size must be positive", "size")
+    return PtrType()
+
+
 @register("tensor.create", ("shape",), optional=(("dtype", None), ("layout", None)), unit="any")
 def _tensor_create(args: Args) -> Type | None:
     """a new GM tensor"""

@@ -1,0 +1,129 @@
+"""Elementwise arithmetic, unary math and casts: OP-1, OP-3, OP-6."""
+
+from optest import codes, diagnostics, types
+
+T64 = "a: pl.Tensor[[64, 64], pl.FP32], b: pl.Tensor[[64, 64], pl.FP32]"
+
+
+def test_op1_tensor_add_same_shape():
+    assert types(T64, "c = pl.tensor.add(a, b)")["c"] == "pl.Tensor[[64, 64], pl.FP32]"
+
+
+def test_op1_tensor_add_broadcasts_trailing_axes():
+    t = types("a: pl.Tensor[[4, 64, 32], pl.FP16], b: pl.Tensor[[64, 1], pl.FP16]", "c = pl.tensor.mul(a, b)")
+    assert t["c"] == "pl.Tensor[[4, 64, 32], pl.FP16]"
+
+
+def test_op1_tensor_sub_broadcast_mismatch_rejected():
+    d = diagnostics("a: pl.Tensor[[64, 32], pl.FP32], b: pl.Tensor[[64, 16], pl.FP32]", "c = pl.tensor.sub(a, b)")
+    assert [x.code for x in d] == ["PTOC-E0202"] and d[0].rule == "OP-1"
+    assert "do not broadcast" in d[0].message
+
+
+def test_op1_tensor_div_dtype_mismatch_rejected():
+    d = diagnostics("a: pl.Tensor[[8, 8], pl.FP32], b: pl.Tensor[[8, 8], pl.FP16]", "c = pl.tensor.div(a, b)")
+    assert d[0].code == "PTOC-E0202" and "dtypes differ" in d[0].message
+
+
+def test_op1_maximum_with_scalar_rhs_dispatches_to_scalar_form():
+    t = types("a: pl.Tensor[[8, 8], pl.FP32], s: pl.Scalar[pl.FP32]", "c = pl.tensor.maximum(a, s)\nd = pl.minimum(a, 0.0)")
+    assert t["c"] == "pl.Tensor[[8, 8], pl.FP32]" and t["d"] == "pl.Tensor[[8, 8], pl.FP32]"
+
+
+def test_short_name_add_resolves_by_argument_kind():
+    t = types(T64, "c = pl.add(a, b)\nt = pl.load(a, [0, 0], [16, 64])\nu = pl.add(t, t)\nv = pl.add(t, 2.0)")
+    assert t["c"].startswith("pl.Tensor[") and t["u"] == "pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec]"
+    assert t["v"] == "pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec]"
+
+
+def test_op3_tensor_scalar_keeps_valid_shape_drops_layout():
+    t = types("a: pl.Tensor[[16, 16], pl.FP32, pl.TensorView(valid_shape=[8, 16], layout=pl.TensorLayout.DN)]",
+              "c = pl.tensor.adds(a, 1.0)")
+    assert t["c"] == "pl.Tensor[[16, 16], pl.FP32, pl.TensorView(valid_shape=[8, 16])]"
+
+
+def test_op3_tensor_tensor_equal_regions_kept():
+    p = ("a: pl.Tensor[[16, 16], pl.FP32, pl.TensorView(valid_shape=[8, 16])], "
+         "b: pl.Tensor[[16, 16], pl.FP32, pl.TensorView(valid_shape=[8, 16])]")
+    assert types(p, "c = pl.tensor.add(a, b)")["c"] == "pl.Tensor[[16, 16], pl.FP32, pl.TensorView(valid_shape=[8, 16])]"
+
+
+def test_op3_tensor_tensor_different_regions_dropped():
+    p = ("a: pl.Tensor[[16, 16], pl.FP32, pl.TensorView(valid_shape=[8, 16])], "
+         "b: pl.Tensor[[16, 16], pl.FP32, pl.TensorView(valid_shape=[4, 16])]")
+    assert types(p, "c = pl.tensor.add(a, b)")["c"] == "pl.Tensor[[16, 16], pl.FP32]"
+
+
+def test_op3_broadcast_drops_region():
+    p = "a: pl.Tensor[[16, 16], pl.FP32, pl.TensorView(valid_shape=[8, 16])], b: pl.Tensor[[1, 16], pl.FP32]"
+    assert types(p, "c = pl.tensor.add(a, b)")["c"] == "pl.Tensor[[16, 16], pl.FP32]"
+
+
+def test_op6_adds_integer_literal_takes_tile_dtype():
+    t = types("a: pl.Tensor[[16, 16], pl.INT32]", "t = pl.load(a, [0, 0], [16, 16])\nu = pl.tile.adds(t, 3)")
+    assert t["u"] == "pl.Tile[[16, 16], pl.INT32, pl.Mem.Vec]"
+
+
+def test_op6_non_constant_index_scalar_rejected_with_cast_hint():
+    d = diagnostics("a: pl.Tensor[[16, 16], pl.FP16], n: pl.Scalar[pl.INDEX]",
+                    "t = pl.load(a, [0, 0], [16, 16])\nu = pl.tile.muls(t, n)")
+    assert (d[0].code, d[0].rule) == ("PTOC-E0202", "OP-6")
+    assert "pl.cast(x, pl.FP16)" in d[0].hint
+
+
+def test_op6_non_index_scalar_accepted():
+    assert codes("a: pl.Tensor[[16, 16], pl.FP16], s: pl.Scalar[pl.FP16]",
+                 "t = pl.load(a, [0, 0], [16, 16])\nu = pl.tile.subs(t, s)") == []
+
+
+def test_tile_divs_rejects_tile_rhs():
+    d = diagnostics(T64, "t = pl.load(a, [0, 0], [16, 64])\nu = pl.tile.divs(t, t)")
+    assert d[0].code == "PTOC-E0202" and "must be a scalar" in d[0].message
+
+
+def test_unary_exp_keeps_type():
+    t = types(T64, "t = pl.load(a, [0, 0], [16, 64])\nu = pl.tile.exp(t)\nv = pl.tensor.sqrt(a)\nw = pl.tile.relu(t)")
+    assert t["u"] == "pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec]" and t["v"] == "pl.Tensor[[64, 64], pl.FP32]"
+    assert t["w"] == t["u"]
+
+
+def test_unary_float_only_ops_reject_integers():
+    for op in ("exp", "sqrt", "rsqrt", "recip", "log"):
+        d = diagnostics("a: pl.Tensor[[8, 8], pl.INT32]", f"c = pl.tensor.{op}(a)")
+        assert d and d[0].code == "PTOC-E0202" and "floating-point" in d[0].message, op
+
+
+def test_neg_and_abs_accept_integers():
+    t = types("a: pl.Tensor[[8, 8], pl.INT16]", "c = pl.tensor.neg(a)\nd = pl.abs(a)")
+    assert t["c"] == "pl.Tensor[[8, 8], pl.INT16]" and t["d"] == "pl.Tensor[[8, 8], pl.INT16]"
+
+
+def test_cast_changes_dtype_and_keeps_shape():
+    t = types(T64, "t = pl.load(a, [0, 0], [16, 64])\nu = pl.tile.cast(t, target_type=pl.BF16, mode='round')"
+              "\nv = pl.cast(a, pl.FP16)")
+    assert t["u"] == "pl.Tile[[16, 64], pl.BF16, pl.Mem.Vec]" and t["v"] == "pl.Tensor[[64, 64], pl.FP16]"
+
+
+def test_cast_unknown_rounding_mode_rejected():
+    d = diagnostics(T64, "v = pl.tensor.cast(a, pl.FP16, mode='sideways')")
+    assert d[0].code == "PTOC-E0201" and "rounding mode" in d[0].message
+
+
+def test_scalar_cast_of_untyped_value():
+    t = types("n: pl.Scalar[pl.INDEX]", "m = n * 2\nk = pl.cast(m, pl.INT32)")
+    assert t["k"] == "pl.Scalar[pl.INT32]"
+
+
+def test_unknown_op_names_closest():
+    d = diagnostics(T64, "c = pl.tensor.ad(a, b)")
+    assert d[0].code == "PTOC-E0200" and "pl.tensor.add" in d[0].hint
+
+
+def test_wrong_argument_count_reports_signature():
+    d = diagnostics(T64, "c = pl.tensor.add(a)")
+    assert d[0].code == "PTOC-E0201" and "rhs" in d[0].message and "pl.tensor.add(lhs, rhs)" in d[0].hint
+
+
+def test_unknown_keyword_rejected():
+    d = diagnostics(T64, "c = pl.tensor.add(a, b, alpha=2)")
+    assert d[0].code == "PTOC-E0201" and "alpha" in d[0].message
