@@ -164,6 +164,11 @@ def _kind(t: Type) -> str:
             "TupleType": "tuple"}.get(type(t).__name__, type(t).__name__)
 
 
+# Keywords of a `self.<function>(...)` call that are call metadata, not arguments: PyPTO prints
+# `attrs={"arg_directions": [...]}` and `device=...` on cross-function calls.
+_CALL_METADATA = ("attrs", "device")
+
+
 class _Scope:
     __slots__ = ("names", "parent")
 
@@ -191,6 +196,8 @@ class Verifier:
         self.types: dict[str, Type | None] = {}  # every name of the current function -> its type
         self.defined_at: dict[str, Span] = {}
         self.region_of: dict[str, str] = {}  # names defined inside a region -> a word for it
+        # names bound by a misplaced or mismatched pl.yield_: already reported, so their uses stay quiet
+        self.quiet: set[str] = set()
 
     def err(self, code: str, msg: str, node: Node | Span | None, hint: str | None = None,
             rule: str | None = None) -> None:
@@ -200,13 +207,18 @@ class Verifier:
     # ------------------------------------------------------------------ entry
     def run(self) -> list[Diagnostic]:
         for f in self.program.functions:
-            self.function(f)
+            try:
+                self.function(f)
+            except RecursionError:
+                self.err("PTOC-E0114", f"function {f.name!r} is nested too deeply for ptoc", f,
+                         hint="split deep expressions into several statements with intermediate names")
         return self.diags
 
     def function(self, f: Function) -> None:
         self.types = {}
         self.defined_at = {}
         self.region_of = {}
+        self.quiet = set()
         scope = _Scope(None)
         for p in f.params:
             self.check_type(p.type, scope)
@@ -233,14 +245,16 @@ class Verifier:
             return t
         if v.name in self.dyn or in_type:
             return ScalarType(dtypes.INDEX)
+        if v.name in self.quiet:
+            return None
         if v.name in self.defined_at:
             where = self.region_of.get(v.name, "an inner block")
             self.err("PTOC-E0101", f"{v.name!r} is defined inside {where} and is not visible here", v,
                      hint="values leave a loop or branch only through pl.yield_; yield it and use the "
                      "yielded name")
             return self.types.get(v.name)
-        cands = set(self.types) | self.dyn | set(self._visible(scope))
-        near = difflib.get_close_matches(v.name, sorted(cands), n=1, cutoff=0.7)
+        cands = self.dyn | set(self._visible(scope))  # suggest only names that would be valid here
+        near = difflib.get_close_matches(v.name, sorted(cands), n=1, cutoff=0.6)
         self.err("PTOC-E0101", f"undefined name {v.name!r}", v,
                  hint=f"did you mean {near[0]!r}?" if near else "define it before this use")
         return None
@@ -299,6 +313,10 @@ class Verifier:
                              f"{len(base.types)}", e.index)
                     return None
                 return base.types[e.index.value]
+            if base is not None and not isinstance(base, TupleType):
+                self.err("PTOC-E0114", f"only tuple values can be indexed; this value is a {_kind(base)}", e,
+                         hint="t[i] reads element i of a tuple returned by a call; read tensor and tile "
+                         "elements with pl.tensor.read / pl.tile.read")
             return None
         return None
 
@@ -310,13 +328,17 @@ class Verifier:
                      hint=f"did you mean self.{near[0]}?" if near else
                      "call a function defined in this program, or an op as pl.<namespace>.<op>(...)")
             return None
-        if len(e.args) + len(e.kwargs) != len(f.params):
+        sig = f"{f.name}({', '.join(p.name for p in f.params)})"
+        kwargs = [(k, v) for k, v in e.kwargs if k not in _CALL_METADATA]
+        if len(e.args) + len(kwargs) != len(f.params):
             self.err("PTOC-E0113", f"{e.op!r} takes {len(f.params)} argument(s), the call passes "
-                     f"{len(e.args) + len(e.kwargs)}", e)
+                     f"{len(e.args) + len(kwargs)}", e, hint=f"the function is {sig}")
         names = {p.name for p in f.params}
-        for k, _ in e.kwargs:
+        for k, _ in kwargs:
             if k not in names:
-                self.err("PTOC-E0113", f"{e.op!r} has no parameter {k!r}", e)
+                near = difflib.get_close_matches(k, sorted(names), n=1, cutoff=0.6)
+                self.err("PTOC-E0113", f"{e.op!r} has no parameter {k!r}", e,
+                         hint=f"did you mean {near[0]}=?" if near else f"the function is {sig}")
         if not f.returns:
             return None
         if len(f.returns) == 1 and not f.returns_tuple:
@@ -333,11 +355,13 @@ class Verifier:
             if why:
                 self.err("PTOC-E0105", f"annotation contradicts the value: {why}", at,
                          hint=f"the value's type is {print_type(actual)}")
+                return actual  # reported once; later uses see the value's real type, not a second error
         return ann
 
     def block(self, body: tuple[Stmt, ...], scope: _Scope, f: Function, ctx: str,
-              carried: int | None = None) -> tuple[Type | None, ...] | None:
-        """Check a body. `ctx`: "function", "loop", "branch", "scope". Returns the types yielded."""
+              carried: int | None = None, owner: Node | None = None) -> tuple[Type | None, ...] | None:
+        """Check a body. `ctx`: "function", "loop", "branch", "scope". Returns the types yielded.
+        `owner`: the loop or branch statement, where an error about an empty body points."""
         yielded: tuple[Type | None, ...] | None = None
         for i, s in enumerate(body):
             last = i == len(body) - 1
@@ -347,6 +371,7 @@ class Verifier:
                     self.err("PTOC-E0111", f"pl.yield_ must be {where}", s,
                              hint="move it to the end of its loop or branch" if ctx in ("loop", "branch")
                              else "only loops and if branches yield values")
+                    self.quiet.update(t.name for t in s.targets)  # bound nowhere; do not report each use
                 vts = tuple(self.expr(v, scope) for v in s.values)
                 if s.annotation is not None and len(vts) == 1:
                     vts = (self.annotate(s.annotation, vts[0], s.annotation, scope),)
@@ -360,7 +385,7 @@ class Verifier:
                 continue
             self.stmt(s, scope, f)
         if carried and yielded is None and ctx == "loop":
-            at = body[-1] if body else None
+            at = body[-1] if body else owner
             self.err("PTOC-E0103", f"the loop carries {carried} value(s) but its body does not end with "
                      "pl.yield_", at, hint="end the body with `x_out = pl.yield_(x_next)`")
         return yielded
@@ -397,7 +422,7 @@ class Verifier:
             self.define(s.var.name, ScalarType(dtypes.INDEX), s.var, inner)
             for a, t in zip(s.iter_args, init_types + [None] * len(s.iter_args)):
                 self.define(a.name, t, a, inner)
-            ys = self.block(s.body, inner, f, "loop", carried=len(s.iter_args))
+            ys = self.block(s.body, inner, f, "loop", carried=len(s.iter_args), owner=s)
             self._leave(inner, f"the body of the loop at line {s.span.line}")
             self._bind_results(s.results, ys, init_types, s, scope)
         elif isinstance(s, WhileStmt):
@@ -409,7 +434,7 @@ class Verifier:
             for a, t in zip(s.iter_args, init_types + [None] * len(s.iter_args)):
                 self.define(a.name, t, a, inner)
             self.expr(s.cond, inner)
-            ys = self.block(s.body, inner, f, "loop", carried=len(s.iter_args))
+            ys = self.block(s.body, inner, f, "loop", carried=len(s.iter_args), owner=s)
             self._leave(inner, f"the body of the while loop at line {s.span.line}")
             self._bind_results(s.results, ys, init_types, s, scope)
         elif isinstance(s, IfStmt):
@@ -431,6 +456,7 @@ class Verifier:
                     self.err("PTOC-E0103", f"the branches yield different names: ({', '.join(tn)}) and "
                              f"({', '.join(en)})", s, hint="both branches must end with pl.yield_ into the same "
                              "names")
+                    self.quiet.update(n for n in en if n not in tn)
             types = ty if ty is not None else ey
             for i, v in enumerate(s.results):
                 t = types[i] if types is not None and i < len(types) else None
@@ -457,6 +483,17 @@ class Verifier:
             if t is None and i < len(init_types):
                 t = init_types[i]
             self.define(v.name, t, v, scope)
+
+
+def function_types(program: Program, ctx=None) -> dict[str, dict[str, Type | None]]:
+    """function name -> (value name -> inferred type) for every function: what passes use to know the
+    type of any value. Types come from parameters, annotations and operator type rules."""
+    v = Verifier(program, ctx, _default_op_typer())
+    out: dict[str, dict[str, Type | None]] = {}
+    for f in program.functions:
+        v.function(f)
+        out[f.name] = dict(v.types)
+    return out
 
 
 def verify_program(program: Program, ctx=None, op_typer: OpTyper | None = None,

@@ -124,7 +124,7 @@ def _tile_full(args: Args) -> Type | None:
     return new_tile(shape, dt, mem)
 
 
-@register("tile.alloc", ("memory", "size"), unit="any")
+@register("tile.alloc", ("memory", "size"), optional=(("addr", None),), unit="any")
 def _tile_alloc(args: Args) -> Type | None:
     """reserve bytes in a memory space; the pointer feeds pl.MemRef(ptr, offset, size)"""
     enum_arg(args, "memory", "Mem")

@@ -1,0 +1,94 @@
+"""MaterializeTensorStrides: give every kernel tensor its explicit, packed strides.
+
+Purpose
+    Codegen writes `pto.make_tensor_view ... strides = [...]` and the GlobalTensor header from the
+    tensor's strides, so every tensor type in a kernel must carry them explicitly. Tensors that already
+    declare strides keep them.
+
+Rules
+    - ND: row-major, `stride[i] = prod(shape[i+1:])`, innermost stride 1.
+    - DN (column-major in the last two axes): `stride[-2] = 1`, `stride[-1] = shape[-2]`, leading axes
+      row-major over the `[R, C]` plane (`stride[i] = prod(shape[i+1:])`).
+    - NZ: the blocked rank-5 shape `[B, C/c0, R/16, 16, c0]` made by BlockNzTensorViews takes plain
+      row-major strides, which are exactly pto-isa's NZ strides `[C*R, R*c0, 16*c0, c0, 1]` (NZ-3).
+      An NZ view that is not rank 5 here means BlockNzTensorViews did not run: an internal error.
+    - Dynamic extents give stride expressions (`N * 64`); constants fold.
+
+Example
+    before: `w: pl.Tensor[[1, 16, 16, 16, 32], pl.INT8, pl.NZ]`
+    after:  `w: pl.Tensor[[1, 16, 16, 16, 32], pl.INT8,
+                 pl.TensorView(stride=[131072, 8192, 512, 32, 1], layout=pl.TensorLayout.NZ)]`
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ptoc.context import CompileContext
+from ptoc.diagnostics import InternalError
+from ptoc.ir import dtypes
+from ptoc.ir.nodes import BinOp, ConstInt, Expr, Function, Program, TensorType, TensorView
+from ptoc.ir.visitor import Mutator
+from ptoc.passes.manager import Pass
+from ptoc.passes.properties import KERNEL_TYPES
+
+
+def _mul(a: Expr, b: Expr) -> Expr:
+    if isinstance(a, ConstInt) and isinstance(b, ConstInt):
+        return ConstInt(a.value * b.value, dtypes.INDEX)
+    if isinstance(a, ConstInt) and a.value == 1:
+        return b
+    if isinstance(b, ConstInt) and b.value == 1:
+        return a
+    return BinOp("*", a, b)
+
+
+def row_major_strides(shape: tuple[Expr, ...]) -> tuple[Expr, ...]:
+    out: list[Expr] = []
+    acc: Expr = ConstInt(1, dtypes.INDEX)
+    for d in reversed(shape):
+        out.append(acc)
+        acc = _mul(d, acc)
+    return tuple(reversed(out))
+
+
+def packed_strides(t: TensorType) -> tuple[Expr, ...]:
+    layout = t.layout
+    if layout == "NZ":
+        if t.rank != 5:
+            raise InternalError(f"MaterializeTensorStrides: an unblocked rank-{t.rank} NZ view reached it "
+                                "(BlockNzTensorViews must run first; NZ-3)")
+        return row_major_strides(t.shape)
+    if layout == "DN" and t.rank >= 2:
+        r = t.shape[-2]
+        plane = _mul(r, t.shape[-1])
+        lead = row_major_strides(t.shape[:-2] + (ConstInt(1, dtypes.INDEX),))[:-1]
+        lead = tuple(_mul(s, plane) for s in lead)
+        return lead + (ConstInt(1, dtypes.INDEX), r)
+    return row_major_strides(t.shape)
+
+
+class _Strides(Mutator):
+    def mutate_TensorType(self, t: TensorType) -> TensorType:
+        if t.view is not None and t.view.stride:
+            return t
+        strides = packed_strides(t)
+        view = replace(t.view, stride=strides) if t.view is not None else TensorView(stride=strides)
+        return replace(t, view=view)
+
+
+class MaterializeTensorStrides(Pass):
+    name = "MaterializeTensorStrides"
+    stage = "layout"
+    summary = "give every kernel tensor explicit packed strides (ND, DN, blocked NZ: NZ-3)"
+    requires = frozenset({"nz_blocked"})
+    produces = frozenset({"strides"})
+
+    def run(self, program: Program, ctx: CompileContext) -> Program:
+        m = _Strides()
+        funcs: list[Function] = []
+        for f in program.functions:
+            funcs.append(m.mutate(f) if f.func_type in KERNEL_TYPES else f)
+        if all(a is b for a, b in zip(funcs, program.functions)):
+            return program
+        return replace(program, functions=tuple(funcs))

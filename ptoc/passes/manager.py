@@ -1,0 +1,226 @@
+"""The staged pass manager.
+
+A pass is one class in one file (`ptoc/passes/<PassName>.py`, file name = pass name) declaring its
+`name`, `stage`, the IR properties it `requires` and `produces`, and a one-line `summary`. `PIPELINE`
+below is the one ordered list of passes. After every pass the manager checks the structural
+invariants (types, SSA, use-after-def: `ptoc.ir.verifier`) and every property the pass claims to
+produce; a failure names the pass and is an `InternalError` (a ptoc bug), never a user error.
+
+Instruments observe the run: IR dumps (`00_frontend.ir`, `NN_after_<PassName>.ir`, each re-parseable),
+timings (a table and `pipeline_profile.json`) and an optional print -> parse -> equal check.
+"""
+
+from __future__ import annotations
+
+import importlib
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from ptoc.context import CompileContext
+from ptoc.diagnostics import CompileError, InternalError
+from ptoc.ir.nodes import Program
+
+# The pipeline: (stage, pass name). The module ptoc.passes.<name> defines class <name>.
+PIPELINE: list[tuple[str, str]] = [
+    ("tile", "ConvertTensorToTileOps"),
+    ("tile", "FlattenTileNdTo2D"),
+    ("layout", "BlockNzTensorViews"),
+    ("layout", "LegalizeTileCast"),
+    ("layout", "InferTileMemorySpace"),
+    ("layout", "ClassifyKernels"),
+    ("layout", "MaterializeTensorStrides"),
+    ("memory", "InitMemRef"),
+    ("memory", "AllocateMemoryAddr"),
+]
+
+
+class Pass:
+    """Base class. Subclasses set the class attributes and implement `run`."""
+
+    name: str = ""
+    stage: str = ""
+    summary: str = ""
+    requires: frozenset[str] = frozenset()
+    produces: frozenset[str] = frozenset()
+
+    def run(self, program: Program, ctx: CompileContext) -> Program:  # pragma: no cover - abstract
+        raise NotImplementedError
+
+
+def load_pass(name: str) -> type[Pass]:
+    mod = importlib.import_module(f"ptoc.passes.{name}")
+    cls = getattr(mod, name)
+    if not (isinstance(cls, type) and issubclass(cls, Pass)) or cls.name != name:
+        raise InternalError(f"ptoc.passes.{name} does not define pass class {name}")
+    return cls
+
+
+def available_pipeline() -> list[type[Pass]]:
+    """The pipeline's pass classes, in order."""
+    return [load_pass(n) for _, n in PIPELINE]
+
+
+# --------------------------------------------------------------------------------------------------
+# Properties a pass can produce, each with a checker: program -> list of violations.
+# --------------------------------------------------------------------------------------------------
+
+PropertyCheck = Callable[[Program, CompileContext], list[str]]
+PROPERTIES: dict[str, PropertyCheck] = {}
+
+
+def property_check(name: str):
+    def deco(fn: PropertyCheck) -> PropertyCheck:
+        PROPERTIES[name] = fn
+        return fn
+
+    return deco
+
+
+def _import_properties() -> None:
+    importlib.import_module("ptoc.passes.properties")
+
+
+# --------------------------------------------------------------------------------------------------
+# Instruments
+# --------------------------------------------------------------------------------------------------
+
+
+class Instrument:
+    def before_pipeline(self, program: Program, ctx: CompileContext) -> None:
+        pass
+
+    def before_pass(self, index: int, p: Pass, program: Program) -> None:
+        pass
+
+    def after_pass(self, index: int, p: Pass, program: Program, seconds: float) -> None:
+        pass
+
+
+@dataclass
+class Timings(Instrument):
+    rows: list[tuple[str, str, float]] = field(default_factory=list)
+
+    def after_pass(self, index, p, program, seconds):
+        self.rows.append((p.name, p.stage, seconds))
+
+    def table(self) -> str:
+        total = sum(s for _, _, s in self.rows)
+        lines = [f"{'pass':28} {'stage':8} {'seconds':>10}"]
+        for name, stage, s in self.rows:
+            lines.append(f"{name:28} {stage:8} {s:10.6f}")
+        lines.append(f"{'total':28} {'':8} {total:10.6f}")
+        return "\n".join(lines)
+
+    def profile(self) -> dict:
+        return {"passes": [{"pass": n, "stage": st, "seconds": round(s, 6)} for n, st, s in self.rows],
+                "total_seconds": round(sum(s for _, _, s in self.rows), 6)}
+
+
+def dump_name(index: int, pass_name: str | None) -> str:
+    return "00_frontend.ir" if pass_name is None else f"{index:02d}_after_{pass_name}.ir"
+
+
+@dataclass
+class Dumps(Instrument):
+    """Collects the printed IR: before the pipeline and after every pass."""
+
+    texts: list[tuple[str, str, str | None]] = field(default_factory=list)  # (file name, text, pass)
+    before: dict[str, str] = field(default_factory=dict)  # pass name -> IR text just before it
+
+    def before_pipeline(self, program, ctx):
+        from ptoc.ir.printer import print_program
+
+        self.texts.append((dump_name(0, None), print_program(program), None))
+
+    def before_pass(self, index, p, program):
+        from ptoc.ir.printer import print_program
+
+        self.before[p.name] = print_program(program)
+
+    def after_pass(self, index, p, program, seconds):
+        from ptoc.ir.printer import print_program
+
+        self.texts.append((dump_name(index, p.name), print_program(program), p.name))
+
+
+class RoundTrip(Instrument):
+    """After every pass: print -> parse -> structurally equal, else an internal error naming the pass."""
+
+    def after_pass(self, index, p, program, seconds):
+        from ptoc.frontend.parser import parse_program
+        from ptoc.ir.printer import print_program
+
+        text = print_program(program)
+        try:
+            again = parse_program(text, f"<after {p.name}>", check_ops=False)
+        except CompileError as e:
+            raise InternalError(f"the IR after {p.name} does not re-parse: {e}") from e
+        if again != program:
+            raise InternalError(f"the IR after {p.name} does not round-trip through its printed form")
+
+
+# --------------------------------------------------------------------------------------------------
+# Running
+# --------------------------------------------------------------------------------------------------
+
+
+def check_invariants(program: Program, ctx: CompileContext, p: Pass | None) -> None:
+    from ptoc.ir.verifier import verify_program
+
+    who = f"after pass {p.name}" if p is not None else "before the pipeline"
+    diags = [d for d in verify_program(program, ctx=ctx) if d.severity == "error"]
+    if diags:
+        first = diags[0]
+        where = f" at {first.span}" if first.span is not None and first.span.known else ""
+        raise InternalError(f"IR invariant broken {who}: {first.code} {first.message}{where}")
+    if p is None:
+        return
+    _import_properties()
+    for prop in sorted(p.produces):
+        check = PROPERTIES.get(prop)
+        if check is None:
+            raise InternalError(f"pass {p.name} claims unknown property {prop!r}")
+        bad = check(program, ctx)
+        if bad:
+            raise InternalError(f"pass {p.name} claims {prop!r} but: {bad[0]}")
+
+
+def run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]] | None = None,
+                 stop_after: str | None = None, instruments: list[Instrument] | None = None,
+                 verify: bool = True, skip: frozenset[str] = frozenset()) -> Program:
+    """Run the passes in order (up to and including `stop_after`). User errors found by a pass raise
+    `CompileError`; broken invariants raise `InternalError`."""
+    passes = available_pipeline() if passes is None else passes
+    instruments = instruments or []
+    names = [p.name for p in passes]
+    if stop_after is not None and stop_after not in names:
+        raise ValueError(f"unknown pass {stop_after!r}")
+    have: set[str] = set()
+    for ins in instruments:
+        ins.before_pipeline(program, ctx)
+    for i, cls in enumerate(passes, start=1):
+        p = cls()
+        if p.name in skip:
+            continue
+        missing = p.requires - have
+        if missing:
+            raise InternalError(f"pass {p.name} requires {sorted(missing)} which no earlier pass produced")
+        for ins in instruments:
+            ins.before_pass(i, p, program)
+        t0 = time.perf_counter()
+        try:
+            program = p.run(program, ctx)
+        except (CompileError, InternalError):
+            raise
+        except RecursionError as e:
+            raise InternalError(f"pass {p.name} recursed too deeply") from e
+        seconds = time.perf_counter() - t0
+        if verify:
+            check_invariants(program, ctx, p)
+        have |= p.produces
+        for ins in instruments:
+            ins.after_pass(i, p, program, seconds)
+        if p.name == stop_after:
+            break
+    return program
