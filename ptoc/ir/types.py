@@ -36,6 +36,8 @@ def implicit_tile_view(shape: tuple[Expr, ...], memory: str | None) -> dict[str,
         "Right": ("row_major", "col_major", 512),
         "Acc": ("col_major", "row_major", 1024),
         "Bias": ("row_major", "none_box", 512),
+        "LeftScale": ("row_major", "row_major", 32),  # MX scale boxes (OP-7)
+        "RightScale": ("col_major", "col_major", 32),
     }.get(space, ("row_major", "none_box", 512))
     if space == "Vec" and len(shape) == 2 and _is_int(shape[1], 1) and not _is_int(shape[0], 1):
         blayout = "col_major"  # an [R, 1] column tile
