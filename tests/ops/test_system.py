@@ -1,0 +1,92 @@
+"""Synchronisation and cross-core transfer ops: carried through, checked for arity only."""
+
+import pytest
+from optest import codes, diagnostics, types
+
+from ptoc.ops.registry import lookup
+
+NO_ARG = ["system.bar_v", "system.bar_m", "system.bar_all", "system.fence", "system.sync_src", "system.sync_dst",
+          "system.syncall", "system.aic_initialize_pipe", "system.aiv_initialize_pipe", "system.reserve_buffer",
+          "system.import_peer_buffer"]
+TILE_ARG = ["tile.tpush_to_aiv", "tile.tpush_to_aic", "system.tfree_to_aic", "system.tfree_to_aiv"]
+POPS = ["tile.tpop_from_aic", "tile.tpop_from_aiv"]
+TILE = "x: pl.Tensor[[16, 64], pl.FP32]"
+LOAD = "t = pl.tile.load(x, [0, 0], [16, 64])\n"
+
+
+@pytest.mark.parametrize("op", NO_ARG + TILE_ARG + POPS + ["system.sync_set", "system.sync_wait", "system.set_ffts",
+                                                          "system.cacheinvalid"])
+def test_sync_ops_are_registered_as_sync_unit_with_open_kwargs(op):
+    d = lookup(op)
+    assert d is not None and d.unit == "sync" and d.open_kwargs and d.family == "system"
+
+
+@pytest.mark.parametrize("op", NO_ARG)
+def test_no_argument_ops_accept_any_attributes(op):
+    assert codes("", f"pl.{op}()\npl.{op}(set_pipe=2, wait_pipe=4, event_id=0)") == []
+
+
+@pytest.mark.parametrize("op", NO_ARG)
+def test_no_argument_ops_reject_a_positional_argument(op):
+    assert codes("n: pl.Scalar[pl.INDEX]", f"pl.{op}(n)") == [("PTOC-E0201", None)]
+
+
+def test_bar_v_has_no_result():
+    assert types("", "r = pl.system.bar_v()")["r"] is None
+
+
+@pytest.mark.parametrize("short", ["tpush_to_aiv", "tpush_to_aic", "tfree_to_aic", "tfree_to_aiv"])
+def test_push_and_free_take_one_tile(short):
+    assert codes(TILE, LOAD + f"pl.{short}(t, split=1, id=0)") == []
+
+
+@pytest.mark.parametrize("op", TILE_ARG)
+def test_push_and_free_full_names_reject_missing_or_extra_arguments(op):
+    assert codes(TILE, LOAD + f"pl.{op}()") == [("PTOC-E0201", None)]
+    assert codes(TILE, LOAD + f"pl.{op}(t, t)") == [("PTOC-E0201", None)]
+
+
+def test_push_rejects_a_tensor():
+    d = diagnostics(TILE, "pl.tile.tpush_to_aic(x, split=0)")
+    assert d[0].code == "PTOC-E0202" and "must be a tile" in d[0].message
+
+
+def test_pop_short_names_take_the_annotated_tile_type():
+    body = ("h: pl.Tile[[8, 64], pl.FP32, pl.Mem.Vec] = pl.tpop_from_aic(split=1)\n"
+            "m: pl.Tile[[16, 64], pl.BF16, pl.Mem.Mat] = pl.tpop_from_aiv(split=0)\n"
+            "r = pl.tile.relu(h)\npl.tfree_to_aic(h)\npl.tfree_to_aiv(m)")
+    assert types("", body)["r"] == "pl.Tile[[8, 64], pl.FP32, pl.Mem.Vec]"
+
+
+@pytest.mark.parametrize("op", POPS)
+def test_pop_rejects_positional_arguments(op):
+    assert codes(TILE, LOAD + f"p: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.{op}(t)") == [("PTOC-E0201", None)]
+
+
+def test_sync_set_and_wait_take_an_event_id():
+    assert codes("", "pl.system.sync_set(3, pipe=pl.PipeType.V)\npl.system.sync_wait(3, pipe=pl.PipeType.V)") == []
+    assert codes("", "pl.system.sync_set(pipe=pl.PipeType.V)") == [("PTOC-E0201", None)]
+
+
+def test_set_ffts_takes_a_tensor():
+    assert codes("w: pl.Tensor[[16], pl.INT32]", "pl.system.set_ffts(w)") == []
+    assert codes("", "pl.system.set_ffts()") == [("PTOC-E0201", None)]
+
+
+def test_cacheinvalid_whole_and_region_forms():
+    assert codes("w: pl.Tensor[[16, 16], pl.INT32]", "pl.system.cacheinvalid()\npl.system.cacheinvalid(w, [1, 16], [0, 0])") == []
+    assert codes("w: pl.Tensor[[16, 16], pl.INT32]", "pl.system.cacheinvalid(w, [1, 16], [0, 0], 0)") == [
+        ("PTOC-E0201", None)]
+
+
+def test_pipe_setup_short_names():
+    body = ('buf = pl.reserve_buffer(name="c2v", size=4096, base=4096)\n'
+            "pl.aiv_initialize_pipe(dir_mask=1, slot_size=512, c2v_consumer_buf=buf)")
+    assert codes("", body) == []
+
+
+def test_split_descriptor_in_scope_optimizations():
+    body = ("with pl.at(level=pl.Level.CORE_GROUP, optimizations=[pl.split(pl.SplitMode.UP_DOWN)]):\n"
+            "    pl.system.bar_v()")
+    assert codes("", body) == []
+    assert codes("", "s = pl.split()") == [("PTOC-E0201", None)]
