@@ -20,6 +20,7 @@ CODES: dict[str, str] = {
     "PTOC-E0003": "inconsistent indentation",
     "PTOC-E0004": "input file cannot be read",
     "PTOC-E0005": "construct outside the PyPTO IR text",
+    "PTOC-E0006": "output file cannot be written",
     # structure and names
     "PTOC-E0100": "program structure",
     "PTOC-E0101": "undefined name",
@@ -42,6 +43,19 @@ CODES: dict[str, str] = {
     "PTOC-E0201": "wrong arguments for operator",
     "PTOC-E0202": "operand type rejected by operator",
     "PTOC-E0203": "operator not supported on this target",
+    # passes: ConvertTensorToTileOps, FlattenTileNdTo2D (PTOC-E0300..E0319)
+    "PTOC-E0300": "tensor op not supported in a kernel yet",
+    "PTOC-E0301": "tensor op cannot become its tile op here",
+    "PTOC-E0302": "kernel result needs an Out parameter its caller cannot supply",
+    "PTOC-E0310": "tile with a dynamic leading dimension cannot be flattened to 2-D",
+    "PTOC-E0311": "tile valid region cannot be flattened to 2-D",
+    "PTOC-E0312": "tile op on a rank > 2 tile has no 2-D form",
+    # passes: LegalizeTileCast, InferTileMemorySpace, ClassifyKernels (PTOC-E0320..E0339)
+    "PTOC-E0320": "dtype conversion has no chain of native TCVTs on this target",
+    "PTOC-E0321": "packed FP4 conversion on a target without packed FP4",
+    "PTOC-E0325": "tile cannot reach the memory space its consumer needs",
+    "PTOC-E0326": "loaded tile used where only the cube unit can write (Acc)",
+    "PTOC-E0330": "kernel mixes cube and vector work",
     # internal
     "PTOC-I0001": "internal error",
 }
@@ -85,10 +99,11 @@ class Diagnostic:
             "severity": self.severity,
             "message": self.message,
             "file": self.span.file if self.span else None,
-            "line": self.span.line if self.span else None,
-            "column": self.span.col if self.span else None,
-            "end_line": self.span.end_line if self.span else None,
-            "end_column": self.span.end_col if self.span else None,
+            # a span without a position (a file that cannot be read) has null line and column
+            "line": self.span.line if self.span and self.span.known else None,
+            "column": self.span.col if self.span and self.span.known else None,
+            "end_line": self.span.end_line if self.span and self.span.known else None,
+            "end_column": self.span.end_col if self.span and self.span.known else None,
             "hint": self.hint,
             "rule": self.rule,
         }
@@ -153,6 +168,9 @@ _GREEN = "\x1b[1;32m"
 _RESET = "\x1b[0m"
 
 
+_MAX_SHOWN = 240  # longest source line shown whole under a diagnostic
+
+
 def render_text(d: Diagnostic, source: str | None, color: bool = False) -> str:
     """`file:line:col: error[CODE]: message`, the source line, a caret under the span, hint, rule."""
 
@@ -162,17 +180,29 @@ def render_text(d: Diagnostic, source: str | None, color: bool = False) -> str:
     loc = f"{d.span}: " if d.span and d.span.known else (f"{d.span.file}: " if d.span else "")
     out = [f"{c(_BOLD, loc)}{c(_COLORS.get(d.severity, ''), f'{d.severity}[{d.code}]')}: {d.message}"]
     if source is not None and d.span is not None and d.span.known:
-        lines = source.splitlines()
+        # Lines as the parser counts them: only LF, CRLF and CR end a line (not form feeds and the
+        # other separators str.splitlines knows).
+        lines = source.replace("\r\n", "\n").replace("\r", "\n").split("\n")
         if 1 <= d.span.line <= len(lines):
-            text = lines[d.span.line - 1].expandtabs(4)
+            raw = lines[d.span.line - 1]
+            text = raw.expandtabs(4)
             num = str(d.span.line)
             pad = " " * len(num)
-            start = max(d.span.col, 1)
-            if d.span.end_line == d.span.line and d.span.end_col > start:
-                width = d.span.end_col - start
+            # Columns count characters of the raw line; the caret goes under the tab-expanded text.
+            col = max(d.span.col, 1)
+            start = len(raw[: col - 1].expandtabs(4)) + 1
+            if d.span.end_line == d.span.line and d.span.end_col > col:
+                width = len(raw[: d.span.end_col - 1].expandtabs(4)) + 1 - start
             else:
                 width = max(1, len(text) - start + 1)
             width = max(1, min(width, max(1, len(text) - start + 1)))
+            if len(text) > _MAX_SHOWN:  # a window around the caret, not a screenful of one line
+                lo = max(0, start - 1 - _MAX_SHOWN // 4)
+                hi = min(len(text), lo + _MAX_SHOWN)
+                lead = "..." if lo > 0 else ""
+                text = lead + text[lo:hi] + ("..." if hi < len(text) else "")
+                width = max(1, min(width, hi - start + 1))
+                start = start - lo + len(lead)
             out.append(f"{pad} |")
             out.append(f"{num} | {text}")
             out.append(f"{pad} | {' ' * (start - 1)}{c(_GREEN, '^' * width)}")

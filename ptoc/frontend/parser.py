@@ -594,6 +594,8 @@ class Builder:
             if fam in ENUMS:
                 return EnumLit(fam, self._enum_member(fam, path[1], n), span=n.span)
             return EnumLit(path[0], path[1], span=n.span)  # an enum family ptoc carries through
+        if len(path) == 3 and path[1][:1].isupper() and path[0][:1].islower():
+            return EnumLit(f"{path[0]}.{path[1]}", path[2], span=n.span)  # e.g. pl.tile.MaskPattern.P0101
         self.fail("PTOC-E0114", f"`pl.{'.'.join(path)}` is not a value", n,
                   hint="call it (`pl.<namespace>.<op>(...)`) or use an enum member `pl.<Enum>.<member>`")
 
@@ -859,6 +861,16 @@ class Builder:
         last = inner.then_body[-1] if inner.then_body else None
         if not isinstance(last, YieldStmt) or not last.targets:
             return (inner,)
+        names = tuple(t.name for t in last.targets)
+        other = inner.else_body[-1] if inner.else_body else None
+        other_names = tuple(t.name for t in other.targets) if isinstance(other, YieldStmt) else ()
+        if not inner.else_body:
+            self.fail("PTOC-E0103", "an if that yields values needs an else branch that yields them too",
+                      inner.span, hint=f"add `else:` ending with `{', '.join(names)} = pl.yield_(...)`")
+        if other_names != names:
+            self.fail("PTOC-E0103", f"the branches yield different names: ({', '.join(names)}) and "
+                      f"({', '.join(other_names)})", inner.span,
+                      hint="every branch must end with pl.yield_ into the same names")
         fresh = tuple(Var(f"{t.name}_elif{t.span.line}", span=t.span) for t in last.targets)
 
         def retarget(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:

@@ -146,8 +146,8 @@ def type_mismatch(annotated: Type, actual: Type) -> str | None:
 
 
 def _is_2d_flattening(flat: tuple[Expr, ...], nd: tuple[Expr, ...]) -> bool:
-    """Is `flat` the 2-D form [prod(leading), last] of the static rank > 2 shape `nd`?"""
-    if len(flat) != 2 or len(nd) <= 2:
+    """Is `flat` the 2-D form [prod(leading), last] of the static shape `nd` (rank 1: [1, N])?"""
+    if len(flat) != 2 or len(nd) == 2 or not nd:
         return False
     vals = [d.value if isinstance(d, ConstInt) else None for d in nd]
     f = [d.value if isinstance(d, ConstInt) else None for d in flat]

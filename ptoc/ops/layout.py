@@ -827,7 +827,7 @@ def _layout_fields(t: TileType) -> TileView:
 
 
 @register("tile.slice", ("tile", "shape", "offset"), optional=(("valid_shape", None), ("pad_value", None)),
-          family="layout")
+          unit="any", family="layout")
 def _tile_slice(args: Args) -> Type | None:
     """a sub-tile view: static shape, optional (dynamic) valid_shape; stride/start_offset of the parent"""
     t = args.tile("tile")
@@ -907,7 +907,7 @@ def _tile_extract(args: Args) -> Type | None:
     return new_tile(shape, t.dtype, mem, region, view)
 
 
-@register("tile.reshape", ("tile", "shape"), family="layout")
+@register("tile.reshape", ("tile", "shape"), unit="any", family="layout")
 def _tile_reshape(args: Args) -> Type | None:
     """a new tile shape over the same elements; the valid region maps by OP-8 and never grows"""
     t = args.tile("tile")
@@ -924,7 +924,7 @@ def _tile_reshape(args: Args) -> Type | None:
     return new_tile(shape, t.dtype, t.memory, region, view)
 
 
-@register("tile.reinterpret_view", ("tile", "dtype"), optional=(("shape", None),), family="layout")
+@register("tile.reinterpret_view", ("tile", "dtype"), optional=(("shape", None),), unit="any", family="layout")
 def _tile_reinterpret_view(args: Args) -> Type | None:
     """the same bytes as another dtype (zero-copy); row-major scales the last axis, col-major the
     second to last (OP-4); tight, unboxed tiles only"""
@@ -965,7 +965,7 @@ def _tile_transpose(args: Args) -> Type | None:
     return new_tile(tuple(shape), t.dtype, t.memory, tuple(valid))
 
 
-@register("tile.set_validshape", ("tile", "valid_rows", "valid_cols"), family="layout")
+@register("tile.set_validshape", ("tile", "valid_rows", "valid_cols"), unit="any", family="layout")
 def _tile_set_validshape(args: Args) -> Type | None:
     """replace the valid_shape metadata of a 2-D tile (no data moves); other view fields are kept"""
     t = args.tile("tile")

@@ -311,6 +311,49 @@ def _tensor_matmul_acc(args: Args) -> Type | None:
     return new_tensor(acc_t.shape, acc_t.dtype, valid_shape_of(acc_t))
 
 
+@register("tile.matmul_mx", ("lhs", "lhs_scale", "rhs", "rhs_scale"), unit="cube")
+def _tile_matmul_mx(args: Args) -> Type | None:
+    """MX block-scaled matmul (Ascend950): Left x Right with FP8E8M0 scales per 32 values -> FP32 Acc"""
+    from ptoc.ops.common import cint
+
+    if args.arch != "a5":
+        args.fail("tile.matmul_mx (MX block-scaled matmul) is supported on Ascend950 (a5) only", rule="OP-6",
+                  code="PTOC-E0203", hint="compile with --arch a5")
+    lhs, rhs = args.tile("lhs"), args.tile("rhs")
+    ls, rs = args.tile("lhs_scale"), args.tile("rhs_scale")
+    if lhs is None or rhs is None:
+        return None
+    for t, n, want in ((lhs, "lhs", "Left"), (rhs, "rhs", "Right"), (ls, "lhs_scale", "LeftScale"),
+                       (rs, "rhs_scale", "RightScale")):
+        if t is not None:
+            _rank2(args, t, n)
+            _space(args, t, n, want)
+    data_ok = ("FP8E4M3FN", "FP8E5M2", "FP4E2M1X2", "FP4E1M2X2")
+    for t, n in ((lhs, "lhs"), (rhs, "rhs")):
+        if t.dtype.name not in data_ok:
+            args.fail(f"tile.matmul_mx: {n} must be MX data ({', '.join(data_ok)}), got {t.dtype.name}", n)
+    for t, n in ((ls, "lhs_scale"), (rs, "rhs_scale")):
+        if t is not None and t.dtype.name != "FP8E8M0":
+            args.fail(f"tile.matmul_mx: {n} must be FP8E8M0 scales, got {t.dtype.name}", n)
+    m, kc, kr, nc = (cint(lhs.shape[0]), cint(lhs.shape[1]), cint(rhs.shape[0]), cint(rhs.shape[1]))
+    k = kc * lhs.dtype.packed_values if kc is not None else None
+    n_vals = nc * rhs.dtype.packed_values if nc is not None else None
+    if k is not None and kr is not None and k != kr:
+        args.fail(f"tile.matmul_mx: lhs holds K = {k} values per row but rhs has {kr} rows", "rhs",
+                  hint="packed FP4 lhs [M, K/2] carriers pair with rhs [K, N/2]; FP8 lhs [M, K] with rhs [K, N]")
+    if k is not None and k % 32:
+        args.fail(f"tile.matmul_mx: K = {k} is not a multiple of the MX group size 32", "lhs")
+    if ls is not None and k is not None and m is not None and (cint(ls.shape[0]), cint(ls.shape[1])) != (m, k // 32):
+        args.fail(f"tile.matmul_mx: lhs_scale must be [{m}, {k // 32}] (one scale per 32 values)", "lhs_scale")
+    if rs is not None and k is not None and n_vals is not None and \
+            (cint(rs.shape[0]), cint(rs.shape[1])) != (k // 32, n_vals):
+        args.fail(f"tile.matmul_mx: rhs_scale must be [{k // 32}, {n_vals}] (one scale per 32 values)", "rhs_scale")
+    from ptoc.ir.nodes import ConstInt as _C
+
+    n_expr = _C(n_vals, dtypes.INDEX) if n_vals is not None else rhs.shape[1]
+    return new_tile((lhs.shape[0], n_expr), dtypes.FP32, "Acc")
+
+
 short_name("matmul", tensor="tensor.matmul", tile="tile.matmul")
 short_name("matmul_acc", tensor="tensor.matmul_acc", tile="tile.matmul_acc")
 short_name("matmul_bias", tile="tile.matmul_bias")

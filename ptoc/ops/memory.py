@@ -149,7 +149,15 @@ def _tensor_create(args: Args) -> Type | None:
     """a new GM tensor"""
     shape = int_list(args, "shape")
     dt = dtype_arg(args, "dtype")
-    return new_tensor(shape, dt)
+    layout = enum_arg(args, "layout", "TensorLayout", "ND")
+    t = new_tensor(shape, dt)
+    if layout != "ND":
+        from dataclasses import replace
+
+        from ptoc.ir.nodes import TensorView
+
+        t = replace(t, view=TensorView(layout=layout))
+    return t
 
 
 @register("tensor.full", ("shape",), optional=(("value", None), ("dtype", None)), unit="any")

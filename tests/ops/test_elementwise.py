@@ -127,3 +127,97 @@ def test_wrong_argument_count_reports_signature():
 def test_unknown_keyword_rejected():
     d = diagnostics(T64, "c = pl.tensor.add(a, b, alpha=2)")
     assert d[0].code == "PTOC-E0201" and "alpha" in d[0].message
+
+
+import pytest  # noqa: E402
+
+TILE_P = "a: pl.Tensor[[16, 32], pl.FP32], b: pl.Tensor[[16, 32], pl.FP32]"
+LOADS = "t = pl.load(a, [0, 0], [16, 32])\nu = pl.load(b, [0, 0], [16, 32])\n"
+TILE_T = "pl.Tile[[16, 32], pl.FP32, pl.Mem.Vec]"
+
+
+@pytest.mark.parametrize("op", ["tile.add", "tile.sub", "tile.mul", "tile.div", "tile.maximum", "tile.minimum"])
+def test_op1_tile_tile_arithmetic_result_type(op):
+    assert types(TILE_P, LOADS + f"r = pl.{op}(t, u)")["r"] == TILE_T
+
+
+@pytest.mark.parametrize("op", ["tile.adds", "tile.subs", "tile.muls", "tile.divs", "tile.maximums",
+                                "tile.minimums", "tensor.subs", "tensor.muls", "tensor.divs", "tensor.maximums",
+                                "tensor.minimums"])
+def test_op6_scalar_forms_result_type(op):
+    t = types(TILE_P, LOADS + f"r = pl.{op}({'t' if op.startswith('tile') else 'a'}, 2.0)")
+    assert t["r"] == (TILE_T if op.startswith("tile") else "pl.Tensor[[16, 32], pl.FP32]")
+
+
+@pytest.mark.parametrize("op", ["tile.adds", "tensor.minimums"])
+def test_op6_scalar_forms_reject_index_variable(op):
+    d = diagnostics(TILE_P + ", n: pl.Scalar[pl.INDEX]", LOADS + f"r = pl.{op}({'t' if op.startswith('tile') else 'a'}, n)")
+    assert (d[0].code, d[0].rule) == ("PTOC-E0202", "OP-6")
+
+
+def test_op1_tensor_minimum_tensor_form():
+    assert types(TILE_P, "r = pl.tensor.minimum(a, b)")["r"] == "pl.Tensor[[16, 32], pl.FP32]"
+
+
+@pytest.mark.parametrize("op", ["tile.neg", "tile.abs", "tensor.abs"])
+def test_sign_ops_result_type(op):
+    t = types(TILE_P, LOADS + f"r = pl.{op}({'t' if op.startswith('tile') else 'a'})")
+    assert t["r"] == (TILE_T if op.startswith("tile") else "pl.Tensor[[16, 32], pl.FP32]")
+
+
+def test_sign_ops_reject_bool():
+    assert codes("a: pl.Tensor[[16, 32], pl.BOOL]", "r = pl.tensor.abs(a)") == [("PTOC-E0202", None)]
+
+
+@pytest.mark.parametrize("name", [
+    "tile.row_expand_add", "tile.row_expand_sub", "tile.row_expand_mul", "tile.row_expand_div",
+    "tile.row_expand_max", "tile.row_expand_min", "tile.col_expand_add", "tile.col_expand_sub",
+    "tile.col_expand_mul", "tile.col_expand_div", "tile.col_expand_max", "tile.col_expand_min"])
+def test_expand_ops_broadcast_a_row_or_column_vector(name):
+    vec = "[16, 1]" if ".row_" in name else "[1, 32]"
+    body = LOADS + f"v = pl.tile.create({vec}, dtype=pl.FP32)\nr = pl.{name}(t, v)"
+    assert types(TILE_P, body)["r"] == TILE_T
+
+
+@pytest.mark.parametrize("name", ["tile.row_expand_sub", "tile.col_expand_mul"])
+def test_expand_ops_reject_wrong_vector_shape(name):
+    body = LOADS + f"v = pl.tile.create([16, 32], dtype=pl.FP32)\nr = pl.{name}(t, v)"
+    assert codes(TILE_P, body) == [("PTOC-E0202", None)]
+
+
+def test_sel_result_type_and_shape_check():
+    body = LOADS + "m = pl.tile.create([16, 32], dtype=pl.UINT8)\nr = pl.tile.sel(m, t, u)"
+    assert types(TILE_P, body)["r"] == TILE_T
+    bad = LOADS + "m = pl.tile.create([8, 32], dtype=pl.UINT8)\nr = pl.tile.sel(m, t, u)"
+    assert codes(TILE_P, bad) == [("PTOC-E0202", None)]
+
+
+def test_tile_not_int16_and_rejects_float():
+    p = "a: pl.Tensor[[16, 16], pl.INT16]"
+    assert types(p, "t = pl.load(a, [0, 0], [16, 16])\nr = pl.tile.not_(t)")["r"] == "pl.Tile[[16, 16], pl.INT16, pl.Mem.Vec]"
+    assert codes(TILE_P, LOADS + "r = pl.tile.not_(t)") == [("PTOC-E0202", "OP-2")]
+
+
+def test_scalar_cast_rejects_tile_operand_by_name():
+    d = diagnostics(TILE_P, LOADS + 'r = pl.scalar.cast(t, pl.INT32)')
+    assert d[0].code == "PTOC-E0202" and "must be a scalar" in d[0].message
+
+
+MX = ("a: pl.Tile[[64, 128], pl.FP4E2M1X2, pl.Mem.Left], asc: pl.Tile[[64, 8], pl.FP8E8M0, pl.Mem.LeftScale], "
+      "b: pl.Tile[[256, 64], pl.FP4E2M1X2, pl.Mem.Right], bsc: pl.Tile[[8, 128], pl.FP8E8M0, pl.Mem.RightScale]")
+
+
+def test_matmul_mx_fp4_result_is_fp32_acc_m_by_n_values():
+    t = types(MX, "r = pl.tile.matmul_mx(a, asc, b, bsc)", arch="a5")
+    assert t["r"] == "pl.Tile[[64, 128], pl.FP32, pl.Mem.Acc]"
+
+
+def test_matmul_mx_rejected_on_a2a3():
+    d = diagnostics(MX, "r = pl.tile.matmul_mx(a, asc, b, bsc)", arch="a2a3")
+    assert any(x.code == "PTOC-E0203" for x in d)
+
+
+def test_matmul_mx_scale_shape_checked():
+    bad = MX.replace("[64, 8], pl.FP8E8M0", "[64, 4], pl.FP8E8M0")
+    d = diagnostics(bad, "r = pl.tile.matmul_mx(a, asc, b, bsc)", arch="a5")
+    assert d[0].code == "PTOC-E0202" and "lhs_scale must be [64, 8]" in d[0].message

@@ -1,0 +1,912 @@
+"""ConvertTensorToTileOps: kernels compute on tiles.
+
+Purpose
+-------
+A kernel (an InCore, AIC or AIV function) written with `pl.tensor.*` ops describes whole-tensor math
+on global memory. The cube and vector units compute on tiles in on-chip memory, so this pass rewrites
+every tensor op of a kernel into its `pl.tile.*` twin, loads the tensors the ops read, and stores the
+kernel's computed results back to global memory through `pl.Out` parameters.
+
+Before::
+
+    @pl.function(type=pl.FunctionType.InCore)
+    def vadd(self, a: pl.Tensor[[64, 128], pl.FP32], b: pl.Tensor[[64, 128], pl.FP32],
+             out: pl.Out[pl.Tensor[[64, 128], pl.FP32]]) -> pl.Tensor[[64, 128], pl.FP32]:
+        c: pl.Tensor[[64, 128], pl.FP32] = pl.tensor.add(a, b)
+        return c
+
+After::
+
+    def vadd(self, a: ..., b: ..., out: pl.Out[pl.Tensor[[64, 128], pl.FP32]]) -> pl.Tensor[[64, 128], pl.FP32]:
+        a_tile: pl.Tile[[64, 128], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [64, 128], target_memory=pl.Mem.Vec)
+        b_tile: pl.Tile[[64, 128], pl.FP32, pl.Mem.Vec] = pl.tile.load(b, [0, 0], [64, 128], target_memory=pl.Mem.Vec)
+        c: pl.Tile[[64, 128], pl.FP32, pl.Mem.Vec] = pl.tile.add(a_tile, b_tile)
+        c_store: pl.Tensor[[64, 128], pl.FP32] = pl.tile.store(c, [0, 0], out)
+        return c_store
+
+Rules
+-----
+- Ops. `pl.tensor.<op>` becomes `pl.tile.<op>` when the registry has that twin with the same
+  positional parameters (the tile twin may add a `tmp` scratch operand). Short names (`pl.add`, ...)
+  are resolved by their argument types first. Special forms:
+  - a scalar right operand of add/sub/mul/div/maximum/minimum selects the `*s` op (OP-1):
+    `tensor.maximum(t, 0.0)` -> `tile.maximums`;
+  - a tile twin with a `tmp` parameter the tensor op lacks (`tile.xor`, `tile.xors`, `tile.row_sum`, ...)
+    gets a fresh `tile.create` of its first operand's shape and dtype (positional when the twin requires
+    it, `tmp=` when it is optional);
+  - `tensor.create` / `tensor.full` -> `tile.create` / `tile.full` in Vec (ND layout only);
+  - `tensor.dim` (a shape query on a global tensor) stays as it is;
+  - `tensor.slice(t, shape, offset)` of a global tensor becomes `tile.load(t, offset, shape)` of that
+    window (one load per memory space its consumers need);
+  - `tensor.matmul(a, b)` (2-D, no transposes) -> Mat loads, `tile.move` to Left / Right, `tile.matmul`
+    into Acc; `tensor.matmul_acc(acc, a, b)` -> `tile.matmul_acc` on the Acc accumulator.
+- Loads. Every tensor parameter an op reads gets one entry `tile.load` of the whole tensor at the top of
+  the kernel (offsets 0, shapes = the tensor's shape, `valid_shapes` = the view's valid_shape when it has
+  one), in Mat for matmul operands and in Vec otherwise; a parameter read in both spaces gets both.
+  A global tensor computed inside the kernel (e.g. a `tile.store` result) is loaded where it is read.
+- Control flow. A loop-carried or branch-yielded value becomes a tile when any value flowing into it is
+  computed by a tensor op; a tensor parameter flowing into it is replaced by its entry load.
+- Results. Every returned value computed on tiles is written by `tile.store` (offsets 0) into an Out
+  parameter: an existing `pl.Out` parameter of the same shape, dtype and layout that the kernel does not
+  otherwise use, else a new Out parameter `<result>_out` appended to the signature. Each call site of a
+  kernel that gained parameters passes a fresh `pl.tensor.create(shape, dtype=...)` created just before
+  the call. The kernel returns the store's result; Acc results store straight from Acc (the store converts
+  FP32 to the declared result dtype).
+- Kernels without tensor ops pass through unchanged, so a second run changes nothing.
+- User errors: a tensor op with no tile twin, or a form not handled yet (transposed or batched matmul,
+  `tensor.alloc`, a computed value passed where a tensor is expected, ...) -> PTOC-E0300 naming the op;
+  a conversion the tile op's type rule or the target rejects -> PTOC-E0301; a kernel calling a kernel that
+  needs a new Out parameter -> PTOC-E0302.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import replace
+
+from ptoc.context import CompileContext
+from ptoc.diagnostics import CompileError, Diagnostic, InternalError
+from ptoc.ir import dtypes
+from ptoc.ir.nodes import (
+    Abs,
+    AssignStmt,
+    BinOp,
+    Call,
+    Cast,
+    ConstBool,
+    ConstFloat,
+    ConstInt,
+    DTypeLit,
+    EnumLit,
+    EvalStmt,
+    Expr,
+    ForStmt,
+    Function,
+    IfStmt,
+    ListExpr,
+    MinMax,
+    Node,
+    Param,
+    Program,
+    ReturnStmt,
+    ScalarType,
+    ScopeStmt,
+    Stmt,
+    TensorType,
+    TileType,
+    Type,
+    UnaryOp,
+    Var,
+    WhileStmt,
+    YieldStmt,
+)
+from ptoc.ir.verifier import function_types
+from ptoc.ir.visitor import Mutator, walk
+from ptoc.passes.manager import Pass
+from ptoc.passes.properties import KERNEL_TYPES, TENSOR_QUERIES
+
+INDEX = dtypes.INDEX
+SPACES_ORDER = ("Vec", "Mat")
+MATMUL_OPS = ("tensor.matmul", "tensor.matmul_acc")
+
+
+TypeEnv = Mapping[str, "Type | None"]  # anything with .get(name): a dict or an _Overlay
+
+
+def _c(v: int) -> ConstInt:
+    return ConstInt(v, INDEX)
+
+
+def _mem(space: str) -> EnumLit:
+    return EnumLit("Mem", space)
+
+
+def _error(code: str, message: str, at: Node | None, hint: str | None = None, rule: str | None = None):
+    span = at.span if at is not None else None
+    return CompileError([Diagnostic(code, message, span, hint, rule)])
+
+
+def expr_type(e: Expr, env: TypeEnv) -> Type | None:
+    """The type of a simple expression: names from `env`, constants, scalar arithmetic."""
+    if isinstance(e, Var):
+        return env.get(e.name)
+    if isinstance(e, (ConstInt, ConstFloat)):
+        return ScalarType(e.dtype)
+    if isinstance(e, ConstBool):
+        return ScalarType(dtypes.BOOL)
+    if isinstance(e, Cast):
+        return ScalarType(e.dtype)
+    if isinstance(e, BinOp):
+        if e.op in ("==", "!=", "<", "<=", ">", ">=", "and", "or"):
+            return ScalarType(dtypes.BOOL)
+        lt, rt = expr_type(e.lhs, env), expr_type(e.rhs, env)
+        if isinstance(lt, ScalarType) and isinstance(rt, ScalarType):
+            return rt if lt.dtype.name == "INDEX" and rt.dtype.name != "INDEX" else lt
+        return None
+    if isinstance(e, UnaryOp):
+        return ScalarType(dtypes.BOOL) if e.op == "not" else expr_type(e.operand, env)
+    if isinstance(e, MinMax):
+        return expr_type(e.lhs, env)
+    if isinstance(e, Abs):
+        return expr_type(e.operand, env)
+    return None
+
+
+def resolve_op(call: Call, env: TypeEnv):
+    """The registered op a call names (short names resolved by argument types), or None."""
+    from ptoc.ops.registry import resolve
+
+    if call.kind != "op":
+        return None
+    op, _ = resolve(call, [expr_type(a, env) for a in call.args])
+    return op
+
+
+def tensor_op_name(call: Call, env: TypeEnv) -> str | None:
+    """`tensor.<op>` when the call is a tensor op to convert (by full or short name), else None.
+    Shape queries (`tensor.dim`) compute nothing and stay."""
+    if call.kind != "op":
+        return None
+    op = resolve_op(call, env)
+    name = op.name if op is not None else call.op
+    return name if name.startswith("tensor.") and name not in TENSOR_QUERIES else None
+
+
+class _Overlay:
+    """Name -> type lookup: converted tile types first, then the original types (no copying)."""
+
+    __slots__ = ("base", "top")
+
+    def __init__(self, top: dict, base: dict):
+        self.top, self.base = top, base
+
+    def get(self, name: str, default=None):
+        t = self.top.get(name)
+        return t if t is not None else self.base.get(name, default)
+
+
+class _Classes:
+    """Union-find over value names: values that flow into each other through loops, branches and
+    aliases share one class; a class is a tile class when any member is computed on tiles."""
+
+    def __init__(self):
+        self.parent: dict[str, str] = {}
+        self.tile: set[str] = set()
+
+    def find(self, x: str) -> str:
+        p = self.parent.setdefault(x, x)
+        while p != x:
+            gp = self.parent.setdefault(p, p)
+            self.parent[x] = gp
+            x, p = p, gp
+        return x
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return
+        self.parent[ra] = rb
+        if ra in self.tile:
+            self.tile.add(rb)
+
+    def mark(self, x: str) -> None:
+        self.tile.add(self.find(x))
+
+    def is_tile(self, x: str) -> bool:
+        return self.find(x) in self.tile
+
+
+class _Kernel:
+    """Converts one kernel. `types`: the verifier's name -> type map of the original function."""
+
+    def __init__(self, f: Function, types: dict[str, Type | None], ctx: CompileContext, program: Program):
+        self.f = f
+        self.types = types
+        self.ctx = ctx
+        self.params = {p.name: p for p in f.params}
+        self.names: set[str] = {p.name for p in f.params} | {d.name for d in program.dynamic_dims}
+        for n in walk(f):
+            if isinstance(n, Var):
+                self.names.add(n.name)
+        self.used_in_body = {n.name for s in f.body for n in walk(s) if isinstance(n, Var)}
+        self.classes = _Classes()
+        self.carried: set[str] = set()  # iter_args, loop/if results, alias targets: kind from their class
+        self.demand: dict[str, set[str]] = {}  # slice result -> memory spaces its consumers need
+        self.ttypes: dict[str, TileType] = {}  # name -> tile type after conversion
+        self.converted: set[str] = set()  # names that were tensors and are tiles now
+        self.spaces: dict[str, dict[str, str]] = {}  # slice result -> {space: loaded name}
+        self.entry: dict[tuple[str, str], AssignStmt] = {}  # (param, space) -> entry load
+        self.acc_dtype: dict[str, dtypes.DType] = {}  # matmul results: the dtype the tensor op promised
+        self.new_params: list[Param] = []
+        self.out_for_position: dict[int, Param] = {}
+        self.taken_outs: set[str] = set()
+        self.moves: list[dict[tuple[str, str], str]] = []  # per open block: (tile, space) -> moved tile
+
+    # ------------------------------------------------------------------ helpers
+    def fresh(self, base: str) -> str:
+        name, i = base, 1
+        while name in self.names:
+            name = f"{base}_{i}"
+            i += 1
+        self.names.add(name)
+        return name
+
+    def env(self) -> _Overlay:
+        return _Overlay(self.ttypes, self.types)
+
+    def infer(self, call: Call, at: Node, what: str) -> Type | None:
+        from ptoc.ops.registry import infer_call_type
+
+        env = self.env()
+        arg_types = [expr_type(a, env) for a in call.args]
+        kw_types = {k: expr_type(v, env) for k, v in call.kwargs}
+        t, diags = infer_call_type(call, arg_types, kw_types, self.ctx)
+        if diags:
+            d = diags[0]
+            raise _error("PTOC-E0301", f"{what} cannot become pl.{call.op} in a kernel: {d.message}", at,
+                         hint=d.hint, rule=d.rule)
+        return t
+
+    def retyped(self, name: str) -> None:
+        """`name` was a tensor and is a tile now: statements kept as they are must not read it."""
+        if not isinstance(self.orig(name), TileType):
+            self.converted.add(name)
+
+    def orig(self, name: str) -> Type | None:
+        return self.types.get(name)
+
+    def kind(self, name: str) -> str:
+        if name in self.ttypes or isinstance(self.orig(name), TileType):
+            return "tile"
+        if isinstance(self.orig(name), TensorType):
+            return "gm"
+        return "other"
+
+    def emit(self, out: list[Stmt], name: str, call: Call, at: Node, what: str) -> Var:
+        t = self.infer(call, at, what)
+        out.append(AssignStmt(Var(name, span=at.span), call, t, span=at.span))
+        if isinstance(t, TileType):
+            self.ttypes[name] = t
+        return Var(name, span=at.span)
+
+    # ------------------------------------------------------------------ analysis
+    def analyze(self, body: tuple[Stmt, ...]) -> None:
+        env = self.types
+        for s in body:
+            if isinstance(s, AssignStmt):
+                if isinstance(s.value, Call):
+                    self.note_calls(s.value)
+                    top = tensor_op_name(s.value, env)
+                    if top is not None and isinstance(self.orig(s.target.name), TensorType):
+                        self.classes.mark(s.target.name)
+                elif isinstance(s.value, Var):
+                    self.carried.add(s.target.name)
+                    self.classes.union(s.target.name, s.value.name)
+                    self.note_flow(s.value.name, s.target.name)
+                if isinstance(self.orig(s.target.name), TileType):
+                    self.classes.mark(s.target.name)
+            elif isinstance(s, EvalStmt):
+                for n in walk(s.expr):
+                    if isinstance(n, Call):
+                        self.note_calls(n)
+            elif isinstance(s, (ForStmt, WhileStmt)):
+                for a, v in zip(s.iter_args, s.init_values):
+                    self.carried.add(a.name)
+                    if isinstance(v, Var):
+                        self.classes.union(a.name, v.name)
+                        self.note_flow(v.name, a.name)
+                if s.body and isinstance(s.body[-1], YieldStmt):
+                    y = s.body[-1]
+                    for a, v in zip(s.iter_args, y.values):
+                        if isinstance(v, Var):
+                            self.classes.union(a.name, v.name)
+                            self.note_flow(v.name, a.name)
+                    for a, r in zip(s.iter_args, y.targets):
+                        self.carried.add(r.name)
+                        self.classes.union(a.name, r.name)
+                self.analyze(s.body)
+            elif isinstance(s, IfStmt):
+                for branch in (s.then_body, s.else_body):
+                    if branch and isinstance(branch[-1], YieldStmt):
+                        for r, v in zip(branch[-1].targets, branch[-1].values):
+                            self.carried.add(r.name)
+                            if isinstance(v, Var):
+                                self.classes.union(r.name, v.name)
+                                self.note_flow(v.name, r.name)
+                    self.analyze(branch)
+            elif isinstance(s, ScopeStmt):
+                self.analyze(s.body)
+            elif isinstance(s, ReturnStmt):
+                for v in s.values:
+                    if isinstance(v, Var):
+                        self.demand.setdefault(v.name, set()).add("Vec")
+        for name, into in self.flows:
+            if self.classes.is_tile(into):
+                self.demand.setdefault(name, set()).add("Vec")
+
+    flows: list[tuple[str, str]]
+
+    def note_flow(self, value: str, into: str) -> None:
+        self.flows.append((value, into))
+
+    def note_calls(self, call: Call) -> None:
+        top = tensor_op_name(call, self.types)
+        if top is None:
+            return
+        for i, a in enumerate(call.args):
+            if isinstance(a, Call):
+                self.note_calls(a)
+            elif isinstance(a, Var):
+                space = "Mat" if top in MATMUL_OPS and (top, i) in (("tensor.matmul", 0), ("tensor.matmul", 1),
+                                                                   ("tensor.matmul_acc", 1),
+                                                                   ("tensor.matmul_acc", 2)) else "Vec"
+                self.demand.setdefault(a.name, set()).add(space)
+        for k, v in call.kwargs:
+            if isinstance(v, Var):
+                space = "Mat" if top in MATMUL_OPS and k in ("lhs", "rhs") else "Vec"
+                self.demand.setdefault(v.name, set()).add(space)
+
+    # ------------------------------------------------------------------ driving
+    def run(self) -> Function:
+        self.flows = []
+        self.analyze(self.f.body)
+        body = self.block(self.f.body)
+        loads = [self.entry[k] for p in self.f.params for sp in SPACES_ORDER
+                 for k in [(p.name, sp)] if k in self.entry]
+        return replace(self.f, params=self.f.params + tuple(self.new_params), body=tuple(loads) + body)
+
+    def block(self, body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+        out: list[Stmt] = []
+        self.moves.append({})
+        for s in body:
+            self.stmt(s, out)
+        self.moves.pop()
+        return tuple(out)
+
+    def move(self, v: Var, space: str, base: str, at: Node, out: list[Stmt], what: str) -> Var:
+        """`tile.move(v, target_memory=space)`, reusing a move of `v` already visible here."""
+        key = (v.name, space)
+        for scope in reversed(self.moves):
+            if key in scope:
+                return Var(scope[key], span=v.span)
+        call = Call("tile.move", (v,), (("target_memory", _mem(space)),), span=at.span)
+        moved = self.emit(out, self.fresh(f"{base}_{space.lower()}"), call, at, what)
+        self.moves[-1][key] = moved.name
+        return moved
+
+    def stmt(self, s: Stmt, out: list[Stmt]) -> None:
+        if isinstance(s, AssignStmt):
+            if isinstance(s.value, Call) and tensor_op_name(s.value, self.types) is not None:
+                self.convert(s.value, s.target.name, s.annotation, s, out)
+                return
+            if isinstance(s.value, Var) and s.target.name in self.carried and self.classes.is_tile(s.target.name):
+                v = self.vec_operand(s.value, s, out)
+                t = self.ttypes.get(v.name) or self.orig(v.name)
+                if isinstance(t, TileType):
+                    self.ttypes[s.target.name] = t
+                    self.retyped(s.target.name)
+                out.append(replace(s, value=v, annotation=t if s.annotation is not None else None))
+                return
+            self.check_untouched(s, s)
+            out.append(s)
+        elif isinstance(s, EvalStmt):
+            if isinstance(s.expr, Call) and tensor_op_name(s.expr, self.types) is not None:
+                self.convert(s.expr, None, None, s, out)
+                return
+            self.check_untouched(s, s)
+            out.append(s)
+        elif isinstance(s, ForStmt):
+            self.check_exprs(tuple(s.args) + tuple(v for _, v in s.kwargs), s)
+            inits = self.carried_inits(s.iter_args, s.init_values, s, out)
+            body = self.block(s.body)
+            out.append(replace(s, init_values=inits, body=body))
+        elif isinstance(s, WhileStmt):
+            inits = self.carried_inits(s.iter_args, s.init_values, s, out)
+            self.check_exprs((s.cond,), s)
+            body = self.block(s.body)
+            out.append(replace(s, init_values=inits, body=body))
+        elif isinstance(s, IfStmt):
+            self.check_exprs((s.cond,), s)
+            out.append(replace(s, then_body=self.block(s.then_body), else_body=self.block(s.else_body)))
+        elif isinstance(s, ScopeStmt):
+            self.check_exprs(tuple(s.args), s)
+            out.append(replace(s, body=self.block(s.body)))
+        elif isinstance(s, YieldStmt):
+            values = []
+            for t, v in zip(s.targets, s.values):
+                if self.classes.is_tile(t.name) and isinstance(v, Var):
+                    v = self.vec_operand(v, s, out)
+                    vt = self.ttypes.get(v.name) or self.orig(v.name)
+                    if isinstance(vt, TileType):
+                        self.ttypes[t.name] = vt
+                        self.retyped(t.name)
+                else:
+                    self.check_exprs((v,), s)
+                values.append(v)
+            ann = s.annotation
+            if ann is not None and len(s.targets) == 1 and s.targets[0].name in self.ttypes:
+                ann = self.ttypes[s.targets[0].name]
+            out.append(replace(s, values=tuple(values), annotation=ann))
+        elif isinstance(s, ReturnStmt):
+            values = []
+            for i, v in enumerate(s.values):
+                if isinstance(v, Var) and v.name in self.converted:
+                    v = self.store_result(i, v, s, out)
+                else:
+                    self.check_exprs((v,), s)
+                values.append(v)
+            out.append(replace(s, values=tuple(values)))
+        else:
+            out.append(s)
+
+    def carried_inits(self, iter_args, inits, s: Stmt, out: list[Stmt]) -> tuple[Expr, ...]:
+        new = []
+        for a, v in zip(iter_args, inits):
+            if self.classes.is_tile(a.name) and isinstance(v, Var):
+                v = self.vec_operand(v, s, out)
+                vt = self.ttypes.get(v.name) or self.orig(v.name)
+                if isinstance(vt, TileType):
+                    self.ttypes[a.name] = vt
+                    self.retyped(a.name)
+            else:
+                self.check_exprs((v,), s)
+            new.append(v)
+        return tuple(new)
+
+    def check_untouched(self, s: Stmt, at: Node) -> None:
+        """A statement kept as it is must not read a value that became a tile, nor hide a tensor op."""
+        for n in walk(s):
+            if isinstance(n, Call) and tensor_op_name(n, self.types) is not None:
+                raise _error("PTOC-E0300", f"pl.{n.op} nested inside another expression is not supported in a "
+                             "kernel yet", n, hint="bind the tensor op's result to a name first")
+            if isinstance(n, Var) and n.name in self.converted:
+                raise _error("PTOC-E0300", f"{n.name!r} is computed on tiles in this kernel and cannot be used "
+                             "here as a tensor: not supported in a kernel yet", at,
+                             hint="store it into a pl.Out parameter with pl.tile.store and use the stored tensor")
+
+    def check_exprs(self, exprs, at: Node) -> None:
+        for e in exprs:
+            self.check_untouched(EvalStmt(e), at)
+
+    # ------------------------------------------------------------------ operands
+    def vec_operand(self, v: Var, at: Node, out: list[Stmt]) -> Var:
+        """A tile holding value `v` for a vector op (loads global tensors, leaves Acc when possible)."""
+        name = v.name
+        if name in self.spaces and "Vec" in self.spaces[name]:
+            return Var(self.spaces[name]["Vec"], span=v.span)
+        k = self.kind(name)
+        if k == "tile":
+            t = self.ttypes.get(name) or self.orig(name)
+            if isinstance(t, TileType) and t.memory == "Acc":
+                return self.acc_to_vec(v, t, at, out)
+            return v
+        if k == "gm":
+            return self.load(v, "Vec", at, out)
+        return v
+
+    def mat_operand(self, v: Expr, at: Node, out: list[Stmt], what: str) -> Var:
+        if not isinstance(v, Var):
+            raise _error("PTOC-E0300", f"{what}: a matmul operand must be a named tensor", at)
+        name = v.name
+        if name in self.spaces and "Mat" in self.spaces[name]:
+            return Var(self.spaces[name]["Mat"], span=v.span)
+        k = self.kind(name)
+        if k == "gm":
+            return self.load(v, "Mat", at, out)
+        if k == "tile":
+            t = self.ttypes.get(name) or self.orig(name)
+            if isinstance(t, TileType) and t.memory == "Mat":
+                return v
+            src = (t.memory or "Vec") if isinstance(t, TileType) else "Vec"
+            from ptoc.target.arch import get_arch
+
+            arch = get_arch(self.ctx.arch)
+            if not arch.tmov.legal(src, "Mat"):
+                raise _error("PTOC-E0301", f"{what}: operand {name!r} is computed in {src}; feeding it to the cube "
+                             f"needs a {src}->Mat move, which {arch.title} does not have", at, rule="MOV-6",
+                             hint="compute the operand in a separate kernel and pass it in as a tensor")
+            return self.move(v, "Mat", name, at, out, what)
+        raise _error("PTOC-E0300", f"{what}: operand {name!r} is not a tensor", at)
+
+    def acc_to_vec(self, v: Var, t: TileType, at: Node, out: list[Stmt]) -> Var:
+        from ptoc.target.arch import get_arch
+
+        arch = get_arch(self.ctx.arch)
+        promised = self.acc_dtype.get(v.name)
+        if not arch.tmov.legal("Acc", "Vec"):
+            raise _error("PTOC-E0301", f"the matmul result {v.name!r} is read by a vector op; that needs an "
+                         f"Acc->Vec move, which {arch.title} does not have", at, rule="MOV-6",
+                         hint="return the matmul result from this kernel and run the vector ops in another "
+                         "kernel")
+        if promised is not None and promised != t.dtype:
+            raise _error("PTOC-E0300", f"a matmul result converted to {promised.name} by out_dtype and read by a "
+                         "vector op is not supported in a kernel yet", at,
+                         hint="drop out_dtype and cast the result with pl.cast")
+        return self.move(v, "Vec", v.name, at, out, "an Acc -> Vec move")
+
+    def load(self, v: Var, space: str, at: Node, out: list[Stmt]) -> Var:
+        """A whole-tensor load of global tensor `v`: the entry load for a parameter, else a load here."""
+        t = self.orig(v.name)
+        if not isinstance(t, TensorType):
+            raise InternalError(f"ConvertTensorToTileOps: {v.name} is not a tensor")
+        suffix = "tile" if space == "Vec" else space.lower()
+        args: tuple[Expr, ...] = (Var(v.name), ListExpr(tuple(_c(0) for _ in t.shape)), ListExpr(tuple(t.shape)))
+        if t.view is not None and t.view.valid_shape is not None:
+            args += (ListExpr(tuple(t.view.valid_shape)),)
+        call = Call("tile.load", args, (("target_memory", _mem(space)),))
+        if v.name in self.params:
+            key = (v.name, space)
+            if key not in self.entry:
+                p = self.params[v.name]
+                tmp: list[Stmt] = []
+                self.emit(tmp, self.fresh(f"{v.name}_{suffix}"), replace(call, span=p.span), p, "an entry load")
+                self.entry[key] = tmp[0]  # type: ignore[assignment]
+            return Var(self.entry[key].target.name, span=v.span)
+        return self.emit(out, self.fresh(f"{v.name}_{suffix}"), replace(call, span=at.span), at, "a load")
+
+    # ------------------------------------------------------------------ op conversion
+    def convert(self, call: Call, target: str | None, ann: Type | None, s: Stmt, out: list[Stmt]) -> Var | None:
+        from ptoc.ops.registry import lookup
+
+        top = tensor_op_name(call, self.types)
+        assert top is not None
+        op = lookup(top)
+        suffix = top[len("tensor."):]
+        what = f"pl.{top}"
+        if target is None:
+            target = self.fresh(f"{suffix.rstrip('_')}_tmp")
+        # Nested tensor-op arguments: convert them first under names of their own.
+        args = tuple(self.flatten_arg(a, target, s, out) for a in call.args)
+        kwargs = tuple((k, self.flatten_arg(v, target, s, out)) for k, v in call.kwargs)
+        call = replace(call, args=args, kwargs=kwargs)
+        if suffix in ("matmul", "matmul_acc"):
+            return self.convert_matmul(suffix, op, call, target, s, out)
+        if suffix == "slice":
+            return self.convert_slice(call, target, s, out)
+        if suffix == "alloc" or op is None:
+            raise _error("PTOC-E0300", f"{what} is not supported in a kernel yet", call,
+                         hint="move it to the orchestration function, or write the kernel with pl.tile ops")
+        if suffix in ("create", "full"):
+            return self.convert_create(suffix, call, target, s, out)
+        from ptoc.ops.elementwise import ARITH, SCALAR_FORM
+
+        if suffix in ARITH and len(call.args) >= 2:
+            rt = expr_type(call.args[1], self.types)
+            if isinstance(rt, ScalarType) or isinstance(call.args[1], (ConstInt, ConstFloat, ConstBool)):
+                suffix = SCALAR_FORM[suffix]  # OP-1: a scalar rhs dispatches to the *s tile op
+        twin = lookup(f"tile.{suffix}")
+        if twin is None or twin.params not in (op.params, op.params + ("tmp",)):
+            raise _error("PTOC-E0300", f"{what} is not supported in a kernel yet (it has no one-to-one tile form)",
+                         call, hint="write this step with pl.tile ops, or move it to the orchestration function")
+        new_args = [self.operand_arg(a, s, out) for a in call.args]
+        new_kwargs = []
+        for k, v in call.kwargs:
+            if k not in twin.param_names and k != "attrs" and not twin.open_kwargs:
+                raise _error("PTOC-E0300", f"{what} with {k}= is not supported in a kernel yet (pl.tile.{suffix} "
+                             f"has no parameter {k!r})", v)
+            new_kwargs.append((k, self.operand_arg(v, s, out)))
+        if "tmp" in twin.param_names and "tmp" not in op.param_names and all(k != "tmp" for k, _ in new_kwargs):
+            first = next((a for a in new_args if isinstance(a, Var) and a.name in self.ttypes), None)
+            ft = self.ttypes.get(first.name) if first is not None else None
+            if ft is None:
+                raise _error("PTOC-E0300", f"{what} without a tile operand is not supported in a kernel yet", call)
+            tmp = self.emit(out, self.fresh(f"{target}_tmp"),
+                            Call("tile.create", (ListExpr(tuple(ft.shape)),),
+                                 (("dtype", DTypeLit(ft.dtype)), ("target_memory", _mem(ft.memory or "Vec"))),
+                                 span=s.span), s, f"the scratch tile of {what}")
+            if "tmp" in twin.params:
+                new_args.append(tmp)
+            else:
+                new_kwargs.append(("tmp", tmp))
+        new = Call(f"tile.{suffix}", tuple(new_args), tuple(new_kwargs), span=call.span)
+        return self.finish(new, target, ann, s, out, what)
+
+    def finish(self, call: Call, target: str, ann: Type | None, s: Stmt, out: list[Stmt], what: str) -> Var:
+        t = self.infer(call, s, what)
+        annotation = t if isinstance(t, TileType) or ann is None else ann
+        out.append(AssignStmt(Var(target, span=s.span), call, annotation, span=s.span))
+        if isinstance(t, TileType):
+            self.ttypes[target] = t
+            self.retyped(target)
+        return Var(target, span=s.span)
+
+    def flatten_arg(self, a: Expr, target: str, s: Stmt, out: list[Stmt]) -> Expr:
+        if isinstance(a, Call) and tensor_op_name(a, self.env()) is not None:
+            name = self.fresh(f"{target}_arg")
+            self.convert(a, name, None, s, out)
+            return Var(name, span=a.span)
+        return a
+
+    def operand_arg(self, a: Expr, s: Stmt, out: list[Stmt]) -> Expr:
+        if isinstance(a, Var) and self.kind(a.name) in ("tile", "gm"):
+            return self.vec_operand(a, s, out)
+        return a
+
+    def convert_create(self, suffix: str, call: Call, target: str, s: Stmt, out: list[Stmt]) -> Var:
+        kwargs = []
+        for k, v in call.kwargs:
+            if k == "layout":
+                if not (isinstance(v, EnumLit) and v.member == "ND"):
+                    raise _error("PTOC-E0300", f"pl.tensor.{suffix} with a non-ND layout is not supported in a "
+                                 "kernel yet", v, hint="create an ND tensor")
+                continue
+            kwargs.append((k, v))
+        kwargs.append(("target_memory", _mem("Vec")))
+        new = Call(f"tile.{suffix}", call.args, tuple(kwargs), span=call.span)
+        return self.finish(new, target, None, s, out, f"pl.tensor.{suffix}")
+
+    def convert_slice(self, call: Call, target: str, s: Stmt, out: list[Stmt]) -> Var:
+        src = call.args[0] if call.args else call.kwarg("input") or call.kwarg("tensor")
+        if isinstance(src, Var) and self.kind(src.name) == "tile":
+            from ptoc.ops.registry import lookup
+
+            twin = lookup("tile.slice")
+            if twin is None:
+                raise _error("PTOC-E0300", "pl.tensor.slice of a value computed in the kernel is not supported in a "
+                             "kernel yet", call)
+            new = Call("tile.slice", tuple(self.operand_arg(a, s, out) for a in call.args), call.kwargs,
+                       span=call.span)
+            return self.finish(new, target, None, s, out, "pl.tensor.slice")
+        if not (isinstance(src, Var) and self.kind(src.name) == "gm"):
+            raise _error("PTOC-E0300", "pl.tensor.slice of this value is not supported in a kernel yet", call)
+
+        def arg(i: int, *names: str) -> Expr | None:
+            if len(call.args) > i:
+                return call.args[i]
+            for n in names:
+                if call.kwarg(n) is not None:
+                    return call.kwarg(n)
+            return None
+
+        shape, offset, valid = arg(1, "shape"), arg(2, "offset", "offsets"), arg(3, "valid_shape")
+        if shape is None or offset is None:
+            raise _error("PTOC-E0300", "pl.tensor.slice needs a shape and an offset", call)
+        spaces = sorted(self.demand.get(target, {"Vec"}) or {"Vec"}, key=SPACES_ORDER.index)
+        self.spaces[target] = {}
+        for i, space in enumerate(spaces):
+            name = target if i == 0 else self.fresh(f"{target}_{'tile' if space == 'Vec' else space.lower()}")
+            args = (src, offset, shape) + ((valid,) if valid is not None else ())
+            load = Call("tile.load", args, (("target_memory", _mem(space)),), span=call.span)
+            self.emit(out, name, load, s, "pl.tensor.slice")
+            self.spaces[target][space] = name
+        self.ttypes[target] = self.ttypes[self.spaces[target][spaces[0]]]
+        self.retyped(target)
+        return Var(target, span=s.span)
+
+    def convert_matmul(self, suffix: str, op, call: Call, target: str, s: Stmt, out: list[Stmt]) -> Var:
+        from ptoc.ops.registry import bind
+
+        what = f"pl.tensor.{suffix}"
+        try:
+            env = self.types
+            args = bind(op, call, [expr_type(a, env) for a in call.args],
+                        {k: expr_type(v, env) for k, v in call.kwargs}, self.ctx)
+        except Exception as e:  # the front end already checked the call; stay defensive
+            raise InternalError(f"ConvertTensorToTileOps: cannot bind {what}: {e}") from e
+        for flag in ("a_trans", "b_trans", "c_matrix_nz"):
+            v = args.get(flag)
+            if isinstance(v, ConstBool) and v.value:
+                raise _error("PTOC-E0300", f"{what} with {flag}=True is not supported in a kernel yet", v,
+                             hint="pass the operand in the layout the product needs")
+        lhs, rhs = args.get("lhs"), args.get("rhs")
+        for name, v in (("lhs", lhs), ("rhs", rhs)):
+            t = expr_type(v, self.types) if v is not None else None
+            if isinstance(t, (TensorType, TileType)) and t.rank != 2:
+                raise _error("PTOC-E0300", f"{what} on rank-{t.rank} operands (batched matmul) is not supported "
+                             "in a kernel yet", v, hint="call the kernel once per batch with 2-D operands")
+        lm = self.mat_operand(lhs, s, out, what)
+        rm = self.mat_operand(rhs, s, out, what)
+        left = self.move(lm, "Left", self.base(lhs), s, out, what)
+        right = self.move(rm, "Right", self.base(rhs), s, out, what)
+        if suffix == "matmul":
+            new = Call("tile.matmul", (left, right), span=call.span)
+        else:
+            acc = args.get("acc")
+            at = self.ttypes.get(acc.name) if isinstance(acc, Var) else None
+            if at is None or at.memory != "Acc":
+                raise _error("PTOC-E0300", f"{what} into an accumulator that is not a matmul result of this kernel "
+                             "is not supported in a kernel yet", acc or call,
+                             hint="start the accumulation with pl.tensor.matmul in the kernel")
+            new = Call("tile.matmul_acc", (acc, left, right), span=call.span)
+        v = self.finish(new, target, None, s, out, what)
+        promised = self.orig(target)
+        if isinstance(promised, TensorType):
+            self.acc_dtype[target] = promised.dtype
+        return v
+
+    @staticmethod
+    def base(v: Expr) -> str:
+        return v.name if isinstance(v, Var) else "operand"
+
+    # ------------------------------------------------------------------ results
+    def store_result(self, i: int, v: Var, s: Stmt, out: list[Stmt]) -> Var:
+        t = self.ttypes[v.name]
+        param = self.out_param(i, v, s)
+        pt = param.type
+        assert isinstance(pt, TensorType)
+        src = v if t.memory in ("Acc", "Vec", None) else self.vec_operand(v, s, out)
+        call = Call("tile.store", (src, ListExpr(tuple(_c(0) for _ in pt.shape)), Var(param.name)), span=s.span)
+        name = self.fresh(f"{v.name}_store")
+        self.infer(call, s, "the result store")
+        out.append(AssignStmt(Var(name, span=s.span), call, pt, span=s.span))
+        return Var(name, span=v.span)
+
+    def out_param(self, i: int, v: Var, s: Stmt) -> Param:
+        if i in self.out_for_position:
+            return self.out_for_position[i]
+        rt = self.f.returns[i] if i < len(self.f.returns) else None
+        if not isinstance(rt, TensorType):
+            rt = self.orig(v.name)
+        if not isinstance(rt, TensorType):
+            raise InternalError(f"ConvertTensorToTileOps: result {v.name} has no tensor type")
+        chosen = None
+        for p in self.f.params:
+            pt = p.type
+            if (p.direction == "Out" and isinstance(pt, TensorType) and p.name not in self.used_in_body
+                    and p.name not in self.taken_outs and pt.shape == rt.shape and pt.dtype == rt.dtype
+                    and pt.layout == rt.layout):
+                chosen = p
+                break
+        if chosen is None:
+            chosen = Param(self.fresh(f"{v.name}_out"), replace(rt, memref=None), "Out", span=self.f.span)
+            self.new_params.append(chosen)
+        self.taken_outs.add(chosen.name)
+        self.out_for_position[i] = chosen
+        return chosen
+
+
+def _has_tensor_ops(f: Function, types: dict[str, Type | None]) -> bool:
+    return any(isinstance(n, Call) and tensor_op_name(n, types) is not None for n in walk(f))
+
+
+class _Subst(Mutator):
+    def __init__(self, mapping: dict[str, Expr]):
+        self.mapping = mapping
+
+    def mutate_Var(self, v: Var):
+        return self.mapping.get(v.name, v)
+
+
+class _CallSites:
+    """Passes a fresh `pl.tensor.create` for every Out parameter a converted kernel gained."""
+
+    def __init__(self, f: Function, added: dict[str, list[Param]], kernels: dict[str, Function]):
+        self.f = f
+        self.added = added
+        self.kernels = kernels
+        self.names = {p.name for p in f.params} | {n.name for n in walk(f) if isinstance(n, Var)}
+
+    def fresh(self, base: str) -> str:
+        name, i = base, 1
+        while name in self.names:
+            name = f"{base}_{i}"
+            i += 1
+        self.names.add(name)
+        return name
+
+    def run(self) -> Function:
+        body = self.block(self.f.body)
+        return self.f if body == self.f.body and all(a is b for a, b in zip(body, self.f.body)) \
+            else replace(self.f, body=body)
+
+    def block(self, body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+        out: list[Stmt] = []
+        for s in body:
+            pre: list[Stmt] = []
+            s = self.stmt(s, pre)
+            out.extend(pre)
+            out.append(s)
+        return tuple(out)
+
+    def stmt(self, s: Stmt, pre: list[Stmt]) -> Stmt:
+        rewrite = _CallRewriter(self, pre, s)
+        if isinstance(s, AssignStmt):
+            return replace(s, value=rewrite.mutate(s.value))
+        if isinstance(s, EvalStmt):
+            return replace(s, expr=rewrite.mutate(s.expr))
+        if isinstance(s, ReturnStmt):
+            return replace(s, values=rewrite.mutate(s.values))
+        if isinstance(s, YieldStmt):
+            return replace(s, values=rewrite.mutate(s.values))
+        if isinstance(s, ForStmt):
+            return replace(s, args=rewrite.mutate(s.args), init_values=rewrite.mutate(s.init_values),
+                           body=self.block(s.body))
+        if isinstance(s, WhileStmt):
+            return replace(s, init_values=rewrite.mutate(s.init_values), body=self.block(s.body))
+        if isinstance(s, IfStmt):
+            return replace(s, cond=rewrite.mutate(s.cond), then_body=self.block(s.then_body),
+                           else_body=self.block(s.else_body))
+        if isinstance(s, ScopeStmt):
+            return replace(s, args=rewrite.mutate(s.args), body=self.block(s.body))
+        return s
+
+
+class _CallRewriter(Mutator):
+    def __init__(self, sites: _CallSites, pre: list[Stmt], at: Stmt):
+        self.sites = sites
+        self.pre = pre
+        self.at = at
+
+    def mutate_Call(self, c: Call):
+        if c.kind != "func" or c.op not in self.sites.added:
+            return c
+        caller = self.sites.f
+        if caller.func_type in KERNEL_TYPES:
+            raise _error("PTOC-E0302", f"kernel {caller.name!r} calls kernel {c.op!r}, whose result needs a new "
+                         "pl.Out parameter", c, hint=f"declare a pl.Out parameter for the result of {c.op!r} and "
+                         "pass a tensor for it")
+        callee = self.sites.kernels[c.op]
+        old_params = callee.params[: len(callee.params) - len(self.sites.added[c.op])]
+        mapping: dict[str, Expr] = {}
+        for i, p in enumerate(old_params):
+            if i < len(c.args):
+                mapping[p.name] = c.args[i]
+        for k, v in c.kwargs:
+            mapping[k] = v
+        args, kwargs = list(c.args), list(c.kwargs)
+        for p in self.sites.added[c.op]:
+            pt = p.type
+            assert isinstance(pt, TensorType)
+            shape = tuple(_Subst(mapping).mutate(d) for d in pt.shape)
+            name = self.sites.fresh(p.name)
+            t = TensorType(shape, pt.dtype)
+            create = Call("tensor.create", (ListExpr(shape),), (("dtype", DTypeLit(pt.dtype)),), span=self.at.span)
+            self.pre.append(AssignStmt(Var(name, span=self.at.span), create, t, span=self.at.span))
+            if kwargs:
+                kwargs.append((p.name, Var(name)))
+            else:
+                args.append(Var(name))
+        return replace(c, args=tuple(args), kwargs=tuple(kwargs))
+
+
+class ConvertTensorToTileOps(Pass):
+    name = "ConvertTensorToTileOps"
+    stage = "tile"
+    summary = "kernels compute on tiles: tensor ops -> tile ops, entry loads, result stores into Out params"
+    requires: frozenset[str] = frozenset()
+    produces = frozenset({"tile_ops"})
+
+    def run(self, program: Program, ctx: CompileContext) -> Program:
+        types = None
+        funcs = list(program.functions)
+        added: dict[str, list[Param]] = {}
+        for i, f in enumerate(funcs):
+            if f.func_type not in KERNEL_TYPES:
+                continue
+            if types is None:
+                types = function_types(program, ctx)
+            if not _has_tensor_ops(f, types[f.name]):
+                continue
+            conv = _Kernel(f, types[f.name], ctx, program)
+            funcs[i] = conv.run()
+            if conv.new_params:
+                added[f.name] = conv.new_params
+        if added:
+            kernels = {f.name: f for f in funcs}
+            funcs = [_CallSites(f, added, kernels).run() for f in funcs]
+        if all(a is b for a, b in zip(funcs, program.functions)):
+            return program
+        return replace(program, functions=tuple(funcs))
+
+
+__all__ = ["ConvertTensorToTileOps", "expr_type", "resolve_op", "tensor_op_name"]

@@ -1,0 +1,361 @@
+"""FlattenTileNdTo2D: every kernel tile is 2-D.
+
+Purpose
+-------
+pto-isa instructions take 2-D tiles. After ConvertTensorToTileOps a kernel's tiles have the rank of the
+tensors they came from, so this pass rewrites every tile type of rank > 2 to `[prod(leading), last]` and
+every rank-1 tile `[N]` to `[1, N]`. The data does not move: a row-major N-D tile and its 2-D flattening
+are the same bytes.
+
+Before::
+
+    x_tile: pl.Tile[[2, 16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0, 0], [2, 16, 64], target_memory=pl.Mem.Vec)
+    y: pl.Tile[[2, 16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.adds(x_tile, 1.0)
+    y_store: pl.Tensor[[2, 16, 64], pl.FP32] = pl.tile.store(y, [0, 0, 0], out)
+
+After::
+
+    x_tile: pl.Tile[[32, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0, 0], [2, 16, 64], target_memory=pl.Mem.Vec)
+    y: pl.Tile[[32, 64], pl.FP32, pl.Mem.Vec] = pl.tile.adds(x_tile, 1.0)
+    y_store: pl.Tensor[[2, 16, 64], pl.FP32] = pl.tile.store(y, [0, 0, 0], out, [2, 16, 64])
+
+Rules
+-----
+- Shapes. Rank > 2: `[d0, ..., dk, n]` -> `[d0 * ... * dk, n]`; the leading extents must be static
+  (PTOC-E0310, with a hint to use a static physical shape and a valid_shape). Rank 1: `[n]` -> `[1, n]`.
+  Every tile type in a kernel (annotations, parameters, results) is rewritten.
+- valid_shape flattens the same way, `[v0, ..., vk, vn]` -> `[v0 * ... * vk, vn]`, when the valid rows
+  stay a prefix of the flattened rows: leading axes pinned to one row (valid 1) may precede the first
+  partial leading axis, and every leading axis after it must be fully valid. Otherwise PTOC-E0311.
+- `tile.load` keeps its N-D offsets, shapes and valid_shapes (the window in the tensor); only its result
+  type becomes 2-D (the verifier accepts a 2-D annotation of a rank-N load). No window is collapsed,
+  whatever the memory space. For a source tensor with layout NZ this is required: BlockNzTensorViews
+  runs after this pass (NZ-5) and folds the leading offsets into the blocked batch axis itself (NZ-4), so
+  the load must reach it with its logical N-D window, without any ND2NZ collapse.
+- `tile.store` into a tensor of rank > 2 gets the explicit partition-shape operand (4th positional
+  argument): the N-D window the tile covers, its original shape left-padded with 1s to the tensor rank.
+  A store that already has it is left alone.
+- `tile.create` / `tile.full`: the shape argument is flattened. `tile.read` / `tile.write`: N-D indices
+  become `[row, col]` in the flattened tile (row-major linearisation of the leading indices).
+- Every other op keeps its arguments; its operands now have 2-D types. The pass re-checks each op on
+  the 2-D operand types and requires the result to be the flattening of the N-D result, so an op whose
+  meaning depends on the N-D axes (col reductions, transposes, slices, broadcasting across a leading
+  axis, ...) is rejected with PTOC-E0312 instead of silently changing meaning.
+- Idempotent: a kernel whose tiles are all 2-D and whose rank > 2 stores carry their partition shape is
+  returned unchanged.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ptoc.context import CompileContext
+from ptoc.diagnostics import CompileError, Diagnostic
+from ptoc.ir import dtypes
+from ptoc.ir.nodes import (
+    AssignStmt,
+    BinOp,
+    Call,
+    ConstInt,
+    EvalStmt,
+    Expr,
+    ForStmt,
+    Function,
+    IfStmt,
+    ListExpr,
+    Node,
+    Program,
+    ScopeStmt,
+    Stmt,
+    TensorType,
+    TileType,
+    TupleExpr,
+    TupleType,
+    Type,
+    WhileStmt,
+    YieldStmt,
+)
+from ptoc.ir.printer import print_type
+from ptoc.ir.types import normalize_tile_view
+from ptoc.ir.verifier import function_types
+from ptoc.passes.ConvertTensorToTileOps import expr_type
+from ptoc.passes.manager import Pass
+from ptoc.passes.properties import KERNEL_TYPES
+
+INDEX = dtypes.INDEX
+SHAPE_OPS = ("tile.create", "tile.full")
+INDEX_OPS = ("tile.read", "tile.write")
+
+
+def _error(code: str, message: str, at: Node | None, hint: str | None = None, rule: str | None = None):
+    return CompileError([Diagnostic(code, message, at.span if at is not None else None, hint, rule)])
+
+
+def _cint(e: Expr) -> int | None:
+    return e.value if isinstance(e, ConstInt) else None
+
+
+def _product(exprs) -> Expr:
+    """The product of index expressions, constants folded (`v * 16`, `32`)."""
+    const = 1
+    syms: list[Expr] = []
+    for e in exprs:
+        v = _cint(e)
+        if v is None:
+            syms.append(e)
+        else:
+            const *= v
+    if not syms:
+        return ConstInt(const, INDEX)
+    out = syms[0]
+    for s in syms[1:]:
+        out = BinOp("*", out, s)
+    return out if const == 1 else BinOp("*", out, ConstInt(const, INDEX))
+
+
+def _linear(indices, shape) -> Expr:
+    """Row-major linear index of `indices` in `shape`: ((i0 * d1 + i1) * d2 + i2) ..."""
+    out: Expr | None = None
+    for i, d in zip(indices, shape):
+        if out is None:
+            out = i
+            continue
+        ov, dv, iv = _cint(out), _cint(d), _cint(i)
+        if ov is not None and dv is not None and iv is not None:
+            out = ConstInt(ov * dv + iv, INDEX)
+            continue
+        scaled = out if dv == 1 else (ConstInt(0, INDEX) if ov == 0 else BinOp("*", out, d))
+        out = i if _cint(scaled) == 0 else (scaled if iv == 0 else BinOp("+", scaled, i))
+    return out if out is not None else ConstInt(0, INDEX)
+
+
+def _same(a: Expr, b: Expr) -> bool:
+    va, vb = _cint(a), _cint(b)
+    return va == vb if va is not None and vb is not None else a == b
+
+
+def flat_shape(shape: tuple[Expr, ...], at: Node, what: str = "tile") -> tuple[Expr, ...]:
+    if len(shape) == 1:
+        return (ConstInt(1, INDEX), shape[0])
+    if len(shape) <= 2:
+        return shape
+    for i, d in enumerate(shape[:-1]):
+        if _cint(d) is None:
+            raise _error("PTOC-E0310", f"the rank-{len(shape)} {what} has a dynamic leading extent (axis {i}); "
+                         "it cannot be flattened to 2-D", at,
+                         hint="give the tile a static physical shape and describe the dynamic extent with "
+                         "valid_shape")
+    return (_product(shape[:-1]), shape[-1])
+
+
+def flat_valid(shape: tuple[Expr, ...], valid: tuple[Expr, ...], at: Node) -> tuple[Expr, ...]:
+    if len(shape) == 1:
+        return (ConstInt(1, INDEX), valid[0])
+    free = None  # the first leading axis whose valid extent is not a single row
+    for i, (d, v) in enumerate(zip(shape[:-1], valid[:-1])):
+        if free is None:
+            if _cint(v) != 1:
+                free = i
+        elif not _same(v, d):
+            raise _error("PTOC-E0311", f"the valid region {_fmt(valid)} of a {_fmt(shape)} tile is not a block of "
+                         f"whole rows once flattened: axis {free} keeps more than one index, so axis {i} would have "
+                         "to be fully valid", at,
+                         hint="only the leading-most axes may be partial: split the tile so that every axis "
+                         "after the first partial one is fully valid")
+    return (_product(valid[:-1]), valid[-1])
+
+
+def _fmt(s) -> str:
+    from ptoc.ir.printer import print_expr
+
+    return "[" + ", ".join(print_expr(x) for x in s) + "]"
+
+
+def flat_tile(t: TileType, at: Node) -> TileType:
+    if t.rank == 2 or t.rank == 0:
+        return t
+    shape = flat_shape(t.shape, at)
+    view = t.view
+    if view is not None:
+        if view.stride:
+            raise _error("PTOC-E0311", f"a strided rank-{t.rank} tile cannot be flattened to 2-D", at,
+                         hint="flatten a dense tile")
+        if view.valid_shape is not None:
+            view = replace(view, valid_shape=flat_valid(t.shape, view.valid_shape, at))
+    return TileType(shape, t.dtype, t.memref, t.memory, normalize_tile_view(shape, t.memory, view), span=t.span)
+
+
+def flat_type(t: Type | None, at: Node) -> Type | None:
+    if isinstance(t, TileType):
+        return flat_tile(t, at)
+    if isinstance(t, TupleType):
+        items = tuple(flat_type(x, at) for x in t.types)
+        return t if all(a is b for a, b in zip(items, t.types)) else replace(t, types=items)
+    return t
+
+
+def _needs(t: Type | None) -> bool:
+    if isinstance(t, TileType):
+        return t.rank not in (0, 2)
+    if isinstance(t, TupleType):
+        return any(_needs(x) for x in t.types)
+    return False
+
+
+class _Kernel:
+    def __init__(self, f: Function, types: dict[str, Type | None], ctx: CompileContext):
+        self.f = f
+        self.types = types  # original (N-D) types
+        self.new: dict[str, Type | None] = {}  # flattened types
+        self.ctx = ctx
+
+    def define(self, name: str, at: Node) -> None:
+        t = self.types.get(name)
+        self.new[name] = flat_type(t, at) if _needs(t) else t
+
+    def run(self) -> Function:
+        for p in self.f.params:
+            self.define(p.name, p)
+        params = tuple(replace(p, type=self.new[p.name]) if _needs(p.type) else p for p in self.f.params)
+        returns = tuple(flat_type(t, self.f) if _needs(t) else t for t in self.f.returns)
+        body = self.block(self.f.body)
+        if all(a is b for a, b in zip(params, self.f.params)) and all(a is b for a, b in zip(returns, self.f.returns)) \
+                and len(body) == len(self.f.body) and all(a is b for a, b in zip(body, self.f.body)):
+            return self.f
+        return replace(self.f, params=params, returns=returns, body=body)
+
+    def block(self, body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+        return tuple(self.stmt(s) for s in body)
+
+    def stmt(self, s: Stmt) -> Stmt:
+        if isinstance(s, AssignStmt):
+            value = self.rewrite(s.value, s) if isinstance(s.value, Call) else s.value
+            self.define(s.target.name, s)
+            orig = self.types.get(s.target.name)
+            ann = s.annotation
+            if ann is not None and _needs(ann):
+                ann = flat_type(ann, s)
+            elif ann is None and _needs(orig):
+                ann = self.new[s.target.name]  # the value's own rule would give the N-D type
+            if isinstance(value, Call) and value.kind == "op":
+                self.check(value, orig, s)
+            if value is s.value and ann is s.annotation:
+                return s
+            return replace(s, value=value, annotation=ann)
+        if isinstance(s, EvalStmt):
+            if isinstance(s.expr, Call):
+                e = self.rewrite(s.expr, s)
+                if e.kind == "op":
+                    self.check(e, None, s)
+                return s if e is s.expr else replace(s, expr=e)
+            return s
+        if isinstance(s, YieldStmt):
+            for t in s.targets:
+                self.define(t.name, s)
+            if s.annotation is not None and _needs(s.annotation):
+                return replace(s, annotation=flat_type(s.annotation, s))
+            if s.annotation is None and len(s.targets) == 1 and _needs(self.types.get(s.targets[0].name)):
+                return replace(s, annotation=self.new[s.targets[0].name])
+            return s
+        if isinstance(s, ForStmt):
+            self.define(s.var.name, s)
+            for a in s.iter_args:
+                self.define(a.name, s)
+            body = self.block(s.body)
+            return s if all(a is b for a, b in zip(body, s.body)) else replace(s, body=body)
+        if isinstance(s, WhileStmt):
+            for a in s.iter_args:
+                self.define(a.name, s)
+            body = self.block(s.body)
+            return s if all(a is b for a, b in zip(body, s.body)) else replace(s, body=body)
+        if isinstance(s, IfStmt):
+            then_b, else_b = self.block(s.then_body), self.block(s.else_body)
+            if all(a is b for a, b in zip(then_b, s.then_body)) and all(a is b for a, b in zip(else_b, s.else_body)):
+                return s
+            return replace(s, then_body=then_b, else_body=else_b)
+        if isinstance(s, ScopeStmt):
+            if s.var is not None:
+                self.define(s.var.name, s)
+            body = self.block(s.body)
+            return s if all(a is b for a, b in zip(body, s.body)) else replace(s, body=body)
+        return s
+
+    # ------------------------------------------------------------------ calls
+    def orig_of(self, e: Expr) -> Type | None:
+        return expr_type(e, self.types)
+
+    def rewrite(self, call: Call, at: Stmt) -> Call:
+        if call.kind != "op":
+            return call
+        if call.op in SHAPE_OPS and call.args and isinstance(call.args[0], (ListExpr, TupleExpr)):
+            shape = call.args[0].items
+            if len(shape) != 2 and len(shape) > 0:
+                new_shape = replace(call.args[0], items=flat_shape(tuple(shape), at))
+                return replace(call, args=(new_shape,) + call.args[1:])
+            return call
+        if call.op in INDEX_OPS and len(call.args) >= 2 and isinstance(call.args[1], (ListExpr, TupleExpr)):
+            t = self.orig_of(call.args[0])
+            idx = call.args[1].items
+            if isinstance(t, TileType) and t.rank != 2 and len(idx) == t.rank:
+                flat_shape(t.shape, at)
+                if t.rank == 1:
+                    new_idx = (ConstInt(0, INDEX), idx[0])
+                else:
+                    new_idx = (_linear(idx[:-1], t.shape[:-1]), idx[-1])
+                return replace(call, args=(call.args[0], replace(call.args[1], items=new_idx)) + call.args[2:])
+            return call
+        # tile.load keeps its N-D window (offsets, shapes, valid_shapes) for every source, NZ included
+        # (NZ-5): only its result type is flattened, by the annotation.
+        if call.op == "tile.store" and len(call.args) == 3 and call.kwarg("shapes") is None:
+            tile_t, out_t = self.orig_of(call.args[0]), self.orig_of(call.args[2])
+            if isinstance(tile_t, TileType) and isinstance(out_t, TensorType) and out_t.rank > 2 \
+                    and tile_t.rank <= out_t.rank:
+                window = (ConstInt(1, INDEX),) * (out_t.rank - tile_t.rank) + tuple(tile_t.shape)
+                return replace(call, args=call.args + (ListExpr(window),))
+        return call
+
+    def check(self, call: Call, orig: Type | None, at: Stmt) -> None:
+        """The op on the flattened operand types must give the flattening of its N-D result."""
+        from ptoc.ops.registry import infer_call_type
+
+        touched = _needs(orig) or any(_needs(self.orig_of(a)) for a in call.args) or \
+            any(_needs(self.orig_of(v)) for _, v in call.kwargs)
+        if not touched:
+            return
+        arg_types = [expr_type(a, self.new) for a in call.args]
+        kw_types = {k: expr_type(v, self.new) for k, v in call.kwargs}
+        got, diags = infer_call_type(call, arg_types, kw_types, self.ctx)
+        why = diags[0].message if diags else None
+        if why is None and call.op != "tile.load" and isinstance(orig, TileType):
+            want = flat_tile(orig, at)
+            if not isinstance(got, TileType) or got.shape != want.shape or got.dtype != want.dtype \
+                    or (got.memory or "Vec") != (want.memory or "Vec"):
+                why = f"it gives {print_type(got) if got is not None else 'no tile'}, not {print_type(want)}"
+        if why is not None:
+            nd = ", ".join(f"rank {t.rank}" for t in (self.orig_of(a) for a in call.args) if isinstance(t, TileType))
+            raise _error("PTOC-E0312", f"pl.{call.op} on N-D tiles ({nd}) has no 2-D form: {why}", at,
+                         hint="keep this op on 2-D tiles: reshape the data to [rows, cols] before the kernel")
+
+
+class FlattenTileNdTo2D(Pass):
+    name = "FlattenTileNdTo2D"
+    stage = "tile"
+    summary = "kernel tiles become 2-D: rank > 2 -> [prod(leading), last], rank 1 -> [1, N]; stores get partitions"
+    requires = frozenset({"tile_ops"})
+    produces = frozenset({"flat_tiles"})
+
+    def run(self, program: Program, ctx: CompileContext) -> Program:
+        types = None
+        funcs = []
+        for f in program.functions:
+            if f.func_type in KERNEL_TYPES:
+                if types is None:
+                    types = function_types(program, ctx)
+                f = _Kernel(f, types[f.name], ctx).run()
+            funcs.append(f)
+        if all(a is b for a, b in zip(funcs, program.functions)):
+            return program
+        return replace(program, functions=tuple(funcs))
+
+
+__all__ = ["FlattenTileNdTo2D", "flat_shape", "flat_tile", "flat_valid"]

@@ -1,0 +1,432 @@
+"""InferTileMemorySpace: give every kernel tile a memory space and move cube operands where they belong.
+
+Purpose
+-------
+On-chip tiles live in one of several buffers: Vec (UB, vector core), Mat (L1), Left / Right (L0A /
+L0B, the matmul operand buffers), Acc (L0C, the accumulator) and Bias. Input IR often leaves the
+space open: a `tile.load` or `tile.create` without `target_memory=`, an annotation `pl.Tile[[M, N],
+dtype]` without `pl.Mem.X`. This pass decides every space in kernel functions (InCore, AIC, AIV) and
+inserts the `tile.move`s the cube unit needs, so that after it every tile type names its space
+(property `memory_spaces`).
+
+Before::
+
+    a: pl.Tile[[64, 64], pl.BF16] = pl.tile.load(x, [0, 0], [64, 64])
+    b: pl.Tile[[64, 64], pl.BF16, pl.Mem.Mat] = pl.tile.load(w, [0, 0], [64, 64], target_memory=pl.Mem.Mat)
+    c: pl.Tile[[64, 64], pl.FP32] = pl.tile.matmul(a, b)
+
+After::
+
+    a: pl.Tile[[64, 64], pl.BF16, pl.Mem.Mat] = pl.tile.load(x, [0, 0], [64, 64], target_memory=pl.Mem.Mat)
+    b: pl.Tile[[64, 64], pl.BF16, pl.Mem.Mat] = pl.tile.load(w, [0, 0], [64, 64], target_memory=pl.Mem.Mat)
+    a_left: pl.Tile[[64, 64], pl.BF16, pl.Mem.Left] = pl.tile.move(a, target_memory=pl.Mem.Left)
+    b_right: pl.Tile[[64, 64], pl.BF16, pl.Mem.Right] = pl.tile.move(b, target_memory=pl.Mem.Right)
+    c: pl.Tile[[64, 64], pl.FP32, pl.Mem.Acc] = pl.tile.matmul(a_left, b_right)
+
+Rules
+-----
+1. Demands. Consumers ask for a space per operand: tile.matmul / matmul_acc / matmul_bias read lhs
+   from Left, rhs from Right, acc from Acc, bias from Bias; ops of the vector unit read Vec. A demand
+   flows backward through loop carries (iter_arg -> init value, loop result -> iter_arg and yielded
+   value) and if results (-> the yielded values). A cube demand outranks the Vec default.
+2. Producers without `target_memory=`: `tile.load` stops at a space a load can fill: Mat when a cube
+   operand (Left, Right, Bias, LeftScale, RightScale) or Mat is demanded, else Vec; a load demanded
+   in Acc is a user error (PTOC-E0326: only the cube unit writes L0C). `tile.create` is born in the
+   demanded space itself (Acc for an accumulator), Vec when nothing demands one. The decided space
+   is written into the call as `target_memory=pl.Mem.X`. Explicit spaces are never overridden.
+   Every other producer's space follows from its type rule (matmul results Acc, elementwise results
+   their operand's space, tile.move its target).
+3. Moves. Where a cube operand slot receives a tile of another space (a Mat or Vec tile as lhs/rhs),
+   `t_left = pl.tile.move(t, target_memory=pl.Mem.Left)` (`t_right`, `t_bias`, ...) is inserted right
+   before the consumer, which then reads the moved tile; one move per tile and space in a block and
+   the blocks nested in it. A move TMOV cannot make on the target (e.g. Vec -> Left) is a user error
+   (PTOC-E0325, rule MOV-6) that says how to stage the operand instead.
+4. Types. Every annotation of a tile whose space changed or was missing is updated to the value's
+   type (space and implicit view), so statements depending on a changed tile check again.
+
+Not done (yet): hoisting a move of a loop-invariant operand out of its loop; moving Acc / Mat tiles
+into Vec for vector consumers (TMOV Acc -> Vec exists on A5 only); tile-typed kernel parameters.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ptoc.diagnostics import CompileError, Diagnostic
+from ptoc.ir.nodes import (
+    AssignStmt,
+    Call,
+    EnumLit,
+    EvalStmt,
+    Expr,
+    ForStmt,
+    Function,
+    IfStmt,
+    Program,
+    ScopeStmt,
+    Stmt,
+    TileType,
+    TupleType,
+    Type,
+    Var,
+    WhileStmt,
+    YieldStmt,
+    loop_results,
+)
+from ptoc.ir.verifier import function_types, verify_program
+from ptoc.ir.visitor import walk
+from ptoc.passes.manager import Pass
+
+KERNEL_TYPES = ("InCore", "AIC", "AIV")
+
+# Operand slots whose memory space the cube unit fixes (pto-isa TMATMUL: Left x Right -> Acc (+ Bias)).
+CUBE_SLOTS: dict[str, dict[str, str]] = {
+    "tile.matmul": {"lhs": "Left", "rhs": "Right"},
+    "tile.matmul_acc": {"acc": "Acc", "lhs": "Left", "rhs": "Right"},
+    "tile.matmul_bias": {"lhs": "Left", "rhs": "Right", "bias": "Bias"},
+}
+# Spaces a load stages a cube operand through: L1 is the only buffer TLOAD fills that TMOV empties into L0A/L0B.
+STAGED_IN_MAT = ("Mat", "Left", "Right", "Bias", "LeftScale", "RightScale")
+RETARGETABLE = ("tile.load", "tile.create")
+
+
+class InferTileMemorySpace(Pass):
+    name = "InferTileMemorySpace"
+    stage = "layout"
+    summary = "give every kernel tile a memory space; move matmul operands into Left/Right"
+    requires = frozenset({"tile_ops"})
+    produces = frozenset({"memory_spaces"})
+
+    def run(self, program: Program, ctx) -> Program:
+        if not any(f.func_type in KERNEL_TYPES for f in program.functions):
+            return program
+        types0 = _value_types(program, ctx)
+        # 1-2: demands and producer spaces
+        p1 = _replace_functions(program, {
+            f.name: _retarget_producers(f, types0[f.name], ctx) for f in program.functions
+            if f.func_type in KERNEL_TYPES})
+        # 3: moves into cube operand slots
+        types1 = _value_types(p1, ctx) if p1 is not program else types0
+        p2 = _replace_functions(p1, {
+            f.name: _Mover(f, dict(types1[f.name]), ctx).run() for f in p1.functions
+            if f.func_type in KERNEL_TYPES})
+        # 4: annotations
+        types2 = _value_types(p2, ctx) if p2 is not p1 else types1
+        p3 = _replace_functions(p2, {
+            f.name: _fix_annotations(f, types2[f.name]) for f in p2.functions if f.func_type in KERNEL_TYPES})
+        if p3 is not program:
+            # Input that only failed its operator checks because spaces were open may still hold real
+            # user errors (a dtype mismatch, a bad shape); now that the spaces are known, report them.
+            diags = [d for d in verify_program(p3, ctx=ctx) if d.severity == "error"]
+            if diags and any(d.severity == "error" for d in verify_program(program, ctx=ctx)):
+                raise CompileError(diags)
+        return p3
+
+
+def _value_types(program: Program, ctx) -> dict[str, dict[str, Type | None]]:
+    """Every value's own type per function. The verifier's environment takes an agreeing annotation
+    over the value's type (`pl.Tile[[64, 64], pl.BF16]` agrees with a Mat tile), so tile annotations
+    are set aside first; a value whose type no rule gives keeps its annotation's."""
+    annotated = function_types(program, ctx)
+
+    def strip(s: Stmt) -> Stmt:
+        if isinstance(s, (AssignStmt, YieldStmt)) and _has_tile(s.annotation):
+            return replace(s, annotation=None)
+        return s
+
+    bare = _replace_functions(program, {f.name: _map_stmts(f, strip) for f in program.functions
+                                        if f.func_type in KERNEL_TYPES})
+    if bare is program:
+        return annotated
+    inferred = function_types(bare, ctx)
+    return {fn: {n: (t if t is not None else annotated[fn].get(n)) for n, t in env.items()}
+            for fn, env in inferred.items()}
+
+
+def _has_tile(t: Type | None) -> bool:
+    if isinstance(t, TupleType):
+        return any(_has_tile(x) for x in t.types)
+    return isinstance(t, TileType)
+
+
+def _replace_functions(program: Program, new: dict[str, Function]) -> Program:
+    funcs = tuple(new.get(f.name, f) for f in program.functions)
+    if all(a is b for a, b in zip(funcs, program.functions)):
+        return program
+    return replace(program, functions=funcs)
+
+
+# --------------------------------------------------------------------------------------------------
+# Operand binding
+# --------------------------------------------------------------------------------------------------
+
+
+def _resolve(call: Call, types: dict):
+    """(registry OpDef or None) of an op call, short names resolved by the argument types."""
+    from ptoc.ops.registry import resolve
+
+    arg_types = [types.get(a.name) if isinstance(a, Var) else None for a in call.args]
+    op, _ = resolve(call, arg_types)
+    return op
+
+
+def _operands(op, call: Call) -> list[tuple[str, int | str, Expr]]:
+    """(parameter name, position index or kwarg name, expression) of every argument bound to a parameter."""
+    names = op.param_names
+    out: list[tuple[str, int | str, Expr]] = []
+    for i, a in enumerate(call.args):
+        if i < len(names):
+            out.append((names[i], i, a))
+    for k, v in call.kwargs:
+        if k in names:
+            out.append((k, k, v))
+    return out
+
+
+def _call_of(s: Stmt) -> Call | None:
+    if isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.kind == "op":
+        return s.value
+    if isinstance(s, EvalStmt) and isinstance(s.expr, Call) and s.expr.kind == "op":
+        return s.expr
+    return None
+
+
+# --------------------------------------------------------------------------------------------------
+# 1-2: demands, then the spaces of tile.load / tile.create without target_memory
+# --------------------------------------------------------------------------------------------------
+
+
+def _retarget_producers(f: Function, types: dict, ctx) -> Function:
+    demand: dict[str, str] = {}
+    edges: list[tuple[str, str]] = []  # (dst, src): a demand on dst is a demand on src
+
+    def ask(name: str, space: str) -> bool:
+        old = demand.get(name)
+        if old is None or (old == "Vec" and space != "Vec"):
+            demand[name] = space
+            return True
+        return False
+
+    def visit(body: tuple[Stmt, ...]) -> None:
+        for s in body:
+            call = _call_of(s)
+            if call is not None:
+                op = _resolve(call, types)
+                if op is not None:
+                    slots = CUBE_SLOTS.get(op.name, {})
+                    for pname, _, e in _operands(op, call):
+                        if not isinstance(e, Var) or not isinstance(types.get(e.name), TileType):
+                            continue
+                        if pname in slots:
+                            ask(e.name, slots[pname])
+                        elif op.unit == "vector":
+                            ask(e.name, "Vec")
+            if isinstance(s, (ForStmt, WhileStmt)):
+                results = loop_results(s.body)
+                ys = s.body[-1].values if results else ()
+                for a, init in zip(s.iter_args, s.init_values):
+                    if isinstance(init, Var):
+                        edges.append((a.name, init.name))
+                for i, r in enumerate(results):
+                    if i < len(s.iter_args):
+                        edges.append((r.name, s.iter_args[i].name))
+                        if i < len(ys) and isinstance(ys[i], Var):
+                            edges.append((s.iter_args[i].name, ys[i].name))
+                    if i < len(ys) and isinstance(ys[i], Var):
+                        edges.append((r.name, ys[i].name))
+                visit(s.body)
+            elif isinstance(s, IfStmt):
+                for branch in (s.then_body, s.else_body):
+                    if branch and isinstance(branch[-1], YieldStmt):
+                        for r, v in zip(s.results, branch[-1].values):
+                            if isinstance(v, Var):
+                                edges.append((r.name, v.name))
+                visit(s.then_body)
+                visit(s.else_body)
+            elif isinstance(s, ScopeStmt):
+                visit(s.body)
+
+    visit(f.body)
+    changed = True
+    while changed:  # each name's demand changes at most twice (none -> Vec -> cube space)
+        changed = False
+        for dst, src in edges:
+            if dst in demand and ask(src, demand[dst]):
+                changed = True
+
+    def producer(s: Stmt) -> Stmt:
+        if not (isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.kind == "op"):
+            return s
+        op = _resolve(s.value, types)
+        if op is None or op.name not in RETARGETABLE or s.value.kwarg("target_memory") is not None:
+            return s
+        want = demand.get(s.target.name)
+        if op.name == "tile.load":
+            if want == "Acc":
+                raise CompileError([Diagnostic(
+                    "PTOC-E0326", f"{s.target.name!r} is loaded from GM but used as a matmul accumulator; "
+                    "only the cube unit writes Acc (L0C), no load or move fills it", s.span,
+                    hint="start the accumulator from a tile.matmul result, or create it with "
+                    "pl.tile.create(shape, dtype=..., target_memory=pl.Mem.Acc)")])
+            space = "Mat" if want in STAGED_IN_MAT else "Vec"
+        else:
+            space = want or "Vec"
+        call = replace(s.value, kwargs=s.value.kwargs + (("target_memory", EnumLit("Mem", space)),))
+        return replace(s, value=call)
+
+    return _map_stmts(f, producer)
+
+
+def _map_stmts(f: Function, fn) -> Function:
+    """Apply `fn` (stmt -> stmt) to every statement, rebuilding only what changes."""
+
+    def block(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+        out = tuple(one(s) for s in body)
+        return body if all(a is b for a, b in zip(out, body)) else out
+
+    def one(s: Stmt) -> Stmt:
+        if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
+            b = block(s.body)
+            s = s if b is s.body else replace(s, body=b)
+        elif isinstance(s, IfStmt):
+            t, e = block(s.then_body), block(s.else_body)
+            if t is not s.then_body or e is not s.else_body:
+                s = replace(s, then_body=t, else_body=e)
+        return fn(s)
+
+    body = block(f.body)
+    return f if body is f.body else replace(f, body=body)
+
+
+# --------------------------------------------------------------------------------------------------
+# 3: moves into cube operand slots
+# --------------------------------------------------------------------------------------------------
+
+
+class _Mover:
+    def __init__(self, f: Function, types: dict, ctx):
+        self.f = f
+        self.types = types
+        self.ctx = ctx
+        self.names = {p.name for p in f.params} | {n.name for n in walk(f) if isinstance(n, Var)}
+        self.scopes: list[dict[tuple[str, str], str]] = []
+
+    def run(self) -> Function:
+        body = self.block(self.f.body)
+        return self.f if body is self.f.body else replace(self.f, body=body)
+
+    def block(self, body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+        self.scopes.append({})
+        out: list[Stmt] = []
+        changed = False
+        for s in body:
+            new = self.stmt(s)
+            if len(new) != 1 or new[0] is not s:
+                changed = True
+            out.extend(new)
+        self.scopes.pop()
+        return tuple(out) if changed else body
+
+    def stmt(self, s: Stmt) -> list[Stmt]:
+        if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
+            b = self.block(s.body)
+            return [s if b is s.body else replace(s, body=b)]
+        if isinstance(s, IfStmt):
+            t, e = self.block(s.then_body), self.block(s.else_body)
+            if t is s.then_body and e is s.else_body:
+                return [s]
+            return [replace(s, then_body=t, else_body=e)]
+        call = _call_of(s)
+        if call is None:
+            return [s]
+        op = _resolve(call, self.types)
+        slots = CUBE_SLOTS.get(op.name, {}) if op is not None else {}
+        if not slots:
+            return [s]
+        moves: list[Stmt] = []
+        substituted = False
+        args, kwargs = list(call.args), list(call.kwargs)
+        annotate = not isinstance(s, AssignStmt) or s.annotation is not None
+        for pname, where, e in _operands(op, call):
+            want = slots.get(pname)
+            t = self.types.get(e.name) if isinstance(e, Var) else None
+            if want is None or not isinstance(t, TileType) or t.memory is None or t.memory == want:
+                continue
+            moved = self.lookup(e.name, want)
+            if moved is None:
+                moved, stmt = self.move(e, t, want, op.name, pname, call)
+                if not annotate:
+                    stmt = replace(stmt, annotation=None)
+                moves.append(stmt)
+            substituted = True
+            if isinstance(where, int):
+                args[where] = Var(moved, span=e.span)
+            else:
+                kwargs = [(k, Var(moved, span=e.span) if k == where else v) for k, v in kwargs]
+        if not substituted:
+            return [s]
+        new_call = replace(call, args=tuple(args), kwargs=tuple(kwargs))
+        new_s = replace(s, value=new_call) if isinstance(s, AssignStmt) else replace(s, expr=new_call)
+        return moves + [new_s]
+
+    def lookup(self, name: str, space: str) -> str | None:
+        for scope in reversed(self.scopes):
+            if (name, space) in scope:
+                return scope[(name, space)]
+        return None
+
+    def move(self, src: Var, t: TileType, space: str, op_name: str, pname: str, consumer: Call) -> tuple[str, Stmt]:
+        from ptoc.ops.registry import infer_call_type
+
+        call = Call("tile.move", (Var(src.name, span=src.span),), (("target_memory", EnumLit("Mem", space)),),
+                    span=consumer.span)
+        mt, diags = infer_call_type(call, [t], {"target_memory": None}, self.ctx)
+        if diags or not isinstance(mt, TileType):
+            why = diags[0].message if diags else "tile.move has no result type"
+            stage = ("load it with target_memory=pl.Mem.Mat: cube operands are staged in Mat and moved "
+                     f"into {space}" if space in ("Left", "Right", "Bias") else
+                     "create the accumulator with target_memory=pl.Mem.Acc or start it from a tile.matmul")
+            raise CompileError([Diagnostic(
+                "PTOC-E0325", f"{op_name} reads {pname} {src.name!r} from {space}, but it lives in {t.memory} and "
+                f"cannot be moved there on {getattr(self.ctx, 'arch', 'a2a3')}: {why}", consumer.span,
+                hint=stage, rule="MOV-6")])
+        name = self.fresh(f"{src.name}_{space.lower()}")
+        self.scopes[-1][(src.name, space)] = name
+        self.types[name] = mt
+        return name, AssignStmt(Var(name, span=src.span), call, mt, span=consumer.span)
+
+    def fresh(self, base: str) -> str:
+        name, k = base, 1
+        while name in self.names:
+            name = f"{base}_{k}"
+            k += 1
+        self.names.add(name)
+        return name
+
+
+# --------------------------------------------------------------------------------------------------
+# 4: annotations follow the values' types
+# --------------------------------------------------------------------------------------------------
+
+
+def _fix_type(ann: Type | None, actual: Type | None) -> Type | None:
+    if isinstance(ann, TupleType) and isinstance(actual, TupleType) and len(ann.types) == len(actual.types):
+        items = tuple(_fix_type(a, b) for a, b in zip(ann.types, actual.types))
+        return ann if all(a is b for a, b in zip(items, ann.types)) else replace(ann, types=items)
+    if isinstance(ann, TileType) and isinstance(actual, TileType) and actual.memory is not None \
+            and ann.memory != actual.memory:
+        return replace(ann, memory=actual.memory, view=actual.view)
+    return ann
+
+
+def _fix_annotations(f: Function, types: dict) -> Function:
+    def fix(s: Stmt) -> Stmt:
+        if isinstance(s, AssignStmt) and s.annotation is not None:
+            ann = _fix_type(s.annotation, types.get(s.target.name))
+            return s if ann is s.annotation else replace(s, annotation=ann)
+        if isinstance(s, YieldStmt) and s.annotation is not None and len(s.targets) == 1:
+            ann = _fix_type(s.annotation, types.get(s.targets[0].name))
+            return s if ann is s.annotation else replace(s, annotation=ann)
+        return s
+
+    return _map_stmts(f, fix)

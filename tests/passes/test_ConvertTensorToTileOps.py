@@ -1,0 +1,428 @@
+"""ConvertTensorToTileOps: kernel tensor ops -> tile ops, entry loads, result stores into Out params."""
+
+import textwrap
+
+import pytest
+
+from ptoc.context import CompileContext
+from ptoc.diagnostics import CompileError
+from ptoc.frontend.parser import parse_program
+from ptoc.ir.printer import print_program
+from ptoc.passes.ConvertTensorToTileOps import ConvertTensorToTileOps
+from ptoc.passes.manager import run_pipeline
+
+A2A3 = CompileContext(arch="a2a3")
+A5 = CompileContext(arch="a5")
+
+T = "pl.Tensor[[64, 128], pl.FP32]"
+V = "pl.Tile[[64, 128], pl.FP32, pl.Mem.Vec]"
+
+
+def program(*functions: str) -> str:
+    out = ["@pl.program", "class p:"]
+    for f in functions:
+        out.append(textwrap.indent(textwrap.dedent(f).strip("\n"), "    "))
+    return "\n".join(out) + "\n"
+
+
+def run(text: str, ctx: CompileContext = A2A3):
+    prog = parse_program(text, "before.ir", ctx=ctx)
+    return prog, run_pipeline(prog, ctx, passes=[ConvertTensorToTileOps])
+
+
+def assert_same(out, expected_text: str, ctx: CompileContext = A2A3):
+    expected = parse_program(expected_text, "expected.ir", ctx=ctx)
+    assert out == expected, f"got:\n{print_program(out)}\nexpected:\n{print_program(expected)}"
+
+
+def rejected(text: str, ctx: CompileContext = A2A3):
+    prog = parse_program(text, "before.ir", ctx=ctx)
+    with pytest.raises(CompileError) as e:
+        run_pipeline(prog, ctx, passes=[ConvertTensorToTileOps])
+    (d,) = e.value.diagnostics
+    return d
+
+
+def test_vector_add_loads_both_tensors_and_stores_into_the_existing_out_param():
+    before = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def vadd(self, a: {T}, b: {T}, out: pl.Out[{T}]) -> {T}:
+            c: {T} = pl.tensor.add(a, b)
+            return c
+    """)
+    expected = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def vadd(self, a: {T}, b: {T}, out: pl.Out[{T}]) -> {T}:
+            a_tile: {V} = pl.tile.load(a, [0, 0], [64, 128], target_memory=pl.Mem.Vec)
+            b_tile: {V} = pl.tile.load(b, [0, 0], [64, 128], target_memory=pl.Mem.Vec)
+            c: {V} = pl.tile.add(a_tile, b_tile)
+            c_store: {T} = pl.tile.store(c, [0, 0], out)
+            return c_store
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
+
+
+def test_tensor_scalar_ops_become_scalar_tile_ops():
+    # OP-1: a scalar rhs of tensor.maximum dispatches to tile.maximums; pl.muls on a tensor is tensor.muls.
+    before = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def relu_scale(self, x: {T}, alpha: pl.Scalar[pl.FP32], y: pl.Out[{T}]) -> {T}:
+            r: {T} = pl.tensor.maximum(x, 0.0)
+            s: {T} = pl.muls(r, alpha)
+            t: {T} = pl.tensor.adds(s, 1.0)
+            return t
+    """)
+    expected = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def relu_scale(self, x: {T}, alpha: pl.Scalar[pl.FP32], y: pl.Out[{T}]) -> {T}:
+            x_tile: {V} = pl.tile.load(x, [0, 0], [64, 128], target_memory=pl.Mem.Vec)
+            r: {V} = pl.tile.maximums(x_tile, 0.0)
+            s: {V} = pl.tile.muls(r, alpha)
+            t: {V} = pl.tile.adds(s, 1.0)
+            t_store: {T} = pl.tile.store(t, [0, 0], y)
+            return t_store
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
+
+
+def test_bf16_matmul_loads_mat_moves_left_right_and_stores_the_fp32_acc():
+    before = program("""
+        @pl.function(type=pl.FunctionType.InCore)
+        def mm(self, a: pl.Tensor[[64, 256], pl.BF16], b: pl.Tensor[[256, 128], pl.BF16],
+               c: pl.Out[pl.Tensor[[64, 128], pl.FP32]]) -> pl.Tensor[[64, 128], pl.FP32]:
+            prod: pl.Tensor[[64, 128], pl.FP32] = pl.tensor.matmul(a, b)
+            return prod
+    """)
+    expected = program("""
+        @pl.function(type=pl.FunctionType.InCore)
+        def mm(self, a: pl.Tensor[[64, 256], pl.BF16], b: pl.Tensor[[256, 128], pl.BF16],
+               c: pl.Out[pl.Tensor[[64, 128], pl.FP32]]) -> pl.Tensor[[64, 128], pl.FP32]:
+            a_mat: pl.Tile[[64, 256], pl.BF16, pl.Mem.Mat] = pl.tile.load(a, [0, 0], [64, 256], target_memory=pl.Mem.Mat)
+            b_mat: pl.Tile[[256, 128], pl.BF16, pl.Mem.Mat] = pl.tile.load(b, [0, 0], [256, 128], target_memory=pl.Mem.Mat)
+            a_left: pl.Tile[[64, 256], pl.BF16, pl.Mem.Left] = pl.tile.move(a_mat, target_memory=pl.Mem.Left)
+            b_right: pl.Tile[[256, 128], pl.BF16, pl.Mem.Right] = pl.tile.move(b_mat, target_memory=pl.Mem.Right)
+            prod: pl.Tile[[64, 128], pl.FP32, pl.Mem.Acc] = pl.tile.matmul(a_left, b_right)
+            prod_store: pl.Tensor[[64, 128], pl.FP32] = pl.tile.store(prod, [0, 0], c)
+            return prod_store
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
+
+
+def test_matmul_acc_accumulates_in_acc_and_reuses_the_operand_moves():
+    before = program("""
+        @pl.function(type=pl.FunctionType.AIC)
+        def mm2(self, a: pl.Tensor[[64, 256], pl.BF16], b: pl.Tensor[[256, 128], pl.BF16],
+                c: pl.Out[pl.Tensor[[64, 128], pl.FP32]]) -> pl.Tensor[[64, 128], pl.FP32]:
+            p0: pl.Tensor[[64, 128], pl.FP32] = pl.tensor.matmul(a, b)
+            p1: pl.Tensor[[64, 128], pl.FP32] = pl.tensor.matmul_acc(p0, a, b)
+            return p1
+    """)
+    expected = program("""
+        @pl.function(type=pl.FunctionType.AIC)
+        def mm2(self, a: pl.Tensor[[64, 256], pl.BF16], b: pl.Tensor[[256, 128], pl.BF16],
+                c: pl.Out[pl.Tensor[[64, 128], pl.FP32]]) -> pl.Tensor[[64, 128], pl.FP32]:
+            a_mat: pl.Tile[[64, 256], pl.BF16, pl.Mem.Mat] = pl.tile.load(a, [0, 0], [64, 256], target_memory=pl.Mem.Mat)
+            b_mat: pl.Tile[[256, 128], pl.BF16, pl.Mem.Mat] = pl.tile.load(b, [0, 0], [256, 128], target_memory=pl.Mem.Mat)
+            a_left: pl.Tile[[64, 256], pl.BF16, pl.Mem.Left] = pl.tile.move(a_mat, target_memory=pl.Mem.Left)
+            b_right: pl.Tile[[256, 128], pl.BF16, pl.Mem.Right] = pl.tile.move(b_mat, target_memory=pl.Mem.Right)
+            p0: pl.Tile[[64, 128], pl.FP32, pl.Mem.Acc] = pl.tile.matmul(a_left, b_right)
+            p1: pl.Tile[[64, 128], pl.FP32, pl.Mem.Acc] = pl.tile.matmul_acc(p0, a_left, b_right)
+            p1_store: pl.Tensor[[64, 128], pl.FP32] = pl.tile.store(p1, [0, 0], c)
+            return p1_store
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
+
+
+def test_kernel_without_out_param_gains_one_and_the_orchestration_call_passes_a_new_tensor():
+    before = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def vexp(self, x: {T}) -> {T}:
+            e: {T} = pl.tensor.exp(x)
+            return e
+    """, f"""
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def main(self, x: {T}) -> {T}:
+            y: {T} = self.vexp(x)
+            return y
+    """)
+    expected = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def vexp(self, x: {T}, e_out: pl.Out[{T}]) -> {T}:
+            x_tile: {V} = pl.tile.load(x, [0, 0], [64, 128], target_memory=pl.Mem.Vec)
+            e: {V} = pl.tile.exp(x_tile)
+            e_store: {T} = pl.tile.store(e, [0, 0], e_out)
+            return e_store
+    """, f"""
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def main(self, x: {T}) -> {T}:
+            e_out: {T} = pl.tensor.create([64, 128], dtype=pl.FP32)
+            y: {T} = self.vexp(x, e_out)
+            return y
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
+
+
+def test_an_out_param_the_kernel_already_writes_is_not_reused():
+    # `o` is written by the user's own store, so the computed result gets a new Out parameter.
+    before = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def two(self, x: {T}, o: pl.Out[{T}]) -> tuple[{T}, {T}]:
+            xt: {V} = pl.tile.load(x, [0, 0], [64, 128], target_memory=pl.Mem.Vec)
+            o1: {T} = pl.tile.store(xt, [0, 0], o)
+            n: {T} = pl.tensor.neg(x)
+            return o1, n
+    """)
+    expected = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def two(self, x: {T}, o: pl.Out[{T}], n_out: pl.Out[{T}]) -> tuple[{T}, {T}]:
+            x_tile: {V} = pl.tile.load(x, [0, 0], [64, 128], target_memory=pl.Mem.Vec)
+            xt: {V} = pl.tile.load(x, [0, 0], [64, 128], target_memory=pl.Mem.Vec)
+            o1: {T} = pl.tile.store(xt, [0, 0], o)
+            n: {V} = pl.tile.neg(x_tile)
+            n_store: {T} = pl.tile.store(n, [0, 0], n_out)
+            return o1, n_store
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
+
+
+def test_xor_gets_a_scratch_tile_of_its_operand_shape():
+    # OP-2 / pto.txor: the tile xor forms need a scratch tile; the pass creates it.
+    I = "pl.Tensor[[16, 64], pl.INT32]"
+    IV = "pl.Tile[[16, 64], pl.INT32, pl.Mem.Vec]"
+    before = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, a: {I}, b: {I}, o: pl.Out[{I}]) -> {I}:
+            x: {I} = pl.tensor.xor(a, b)
+            y: {I} = pl.tensor.xors(x, 3)
+            return y
+    """)
+    expected = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, a: {I}, b: {I}, o: pl.Out[{I}]) -> {I}:
+            a_tile: {IV} = pl.tile.load(a, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
+            b_tile: {IV} = pl.tile.load(b, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
+            x_tmp: {IV} = pl.tile.create([16, 64], dtype=pl.INT32, target_memory=pl.Mem.Vec)
+            x: {IV} = pl.tile.xor(a_tile, b_tile, tmp=x_tmp)
+            y_tmp: {IV} = pl.tile.create([16, 64], dtype=pl.INT32, target_memory=pl.Mem.Vec)
+            y: {IV} = pl.tile.xors(x, 3, tmp=y_tmp)
+            y_store: {I} = pl.tile.store(y, [0, 0], o)
+            return y_store
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
+
+
+def test_loop_carried_tensor_becomes_a_tile_seeded_by_the_entry_load():
+    before = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def acc4(self, x: {T}, y: {T}, o: pl.Out[{T}]) -> {T}:
+            for i, (acc,) in pl.range(4, init_values=(x,)):
+                nxt: {T} = pl.tensor.add(acc, y)
+                acc_out: {T} = pl.yield_(nxt)
+            return acc_out
+    """)
+    expected = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def acc4(self, x: {T}, y: {T}, o: pl.Out[{T}]) -> {T}:
+            x_tile: {V} = pl.tile.load(x, [0, 0], [64, 128], target_memory=pl.Mem.Vec)
+            y_tile: {V} = pl.tile.load(y, [0, 0], [64, 128], target_memory=pl.Mem.Vec)
+            for i, (acc,) in pl.range(4, init_values=(x_tile,)):
+                nxt: {V} = pl.tile.add(acc, y_tile)
+                acc_out: {V} = pl.yield_(nxt)
+            acc_out_store: {T} = pl.tile.store(acc_out, [0, 0], o)
+            return acc_out_store
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
+
+
+def test_entry_load_carries_the_tensor_valid_shape():
+    P = "pl.Tensor[[64, 128], pl.FP32, pl.TensorView(valid_shape=[50, 128])]"
+    before = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, x: {P}, o: pl.Out[{T}]) -> {T}:
+            e: {T} = pl.tensor.abs(x)
+            return e
+    """)
+    VV = "pl.Tile[[64, 128], pl.FP32, pl.Mem.Vec, pl.TileView(valid_shape=[50, 128])]"
+    expected = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, x: {P}, o: pl.Out[{T}]) -> {T}:
+            x_tile: {VV} = pl.tile.load(x, [0, 0], [64, 128], [50, 128], target_memory=pl.Mem.Vec)
+            e: {VV} = pl.tile.abs(x_tile)
+            e_store: {T} = pl.tile.store(e, [0, 0], o)
+            return e_store
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
+
+
+@pytest.fixture
+def tensor_slice():
+    """tensor.slice(input, shape, offset, valid_shape=None), registered for the test when the layout family
+    does not provide it yet."""
+    from ptoc.ops import registry
+    from ptoc.ops.common import int_list, new_tensor
+
+    registry.load_all()
+    if "tensor.slice" in registry.REGISTRY:
+        yield
+        return
+
+    def rule(args):
+        t = args.tensor("input")
+        shape = int_list(args, "shape")
+        int_list(args, "offset")
+        valid = int_list(args, "valid_shape", required=False)
+        return new_tensor(shape, t.dtype, valid) if t is not None else None
+
+    registry.register("tensor.slice", ("input", "shape", "offset"), optional=(("valid_shape", None),),
+                      family="layout")(rule)
+    try:
+        yield
+    finally:
+        del registry.REGISTRY["tensor.slice"]
+
+
+def test_slice_of_a_parameter_becomes_the_load_window(tensor_slice):
+    S = "pl.Tensor[[16, 128], pl.FP32]"
+    SV = "pl.Tile[[16, 128], pl.FP32, pl.Mem.Vec]"
+    before = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, x: {T}, r0: pl.Scalar[pl.INDEX], o: pl.Out[{S}]) -> {S}:
+            w: {S} = pl.tensor.slice(x, [16, 128], [r0, 0])
+            e: {S} = pl.tensor.exp(w)
+            return e
+    """)
+    expected = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, x: {T}, r0: pl.Scalar[pl.INDEX], o: pl.Out[{S}]) -> {S}:
+            w: {SV} = pl.tile.load(x, [r0, 0], [16, 128], target_memory=pl.Mem.Vec)
+            e: {SV} = pl.tile.exp(w)
+            e_store: {S} = pl.tile.store(e, [0, 0], o)
+            return e_store
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
+
+
+def test_running_twice_changes_nothing():
+    before = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def vexp(self, x: {T}, s: pl.Scalar[pl.FP32]) -> {T}:
+            e: {T} = pl.tensor.exp(x)
+            f: {T} = pl.tensor.muls(e, s)
+            return f
+    """, f"""
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def main(self, x: {T}) -> {T}:
+            y: {T} = self.vexp(x, 2.0)
+            return y
+    """)
+    _, once = run(before)
+    twice = run_pipeline(once, A2A3, passes=[ConvertTensorToTileOps])
+    assert twice is once
+
+
+def test_a_kernel_already_on_tiles_passes_through_unchanged():
+    text = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, x: {T}, n: pl.Scalar[pl.INDEX], o: pl.Out[{T}]) -> {T}:
+            rows: pl.Scalar[pl.INDEX] = pl.tensor.dim(x, 0)
+            xt: {V} = pl.tile.load(x, [0, 0], [64, 128], target_memory=pl.Mem.Vec)
+            o1: {T} = pl.tile.store(xt, [0, 0], o)
+            return o1
+    """)
+    prog, out = run(text)
+    assert out is prog
+
+
+def test_transposed_matmul_is_rejected_naming_the_op():
+    d = rejected(program("""
+        @pl.function(type=pl.FunctionType.InCore)
+        def mm(self, a: pl.Tensor[[256, 64], pl.BF16], b: pl.Tensor[[256, 128], pl.BF16]) -> pl.Tensor[[64, 128], pl.FP32]:
+            c: pl.Tensor[[64, 128], pl.FP32] = pl.tensor.matmul(a, b, a_trans=True)
+            return c
+    """))
+    assert d.code == "PTOC-E0300"
+    assert d.span.line == 5
+    assert "pl.tensor.matmul" in d.message and "not supported in a kernel yet" in d.message
+
+
+def test_op_without_a_one_to_one_tile_form_is_rejected():
+    # tensor.scatter(input, index, src) and tile.scatter(dst, src, indexes) take different operands.
+    d = rejected(program("""
+        @pl.function(type=pl.FunctionType.InCore)
+        def sc(self, x: pl.Tensor[[16, 64], pl.FP32], i: pl.Tensor[[16, 8], pl.INT32],
+               s: pl.Tensor[[16, 8], pl.FP32]) -> pl.Tensor[[16, 64], pl.FP32]:
+            y: pl.Tensor[[16, 64], pl.FP32] = pl.tensor.scatter(x, i, s, dim=-1)
+            return y
+    """))
+    assert d.code == "PTOC-E0300"
+    assert d.span.line == 6
+    assert "pl.tensor.scatter is not supported in a kernel yet" in d.message
+
+
+def test_matmul_result_read_by_a_vector_op_needs_acc_to_vec():
+    # MOV-6: A2/A3 has no Acc -> Vec TMOV, A5 does.
+    text = program("""
+        @pl.function(type=pl.FunctionType.InCore)
+        def mm(self, a: pl.Tensor[[64, 64], pl.FP32], b: pl.Tensor[[64, 64], pl.FP32]) -> pl.Tensor[[64, 64], pl.FP32]:
+            c: pl.Tensor[[64, 64], pl.FP32] = pl.tensor.matmul(a, b)
+            d: pl.Tensor[[64, 64], pl.FP32] = pl.tensor.exp(c)
+            return d
+    """)
+    d = rejected(text, A2A3)
+    assert (d.code, d.rule, d.span.line) == ("PTOC-E0301", "MOV-6", 6)
+    _, out = run(text, A5)
+    moves = [s for s in out.functions[0].body if getattr(s, "target", None) is not None
+             and s.target.name == "c_vec"]
+    assert len(moves) == 1 and moves[0].value.op == "tile.move" and moves[0].annotation.memory == "Vec"
+
+
+def test_kernel_calling_a_kernel_that_needs_a_new_out_param_is_rejected():
+    d = rejected(program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def inner(self, x: {T}) -> {T}:
+            e: {T} = pl.tensor.exp(x)
+            return e
+    """, f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def outer(self, x: {T}) -> {T}:
+            y: {T} = self.inner(x)
+            return y
+    """))
+    assert (d.code, d.span.line) == ("PTOC-E0302", 9)
+
+
+def test_tile_code_next_to_tensor_ops_is_kept():
+    before = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def mixed(self, x: {T}, o: pl.Out[{T}]) -> {T}:
+            xt: {V} = pl.tile.load(x, [0, 0], [64, 128], target_memory=pl.Mem.Vec)
+            for i, (acc,) in pl.range(2, init_values=(xt,)):
+                nxt: {V} = pl.tile.add(acc, xt)
+                acc_out: {V} = pl.yield_(nxt)
+            e: {T} = pl.tensor.exp(x)
+            return e
+    """)
+    expected = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def mixed(self, x: {T}, o: pl.Out[{T}]) -> {T}:
+            x_tile: {V} = pl.tile.load(x, [0, 0], [64, 128], target_memory=pl.Mem.Vec)
+            xt: {V} = pl.tile.load(x, [0, 0], [64, 128], target_memory=pl.Mem.Vec)
+            for i, (acc,) in pl.range(2, init_values=(xt,)):
+                nxt: {V} = pl.tile.add(acc, xt)
+                acc_out: {V} = pl.yield_(nxt)
+            e: {V} = pl.tile.exp(x_tile)
+            e_store: {T} = pl.tile.store(e, [0, 0], o)
+            return e_store
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
