@@ -49,7 +49,9 @@ class Reporter:
             if self.fmt == "json":
                 click.echo(render_json(d))
             else:
-                click.echo(render_text(d, source, self.color), err=True)
+                # color= passes our decision through: click strips escapes on a non-TTY by default,
+                # which would defeat FORCE_COLOR
+                click.echo(render_text(d, source, self.color), err=True, color=self.color)
 
 
 def _read_source(path: str, reporter: Reporter) -> str | None:
@@ -227,9 +229,109 @@ def fmt(file: str, check_only: bool, in_place: bool, diag_fmt: str) -> None:
             return EXIT_USER
         if in_place:
             if out != text:
-                write_atomic(file, out)
+                try:
+                    write_atomic(file, out)
+                except OSError as e:
+                    from ptoc.diagnostics import Diagnostic, Span
+
+                    reporter.emit([Diagnostic("PTOC-E0006", f"cannot write {file}: {e.strerror or e}",
+                                              Span(file, 0, 0, 0, 0),
+                                              hint="check that the file and its folder are writable")], None)
+                    return EXIT_USER
             return EXIT_OK
         click.echo(out, nl=False)
+        return EXIT_OK
+
+    sys.exit(_run_guarded(run))
+
+
+def _pass_names() -> list[str]:
+    from ptoc.passes.manager import PIPELINE
+
+    return [n for _, n in PIPELINE]
+
+
+@cli.command()
+@click.argument("file", required=False, type=click.Path(dir_okay=False))
+@click.option("--list", "list_only", is_flag=True, help="Print the pipeline: index, stage, pass, purpose.")
+@click.option("--dump-after", metavar="PASS|all", help="Print (or with --dump-dir, write) the IR after PASS, "
+              "or after every pass with 'all'.")
+@click.option("--dump-before", metavar="PASS", help="Print the IR just before PASS runs.")
+@click.option("--stop-after", metavar="PASS", help="Run the pipeline up to and including PASS.")
+@click.option("--dump-dir", type=click.Path(file_okay=False), help="Write dump files here "
+              "(00_frontend.ir, NN_after_<Pass>.ir) instead of printing them.")
+@click.option("--timings", is_flag=True, help="Print per-pass seconds on stderr (and write "
+              "pipeline_profile.json into --dump-dir when given).")
+@click.option("--roundtrip-check", is_flag=True, help="After every pass, check print -> parse -> equal.")
+@arch_option
+@diagnostics_option
+def passes(file, list_only, dump_after, dump_before, stop_after, dump_dir, timings, roundtrip_check, arch,
+           diag_fmt) -> None:
+    """Show the lowering pipeline, or run it on FILE and show the IR between passes.
+
+    \b
+    ptoc passes --list
+    ptoc passes kernel.ir --dump-after BlockNzTensorViews
+    ptoc passes kernel.ir --dump-after all --dump-dir dumps/ --timings
+    """
+    names = _pass_names()
+    for opt, val in (("--dump-after", dump_after), ("--dump-before", dump_before), ("--stop-after", stop_after)):
+        if val is not None and val not in names and not (opt == "--dump-after" and val == "all"):
+            raise click.BadParameter(f"unknown pass {val!r}; passes: {', '.join(names)}", param_hint=opt)
+    if not list_only and file is None:
+        raise click.UsageError("give a FILE to run the pipeline on, or --list")
+
+    def run() -> int:
+        from ptoc.passes.manager import PIPELINE, available_pipeline
+
+        if list_only:
+            for i, (cls, (stage, _)) in enumerate(zip(available_pipeline(), PIPELINE), start=1):
+                click.echo(f"{i:2d}  {stage:7} {cls.name:26} {cls.summary}")
+            return EXIT_OK
+        from ptoc.context import CompileContext
+        from ptoc.diagnostics import CompileError
+        from ptoc.driver import frontend, lower
+
+        reporter = Reporter(diag_fmt)
+        text = _read_source(file, reporter)
+        if text is None:
+            return EXIT_USER
+        ctx = CompileContext(arch=arch, ptoas_version=_pinned())
+        stop = stop_after
+        if stop is None and dump_after not in (None, "all"):
+            stop = dump_after
+        try:
+            prog = frontend(text, file, ctx)
+            res = lower(prog, ctx, stop_after=stop, dumps=True, timings=timings, roundtrip=roundtrip_check)
+        except CompileError as e:
+            reporter.emit(e.diagnostics, text)
+            return EXIT_USER
+        chosen = []
+        for name, body, pname in res.dumps:
+            if dump_after == "all" or (pname is not None and pname == dump_after) or \
+                    (pname is None and dump_dir is not None):
+                chosen.append((name, body))
+        if dump_before is not None:
+            if dump_before not in res.before:
+                raise click.UsageError(f"the pipeline stopped before reaching {dump_before}")
+            idx = names.index(dump_before) + 1
+            chosen.append((f"{idx:02d}_before_{dump_before}.ir", res.before[dump_before]))
+        if dump_dir is not None:
+            os.makedirs(dump_dir, exist_ok=True)
+            for name, body in chosen:
+                write_atomic(os.path.join(dump_dir, name), body)
+            if res.profile is not None:
+                import json
+
+                write_atomic(os.path.join(dump_dir, "pipeline_profile.json"),
+                             json.dumps(res.profile, indent=2, sort_keys=True) + "\n")
+        else:
+            for i, (name, body) in enumerate(chosen):
+                if len(chosen) > 1:
+                    click.echo(f"# ---- {name} ----")
+                click.echo(body, nl=False)
+        if res.timings_table is not None:
+            click.echo(res.timings_table, err=True)
         return EXIT_OK
 
     sys.exit(_run_guarded(run))

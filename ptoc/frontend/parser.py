@@ -849,12 +849,12 @@ class Builder:
     def if_stmt(self, n: SN) -> Stmt:
         cond, body, elifs, orelse = n.a
         else_body: tuple[Stmt, ...] = self.block(orelse) if orelse is not None else ()
-        for e in reversed(elifs):
-            ec, eb = e.a
-            else_body = self._elif(IfStmt(self.expr(ec), self.block(eb), else_body, span=e.span))
+        for i in range(len(elifs), 0, -1):  # the i-th elif of the chain (1-based) names its fresh values
+            ec, eb = elifs[i - 1].a
+            else_body = self._elif(IfStmt(self.expr(ec), self.block(eb), else_body, span=elifs[i - 1].span), i)
         return IfStmt(self.expr(cond), self.block(body), else_body, span=n.span)
 
-    def _elif(self, inner: IfStmt) -> tuple[Stmt, ...]:
+    def _elif(self, inner: IfStmt, index: int = 1) -> tuple[Stmt, ...]:
         """`elif` is an if nested in the else branch. When the branches yield, the nested if yields into
         fresh names and the else branch passes them on, so every branch of the outer if still ends with
         pl.yield_ into the same names (the IR has no elif)."""
@@ -871,7 +871,8 @@ class Builder:
             self.fail("PTOC-E0103", f"the branches yield different names: ({', '.join(names)}) and "
                       f"({', '.join(other_names)})", inner.span,
                       hint="every branch must end with pl.yield_ into the same names")
-        fresh = tuple(Var(f"{t.name}_elif{t.span.line}", span=t.span) for t in last.targets)
+        # named by the elif's place in its chain, never by its line: raw and formatted text give equal IR
+        fresh = tuple(Var(f"{t.name}_elif{index}", span=t.span) for t in last.targets)
 
         def retarget(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
             if body and isinstance(body[-1], YieldStmt) and len(body[-1].targets) == len(fresh):

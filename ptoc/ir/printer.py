@@ -3,7 +3,8 @@
 The output re-parses to a structurally equal program, and printing is idempotent. It writes one
 statement per line with 4-space indentation, annotated assignments where the input had them, bare
 literals for INDEX integers and FP32 floats, `pl.const(v, dtype)` for other constants, and only the
-TileView / TensorView fields that differ from their implicit values.
+TileView / TensorView fields that differ from their implicit values (a view built by a pass with
+explicit default fields prints the same as one without them).
 """
 
 from __future__ import annotations
@@ -51,6 +52,7 @@ from ptoc.ir.nodes import (
     WhileStmt,
     YieldStmt,
 )
+from ptoc.ir.types import normalize_tensor_view, normalize_tile_view
 
 INDENT = "    "
 
@@ -86,9 +88,21 @@ def fmt_float(v: float) -> str:
     return r
 
 
+_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+
 def _str(s: str) -> str:
-    out = s.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")
-    return f'"{out}"'
+    """A double-quoted string literal that reads back as `s` (control characters escaped)."""
+    out = []
+    for ch in s:
+        esc = _ESCAPES.get(ch)
+        if esc is not None:
+            out.append(esc)
+        elif ch < " " or ch == "\x7f":
+            out.append(f"\\x{ord(ch):02x}")
+        else:
+            out.append(ch)
+    return '"' + "".join(out) + '"'
 
 
 class Printer:
@@ -195,7 +209,7 @@ class Printer:
             return f"{p}.Tuple[" + ", ".join(self.type(x) for x in t.types) + "]"
         if isinstance(t, TensorType):
             parts = [self._list(t.shape), f"{p}.{t.dtype.name}"]
-            v = t.view
+            v = normalize_tensor_view(t.view)
             if v is not None:
                 if v.layout_only:
                     parts.append(f"{p}.{v.layout}")
@@ -219,8 +233,8 @@ class Printer:
                 parts.append(self.memref(t.memref))
             if t.memory is not None:
                 parts.append(f"{p}.Mem.{t.memory}")
-            v = t.view
-            if v is not None and not v.is_empty:
+            v = normalize_tile_view(t.shape, t.memory, t.view)  # fields equal to the implicit view drop
+            if v is not None:
                 kw = []
                 if v.valid_shape is not None:
                     kw.append(f"valid_shape={self._list(v.valid_shape)}")

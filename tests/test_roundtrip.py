@@ -1,0 +1,418 @@
+"""Round trips over the parser corpus (tests/corpus) and hand-written programs.
+
+For every program under tests/corpus/raw/*.ir and tests/corpus/formatted/*.ir (pypto-ir-text.md: the
+printer's raw output and the same text after `ruff format --line-length 200`):
+- it parses and passes the structural verifier (and, separately, the operator checks);
+- print(ir) parses back to a structurally equal IR, and printing that again gives the same text;
+- the printed text is Python (`ast.parse` accepts it);
+- the raw and formatted forms of a program (same file name) parse to equal IR;
+- spans point at the source: every statement, parameter, function, variable and call starts where
+  its text starts.
+"""
+
+from __future__ import annotations
+
+import ast
+import dataclasses
+import glob
+import os
+import re
+
+import pytest
+
+from ptoc.context import CompileContext
+from ptoc.frontend.parser import parse_program
+from ptoc.ir.nodes import (
+    AssignStmt,
+    BinOp,
+    Call,
+    ConstInt,
+    EvalStmt,
+    ForStmt,
+    Function,
+    IfStmt,
+    PassStmt,
+    Program,
+    ReturnStmt,
+    ScopeStmt,
+    Var,
+    WhileStmt,
+    YieldStmt,
+)
+from ptoc.ir.printer import print_program
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+CORPUS = os.path.join(HERE, "corpus")
+RAW = sorted(glob.glob(os.path.join(CORPUS, "raw", "*.ir")))
+FORMATTED = sorted(glob.glob(os.path.join(CORPUS, "formatted", "*.ir")))
+ALL = RAW + FORMATTED
+
+
+def _id(path: str) -> str:
+    return os.path.relpath(path, CORPUS)
+
+
+def read(path: str) -> str:
+    with open(path, encoding="utf-8") as fh:
+        return fh.read()
+
+
+def ir_diff(a, b, path: str = "program") -> str | None:
+    """The first place where two IR values differ structurally (spans ignored), or None."""
+    if type(a) is not type(b):
+        return f"{path}: {type(a).__name__} vs {type(b).__name__}: {a!r:.200} vs {b!r:.200}"
+    if dataclasses.is_dataclass(a) and not isinstance(a, type):
+        for f in dataclasses.fields(a):
+            if f.compare:
+                r = ir_diff(getattr(a, f.name), getattr(b, f.name), f"{path}.{f.name}")
+                if r:
+                    return r
+        return None if a == b else f"{path}: {a!r:.200} != {b!r:.200}"
+    if isinstance(a, (tuple, list)):
+        if len(a) != len(b):
+            return f"{path}: {len(a)} items vs {len(b)}: {a!r:.300} vs {b!r:.300}"
+        for i, (x, y) in enumerate(zip(a, b)):
+            r = ir_diff(x, y, f"{path}[{i}]")
+            if r:
+                return r
+        return None
+    return None if a == b else f"{path}: {a!r:.200} != {b!r:.200}"
+
+
+def assert_same_ir(a, b) -> None:
+    d = ir_diff(a, b)
+    assert d is None, d
+    assert a == b
+
+
+def roundtrip(prog: Program) -> str:
+    """print -> parse -> equal IR; print again -> same text. Returns the printed text."""
+    text = print_program(prog)
+    back = parse_program(text, "<printed>", verify=False)
+    assert_same_ir(back, prog)
+    again = print_program(back)
+    assert again == text, "printing is not idempotent"
+    return text
+
+
+# ----------------------------------------------------------------------------------------------
+# The corpus
+# ----------------------------------------------------------------------------------------------
+
+def test_corpus_has_at_least_20_raw_programs():
+    assert len(RAW) >= 20, f"expected at least 20 programs under tests/corpus/raw, found {len(RAW)}"
+
+
+def test_every_raw_program_has_a_formatted_twin():
+    raw = {os.path.basename(p) for p in RAW}
+    fmt = {os.path.basename(p) for p in FORMATTED}
+    assert raw == fmt, f"only raw: {sorted(raw - fmt)}; only formatted: {sorted(fmt - raw)}"
+
+
+@pytest.mark.parametrize("path", ALL, ids=_id)
+def test_corpus_parses_and_verifies(path):
+    # structural verification: names, SSA, yields, arities, annotations (no operator knowledge)
+    prog = parse_program(read(path), path, check_ops=False)
+    assert prog.functions
+
+
+def _arch_for(text: str) -> str:
+    # Packed FP4 runs on Ascend950 only (FP4-3); every other corpus program targets the default a2a3.
+    return "a5" if ("FP4E" in text or "fp4e" in text) else "a2a3"
+
+
+@pytest.mark.parametrize("path", ALL, ids=_id)
+def test_corpus_passes_operator_checks(path):
+    text = read(path)
+    parse_program(text, path, ctx=CompileContext(arch=_arch_for(text)))
+
+
+@pytest.mark.parametrize("path", ALL, ids=_id)
+def test_corpus_print_parse_roundtrip(path):
+    prog = parse_program(read(path), path, verify=False)
+    text = roundtrip(prog)
+    ast.parse(text)  # the printer writes Python
+    # pypto-ir-text.md: the printer never writes elif (it writes else: + a nested if)
+    assert not re.search(r"^\s*elif\b", text, re.M)
+
+
+@pytest.mark.parametrize("name", [os.path.basename(p) for p in RAW])
+def test_raw_and_formatted_forms_parse_to_equal_ir(name):
+    raw_path = os.path.join(CORPUS, "raw", name)
+    fmt_path = os.path.join(CORPUS, "formatted", name)
+    if not os.path.exists(fmt_path):
+        pytest.fail(f"no formatted twin for {name}")
+    raw = parse_program(read(raw_path), raw_path, verify=False)
+    fmt = parse_program(read(fmt_path), fmt_path, verify=False)
+    assert_same_ir(raw, fmt)
+    assert print_program(raw) == print_program(fmt)
+
+
+# ----------------------------------------------------------------------------------------------
+# Spans
+# ----------------------------------------------------------------------------------------------
+
+def _at(lines: list[str], span) -> str:
+    """The source text from a span's start to the end of its line."""
+    assert span.known, "unknown span"
+    return lines[span.line - 1][span.col - 1:]
+
+
+def _source_name(name: str) -> str:
+    """The name as written: an `elif` chain yields through fresh names `<target>_elif<k>` that point at
+    the target they stand for (the IR has no elif)."""
+    m = re.fullmatch(r"(.+)_elif\d+", name)
+    return m.group(1) if m else name
+
+
+def _check_expr_spans(e, lines, where):
+    if isinstance(e, Var):
+        name = _source_name(e.name)
+        assert _at(lines, e.span).startswith(name), f"{where}: Var {e.name} at {e.span}"
+        rest = _at(lines, e.span)[len(name):]
+        assert not rest[:1].isalnum() and rest[:1] != "_", f"{where}: Var {e.name} span is inside a longer name"
+    elif isinstance(e, Call):
+        head = _at(lines, e.span)
+        assert head.startswith(("pl.", "self.", "abs(")) or head[:1].isalpha(), f"{where}: call at {e.span}"
+        if e.kind == "func":
+            assert head.startswith((f"self.{e.op}(", f"{e.op}(")), f"{where}: call of {e.op} at {e.span}"
+        elif e.op != "const":
+            assert head.startswith(f"pl.{e.op}("), f"{where}: call of pl.{e.op} at {e.span}"
+    elif isinstance(e, ConstInt) and e.dtype.name == "INDEX":
+        head = _at(lines, e.span).lstrip("(")
+        assert head[:1].isdigit() or head[:1] in "-+", f"{where}: int {e.value} at {e.span}"
+    for f in dataclasses.fields(e):
+        v = getattr(e, f.name)
+        for sub in (v if isinstance(v, tuple) else (v,)):
+            if isinstance(sub, tuple):
+                for s2 in sub:
+                    if hasattr(s2, "span") and s2.span.known and not isinstance(s2, str):
+                        _check_expr_spans(s2, lines, where)
+            elif hasattr(sub, "span") and dataclasses.is_dataclass(sub) and sub.span.known \
+                    and type(sub).__name__ not in ("TensorType", "TileType", "ScalarType", "TupleType"):
+                _check_expr_spans(sub, lines, where)
+
+
+def _check_stmt_spans(body, lines, where):
+    for s in body:
+        head = _at(lines, s.span)
+        w = f"{where} line {s.span.line}"
+        if isinstance(s, AssignStmt):
+            assert head.startswith(s.target.name), w
+            assert _at(lines, s.target.span).startswith(s.target.name), w
+            _check_expr_spans(s.value, lines, w)
+        elif isinstance(s, YieldStmt):
+            if s.targets:
+                assert head.startswith(_source_name(s.targets[0].name)), w
+                for t in s.targets:
+                    assert _at(lines, t.span).startswith(_source_name(t.name)), w
+            else:
+                assert head.startswith("pl.yield_("), w
+            for v in s.values:
+                _check_expr_spans(v, lines, w)
+        elif isinstance(s, EvalStmt):
+            assert head.startswith(("pl.", "self.")), w
+            _check_expr_spans(s.expr, lines, w)
+        elif isinstance(s, ReturnStmt):
+            assert head.startswith("return"), w
+            for v in s.values:
+                _check_expr_spans(v, lines, w)
+        elif isinstance(s, PassStmt):
+            assert head.startswith("pass"), w
+        elif isinstance(s, (ForStmt, WhileStmt)):
+            assert head.startswith("for "), w
+            if isinstance(s, ForStmt):
+                assert _at(lines, s.var.span).startswith(s.var.name), w
+            for a in s.iter_args:
+                assert _at(lines, a.span).startswith(a.name), w
+            _check_stmt_spans(s.body, lines, where)
+        elif isinstance(s, IfStmt):
+            assert head.startswith(("if ", "elif ")), w
+            _check_expr_spans(s.cond, lines, w)
+            _check_stmt_spans(s.then_body, lines, where)
+            _check_stmt_spans(s.else_body, lines, where)
+        elif isinstance(s, ScopeStmt):
+            assert head.startswith("with pl."), w
+            if s.var is not None:
+                assert _at(lines, s.var.span).startswith(s.var.name), w
+            _check_stmt_spans(s.body, lines, where)
+        else:  # pragma: no cover
+            raise AssertionError(f"unexpected statement {type(s).__name__}")
+
+
+@pytest.mark.parametrize("path", ALL, ids=_id)
+def test_corpus_spans_point_at_the_source(path):
+    text = read(path)
+    lines = text.splitlines()
+    prog = parse_program(text, path, verify=False)
+    for f in prog.functions:
+        assert _at(lines, f.span).startswith(f.name + "("), f"function {f.name} at {f.span}"
+        assert lines[f.span.line - 1].lstrip().startswith("def "), f.name
+        for p in f.params:
+            assert _at(lines, p.span).startswith(p.name), f"param {p.name} at {p.span}"
+        _check_stmt_spans(f.body, lines, f"{_id(path)}:{f.name}")
+
+
+SPAN_SRC = '''\
+# pypto.program: spans
+import pypto.language as pl
+
+@pl.program
+class spans:
+    @pl.function(type=pl.FunctionType.AIV)
+    def k(
+        self,
+        x: pl.Tensor[[64, 64], pl.FP32],
+        n: pl.Scalar[pl.INDEX],
+    ) -> pl.Tensor[[64, 64], pl.FP32]:
+        # a comment line
+        t: pl.Tile[[64, 64], pl.FP32, pl.Mem.Vec] = (
+            pl.tile.load(x, [0, 0], [64, 64], [64, 64], target_memory=pl.Mem.Vec)
+        )
+        m: pl.Scalar[pl.INDEX] = n * 2 + 1  # trailing comment
+        for i, (acc,) in pl.range(
+            4,
+            init_values=(t,),
+        ):
+            acc2: pl.Tile[[64, 64], pl.FP32, pl.Mem.Vec] = pl.tile.adds(acc, 1.0)
+            acc_out: pl.Tile[[64, 64], pl.FP32, pl.Mem.Vec] = pl.yield_(acc2)
+        if m > 3:
+            pl.system.bar_v()
+        elif m < 2:
+            pass
+        out: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(acc_out, [0, 0], x)
+        return out
+'''
+
+
+def test_spans_of_a_wrapped_program():
+    prog = parse_program(SPAN_SRC, "spans.ir", verify=False)
+    f = prog.functions[0]
+    assert f.span.file == "spans.ir"
+    assert (f.span.line, f.span.col) == (7, 9)  # the function's name
+    assert [(p.name, p.span.line, p.span.col) for p in f.params] == [("x", 9, 9), ("n", 10, 9)]
+    t, m, loop, cond, out, ret = f.body
+    assert isinstance(t, AssignStmt) and (t.span.line, t.span.col) == (13, 9)
+    assert isinstance(t.value, Call) and (t.value.span.line, t.value.span.col) == (14, 13)
+    x_arg = t.value.args[0]
+    assert isinstance(x_arg, Var) and (x_arg.span.line, x_arg.span.col) == (14, 26)
+    assert (m.span.line, m.span.col) == (16, 9)
+    assert isinstance(m.value, BinOp) and (m.value.span.line, m.value.span.col) == (16, 34)
+    assert isinstance(loop, ForStmt) and (loop.span.line, loop.span.col) == (17, 9)
+    assert (loop.var.span.line, loop.var.span.col) == (17, 13)
+    assert (loop.iter_args[0].span.line, loop.iter_args[0].span.col) == (17, 17)
+    assert (loop.init_values[0].span.line, loop.init_values[0].span.col) == (19, 26)
+    assert [s.span.line for s in loop.body] == [21, 22]
+    assert isinstance(cond, IfStmt) and cond.span.line == 23
+    assert cond.then_body[0].span.line == 24
+    elif_if = cond.else_body[0]
+    assert isinstance(elif_if, IfStmt) and (elif_if.span.line, elif_if.span.col) == (25, 9)
+    assert elif_if.then_body[0].span.line == 26
+    assert (out.span.line, ret.span.line) == (27, 28)
+    assert isinstance(ret.values[0], Var) and (ret.values[0].span.line, ret.values[0].span.col) == (28, 16)
+
+
+# ----------------------------------------------------------------------------------------------
+# Hand-written programs (independent of the corpus)
+# ----------------------------------------------------------------------------------------------
+
+OWN_PROGRAMS = {
+    "softmax_concise": '''\
+import pypto.language as pl
+@pl.program
+class p:
+    @pl.function(type=pl.FunctionType.AIV)
+    def k(self, x: pl.Tensor[[64, 128], pl.FP32], y: pl.Out[pl.Tensor[[64, 128], pl.FP32]]) -> pl.Tensor[[64, 128], pl.FP32]:
+        t = pl.tile.load(x, [0, 0], [64, 128], [64, 128], target_memory=pl.Mem.Vec)
+        e = pl.tile.exp(t)
+        s: pl.Tensor[[64, 128], pl.FP32] = pl.tile.store(e, [0, 0], y)
+        return s''',
+    "scalars_and_consts": '''\
+import pypto.language as pl
+@pl.function
+def f(a: pl.Scalar[pl.INDEX], b: pl.Scalar[pl.INT64], c: pl.Scalar[pl.FP16]) -> pl.Scalar[pl.BOOL]:
+    x: pl.Scalar[pl.INDEX] = -a ** 2 + (-a) ** 2 - 2 ** -1 * (a - (a - 1)) // 3 % 7
+    y: pl.Scalar[pl.INT64] = b << pl.const(2, pl.INT64) >> pl.const(-1, pl.INT64) & ~b | b ^ pl.const(5, pl.INT64)
+    z: pl.Scalar[pl.FP16] = c * pl.const(1.5, pl.FP16) - pl.const(-0.25, pl.FP16)
+    w: pl.Scalar[pl.FP32] = pl.cast(c, pl.FP32) / -3.0 + 1e-05
+    m: pl.Scalar[pl.INDEX] = pl.max(pl.min(a, 4), abs(x))
+    r: pl.Scalar[pl.BOOL] = not (x < m and (y != b or not z >= c)) and (x == 1) == True
+    return r''',
+    "while_if_scope": '''\
+# pypto.program: w
+import pypto.language as pl
+
+N = pl.dynamic("N")
+
+@pl.program
+class w:
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def main(self, x: pl.Tensor[[N, 64], pl.FP32], n: pl.Scalar[pl.INDEX]):
+        pl.func_attr({"k": True, "v": [1, 2]})
+        for (c,) in pl.while_(init_values=(16,)):
+            pl.cond(c * 8 < n)
+            c2: pl.Scalar[pl.INDEX] = pl.yield_(c * 2)
+        for pos, acc in pl.while_(init_values=(0, x)):
+            pl.cond(pos < n)
+            if pos % 2 == 0:
+                a2 = pl.tensor.adds(acc, 1.0)
+                a3 = pl.yield_(a2)
+            else:
+                a3 = pl.yield_(acc)
+            pos2, acc2 = pl.yield_(pos + c2, a3)
+        with pl.at(level=pl.Level.CORE_GROUP):
+            pl.system.bar_v()
+        with pl.spmd(4) as tid:
+            off: pl.Scalar[pl.INDEX] = tid * 16
+        with pl.cluster():
+            pass
+        for aiv in pl.split_aiv(2, mode=pl.SplitMode.UP_DOWN):
+            pl.tpush_to_aic(acc2, split=0)
+        return''',
+}
+
+
+@pytest.mark.parametrize("name", sorted(OWN_PROGRAMS))
+def test_own_programs_roundtrip(name):
+    text = OWN_PROGRAMS[name]
+    prog = parse_program(text, name, check_ops=False)
+    printed = roundtrip(prog)
+    ast.parse(printed)
+
+
+def test_own_program_semantics_after_roundtrip():
+    prog = parse_program(OWN_PROGRAMS["scalars_and_consts"], check_ops=False)
+    body = prog.functions[0].body
+    # -a ** 2 is -(a ** 2); (-a) ** 2 squares the negation; 2 ** -1 has a negative literal exponent
+    from ptoc.ir.dtypes import INDEX
+    from ptoc.ir.nodes import UnaryOp
+
+    a, one, two = Var("a"), ConstInt(1, INDEX), ConstInt(2, INDEX)
+    x = body[0].value
+    expected = BinOp(
+        "-",
+        BinOp("+", UnaryOp("-", BinOp("**", a, two)), BinOp("**", UnaryOp("-", a), two)),
+        BinOp("%", BinOp("//", BinOp("*", BinOp("**", two, ConstInt(-1, INDEX)), BinOp("-", a, BinOp("-", a, one))),
+                         ConstInt(3, INDEX)), ConstInt(7, INDEX)),
+    )
+    assert_same_ir(x, expected)
+    s = print_program(prog)
+    assert "x: pl.Scalar[pl.INDEX] = -a ** 2 + (-a) ** 2 - 2 ** -1 * (a - (a - 1)) // 3 % 7" in s
+    assert "pl.const(-1, pl.INT64)" in s and "pl.const(-0.25, pl.FP16)" in s
+    assert "r: pl.Scalar[pl.BOOL] = not (x < m and (y != b or not z >= c)) and (x == 1) == True" in s
+
+
+def test_raw_without_final_newline_and_comments_equals_printed():
+    text = OWN_PROGRAMS["softmax_concise"]
+    assert not text.endswith("\n")
+    commented = text.replace("        e = pl.tile.exp(t)", "        # exp\n        e = pl.tile.exp(t)  # elementwise")
+    a = parse_program(text, verify=False)
+    b = parse_program(commented + "\n\n", verify=False)
+    assert_same_ir(a, b)
+
+
+def test_function_spans_are_kept_on_function_nodes():
+    prog = parse_program(OWN_PROGRAMS["while_if_scope"], "w.ir", check_ops=False)
+    f: Function = prog.functions[0]
+    assert f.span.line == 9 and f.attrs is not None
+    assert isinstance(f.body[0], WhileStmt) and f.body[0].span.line == 11
