@@ -245,6 +245,125 @@ def fmt(file: str, check_only: bool, in_place: bool, diag_fmt: str) -> None:
     sys.exit(_run_guarded(run))
 
 
+@cli.command("compile")
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
+              help="The .pto file to write.")
+@click.option("--header", "header_path", type=click.Path(dir_okay=False),
+              help="Where to write the GlobalTensor header (default: OUTPUT with suffix .h).")
+@click.option("--no-header", is_flag=True, help="Do not write the header.")
+@arch_option
+@click.option("--ptoas-version", metavar="vX.Y", help="The PTOAS release the output targets "
+              "(default: the pin in toolchain/versions.env). NZ views need v0.61 or newer (NZ-15).")
+@click.option("--pto-level", type=click.Choice(["level3", "level2"]), default="level3", show_default=True,
+              help="level3: ptoc plans on-chip memory and every pto.alloc_tile has addr; level2: PTOAS plans it.")
+@click.option("--dump-dir", type=click.Path(file_okay=False), help="Also write the IR after every pass here.")
+@click.option("--timings", is_flag=True, help="Print per-pass seconds on stderr.")
+@click.option("--assemble", is_flag=True, help="Run PTOAS on the result and report its errors.")
+@click.option("--ptoas", "ptoas_path", type=click.Path(dir_okay=False), help="The PTOAS executable "
+              "(default: ptoas on PATH).")
+@click.option("--ptoas-timeout", type=click.FloatRange(min=1), default=300, show_default=True,
+              help="Seconds to wait for PTOAS.")
+@diagnostics_option
+def compile_cmd(file, output, header_path, no_header, arch, ptoas_version, pto_level, dump_dir, timings, assemble,
+                ptoas_path, ptoas_timeout, diag_fmt) -> None:
+    """Compile FILE to a .pto module (every InCore/AIC/AIV kernel) and a GlobalTensor header.
+
+    Outputs are written atomically: on any error nothing is written and existing outputs stay as
+    they were. Orchestration functions are reported and skipped.
+    """
+    if header_path and no_header:
+        raise click.UsageError("--header and --no-header cannot be used together")
+    if ptoas_path and not assemble:
+        raise click.UsageError("--ptoas needs --assemble")
+    from ptoc.driver import parse_version
+
+    version = ptoas_version or _pinned()
+    try:
+        parse_version(version)
+    except ValueError:
+        raise click.BadParameter(f"{version!r} is not a version such as v0.61", param_hint="--ptoas-version") \
+            from None
+
+    def run() -> int:
+        from ptoc.context import CompileContext
+        from ptoc.diagnostics import CompileError, Diagnostic, Span
+        from ptoc.driver import compile_program, frontend
+
+        reporter = Reporter(diag_fmt)
+        text = _read_source(file, reporter)
+        if text is None:
+            return EXIT_USER
+        ctx = CompileContext(arch=arch, ptoas_version=version)
+        hdr_path = None if no_header else (header_path or os.path.splitext(output)[0] + ".h")
+        try:
+            prog = frontend(text, file, ctx)
+            art = compile_program(prog, ctx, os.path.basename(file), pto_level=pto_level,
+                                  header=hdr_path is not None, dumps=dump_dir is not None, timings=timings)
+        except CompileError as e:
+            reporter.emit(e.diagnostics, text)
+            return EXIT_USER
+        for name in art.skipped:
+            reporter.emit([Diagnostic("PTOC-I0100", f"{name} is not a kernel (InCore/AIC/AIV); not emitted",
+                                      Span(file, 0, 0, 0, 0), severity="info")], None)
+        outputs = [(output, art.pto)] + ([(hdr_path, art.header)] if hdr_path else [])
+        try:
+            write_all_atomic(outputs)
+            if dump_dir is not None:
+                os.makedirs(dump_dir, exist_ok=True)
+                write_all_atomic([(os.path.join(dump_dir, n), body) for n, body, _ in art.lowered.dumps])
+        except OSError as e:
+            reporter.emit([Diagnostic("PTOC-E0006", f"cannot write {e.filename or output}: {e.strerror or e}",
+                                      Span(output, 0, 0, 0, 0))], None)
+            return EXIT_USER
+        if art.lowered.timings_table is not None:
+            click.echo(art.lowered.timings_table, err=True)
+        if assemble:
+            from ptoc.target.assembler import assemble as run_ptoas
+            from ptoc.target.assembler import find_ptoas
+
+            exe = find_ptoas(ptoas_path)
+            if exe is None:
+                where = f"{ptoas_path} is not an executable file" if ptoas_path else "no `ptoas` on PATH"
+                reporter.emit([Diagnostic("PTOC-E0453", f"cannot assemble: {where}", Span(output, 0, 0, 0, 0),
+                                          hint=f"install PTOAS {version} or newer, or pass --ptoas PATH")], None)
+                return EXIT_USER
+            res = run_ptoas(exe, output, os.path.splitext(output)[0] + ".cpp", arch, pto_level, ptoas_timeout)
+            reporter.emit(res.diagnostics, art.pto)
+            if not res.ok:
+                return EXIT_USER
+        return EXIT_OK
+
+    sys.exit(_run_guarded(run))
+
+
+def write_all_atomic(files: list[tuple[str, str]]) -> None:
+    """Write several files all-or-nothing: every temp file is written before any is renamed."""
+    import tempfile
+
+    staged: list[tuple[str, str]] = []
+    try:
+        for path, text in files:
+            directory = os.path.dirname(os.path.abspath(path)) or "."
+            fd, tmp = tempfile.mkstemp(prefix=".ptoc-", suffix=".tmp", dir=directory)
+            staged.append((tmp, path))
+            with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
+                fh.write(text)
+            if os.path.exists(path):
+                os.chmod(tmp, os.stat(path).st_mode & 0o7777)
+            else:
+                os.chmod(tmp, 0o644)
+        for tmp, path in staged:
+            os.replace(tmp, path)
+    except BaseException:
+        for tmp, _ in staged:
+            try:
+                os.unlink(tmp)
+            except OSError:
+                pass
+        raise
+
+
 def _pass_names() -> list[str]:
     from ptoc.passes.manager import PIPELINE
 
@@ -369,22 +488,7 @@ def ops(pattern: str | None) -> None:
 
 def write_atomic(path: str, text: str) -> None:
     """Write `text` to `path` through a temp file and a rename: all or nothing."""
-    import tempfile
-
-    directory = os.path.dirname(os.path.abspath(path)) or "."
-    fd, tmp = tempfile.mkstemp(prefix=".ptoc-", suffix=".tmp", dir=directory)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-            fh.write(text)
-        if os.path.exists(path):
-            os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-        os.replace(tmp, path)
-    except BaseException:
-        try:
-            os.unlink(tmp)
-        except OSError:
-            pass
-        raise
+    write_all_atomic([(path, text)])
 
 
 def main() -> None:

@@ -90,8 +90,15 @@ CODES: dict[str, str] = {
     "PTOC-E0363": "NZ write-back spans more than one batch panel",
     "PTOC-E0364": "NZ write-back column offset not aligned or out of range",
     "PTOC-E0370": "NZ load GM gap exceeds the 16-bit burst stride (pto-isa#317)",
+    # compile driver and assembler
+    "PTOC-E0410": "assembler version cannot take this program",
+    "PTOC-E0450": "the PTO assembler cannot be run",
+    "PTOC-E0451": "the PTO assembler timed out",
+    "PTOC-E0452": "the PTO assembler reported an error",
+    "PTOC-E0453": "no PTO assembler found",
     # internal
     "PTOC-I0001": "internal error",
+    "PTOC-I0100": "function not emitted",
 }
 
 

@@ -36,3 +36,65 @@ def lower(program: Program, ctx: CompileContext, stop_after: str | None = None, 
     out = run_pipeline(program, ctx, stop_after=stop_after, instruments=instruments, skip=skip)
     return LowerResult(out, d.texts if d else [], d.before if d else {},
                        t.profile() if t else None, t.table() if t else None)
+
+
+@dataclass
+class Artifacts:
+    pto: str
+    header: str | None
+    skipped: list[str]  # functions that are not kernels (orchestration, ...): reported, not emitted
+    lowered: LowerResult
+
+
+def parse_version(text: str) -> tuple[int, ...]:
+    """'v0.61' / '0.61.2' -> (0, 61[, 2]); ValueError when malformed."""
+    t = text.strip()
+    t = t[1:] if t[:1] in ("v", "V") else t
+    parts = t.split(".")
+    if not parts or not all(p.isdigit() for p in parts):
+        raise ValueError(f"not a version: {text!r}")
+    return tuple(int(p) for p in parts)
+
+
+NZ_MIN_PTOAS = (0, 61)
+
+
+def check_assembler_version(program: Program, ctx: CompileContext) -> None:
+    """NZ-15: PTOAS <= 0.60 infers a view's layout from its structure and rejects every explicit NZ view."""
+    from ptoc.diagnostics import CompileError, Diagnostic
+    from ptoc.ir.nodes import TensorType
+    from ptoc.ir.visitor import walk
+
+    if parse_version(ctx.ptoas_version) >= NZ_MIN_PTOAS:
+        return
+    diags = []
+    for f in program.functions:
+        if f.func_type not in ("InCore", "AIC", "AIV"):
+            continue
+        for p in f.params:
+            if any(isinstance(n, TensorType) and n.layout == "NZ" for n in walk(p.type)):
+                diags.append(Diagnostic(
+                    "PTOC-E0410",
+                    f"{f.name}: parameter {p.name} is an NZ tensor, which PTOAS {ctx.ptoas_version} cannot assemble: "
+                    "it infers the layout of a view from its structure and reports `layout mismatch: "
+                    "user-specified layout=nz but inferred=nd`",
+                    p.span, rule="NZ-15",
+                    hint="target PTOAS v0.61 or newer (--ptoas-version v0.61, the pinned default), or drop pl.NZ "
+                    "and store the weight in ND order"))
+    if diags:
+        raise CompileError(diags)
+
+
+def compile_program(program: Program, ctx: CompileContext, source_name: str, pto_level: str = "level3",
+                    header: bool = True, dumps: bool = False, timings: bool = False) -> Artifacts:
+    """Lower a checked program and emit the .pto module (and the GlobalTensor header)."""
+    from ptoc import __version__
+    from ptoc.codegen.global_tensor import emit_header
+    from ptoc.codegen.pto import emit_module
+
+    check_assembler_version(program, ctx)
+    skip = frozenset({"AllocateMemoryAddr"}) if pto_level == "level2" else frozenset()
+    low = lower(program, ctx, dumps=dumps, timings=timings, skip=skip)
+    text, skipped = emit_module(low.program, ctx, pto_level=pto_level)
+    hdr = emit_header(low.program, ctx, source_name, __version__) if header else None
+    return Artifacts(text, hdr, list(skipped), low)

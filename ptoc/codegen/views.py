@@ -1,0 +1,177 @@
+"""GM views of a lowered kernel, shared by the .pto emitter and the GlobalTensor header.
+
+Both must agree exactly on what every tensor parameter looks like (shape, strides, layout) and on the
+window every tile.load / tile.store addresses (offsets, sizes), so they are computed here once.
+
+Rules (pto-format.md):
+- a tensor view is the kernel parameter's type: shape, explicit strides (MaterializeTensorStrides),
+  layout; an ND `[M, 1]` tensor is emitted as DN with strides `[1, M]`;
+- a load's partition sizes are its valid_shapes when given, else its shapes;
+- a store's partition sizes are its explicit partition-shape operand when given (rank > 2 stores,
+  NZ Acc write-back), else the stored tile's valid shape;
+- loop-carried and yielded tensors are aliases of the parameter they started from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ptoc.diagnostics import InternalError
+from ptoc.ir.dtypes import DType
+from ptoc.ir.nodes import (
+    AssignStmt,
+    Call,
+    ConstInt,
+    Expr,
+    ForStmt,
+    Function,
+    IfStmt,
+    ListExpr,
+    ScopeStmt,
+    Stmt,
+    TensorType,
+    TileType,
+    TupleExpr,
+    Var,
+    WhileStmt,
+    YieldStmt,
+)
+
+
+@dataclass(frozen=True)
+class TensorViewInfo:
+    param: str
+    index: int  # position among the kernel's tensor parameters (%argN)
+    dtype: DType
+    shape: tuple[Expr, ...]
+    strides: tuple[Expr, ...]
+    layout: str  # "ND" | "DN" | "NZ"
+
+
+@dataclass(frozen=True)
+class PartitionInfo:
+    name: str  # unique: "<var>_pview"
+    kind: str  # "load" | "store"
+    tensor: str  # the root tensor parameter
+    offsets: tuple[Expr, ...]
+    sizes: tuple[Expr, ...]
+    call: Call
+    target: str  # the tile (load) or the store's result name
+
+
+def _const(v: int) -> ConstInt:
+    from ptoc.ir import dtypes
+
+    return ConstInt(v, dtypes.INDEX)
+
+
+def tensor_views(fn: Function) -> list[TensorViewInfo]:
+    out: list[TensorViewInfo] = []
+    for p in fn.params:
+        t = p.type
+        if not isinstance(t, TensorType):
+            continue
+        strides = t.view.stride if t.view is not None and t.view.stride else None
+        if strides is None:
+            raise InternalError(f"{fn.name}: tensor parameter {p.name} reached codegen without strides")
+        layout = t.layout
+        shape = t.shape
+        if layout == "ND" and len(shape) == 2 and isinstance(shape[1], ConstInt) and shape[1].value == 1 \
+                and not (isinstance(shape[0], ConstInt) and shape[0].value == 1):
+            layout, strides = "DN", (_const(1), shape[0])
+        out.append(TensorViewInfo(p.name, len(out), t.dtype, shape, tuple(strides), layout))
+    return out
+
+
+def _items(e: Expr) -> tuple[Expr, ...]:
+    if isinstance(e, (ListExpr, TupleExpr)):
+        return e.items
+    raise InternalError("codegen expected a list of offsets or sizes")
+
+
+class _Collector:
+    def __init__(self, fn: Function, types: dict):
+        self.root: dict[str, str] = {p.name: p.name for p in fn.params if isinstance(p.type, TensorType)}
+        self.types = types
+        self.out: list[PartitionInfo] = []
+        self.used: set[str] = set()
+
+    def name(self, base: str) -> str:
+        n = f"{base}_pview"
+        k = 1
+        while n in self.used:
+            n = f"{base}_pview_{k}"
+            k += 1
+        self.used.add(n)
+        return n
+
+    def alias(self, dst: str, src: Expr) -> None:
+        if isinstance(src, Var) and src.name in self.root:
+            self.root[dst] = self.root[src.name]
+
+    def body(self, stmts: tuple[Stmt, ...]) -> None:
+        for s in stmts:
+            self.stmt(s)
+
+    def stmt(self, s: Stmt) -> None:
+        if isinstance(s, AssignStmt):
+            v = s.value
+            if isinstance(v, Call) and v.kind == "op" and v.op == "tile.load":
+                src = v.args[0]
+                root = self.root.get(src.name) if isinstance(src, Var) else None
+                if root is None:
+                    raise InternalError(f"tile.load of {src} whose tensor is not a kernel parameter")
+                sizes = _items(v.args[3]) if len(v.args) > 3 else (
+                    _items(v.kwarg("valid_shapes")) if v.kwarg("valid_shapes") is not None else _items(v.args[2]))
+                self.out.append(PartitionInfo(self.name(s.target.name), "load", root, _items(v.args[1]), sizes, v,
+                                              s.target.name))
+            elif isinstance(v, Call) and v.kind == "op" and v.op == "tile.store":
+                dst = v.args[2]
+                root = self.root.get(dst.name) if isinstance(dst, Var) else None
+                if root is None:
+                    raise InternalError(f"tile.store into {dst} which is not a kernel parameter")
+                if len(v.args) > 3:
+                    sizes = _items(v.args[3])
+                else:
+                    tile = self.types.get(v.args[0].name) if isinstance(v.args[0], Var) else None
+                    if not isinstance(tile, TileType):
+                        raise InternalError("tile.store of a value whose tile type is unknown")
+                    sizes = tile.view.valid_shape if tile.view is not None and tile.view.valid_shape else tile.shape
+                self.out.append(PartitionInfo(self.name(s.target.name), "store", root, _items(v.args[1]),
+                                              tuple(sizes), v, s.target.name))
+                self.root[s.target.name] = root
+            else:
+                self.alias(s.target.name, v)
+        elif isinstance(s, ForStmt):
+            for a, init in zip(s.iter_args, s.init_values):
+                self.alias(a.name, init)
+            self.body(s.body)
+            self._results(s.results, s.body, s.iter_args)
+        elif isinstance(s, WhileStmt):
+            for a, init in zip(s.iter_args, s.init_values):
+                self.alias(a.name, init)
+            self.body(s.body)
+            self._results(s.results, s.body, s.iter_args)
+        elif isinstance(s, IfStmt):
+            self.body(s.then_body)
+            self.body(s.else_body)
+            if s.then_body and isinstance(s.then_body[-1], YieldStmt):
+                for t, v in zip(s.then_body[-1].targets, s.then_body[-1].values):
+                    self.alias(t.name, v)
+        elif isinstance(s, ScopeStmt):
+            self.body(s.body)
+
+    def _results(self, results, body, iter_args) -> None:
+        y = body[-1] if body and isinstance(body[-1], YieldStmt) else None
+        for i, r in enumerate(results):
+            if y is not None and i < len(y.values):
+                self.alias(r.name, y.values[i])
+            if r.name not in self.root and i < len(iter_args):
+                self.alias(r.name, iter_args[i])
+
+
+def partitions(fn: Function, types: dict) -> list[PartitionInfo]:
+    """Every load/store window of `fn`, in statement order. `types`: value name -> type."""
+    c = _Collector(fn, types)
+    c.body(fn.body)
+    return c.out
