@@ -92,6 +92,10 @@ CODES: dict[str, str] = {
     "PTOC-E0370": "NZ load GM gap exceeds the 16-bit burst stride (pto-isa#317)",
     # compile driver and assembler
     "PTOC-E0410": "assembler version cannot take this program",
+    # codegen: GlobalTensor header (PTOC-E0420..E0429)
+    "PTOC-E0420": "GM tensor element type has no pto-isa C++ spelling",
+    "PTOC-E0421": "GM tensor of rank > 5 has no GlobalTensor form",
+    "PTOC-E0422": "GlobalTensor shape or stride outside pto-isa's int range",
     "PTOC-E0450": "the PTO assembler cannot be run",
     "PTOC-E0451": "the PTO assembler timed out",
     "PTOC-E0452": "the PTO assembler reported an error",

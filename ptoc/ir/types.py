@@ -90,3 +90,18 @@ def normalize_tensor_view(view: TensorView | None) -> TensorView | None:
     if view.stride is not None and len(view.stride) == 0:
         view = replace(view, stride=None)
     return None if view.is_trivial else view
+
+
+def nz_blocked_static_shape(shape: tuple[Expr, ...], c0: int | None) -> tuple[int, ...] | None:
+    """NZ-2 on a static logical shape: `[..., R, C]` -> `[B, C/c0, R/16, 16, c0]`; None when the shape is
+    not static or not blockable. (BlockNzTensorViews does the full job, with diagnostics.)"""
+    vals = [d.value if isinstance(d, ConstInt) else None for d in shape]
+    if c0 is None or len(vals) < 2 or None in vals:
+        return None
+    *lead, r, col = vals
+    if r % 16 or col % c0:
+        return None
+    b = 1
+    for v in lead:
+        b *= v
+    return (b, col // c0, r // 16, 16, c0)

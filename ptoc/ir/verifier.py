@@ -131,6 +131,16 @@ def type_mismatch(annotated: Type, actual: Type) -> str | None:
     if isinstance(a, (TensorType, TileType)):
         if a.dtype != b.dtype:  # type: ignore[union-attr]
             return f"the value has dtype {b.dtype.name}, the annotation says {a.dtype.name}"  # type: ignore
+        if isinstance(a, TensorType) and a.layout == b.layout == "NZ" and len(a.shape) != len(b.shape):  # type: ignore
+            # a logical NZ type and the blocked rank-5 form BlockNzTensorViews gave it (NZ-2, NZ-16)
+            from ptoc.ir.types import nz_blocked_static_shape
+
+            logical, blocked = (a, b) if len(b.shape) == 5 else (b, a)
+            want = nz_blocked_static_shape(logical.shape, logical.dtype.c0)  # type: ignore[union-attr]
+            have = tuple(d.value if isinstance(d, ConstInt) else None for d in blocked.shape)  # type: ignore
+            if want is None or len(blocked.shape) != 5 or want == have:  # type: ignore[union-attr]
+                return None
+            return f"the blocked NZ shape {list(have)} is not the blocking of the logical shape"
         flattened = isinstance(a, TileType) and _is_2d_flattening(a.shape, b.shape)  # type: ignore[union-attr]
         # (FlattenTileNdTo2D: a rank-N tile may be annotated as its 2-D form [prod(leading), last])
         if not flattened and len(a.shape) != len(b.shape):  # type: ignore[union-attr]

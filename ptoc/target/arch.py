@@ -98,6 +98,7 @@ class Arch:
     title: str
     capacities: MemoryCapacities
     supports_packed_fp4: bool  # FP4-3
+    supports_nz_acc_store: bool  # NZ-7: the FP32 Acc -> NZ GM write-back (TStoreAccNz2nz)
     matmul_dtypes: tuple[tuple[str, str], ...]  # (operand dtype, accumulator dtype)
     tmov: TmovRules
     alignment_bytes: int = ALIGNMENT_BYTES
@@ -136,6 +137,7 @@ A2A3 = Arch(
     capacities=MemoryCapacities(vec=184 * KiB, mat=512 * KiB, left=64 * KiB, right=64 * KiB,
                                 acc=128 * KiB, bias=1 * KiB),
     supports_packed_fp4=False,
+    supports_nz_acc_store=True,
     matmul_dtypes=_MATMUL_DTYPES,
     tmov=TmovRules(
         paths=frozenset({("Mat", "Left"), ("Mat", "Right"), ("Mat", "Bias"), ("Mat", "Scaling"),
@@ -161,6 +163,7 @@ A5 = Arch(
     capacities=MemoryCapacities(vec=240 * KiB, mat=512 * KiB, left=64 * KiB, right=64 * KiB,
                                 acc=256 * KiB, bias=4 * KiB),
     supports_packed_fp4=True,
+    supports_nz_acc_store=False,
     matmul_dtypes=_MATMUL_DTYPES,
     tmov=TmovRules(
         paths=frozenset({("Mat", "Left"), ("Mat", "Right"), ("Mat", "Bias"), ("Mat", "Scaling"),
