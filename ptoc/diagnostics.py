@@ -90,6 +90,8 @@ CODES: dict[str, str] = {
     "PTOC-E0363": "NZ write-back spans more than one batch panel",
     "PTOC-E0364": "NZ write-back column offset not aligned or out of range",
     "PTOC-E0370": "NZ load GM gap exceeds the 16-bit burst stride (pto-isa#317)",
+    # codegen: .pto module (PTOC-E0400..E0409)
+    "PTOC-E0400": "operation the .pto emitter cannot emit yet",
     # compile driver and assembler
     "PTOC-E0410": "assembler version cannot take this program",
     # codegen: GlobalTensor header (PTOC-E0420..E0429)
