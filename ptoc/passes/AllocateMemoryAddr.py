@@ -1,0 +1,226 @@
+"""AllocateMemoryAddr: give every on-chip buffer of a kernel a byte address (`addr=`).
+
+Purpose
+-------
+InitMemRef declares each buffer with `pl.tile.alloc(pl.Mem.<Space>, <bytes>)` and binds tiles to it
+through `pl.MemRef`. This pass places the buffers: every alloc gets `addr=<byte offset>` inside its
+memory space (property `addresses`), buffers whose lifetimes do not overlap share memory, and a space
+that cannot hold what is live at once is a user error.
+
+Before::
+
+    mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+    ta: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_0, 0, 16384), pl.Mem.Vec] = pl.tile.load(a, ...)
+    mem_vec_1: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+    tb: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_1, 0, 16384), pl.Mem.Vec] = pl.tile.exp(ta)
+    mem_vec_2: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+    tc: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_2, 0, 16384), pl.Mem.Vec] = pl.tile.exp(tb)
+
+After (ta is dead once tb is computed, so tc takes its place)::
+
+    mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384, addr=0)
+    ...
+    mem_vec_1: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384, addr=16384)
+    ...
+    mem_vec_2: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384, addr=0)
+
+Rules
+-----
+1. Lifetimes are intervals over the linear statement order (pre-order; a loop or if also has an end
+   position after its body). A buffer is live from its alloc to the last read or definition of any value
+   bound to it (every name whose type carries `pl.MemRef(<its pointer>, ...)`: tiles, iter_args, loop and
+   if results). A read inside a loop of a buffer allocated outside that loop keeps the buffer live to the
+   end of the loop, so loop-carried buffers live across the whole loop. An operand and the result of one
+   statement overlap: a result never takes its operand's address.
+2. First fit, per memory space, buffers in alloc order: the lowest address, a multiple of the target's
+   alignment (32 bytes), where the buffer does not overlap any placed buffer whose lifetime overlaps its
+   own. Same input, same addresses.
+3. The peak (highest end address) of a space must fit its capacity (`ptoc.target.arch`, through the
+   context's arch: A2/A3 Vec 184 KiB usable, Acc 128 KiB; A5 Vec 240 KiB, Acc 256 KiB; ...), else
+   PTOC-E0390 names the space, the bytes needed, the line of the buffer that reaches the peak and the
+   capacity, with the buffers live there as notes. Spaces without a known capacity are not checked.
+4. A kernel whose allocs all have an address already is left alone (idempotent; hand-placed buffers are
+   kept). Otherwise every alloc is (re)placed. An alloc size must be a constant (PTOC-E0391).
+
+Not done: hand-placed and planned buffers mixed in one kernel (all are re-placed); branch-aware
+lifetimes (a buffer read in either branch of an if is live over both).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+from ptoc.diagnostics import CompileError, Diagnostic, Span, sorted_diagnostics
+from ptoc.ir.dtypes import INDEX
+from ptoc.ir.nodes import (
+    AssignStmt,
+    Call,
+    ConstInt,
+    EnumLit,
+    ForStmt,
+    Function,
+    IfStmt,
+    Program,
+    ScopeStmt,
+    Stmt,
+    TileType,
+    TupleType,
+    Type,
+    Var,
+    WhileStmt,
+)
+from ptoc.ir.verifier import function_types
+from ptoc.passes.InitMemRef import KERNEL_TYPES, Flow, Site, align_up
+from ptoc.passes.manager import Pass
+from ptoc.target.arch import KiB, get_arch
+
+
+@dataclass
+class _Buffer:
+    name: str
+    space: str
+    size: int
+    start: int
+    end: int
+    span: Span
+    addr: int = 0
+    tiles: list[str] = field(default_factory=list)  # values bound to the buffer, in definition order
+
+
+class AllocateMemoryAddr(Pass):
+    name = "AllocateMemoryAddr"
+    stage = "memory"
+    summary = "give every pl.tile.alloc a 32-byte aligned addr=; buffers with disjoint lifetimes share memory"
+    requires = frozenset({"memrefs"})
+    produces = frozenset({"addresses"})
+
+    def run(self, program: Program, ctx) -> Program:
+        todo = [f for f in program.functions if f.func_type in KERNEL_TYPES and _needs_addresses(f)]
+        if not todo:
+            return program
+        arch = get_arch(ctx.arch)
+        env = function_types(program, ctx)
+        diags: list[Diagnostic] = []
+        new: dict[str, Function] = {}
+        for f in todo:
+            try:
+                new[f.name] = _place(f, env[f.name], arch)
+            except CompileError as e:
+                diags.extend(e.diagnostics)
+        if diags:
+            raise CompileError(sorted_diagnostics(diags))
+        return replace(program, functions=tuple(new.get(f.name, f) for f in program.functions))
+
+
+def _is_alloc(s: Stmt) -> bool:
+    return isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.kind == "op" \
+        and s.value.op == "tile.alloc"
+
+
+def _allocs(body: tuple[Stmt, ...]):
+    for s in body:
+        if _is_alloc(s):
+            yield s
+        if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
+            yield from _allocs(s.body)
+        elif isinstance(s, IfStmt):
+            yield from _allocs(s.then_body)
+            yield from _allocs(s.else_body)
+
+
+def _needs_addresses(f: Function) -> bool:
+    return any(s.value.kwarg("addr") is None for s in _allocs(f.body))  # type: ignore[union-attr]
+
+
+def _bases(t: Type | None) -> list[str]:
+    """Pointer names a value's type binds it to."""
+    if isinstance(t, TupleType):
+        return [n for x in t.types for n in _bases(x)]
+    if isinstance(t, TileType) and t.memref is not None and isinstance(t.memref.base, Var):
+        return [t.memref.base.name]
+    return []
+
+
+def _place(f: Function, env: dict[str, Type | None], arch) -> Function:
+    flow = Flow(f)
+    diags: list[Diagnostic] = []
+    buffers: dict[str, _Buffer] = {}
+    for s in _allocs(f.body):
+        call: Call = s.value  # type: ignore[assignment]
+        space_e = call.args[0] if call.args else call.kwarg("memory")
+        size_e = call.args[1] if len(call.args) > 1 else call.kwarg("size")
+        space = space_e.member if isinstance(space_e, EnumLit) else "Vec"
+        if not isinstance(size_e, ConstInt):
+            diags.append(Diagnostic(
+                "PTOC-E0391", f"the size of buffer {s.target.name!r} is not a constant", s.span,
+                hint="allocate the static upper bound in bytes, e.g. pl.tile.alloc(pl.Mem.Vec, 16384)"))
+            continue
+        pos = flow.defs[s.target.name].pos
+        buffers[s.target.name] = _Buffer(s.target.name, space, align_up(size_e.value, arch.alignment_bytes),
+                                         pos, pos, s.span)
+    if diags:
+        raise CompileError(diags)
+
+    def reach(site: Site, b: _Buffer) -> int:
+        for loop in site.loops:  # outermost first: the widest loop that the buffer outlives
+            start, end = flow.loops[loop]
+            if b.start < start:
+                return max(site.pos, end)
+        return site.pos
+
+    for name in sorted(env, key=lambda n: (flow.defs[n].pos if n in flow.defs else -1, n)):
+        bound = [buffers[b] for b in dict.fromkeys(_bases(env[name])) if b in buffers]
+        if not bound or name in buffers:
+            continue
+        sites = [flow.defs[name]] if name in flow.defs else []
+        sites += flow.uses.get(name, [])
+        for b in bound:
+            b.tiles.append(name)
+            for site in sites:
+                b.end = max(b.end, reach(site, b))
+
+    by_space: dict[str, list[_Buffer]] = {}
+    for b in sorted(buffers.values(), key=lambda b: b.start):
+        by_space.setdefault(b.space, []).append(b)
+    for space, bs in by_space.items():
+        placed: list[_Buffer] = []
+        for b in bs:
+            busy = sorted((p.addr, p.addr + p.size) for p in placed if p.end >= b.start)
+            addr = 0
+            for lo, hi in busy:
+                if addr + b.size <= lo:
+                    break
+                addr = max(addr, align_up(hi, arch.alignment_bytes))
+            b.addr = addr
+            placed.append(b)
+        cap = arch.capacity(space)
+        peak = max(b.addr + b.size for b in bs)
+        if cap is not None and peak > cap:
+            top = next(b for b in bs if b.addr + b.size == peak)
+            live = [p for p in bs if p.start <= top.start <= p.end]
+            where = f" at line {top.span.line}" if top.span.known else ""
+            usable = " usable" if space == "Vec" else ""
+            diags.append(Diagnostic(
+                "PTOC-E0390", f"{space} needs {peak} bytes{where} but holds {cap} ({cap // KiB} KiB{usable})",
+                top.span,
+                hint=f"keep fewer or smaller {space} tiles live at once: split the work into smaller tiles "
+                "processed in a loop, or finish using a tile before the next one is created",
+                notes=tuple((f"{', '.join(p.tiles) or p.name} ({p.name}): {p.size} bytes at offset {p.addr}",
+                             p.span) for p in live)))
+    if diags:
+        raise CompileError(sorted_diagnostics(diags))
+
+    def stmt(s: Stmt) -> Stmt:
+        if _is_alloc(s) and s.target.name in buffers:  # type: ignore[union-attr]
+            call: Call = s.value  # type: ignore[union-attr, assignment]
+            kwargs = tuple((k, v) for k, v in call.kwargs if k != "addr")
+            kwargs += (("addr", ConstInt(buffers[s.target.name].addr, INDEX)),)  # type: ignore[union-attr]
+            return replace(s, value=replace(call, kwargs=kwargs))
+        if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
+            return replace(s, body=tuple(stmt(x) for x in s.body))
+        if isinstance(s, IfStmt):
+            return replace(s, then_body=tuple(stmt(x) for x in s.then_body),
+                           else_body=tuple(stmt(x) for x in s.else_body))
+        return s
+
+    return replace(f, body=tuple(stmt(s) for s in f.body))

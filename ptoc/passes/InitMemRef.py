@@ -1,0 +1,835 @@
+"""InitMemRef: bind every kernel tile to an on-chip buffer (`pl.tile.alloc` + `pl.MemRef`).
+
+Purpose
+-------
+After InferTileMemorySpace every kernel tile names its memory space, but not where it lives. This pass
+decides which tiles share one buffer and declares each buffer once: before the statement that first
+writes it, `mem_<space>_<n>: pl.Ptr = pl.tile.alloc(pl.Mem.<Space>, <bytes>)` is inserted, and every
+tile bound to the buffer carries `pl.MemRef(mem_<space>_<n>, 0, <bytes>)` in its type (property
+`memrefs`). Addresses come later (AllocateMemoryAddr). The allocations are ordinary SSA statements, so
+the printed IR re-parses and checks.
+
+Before::
+
+    ta: pl.Tile[[64, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
+    tb: pl.Tile[[64, 64], pl.FP32, pl.Mem.Vec] = pl.tile.exp(ta)
+
+After::
+
+    mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+    ta: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_0, 0, 16384), pl.Mem.Vec] = pl.tile.load(...)
+    mem_vec_1: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+    tb: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_1, 0, 16384), pl.Mem.Vec] = pl.tile.exp(ta)
+
+Rules
+-----
+0. Kernels only (InCore, AIC, AIV). A kernel that already holds a `pl.tile.alloc` is planned and left
+   alone (the pass is idempotent). A tile-typed kernel parameter has no on-chip buffer (PTOC-E0384).
+   A tile computed inside another expression (`pl.tile.exp(pl.tile.sub(a, b))`), or yielded / returned
+   straight from a call, first gets a statement of its own (`e_sub: T = pl.tile.sub(a, b)`).
+1. Writers get a fresh buffer: tile.load, tile.create, tile.full, tile.move, every compute op result,
+   calls returning tiles. A tuple of tiles (e.g. tile.quant_mx) gets one buffer per tile element.
+2. Views alias their source's buffer (same MemRef): tile.set_validshape, tile.reshape,
+   tile.reinterpret_view, tile.slice, a plain copy `y = x`, a tuple element `d = t[0]`.
+   Destination-passing ops write their result into one operand's buffer in place: tile.matmul_acc
+   (acc), tile.write (tile), tile.scatter / tile.scatter_mask (dst). tile.store returns a tensor: no buffer.
+3. Sharing is sound only if no tile of a buffer is read after another tile overwrites it. Reads are
+   branch- and loop-aware: a read in the other branch of an if never follows; a tile from outside a loop
+   that is read inside it is read again after every write in the loop. A move never runs in place (OP-7).
+   A conflict of an in-place op is a user error (PTOC-E0383).
+4. Loop-carried tiles keep one buffer "when types allow": a loop's iter_arg, its result, the value
+   yielded for it and its init value; an if's result and the values its branches yield. Innermost
+   statements first; in an if, values computed in the branch join before values passed through it.
+   All must live in one memory space (else PTOC-E0381). A value that cannot join without a conflict
+   (rule 3) is copied into the carried buffer instead, by a same-space move where the target has one
+   (Vec -> Vec, MOV-6): `n_carry = pl.tile.move(n, ...)` right before the pl.yield_, or
+   `z_init = pl.tile.move(z, ...)` right before the loop for its init value. Without such a move (Acc,
+   Mat, ...) the conflict is a user error (PTOC-E0382).
+5. Size: rows * cols * dtype bytes of the physical shape, Acc rows padded to `acc_row_pad` (16), rounded
+   up to the target's alignment (32 bytes); a shared buffer takes its largest tile. A static shape with
+   a dynamic valid_shape allocates the static bound; a dynamic physical shape is PTOC-E0380.
+6. Placement and names: a buffer's alloc goes right before the first statement (in the innermost block
+   holding all its definitions) that defines one of its tiles; buffers are numbered in the order their
+   allocs appear, one counter per function (`mem_vec_0`, `mem_mat_1`, ...). Every statement binding a tile
+   is annotated with its MemRef (an unannotated one gets its type written out).
+
+Not done: a MemRef offset other than 0 (a slice addresses its parent through its view's start_offset);
+a while loop's condition is not searched for nested tile calls.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from ptoc.diagnostics import CompileError, Diagnostic, InternalError, Span, sorted_diagnostics
+from ptoc.ir.dtypes import INDEX
+from ptoc.ir.nodes import (
+    AssignStmt,
+    Call,
+    ConstInt,
+    EnumLit,
+    EvalStmt,
+    Expr,
+    ForStmt,
+    Function,
+    GetItem,
+    IfStmt,
+    MemRef,
+    Program,
+    PtrType,
+    ReturnStmt,
+    ScopeStmt,
+    Stmt,
+    TileType,
+    TupleType,
+    Type,
+    Var,
+    WhileStmt,
+    YieldStmt,
+)
+from ptoc.ir.types import normalize_tile_view
+from ptoc.ir.verifier import function_types
+from ptoc.ir.visitor import walk
+from ptoc.passes.manager import Pass
+from ptoc.target.arch import get_arch
+
+KERNEL_TYPES = ("InCore", "AIC", "AIV")
+
+# Results that are views of an operand's buffer (no data moves): op -> the operand's parameter name.
+VIEW_OPS = {"tile.set_validshape": "tile", "tile.reshape": "tile", "tile.reinterpret_view": "tile",
+            "tile.slice": "tile"}
+# Destination-passing ops: the result is written into this operand's buffer, in place.
+TIED_OPS = {"tile.matmul_acc": "acc", "tile.write": "tile", "tile.scatter": "dst", "tile.scatter_mask": "dst"}
+# Ops whose result may never share its source's buffer, even when the source dies there (OP-7).
+NO_IN_PLACE = ("tile.move",)
+
+
+# --------------------------------------------------------------------------------------------------
+# The linear order of a function (shared with AllocateMemoryAddr)
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where a value is defined or read: the statement's position in the linear order, its source line,
+    the loops around it (by their start position, outermost first) and the if branches around it
+    ((if start position, 0 for then / 1 for else), outermost first)."""
+
+    pos: float  # an int for a statement; a copy InitMemRef plans sits between two statements
+    line: int
+    loops: tuple[int, ...] = ()
+    branches: tuple[tuple[int, int], ...] = ()
+
+
+def nested_blocks(s: Stmt) -> tuple[tuple[Stmt, ...], ...]:
+    """The bodies nested in a statement, in the one order every walk of this module uses."""
+    if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
+        return (s.body,)
+    if isinstance(s, IfStmt):
+        return (s.then_body, s.else_body)
+    return ()
+
+
+def _vars(e: Expr | None) -> list[str]:
+    if e is None:
+        return []
+    return [n.name for n in walk(e) if isinstance(n, Var)]
+
+
+class Flow:
+    """Numbers a function's statements in pre-order: a statement gets one position; a loop, if or scope
+    gets a start position before its bodies and an end position after them. Records every definition
+    (site and block path) and every read (site) of every name, each loop's (start, end) and, per block
+    (numbered in walk order, the function body is 0), each statement's start position.
+
+    A definition's path is ((block, index), ...) from the function body down to the statement that
+    defines it; iter_args and the results of loops and ifs are defined by their compound statement."""
+
+    def __init__(self, f: Function):
+        self.defs: dict[str, Site] = {}
+        self.paths: dict[str, tuple[tuple[int, int], ...]] = {}
+        self.def_stmt: dict[str, Stmt] = {}
+        self.uses: dict[str, list[Site]] = {}
+        self.loops: dict[int, tuple[int, int]] = {}
+        self.stmt_pos: dict[tuple[int, int], int] = {}
+        self.stmt_at: dict[tuple[int, int], Stmt] = {}
+        self.site_at: dict[tuple[int, int], Site] = {}  # (block, index) -> the statement's start site
+        self.path_at: dict[tuple[int, int], tuple[tuple[int, int], ...]] = {}
+        self.body_keys: dict[tuple[int, int], tuple[int, ...]] = {}  # blocks nested in a statement
+        self._pos = 0
+        self._blocks = 0
+        for p in f.params:
+            self._def(p.name, Site(-1, f.span.line), (), None)
+        self._block(f.body, (), (), ())
+
+    def _next(self) -> int:
+        self._pos += 1
+        return self._pos
+
+    def _def(self, name: str, site: Site, path, stmt: Stmt | None) -> None:
+        self.defs[name] = site
+        self.paths[name] = path
+        if stmt is not None:
+            self.def_stmt[name] = stmt
+
+    def _use(self, names: list[str], site: Site) -> None:
+        for n in names:
+            self.uses.setdefault(n, []).append(site)
+
+    def _block(self, body: tuple[Stmt, ...], path, loops, branches) -> int:
+        key = self._blocks
+        self._blocks += 1
+        for i, s in enumerate(body):
+            self._stmt(s, key, i, path + ((key, i),), loops, branches)
+        return key
+
+    def _stmt(self, s: Stmt, key: int, i: int, path, loops, branches) -> None:
+        start = self._next()
+        self.stmt_pos[(key, i)] = start
+        self.stmt_at[(key, i)] = s
+        self.path_at[(key, i)] = path
+        line = s.span.line
+        here = Site(start, line, loops, branches)
+        self.site_at[(key, i)] = here
+        if isinstance(s, AssignStmt):
+            self._use(_vars(s.value), here)
+            self._def(s.target.name, here, path, s)
+        elif isinstance(s, EvalStmt):
+            self._use(_vars(s.expr), here)
+        elif isinstance(s, (ReturnStmt, YieldStmt)):
+            for v in s.values:
+                self._use(_vars(v), here)
+        elif isinstance(s, (ForStmt, WhileStmt)):
+            header = list(s.args) if isinstance(s, ForStmt) else []
+            header += list(s.init_values) + [v for _, v in s.kwargs]
+            for e in header:
+                self._use(_vars(e), here)
+            inner = loops + (start,)
+            if isinstance(s, ForStmt):
+                self._def(s.var.name, Site(start, line, inner, branches), path, s)
+            for a in s.iter_args:
+                self._def(a.name, Site(start, line, inner, branches), path, s)
+            if isinstance(s, WhileStmt):  # the condition runs once per iteration
+                self._use(_vars(s.cond), Site(start, line, inner, branches))
+            self.body_keys[(key, i)] = (self._block(s.body, path, inner, branches),)
+            end = self._next()
+            self.loops[start] = (start, end)
+            for r in s.results:
+                self._def(r.name, Site(end, line, loops, branches), path, s)
+        elif isinstance(s, IfStmt):
+            self._use(_vars(s.cond), here)
+            self.body_keys[(key, i)] = (self._block(s.then_body, path, loops, branches + ((start, 0),)),
+                                        self._block(s.else_body, path, loops, branches + ((start, 1),)))
+            end = self._next()
+            for r in s.results:
+                self._def(r.name, Site(end, line, loops, branches), path, s)
+        elif isinstance(s, ScopeStmt):
+            for e in list(s.args) + [v for _, v in s.kwargs]:
+                self._use(_vars(e), here)
+            if s.var is not None:
+                self._def(s.var.name, here, path, s)
+            self.body_keys[(key, i)] = (self._block(s.body, path, loops, branches),)
+            self._next()
+
+
+def align_up(n: int, unit: int) -> int:
+    return -(-n // unit) * unit
+
+
+def tile_bytes(t: TileType, arch) -> int | None:
+    """Bytes of a tile's physical shape (Acc rows padded), before alignment; None for a dynamic shape."""
+    dims = [d.value if isinstance(d, ConstInt) else None for d in t.shape]
+    if any(d is None for d in dims):
+        return None
+    if not dims:
+        dims = [1]
+    cols = dims[-1]
+    rows = 1
+    for d in dims[:-1]:
+        rows *= d  # type: ignore[operator]
+    if t.memory == "Acc":
+        return arch.acc_alloc_bytes(rows, cols, t.dtype.bytes)
+    return rows * cols * t.dtype.bytes  # type: ignore[operator]
+
+
+def _fmt_shape(t: TileType) -> str:
+    from ptoc.ir.printer import print_expr
+
+    return "[" + ", ".join(print_expr(d) for d in t.shape) + "]"
+
+
+# --------------------------------------------------------------------------------------------------
+# The pass
+# --------------------------------------------------------------------------------------------------
+
+
+class InitMemRef(Pass):
+    name = "InitMemRef"
+    stage = "memory"
+    summary = "bind every kernel tile to an on-chip buffer: pl.tile.alloc + pl.MemRef in its type"
+    requires = frozenset({"memory_spaces"})
+    produces = frozenset({"memrefs"})
+
+    def run(self, program: Program, ctx) -> Program:
+        todo = [f for f in program.functions if f.func_type in KERNEL_TYPES and not _has_alloc(f)
+                and _has_tiles(f)]
+        if not todo:
+            return program
+        arch = get_arch(ctx.arch)
+        env = function_types(program, ctx)
+        named = {f.name: _Namer(f, env[f.name], ctx).run() for f in todo}
+        if any(named[f.name] is not f for f in todo):  # nested tile calls got names: retype
+            program = replace(program, functions=tuple(named.get(f.name, f) for f in program.functions))
+            todo = [named[f.name] for f in todo]
+            env = function_types(program, ctx)
+        diags: list[Diagnostic] = []
+        new: dict[str, Function] = {}
+        for f in todo:
+            try:
+                new[f.name] = _Planner(f, env[f.name], arch, ctx).run()
+            except CompileError as e:
+                diags.extend(e.diagnostics)
+        if diags:
+            raise CompileError(sorted_diagnostics(diags))
+        funcs = tuple(new.get(f.name, f) for f in program.functions)
+        return replace(program, functions=funcs)
+
+
+class _Namer:
+    """Rule 0: a tile computed inside another expression (`pl.tile.exp(pl.tile.sub(a, b))`) or yielded or
+    returned straight from a call gets a statement of its own right before its statement, named
+    `<target>_<op>` (fresh), annotated with its type, so that it can be bound to a buffer."""
+
+    def __init__(self, f: Function, env: dict[str, Type | None], ctx):
+        self.f = f
+        self.env = env
+        self.ctx = ctx
+        self.taken = {p.name for p in f.params} | {n.name for n in walk(f) if isinstance(n, Var)}
+        self.changed = False
+
+    def run(self) -> Function:
+        body = self.block(self.f.body)
+        return replace(self.f, body=body) if self.changed else self.f
+
+    def block(self, body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+        out: list[Stmt] = []
+        for s in body:
+            pre: list[Stmt] = []
+            base = s.target.name if isinstance(s, AssignStmt) else "t"
+            if isinstance(s, AssignStmt) and isinstance(s.value, Call):
+                s = replace(s, value=self.args(s.value, pre, base, s))
+            elif isinstance(s, AssignStmt) and isinstance(s.value, GetItem):
+                s = replace(s, value=self.expr(s.value, pre, base, s))
+            elif isinstance(s, EvalStmt) and isinstance(s.expr, Call):
+                s = replace(s, expr=self.args(s.expr, pre, base, s))
+            elif isinstance(s, (YieldStmt, ReturnStmt)):
+                if isinstance(s, YieldStmt) and s.targets:
+                    base = s.targets[0].name
+                s = replace(s, values=tuple(self.expr(v, pre, base, s) for v in s.values))
+            elif isinstance(s, (ForStmt, WhileStmt)):
+                if s.iter_args:
+                    base = s.iter_args[0].name
+                s = replace(s, init_values=tuple(self.expr(v, pre, base, s) for v in s.init_values))
+            for sub_name in ("body", "then_body", "else_body"):
+                if hasattr(s, sub_name) and not isinstance(s, YieldStmt):
+                    s = replace(s, **{sub_name: self.block(getattr(s, sub_name))})
+            out.extend(pre)
+            out.append(s)
+        return tuple(out)
+
+    def args(self, call: Call, pre: list[Stmt], base: str, s: Stmt) -> Call:
+        """`call` with every tile-valued call among its arguments moved into `pre`."""
+        args = tuple(self.expr(a, pre, base, s) for a in call.args)
+        kwargs = tuple((k, self.expr(v, pre, base, s)) for k, v in call.kwargs)
+        if all(a is b for a, b in zip(args, call.args)) and all(a[1] is b[1] for a, b in zip(kwargs, call.kwargs)):
+            return call
+        return replace(call, args=args, kwargs=kwargs)
+
+    def expr(self, e: Expr, pre: list[Stmt], base: str, s: Stmt) -> Expr:
+        if isinstance(e, GetItem) and isinstance(e.value, Call):
+            v = self.expr(e.value, pre, base, s)
+            return e if v is e.value else replace(e, value=v)
+        if not (isinstance(e, Call) and e.kind == "op"):
+            return e
+        call = self.args(e, pre, base, s)
+        t = self.type_of(call)
+        if not _tiles_in(t):
+            return call
+        name = self.fresh(f"{base}_{call.op.rsplit('.', 1)[-1]}")
+        ann = t if not isinstance(t, TileType) else replace(t, view=normalize_tile_view(t.shape, t.memory, t.view))
+        pre.append(AssignStmt(Var(name, span=e.span), call, ann, span=s.span))
+        self.env[name] = t
+        self.changed = True
+        return Var(name, span=e.span)
+
+    def type_of(self, e: Expr) -> Type | None:
+        from ptoc.ir.nodes import ConstBool, ConstFloat, ScalarType
+        from ptoc.ops.registry import infer_call_type
+
+        if isinstance(e, Var):
+            return self.env.get(e.name)
+        if isinstance(e, (ConstInt, ConstFloat)):
+            return ScalarType(e.dtype)
+        if isinstance(e, ConstBool):
+            from ptoc.ir.dtypes import BOOL
+
+            return ScalarType(BOOL)
+        if isinstance(e, Call) and e.kind == "op":
+            t, diags = infer_call_type(e, [self.type_of(a) for a in e.args],
+                                       {k: self.type_of(v) for k, v in e.kwargs}, self.ctx)
+            return None if diags else t
+        return None
+
+    def fresh(self, base: str) -> str:
+        name, n = base, 1
+        while name in self.taken:
+            name, n = f"{base}_{n}", n + 1
+        self.taken.add(name)
+        return name
+
+
+def _has_alloc(f: Function) -> bool:
+    return any(isinstance(n, Call) and n.kind == "op" and n.op == "tile.alloc" for n in walk(f))
+
+
+def _has_tiles(f: Function) -> bool:
+    return any(isinstance(n, TileType) for n in walk(f)) or any(
+        isinstance(n, Call) and n.kind == "op" and n.op.startswith("tile.") for n in walk(f))
+
+
+Slot = tuple[str, "int | None"]  # a tile value, or element k of a tuple value
+Key = tuple[int, int]  # (block, index) of a statement, as numbered by Flow
+
+
+@dataclass
+class _Info:
+    type: TileType
+    kind: str  # "fresh" | "tied" (writers), "alias", "carried", "result"
+    op: str | None = None
+    stmt: Stmt | None = None
+
+
+@dataclass(frozen=True)
+class _Conflict:
+    x: Slot  # the tile whose buffer is overwritten ...
+    y: Slot  # ... by this writer ...
+    use: Site  # ... while x is still read here
+
+
+@dataclass
+class _Copy:
+    name: str
+    src: str
+    type: TileType
+
+
+class _Planner:
+    def __init__(self, f: Function, env: dict[str, Type | None], arch, ctx):
+        self.f = f
+        self.env = dict(env)
+        self.arch = arch
+        self.ctx = ctx
+        self.flow = Flow(f)
+        self.sites: dict[str, Site] = dict(self.flow.defs)
+        self.paths: dict[str, tuple] = dict(self.flow.paths)
+        self.uses: dict[str, list[Site]] = {k: list(v) for k, v in self.flow.uses.items()}
+        self.info: dict[Slot, _Info] = {}
+        self.parent: dict[Slot, Slot] = {}
+        self.members: dict[Slot, list[Slot]] = {}
+        self.diags: list[Diagnostic] = []
+        self.taken = {p.name for p in f.params} | set(self.flow.defs) | {
+            n.name for n in walk(f) if isinstance(n, Var)}
+        self.copies: dict[Key, list[_Copy]] = {}
+        self.subst: dict[tuple[Key, str], dict[int, str]] = {}  # (statement, "yield"|"init") -> k -> name
+        self.nudge = 0
+
+    # ---------------------------------------------------------------- run
+    def run(self) -> Function:
+        for p in self.f.params:
+            if _tiles_in(p.type):
+                self.diags.append(Diagnostic(
+                    "PTOC-E0384", f"kernel parameter {p.name!r} is a tile; a kernel has no on-chip buffer for it",
+                    p.span, hint="pass a pl.Tensor and load the tile in the kernel with pl.tile.load"))
+        self.collect(self.f.body, 0)
+        self.raise_if_errors()
+        self.carry(self.f.body, 0)
+        self.raise_if_errors()
+        plans = [self.plan(g) for g in self.groups()]
+        self.raise_if_errors()
+        return self.rewrite(plans)
+
+    def raise_if_errors(self) -> None:
+        if self.diags:
+            raise CompileError(sorted_diagnostics(self.diags))
+
+    # ---------------------------------------------------------------- union-find
+    def find(self, s: Slot) -> Slot:
+        root = s
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[s] != root:
+            self.parent[s], s = root, self.parent[s]
+        return root
+
+    def _order(self, s: Slot):
+        return (self.sites[s[0]].pos, s[0], -1 if s[1] is None else s[1])
+
+    def union(self, a: Slot, b: Slot, stmt: Stmt, role: str) -> _Conflict | None:
+        """Merge the buffers of a and b unless a value of one is read after a writer of the other
+        overwrites it; returns that conflict instead (nothing merged). Different memory spaces are an
+        error (PTOC-E0381)."""
+        ta, tb = self.info[a].type, self.info[b].type
+        if (ta.memory or "Vec") != (tb.memory or "Vec"):
+            self.diags.append(Diagnostic(
+                "PTOC-E0381", f"{_slot_name(a)!r} lives in {ta.memory} but {_slot_name(b)!r}, which {role}, "
+                f"lives in {tb.memory}; one buffer cannot be in two memory spaces", stmt.span,
+                hint="make both values live in the same memory space: pl.tile.move one of them first"))
+            return None
+        ra, rb = self.find(a), self.find(b)
+        if ra == rb:
+            return None
+        c = self.cross(self.members[ra], self.members[rb]) or self.cross(self.members[rb], self.members[ra])
+        if c is not None:
+            return c
+        first, second = sorted((ra, rb), key=self._order)
+        self.parent[second] = first
+        self.members[first] = sorted(self.members[first] + self.members.pop(second), key=self._order)
+        return None
+
+    def cross(self, writers: list[Slot], others: list[Slot]) -> _Conflict | None:
+        for y in writers:
+            iy = self.info[y]
+            if iy.kind not in ("fresh", "tied"):
+                continue
+            dy = self.sites[y[0]]
+            for x in others:
+                if x[0] == y[0] or self.sites[x[0]].pos >= dy.pos:
+                    continue
+                u = self.read_after(x[0], dy, iy.op)
+                if u is not None:
+                    return _Conflict(x, y, u)
+        return None
+
+    def read_after(self, x: str, dy: Site, op: str | None) -> Site | None:
+        """A read of `x` that can run after the statement at `dy` wrote over x's buffer."""
+        dx = self.sites[x]
+        for u in self.uses.get(x, []):
+            # a value from outside a loop that is read inside it is needed again in the next iteration
+            if any(L in dy.loops and L not in dx.loops for L in u.loops):
+                return u
+            if u.pos == dy.pos:  # read by the writing statement itself: in place
+                if op in NO_IN_PLACE:
+                    return u
+                continue
+            if u.pos > dy.pos and not _other_branch(u, dy):
+                return u
+        return None
+
+    # ---------------------------------------------------------------- 1. slots; views and in-place ops
+    def add(self, slot: Slot, t: TileType, kind: str, op: str | None, stmt: Stmt | None) -> None:
+        self.info[slot] = _Info(t, kind, op, stmt)
+        self.parent[slot] = slot
+        self.members[slot] = [slot]
+
+    def slots_of(self, name: str) -> list[tuple[Slot, TileType]]:
+        t = self.env.get(name)
+        if isinstance(t, TileType):
+            return [((name, None), t)]
+        if isinstance(t, TupleType):
+            return [((name, k), x) for k, x in enumerate(t.types) if isinstance(x, TileType)]
+        return []
+
+    def slot(self, e: Expr | None) -> Slot | None:
+        if isinstance(e, Var) and isinstance(self.env.get(e.name), TileType):
+            return (e.name, None)
+        return None
+
+    def collect(self, body: tuple[Stmt, ...], key: int) -> None:
+        for i, s in enumerate(body):
+            if isinstance(s, AssignStmt):
+                self.assign(s)
+            elif isinstance(s, (ForStmt, WhileStmt)):
+                for a in s.iter_args:
+                    for slot, t in self.slots_of(a.name):
+                        self.add(slot, t, "carried", None, s)
+            for sub, k in zip(nested_blocks(s), self.flow.body_keys.get((key, i), ())):
+                self.collect(sub, k)
+            if isinstance(s, (ForStmt, WhileStmt, IfStmt)):
+                for r in s.results:
+                    for slot, t in self.slots_of(r.name):
+                        self.add(slot, t, "result", None, s)
+
+    def assign(self, s: AssignStmt) -> None:
+        name = s.target.name
+        slots = self.slots_of(name)
+        if not slots:
+            return
+        v = s.value
+        src: list[Slot] = []
+        kind, op = "fresh", None
+        if isinstance(v, Var):
+            kind, src = "alias", [x for x, _ in self.slots_of(v.name)]
+        elif isinstance(v, GetItem) and isinstance(v.value, Var) and isinstance(v.index, ConstInt):
+            kind, src = "alias", [(v.value.name, v.index.value)]
+        elif isinstance(v, Call):
+            op = self.resolve(v) if v.kind == "op" else None
+            opname = op.name if op is not None else v.op
+            if opname in VIEW_OPS or opname in TIED_OPS:
+                operand = self.slot(_operand(op, v, VIEW_OPS.get(opname) or TIED_OPS[opname]))
+                if operand is not None:
+                    kind, src = ("alias" if opname in VIEW_OPS else "tied"), [operand]
+            op = opname
+        for j, (slot, t) in enumerate(slots):
+            self.add(slot, t, kind if j < len(src) and src[j] in self.info else "fresh", op, s)
+            if j < len(src) and src[j] in self.info:
+                c = self.union(slot, src[j], s, "it is a view of" if kind == "alias" else "is written in place")
+                if c is not None:
+                    self.report(c, s, None, in_place=True)  # only an in-place writer can conflict here
+
+    def resolve(self, call: Call):
+        from ptoc.ops.registry import resolve
+
+        arg_types = [self.env.get(a.name) if isinstance(a, Var) else None for a in call.args]
+        op, _ = resolve(call, arg_types)
+        return op
+
+    # ---------------------------------------------------------------- 2. loops and ifs, innermost first
+    def carry(self, body: tuple[Stmt, ...], key: int) -> None:
+        for i, s in enumerate(body):
+            keys = self.flow.body_keys.get((key, i), ())
+            for sub, k in zip(nested_blocks(s), keys):
+                self.carry(sub, k)
+            if isinstance(s, (ForStmt, WhileStmt)):
+                self.carry_loop(s, (key, i), keys[0])
+            elif isinstance(s, IfStmt):
+                self.carry_if(s, keys)
+
+    def carry_loop(self, s: ForStmt | WhileStmt, at: Key, body_key: int) -> None:
+        ys = s.body[-1].values if s.results else ()
+        for k, a in enumerate(s.iter_args):
+            sa = self.slot(a)
+            if sa is None:
+                continue
+            if k < len(s.results) and self.slot(s.results[k]) is not None:
+                c = self.union(sa, self.slot(s.results[k]), s, "is the loop's result")
+                if c is not None:
+                    self.report(c, s, None)
+            if k < len(ys) and self.slot(ys[k]) is not None:
+                self.join(sa, ys[k].name, s, (body_key, len(s.body) - 1), "yield", k, "is yielded for it")
+            init = s.init_values[k] if k < len(s.init_values) else None
+            if self.slot(init) is not None:
+                self.join(sa, init.name, s, at, "init", k, "is its init value")
+
+    def carry_if(self, s: IfStmt, keys: tuple[int, ...]) -> None:
+        branches = []
+        for b, (body, bk) in enumerate(zip((s.then_body, s.else_body), keys)):
+            if body and isinstance(body[-1], YieldStmt):
+                branches.append((b, body, bk))
+        for k, r in enumerate(s.results):
+            sr = self.slot(r)
+            if sr is None:
+                continue
+            todo = []
+            for b, body, bk in branches:
+                v = body[-1].values[k] if k < len(body[-1].values) else None
+                if self.slot(v) is not None:
+                    local = any(blk == bk for blk, _ in self.paths.get(v.name, ()))
+                    todo.append((0 if local else 1, b, v.name, (bk, len(body) - 1)))
+            for _, _, v, at in sorted(todo):  # values computed in the branch first, pass-through values last
+                self.join(sr, v, s, at, "yield", k, "is yielded for it")
+
+    def join(self, carried: Slot, value: str, s: Stmt, at: Key, what: str, k: int, role: str) -> None:
+        """Put `value` into the buffer of `carried`; when a read would see it overwritten, copy `value`
+        into that buffer instead (a same-space move right before statement `at`)."""
+        c = self.union(carried, (value, None), s, role)
+        if c is None:
+            return
+        t = self.info[(value, None)].type
+        space = t.memory or "Vec"
+        copy = self.copy_type(t, space) if self.arch.tmov.legal(space, space) else None
+        if copy is None:
+            self.report(c, s, f"{space} has no same-space copy on this target")
+            return
+        base = f"{value}_{'init' if what == 'init' else 'carry'}"
+        name, n = base, 1
+        while name in self.taken:
+            name, n = f"{base}_{n}", n + 1
+        self.taken.add(name)
+        site = self.flow.site_at[at]
+        self.nudge += 1
+        csite = replace(site, pos=site.pos - 0.5 + self.nudge * 1e-6)
+        self.env[name] = copy
+        self.sites[name] = csite
+        self.paths[name] = self.flow.path_at[at]
+        self.uses.setdefault(value, []).append(csite)
+        self.uses[name] = [site]  # read by the yield or the loop header
+        self.add((name, None), copy, "fresh", "tile.move", self.flow.stmt_at[at])
+        self.copies.setdefault(at, []).append(_Copy(name, value, copy))
+        self.subst.setdefault((at, what), {})[k] = name
+        c2 = self.union(carried, (name, None), s, role)
+        if c2 is not None:
+            self.report(c2, s, None)
+
+    def copy_type(self, t: TileType, space: str) -> TileType | None:
+        from ptoc.ops.registry import infer_call_type
+
+        call = Call("tile.move", (Var("_"),), (("target_memory", EnumLit("Mem", space)),))
+        mt, diags = infer_call_type(call, [replace(t, memref=None)], {"target_memory": None}, self.ctx)
+        return mt if not diags and isinstance(mt, TileType) else None
+
+    def report(self, c: _Conflict, s: Stmt, why_no_copy: str | None, in_place: bool = False) -> None:
+        iy = self.info[c.y]
+        xn, yn = _slot_name(c.x), _slot_name(c.y)
+        dy = self.sites[c.y[0]]
+        span = iy.stmt.span if iy.stmt is not None else s.span
+        if in_place:
+            self.diags.append(Diagnostic(
+                "PTOC-E0383", f"{iy.op} writes {yn!r} in place into the buffer of {xn!r}, but {xn!r} is read "
+                f"again at line {c.use.line}", span,
+                hint=f"finish every read of {xn!r} before line {dy.line}; after it use {yn!r} instead"))
+            return
+        what = "loop" if isinstance(s, (ForStmt, WhileStmt)) else "if"
+        keeps = ("keeps its carried tile in one buffer" if what == "loop"
+                 else "keeps the tiles its branches yield in one buffer")
+        if iy.op in NO_IN_PLACE and c.use.pos == dy.pos:
+            detail = f"{iy.op} cannot write {yn!r} over its own source {xn!r} (a move never runs in place)"
+        else:
+            detail = f"{yn!r} (line {dy.line}) would overwrite {xn!r}, which is read again at line {c.use.line}"
+        reason = f"; {why_no_copy}" if why_no_copy else ""
+        self.diags.append(Diagnostic(
+            "PTOC-E0382", f"the {what} at line {s.span.line} {keeps}: {detail}{reason}", span,
+            hint=f"read {xn!r} for the last time before {yn!r} is computed, or give the {what} a tile of its own "
+            f"(a separate init value, or a copy made just before pl.yield_)"))
+
+    # ---------------------------------------------------------------- 3. sizes and placement
+    def groups(self) -> list[list[Slot]]:
+        roots: dict[Slot, list[Slot]] = {}
+        for slot in sorted(self.info, key=self._order):
+            roots.setdefault(self.find(slot), []).append(slot)
+        return list(roots.values())
+
+    def plan(self, slots: list[Slot]) -> dict:
+        size = 0
+        space = None
+        for slot in slots:
+            i = self.info[slot]
+            space = space or i.type.memory or "Vec"
+            b = tile_bytes(i.type, self.arch)
+            if b is None:
+                if i.kind == "fresh":
+                    self.diags.append(Diagnostic(
+                        "PTOC-E0380", f"tile {_slot_name(slot)!r} has the dynamic shape {_fmt_shape(i.type)}; "
+                        "an on-chip buffer needs a static size", i.stmt.span if i.stmt else None,
+                        hint="give the tile a static shape and a dynamic valid_shape, e.g. "
+                        "pl.tile.load(x, [0, 0], [64, 64], [m, 64]) for up to 64 rows"))
+                continue
+            size = max(size, b)
+        paths = [self.paths[s[0]] for s in slots]
+        k = 0
+        while all(len(p) > k for p in paths) and len({p[k][0] for p in paths}) == 1:
+            k += 1
+        if k == 0:
+            raise InternalError(f"InitMemRef: no common block for the tiles {[_slot_name(s) for s in slots]}")
+        where = (paths[0][k - 1][0], min(p[k - 1][1] for p in paths))
+        writers = [s for s in slots if self.info[s].kind in ("fresh", "tied") and self.info[s].stmt is not None]
+        at = self.info[writers[0]].stmt if writers else self.flow.stmt_at[where]
+        return {"slots": slots, "space": space, "size": align_up(max(size, 1), self.arch.alignment_bytes),
+                "where": where, "order": (self.flow.stmt_pos[where], self._order(slots[0])), "span": at.span}
+
+    # ---------------------------------------------------------------- 4. rewrite
+    def rewrite(self, plans: list[dict]) -> Function:
+        plans.sort(key=lambda p: p["order"])
+        counter = 0
+        self.memref: dict[Slot, MemRef] = {}
+        self.allocs: dict[Key, list[Stmt]] = {}
+        for p in plans:
+            space = p["space"]
+            while True:
+                name = f"mem_{space.lower()}_{counter}"
+                counter += 1
+                if name not in self.taken:
+                    break
+            self.taken.add(name)
+            span = p["span"] or Span.unknown()
+            size = ConstInt(p["size"], INDEX)
+            alloc = AssignStmt(Var(name, span=span), Call("tile.alloc", (EnumLit("Mem", space), size), span=span),
+                               PtrType(), span=span)
+            self.allocs.setdefault(p["where"], []).append(alloc)
+            ref = MemRef(Var(name), ConstInt(0, INDEX), size)
+            for slot in p["slots"]:
+                self.memref[slot] = ref
+        return replace(self.f, body=self.block(self.f.body, 0))
+
+    def block(self, body: tuple[Stmt, ...], key: int) -> tuple[Stmt, ...]:
+        out: list[Stmt] = []
+        for i, s in enumerate(body):
+            at = (key, i)
+            out.extend(self.allocs.get(at, ()))
+            for c in self.copies.get(at, ()):
+                space = EnumLit("Mem", c.type.memory or "Vec")
+                call = Call("tile.move", (Var(c.src, span=s.span),), (("target_memory", space),), span=s.span)
+                out.append(AssignStmt(Var(c.name, span=s.span), call, self.bind(c.name, None), span=s.span))
+            out.append(self.stmt(s, at))
+        return tuple(out)
+
+    def stmt(self, s: Stmt, at: Key) -> Stmt:
+        keys = self.flow.body_keys.get(at, ())
+        if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
+            s = replace(s, body=self.block(s.body, keys[0]))
+        elif isinstance(s, IfStmt):
+            s = replace(s, then_body=self.block(s.then_body, keys[0]), else_body=self.block(s.else_body, keys[1]))
+        if isinstance(s, (ForStmt, WhileStmt)) and (at, "init") in self.subst:
+            sub = self.subst[(at, "init")]
+            s = replace(s, init_values=tuple(Var(sub[k], span=v.span) if k in sub else v
+                                             for k, v in enumerate(s.init_values)))
+        if isinstance(s, YieldStmt) and (at, "yield") in self.subst:
+            sub = self.subst[(at, "yield")]
+            s = replace(s, values=tuple(Var(sub[k], span=v.span) if k in sub else v for k, v in enumerate(s.values)))
+        if isinstance(s, AssignStmt):
+            ann = self.bind(s.target.name, s.annotation)
+            return s if ann is s.annotation else replace(s, annotation=ann)
+        if isinstance(s, YieldStmt) and len(s.targets) == 1 and s.annotation is not None:
+            ann = self.bind(s.targets[0].name, s.annotation)
+            return s if ann is s.annotation else replace(s, annotation=ann)
+        return s
+
+    def bind(self, name: str, ann: Type | None) -> Type | None:
+        """The annotation of `name` with its MemRef(s); an unannotated tile gets its type written out."""
+        slots = self.slots_of(name)
+        if not slots or not all(s in self.memref for s, _ in slots):
+            return ann
+        t = ann if ann is not None and _tiles_in(ann) else self.env.get(name)
+        if isinstance(t, TileType):
+            return _with_memref(t, self.memref[(name, None)])
+        if isinstance(t, TupleType):
+            return replace(t, types=tuple(_with_memref(x, self.memref[(name, k)]) if isinstance(x, TileType)
+                                          else x for k, x in enumerate(t.types)))
+        return ann
+
+
+def _with_memref(t: TileType, ref: MemRef) -> TileType:
+    return replace(t, memref=ref, view=normalize_tile_view(t.shape, t.memory, t.view))
+
+
+def _tiles_in(t: Type | None) -> bool:
+    if isinstance(t, TupleType):
+        return any(_tiles_in(x) for x in t.types)
+    return isinstance(t, TileType)
+
+
+def _slot_name(s: Slot) -> str:
+    return s[0] if s[1] is None else f"{s[0]}[{s[1]}]"
+
+
+def _other_branch(u: Site, d: Site) -> bool:
+    """Do `u` and `d` sit in different branches of one if (so one never runs after the other)?"""
+    mine = dict(d.branches)
+    return any(k in mine and mine[k] != b for k, b in u.branches)
+
+
+def _operand(op, call: Call, pname: str) -> Expr | None:
+    names = op.param_names
+    for i, a in enumerate(call.args):
+        if i < len(names) and names[i] == pname:
+            return a
+    return call.kwarg(pname)
