@@ -8,7 +8,10 @@ Rules (pto-format.md):
   layout; an ND `[M, 1]` tensor is emitted as DN with strides `[1, M]`;
 - a load's partition sizes are its valid_shapes when given, else its shapes;
 - a store's partition sizes are its explicit partition-shape operand when given (rank > 2 stores,
-  NZ Acc write-back), else the stored tile's valid shape;
+  NZ Acc write-back), else the stored tile's valid shape, left-padded with 1s to the tensor's rank
+  (a 2-D tile stored into a rank-3 tensor writes one batch slice);
+- a store written as a bare statement (its result unused) is a window too; its partition is named
+  after the tensor it writes;
 - loop-carried and yielded tensors are aliases of the parameter they started from.
 """
 
@@ -22,6 +25,7 @@ from ptoc.ir.nodes import (
     AssignStmt,
     Call,
     ConstInt,
+    EvalStmt,
     Expr,
     ForStmt,
     Function,
@@ -56,7 +60,7 @@ class PartitionInfo:
     offsets: tuple[Expr, ...]
     sizes: tuple[Expr, ...]
     call: Call
-    target: str  # the tile (load) or the store's result name
+    target: str  # the tile (load) or the store's result name ("" for a store whose result is unused)
 
 
 def _const(v: int) -> ConstInt:
@@ -126,22 +130,14 @@ class _Collector:
                 self.out.append(PartitionInfo(self.name(s.target.name), "load", root, _items(v.args[1]), sizes, v,
                                               s.target.name))
             elif isinstance(v, Call) and v.kind == "op" and v.op == "tile.store":
-                dst = v.args[2]
-                root = self.root.get(dst.name) if isinstance(dst, Var) else None
-                if root is None:
-                    raise InternalError(f"tile.store into {dst} which is not a kernel parameter")
-                if len(v.args) > 3:
-                    sizes = _items(v.args[3])
-                else:
-                    tile = self.types.get(v.args[0].name) if isinstance(v.args[0], Var) else None
-                    if not isinstance(tile, TileType):
-                        raise InternalError("tile.store of a value whose tile type is unknown")
-                    sizes = tile.view.valid_shape if tile.view is not None and tile.view.valid_shape else tile.shape
-                self.out.append(PartitionInfo(self.name(s.target.name), "store", root, _items(v.args[1]),
-                                              tuple(sizes), v, s.target.name))
+                root = self.store(v, s.target.name)
                 self.root[s.target.name] = root
             else:
                 self.alias(s.target.name, v)
+        elif isinstance(s, EvalStmt):
+            v = s.expr
+            if isinstance(v, Call) and v.kind == "op" and v.op == "tile.store":
+                self.store(v, "")
         elif isinstance(s, ForStmt):
             for a, init in zip(s.iter_args, s.init_values):
                 self.alias(a.name, init)
@@ -160,6 +156,24 @@ class _Collector:
                     self.alias(t.name, v)
         elif isinstance(s, ScopeStmt):
             self.body(s.body)
+
+    def store(self, v: Call, target: str) -> str:
+        dst = v.args[2]
+        root = self.root.get(dst.name) if isinstance(dst, Var) else None
+        if root is None:
+            raise InternalError(f"tile.store into {dst} which is not a kernel parameter")
+        offsets = _items(v.args[1])
+        if len(v.args) > 3:
+            sizes = tuple(_items(v.args[3]))
+        else:
+            tile = self.types.get(v.args[0].name) if isinstance(v.args[0], Var) else None
+            if not isinstance(tile, TileType):
+                raise InternalError("tile.store of a value whose tile type is unknown")
+            sizes = tuple(tile.view.valid_shape if tile.view is not None and tile.view.valid_shape else tile.shape)
+            if len(sizes) < len(offsets):
+                sizes = (_const(1),) * (len(offsets) - len(sizes)) + sizes
+        self.out.append(PartitionInfo(self.name(target or root), "store", root, offsets, sizes, v, target))
+        return root
 
     def _results(self, results, body, iter_args) -> None:
         y = body[-1] if body and isinstance(body[-1], YieldStmt) else None

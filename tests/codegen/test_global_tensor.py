@@ -116,15 +116,19 @@ EXPECTED = {
         "ak_pview": ("bfloat16_t", nd(64, 256, (64, 64)), "ND"), "bk_pview": ("bfloat16_t", nd(256, 128, (64, 128)), "ND"),
         "c_1_pview": ("float", nd(64, 128), "ND")}},
     "nz_weight_int8": {"mm_nz": {
-        # w: logical [512, 256] INT8 -> [1, 256/32, 512/16, 16, 32]
-        "x": ("int8_t", nd(64, 512), "ND"), "w": ("int8_t", nz(1, 8, 32, 32), "NZ"),
-        "out": ("int32_t", nd(64, 256), "ND"),
-        "x_mat_pview": ("int8_t", nd(64, 512), "ND"), "w_mat_pview": ("int8_t", nz(1, 8, 32, 32), "NZ"),
-        "out_1_pview": ("int32_t", nd(64, 256), "ND")}},
+        # w: logical [256, 512] INT8 -> [1, 512/32, 256/16, 16, 32] (the NZ-14 example);
+        # each loop step loads a 256 x 256 window -> [1, 8, 16, 16, 32]
+        "x": ("int8_t", nd(64, 256), "ND"), "w": ("int8_t", nz(1, 16, 16, 32), "NZ"),
+        "out": ("int32_t", nd(64, 512), "ND"),
+        "x_mat_pview": ("int8_t", nd(64, 256), "ND"),
+        "w_mat_pview": ("int8_t", nz(1, 16, 16, 32, (1, 8, 16, 16, 32)), "NZ"),
+        "out_store_pview": ("int32_t", nd(64, 512, (64, 256)), "ND")}},
     "grouped_matmul_nz": {"gmm_kernel": {
         # w: logical [1024, 2048] INT8 -> [1, 64, 64, 16, 32]; window 128 x 256 -> [1, 8, 8, 16, 32]
         "x": ("int8_t", nd(64, 1024), "ND"), "w": ("int8_t", nz(1, 64, 64, 32), "NZ"),
         "out": ("int32_t", nd(64, 2048), "ND"),
+        "x_first_pview": ("int8_t", nd(64, 1024, (64, 128)), "ND"),
+        "w_first_pview": ("int8_t", nz(1, 64, 64, 32, (1, 8, 8, 16, 32)), "NZ"),
         "x_mat_pview": ("int8_t", nd(64, 1024, (64, 128)), "ND"),
         "w_mat_pview": ("int8_t", nz(1, 64, 64, 32, (1, 8, 8, 16, 32)), "NZ"),
         "out_store_pview": ("int32_t", nd(64, 2048, (64, 256)), "ND")}},
