@@ -364,6 +364,58 @@ def write_all_atomic(files: list[tuple[str, str]]) -> None:
         raise
 
 
+@cli.command()
+@click.argument("input_path", metavar="IN.npy", type=click.Path(dir_okay=False))
+@click.option("--layout", required=True, help="ND, DN, NZ, ZN, ZZ (ND->ZZ) or ZZ_DN (DN->ZZ).")
+@click.option("--dtype", "dtype_name", required=True, help="Element type, e.g. int8, fp16, bf16, fp32.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False),
+              help="OUT.bin (raw bytes) or OUT.npy (the packed elements in memory order).")
+def pack(input_path, layout, dtype_name, output) -> None:
+    """Pack a logical array into the bytes a kernel reads from global memory.
+
+    \b
+    ptoc pack w.npy --layout NZ --dtype int8 -o w_nz.bin
+    For a pl.NZ weight [R, C] the bytes are in the blocked order [B, C/c0, R/16, 16, c0] (NZ-2).
+    """
+
+    def run() -> int:
+        from ptoc.reference.packers import pack_file
+
+        try:
+            res = pack_file(input_path, output, layout, dtype_name)
+        except ValueError as e:
+            click.echo(f"ptoc pack: error: {e}", err=True)
+            return EXIT_USER
+        click.echo(f"packed {list(res.logical_shape)} {res.dtype} as {res.layout} "
+                   f"{list(res.physical_shape)} ({res.nbytes} bytes) -> {res.out_path}", err=True)
+        return EXIT_OK
+
+    sys.exit(_run_guarded(run))
+
+
+@cli.command()
+@click.argument("input_path", metavar="IN.bin|IN.npy", type=click.Path(dir_okay=False))
+@click.option("--layout", required=True, help="The layout the bytes are in (see `ptoc pack --help`).")
+@click.option("--dtype", "dtype_name", required=True, help="Element type, e.g. int8, fp16, bf16, fp32.")
+@click.option("--shape", required=True, help="The logical shape, e.g. 256,512.")
+@click.option("-o", "--output", required=True, type=click.Path(dir_okay=False), help="OUT.npy (logical array).")
+def unpack(input_path, layout, dtype_name, shape, output) -> None:
+    """Turn global-memory bytes back into the logical array (the inverse of `ptoc pack`)."""
+
+    def run() -> int:
+        from ptoc.reference.packers import unpack_file
+
+        try:
+            res = unpack_file(input_path, output, layout, dtype_name, shape)
+        except ValueError as e:
+            click.echo(f"ptoc unpack: error: {e}", err=True)
+            return EXIT_USER
+        click.echo(f"unpacked {res.layout} {res.dtype} -> {list(res.logical_shape)} -> {res.out_path}", err=True)
+        return EXIT_OK
+
+    sys.exit(_run_guarded(run))
+
+
 def _pass_names() -> list[str]:
     from ptoc.passes.manager import PIPELINE
 
