@@ -102,6 +102,12 @@ CODES: dict[str, str] = {
     "PTOC-E0451": "the PTO assembler timed out",
     "PTOC-E0452": "the PTO assembler reported an error",
     "PTOC-E0453": "no PTO assembler found",
+    # numeric reference: ptoc.reference.interp (PTOC-E0500..E0519)
+    "PTOC-E0500": "the reference cannot execute this operator yet",
+    "PTOC-E0501": "the reference has no numeric model of this dtype",
+    "PTOC-E0502": "kernel inputs do not match the kernel's parameters",
+    "PTOC-E0503": "kernel accesses memory outside a tensor or tile",
+    "PTOC-E0504": "kernel faults while the reference executes it",
     # internal
     "PTOC-I0001": "internal error",
     "PTOC-I0100": "function not emitted",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 
 from ptoc.diagnostics import CompileError, Diagnostic, DiagnosticSink, Span
-from ptoc.frontend.syntax import SN, parse_syntax
+from ptoc.frontend.syntax import SN, gc_paused, parse_syntax
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
     FUNCTION_TYPES,
@@ -901,6 +901,11 @@ class Builder:
 def parse_program(text: str, file: str = "<input>", verify: bool = True, ctx=None,
                   check_ops: bool = True) -> Program:
     """Parse IR text. Raises `CompileError` with every diagnostic found."""
+    with gc_paused():  # the front end builds large acyclic structures (see syntax.gc_paused)
+        return _parse_program(text, file, verify, ctx, check_ops)
+
+
+def _parse_program(text: str, file: str, verify: bool, ctx, check_ops: bool) -> Program:
     nodes, diags = parse_syntax(text, file)
     if nodes is None:
         raise CompileError(diags)
