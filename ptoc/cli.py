@@ -416,6 +416,192 @@ def unpack(input_path, layout, dtype_name, shape, output) -> None:
     sys.exit(_run_guarded(run))
 
 
+def _name_values(pairs, what: str, cast) -> dict:
+    out = {}
+    for item in pairs:
+        name, sep, value = item.partition("=")
+        if not sep or not name.strip():
+            raise click.BadParameter(f"{item!r}: write NAME=VALUE", param_hint=what)
+        try:
+            out[name.strip()] = cast(value.strip())
+        except ValueError:
+            raise click.BadParameter(f"{item!r}: {value!r} is not a number", param_hint=what) from None
+    return out
+
+
+def _number(v: str):
+    try:
+        return int(v)
+    except ValueError:
+        return float(v)
+
+
+def _validate(file, text, ctx, seed, dims, scalars, reporter) -> int:
+    from ptoc.diagnostics import CompileError
+    from ptoc.driver import frontend
+    from ptoc.reference.validate import format_table, validate_program
+
+    d = _name_values(dims, "--dim", int)
+    sc = _name_values(scalars, "--scalar", _number)
+    try:
+        prog = frontend(text, file, ctx)
+        reports = validate_program(prog, ctx, seed=seed, dims=d, scalars=sc, source_name=file)
+    except CompileError as e:
+        reporter.emit(e.diagnostics, text)
+        return EXIT_USER
+    if not reports:
+        click.echo(f"{file}: no kernel (InCore/AIC/AIV function) to validate", err=True)
+        return EXIT_USER
+    click.echo(format_table(reports))
+    return EXIT_USER if any(r.first_failure for r in reports) else EXIT_OK
+
+
+@cli.command()
+@click.argument("file", type=click.Path(dir_okay=False))
+@click.option("--input", "inputs", multiple=True, metavar="NAME=FILE.npy|NUMBER",
+              help="A tensor parameter's logical array (.npy) or a scalar parameter's value; repeatable.")
+@click.option("--dim", "dims", multiple=True, metavar="NAME=N", help="Value of a dynamic dimension (default: "
+              "taken from the input arrays' shapes).")
+@click.option("--function", "fn_name", help="The kernel to run (default: the only kernel of FILE).")
+@click.option("--stage", metavar="PASS|frontend", help="Run the IR after PASS (or the front end's IR) instead of "
+              "the fully lowered IR.")
+@click.option("--pto", "pto_path", type=click.Path(dir_okay=False), help="Run this emitted .pto instead of the IR.")
+@click.option("--output-dir", type=click.Path(file_okay=False), default=".", show_default=True,
+              help="Where to write <param>.npy for every tensor the kernel writes.")
+@arch_option
+@diagnostics_option
+def run(file, inputs, dims, fn_name, stage, pto_path, output_dir, arch, diag_fmt) -> None:
+    """Execute a kernel of FILE on the numeric reference and write its outputs as .npy.
+
+    \b
+    ptoc run kernel.ir --input x=x.npy --input w=w.npy --output-dir out/
+    ptoc run kernel.ir --input x=x.npy --stage frontend          # the IR as written
+    ptoc run kernel.ir --input x=x.npy --pto kernel.pto          # the emitted .pto
+    Inputs are logical arrays; NZ tensors are packed by ptoc. Out parameters without an input start as zeros.
+    """
+    names = _pass_names()
+    if stage is not None and stage != "frontend" and stage not in names:
+        raise click.BadParameter(f"unknown pass {stage!r}; use frontend or one of: {', '.join(names)}",
+                                 param_hint="--stage")
+    if stage is not None and pto_path is not None:
+        raise click.UsageError("--stage and --pto cannot be used together")
+
+    def run_() -> int:
+        import numpy as np
+
+        from ptoc.context import CompileContext
+        from ptoc.diagnostics import CompileError, Diagnostic, Span
+        from ptoc.driver import frontend, lower
+
+        reporter = Reporter(diag_fmt)
+        text = _read_source(file, reporter)
+        if text is None:
+            return EXIT_USER
+        ctx = CompileContext(arch=arch, ptoas_version=_pinned())
+        values: dict = {}
+        for item in inputs:
+            name, sep, value = item.partition("=")
+            if not sep:
+                raise click.BadParameter(f"{item!r}: write NAME=FILE.npy or NAME=NUMBER", param_hint="--input")
+            try:
+                values[name] = np.load(value, allow_pickle=False) if value.endswith(".npy") else _number(value)
+            except (OSError, ValueError) as e:
+                reporter.emit([Diagnostic("PTOC-E0506", f"--input {name}: cannot read {value}: {e}",
+                                          Span(value, 0, 0, 0, 0))], None)
+                return EXIT_USER
+        d = _name_values(dims, "--dim", int)
+        try:
+            prog = frontend(text, file, ctx)
+            kernels_ = [f for f in prog.functions if f.func_type in ("InCore", "AIC", "AIV")]
+            if fn_name is None:
+                if len(kernels_) != 1:
+                    raise click.UsageError(f"{file} has {len(kernels_)} kernels; choose one with --function "
+                                           f"({', '.join(f.name for f in kernels_)})")
+                fn_name_ = kernels_[0].name
+            else:
+                fn_name_ = fn_name
+                if prog.function(fn_name_) is None:
+                    raise click.BadParameter(f"{file} has no function {fn_name_!r}", param_hint="--function")
+            fn = prog.function(fn_name_)
+            _infer_dims(prog, fn, values, d)
+            if pto_path is not None:
+                outs = _run_pto_file(pto_path, prog, fn, values, d, ctx)
+            else:
+                from ptoc.reference.interp import run_function
+
+                target = prog if stage == "frontend" else lower(prog, ctx, stop_after=stage).program
+                outs = run_function(target, fn_name_, {**values, **d}, ctx)
+        except CompileError as e:
+            reporter.emit(e.diagnostics, text)
+            return EXIT_USER
+        os.makedirs(output_dir, exist_ok=True)
+        for name, arr in sorted(outs.items()):
+            if not isinstance(arr, np.ndarray):
+                arr = np.asarray(arr)
+            safe = name.replace("[", "_").replace("]", "")
+            path = os.path.join(output_dir, f"{safe}.npy")
+            np.save(path, arr)
+            click.echo(f"wrote {path} {list(arr.shape)} {arr.dtype}", err=True)
+        return EXIT_OK
+
+    sys.exit(_run_guarded(run_))
+
+
+def _infer_dims(prog, fn, values: dict, dims: dict) -> None:
+    """Dynamic dimensions not given with --dim are read off the input arrays' shapes."""
+    from ptoc.ir.nodes import TensorType, Var
+
+    for p in fn.params:
+        arr = values.get(p.name)
+        if isinstance(p.type, TensorType) and hasattr(arr, "shape") and len(arr.shape) == p.type.rank:
+            for d, n in zip(p.type.shape, arr.shape):
+                if isinstance(d, Var) and d.name not in dims:
+                    dims[d.name] = int(n)
+
+
+def _run_pto_file(pto_path, prog, fn, values, dims, ctx):
+    import numpy as np
+
+    from ptoc.codegen.pto import dynamic_dims
+    from ptoc.diagnostics import CompileError, Diagnostic, Span
+    from ptoc.driver import lower
+    from ptoc.ir import dtypes as _dt
+    from ptoc.ir.nodes import ScalarType, TensorType
+    from ptoc.reference.pto_exec import PtoExecError, run_pto_logical
+    from ptoc.reference.validate import _eval_dim, _pto_layout
+
+    try:
+        with open(pto_path, encoding="utf-8") as fh:
+            text = fh.read()
+    except OSError as e:
+        raise CompileError([Diagnostic("PTOC-E0004", f"cannot read {pto_path}: {e.strerror or e}",
+                                       Span(pto_path, 0, 0, 0, 0))]) from None
+    low = lower(prog, ctx).program
+    low_fn = low.function(fn.name)
+    logical = {p.name: p.type for p in fn.params}
+    tensors, names, scal = {}, {}, []
+    for p in low_fn.params:
+        if isinstance(p.type, TensorType):
+            lt = logical.get(p.name, p.type)
+            arr = values.get(p.name)
+            if arr is None:
+                arr = np.zeros(tuple(_eval_dim(x, dims) for x in lt.shape), dtype=_dt.numpy_dtype(p.type.dtype))
+            names[len(tensors)] = p.name
+            tensors[len(tensors)] = (arr, _pto_layout(p.type))
+        elif isinstance(p.type, ScalarType):
+            if p.name not in values:
+                raise CompileError([Diagnostic("PTOC-E0506", f"scalar parameter {p.name} needs --input "
+                                               f"{p.name}=VALUE", p.span)])
+            scal.append(values[p.name])
+    try:
+        out = run_pto_logical(text, fn.name, tensors, scal, [dims[x] for x in dynamic_dims(low, low_fn)])
+    except PtoExecError as e:
+        raise CompileError([Diagnostic("PTOC-E0504", f"executing {pto_path}: {e}", Span(pto_path, 0, 0, 0, 0))]) \
+            from None
+    written = {p.name for p in fn.params if p.direction in ("Out", "InOut")}
+    return {names[i]: a for i, a in out.items() if names[i] in written or names[i] not in logical}
+
+
 def _pass_names() -> list[str]:
     from ptoc.passes.manager import PIPELINE
 
@@ -434,10 +620,17 @@ def _pass_names() -> list[str]:
 @click.option("--timings", is_flag=True, help="Print per-pass seconds on stderr (and write "
               "pipeline_profile.json into --dump-dir when given).")
 @click.option("--roundtrip-check", is_flag=True, help="After every pass, check print -> parse -> equal.")
+@click.option("--validate", is_flag=True, help="Run every kernel at the front end, after every pass and as "
+              "emitted .pto on the same seeded random inputs; print a table and name the first stage that "
+              "differs (exit 1).")
+@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the --validate inputs.")
+@click.option("--dim", "dims", multiple=True, metavar="NAME=N", help="Value of a dynamic dimension for --validate.")
+@click.option("--scalar", "scalars", multiple=True, metavar="NAME=V", help="Value of a scalar parameter for "
+              "--validate (default: 1 for integers, a random value for floats).")
 @arch_option
 @diagnostics_option
-def passes(file, list_only, dump_after, dump_before, stop_after, dump_dir, timings, roundtrip_check, arch,
-           diag_fmt) -> None:
+def passes(file, list_only, dump_after, dump_before, stop_after, dump_dir, timings, roundtrip_check, validate,
+           seed, dims, scalars, arch, diag_fmt) -> None:
     """Show the lowering pipeline, or run it on FILE and show the IR between passes.
 
     \b
@@ -468,6 +661,8 @@ def passes(file, list_only, dump_after, dump_before, stop_after, dump_dir, timin
         if text is None:
             return EXIT_USER
         ctx = CompileContext(arch=arch, ptoas_version=_pinned())
+        if validate:
+            return _validate(file, text, ctx, seed, dims, scalars, reporter)
         stop = stop_after
         if stop is None and dump_after not in (None, "all"):
             stop = dump_after

@@ -108,6 +108,8 @@ CODES: dict[str, str] = {
     "PTOC-E0502": "kernel inputs do not match the kernel's parameters",
     "PTOC-E0503": "kernel accesses memory outside a tensor or tile",
     "PTOC-E0504": "kernel faults while the reference executes it",
+    "PTOC-E0505": "validation needs a value for a dynamic dimension",
+    "PTOC-E0506": "bad --input / --dim / --scalar value",
     # internal
     "PTOC-I0001": "internal error",
     "PTOC-I0100": "function not emitted",

@@ -128,6 +128,35 @@ STORE_ATTRS = {
 }
 
 
+def dynamic_dims(program: Program, fn: Function, defined: set[str] | None = None) -> list[str]:
+    """The dynamic dimension symbols of kernel `fn`, in the order of its trailing `index` arguments:
+    first seen in the parameter types, then in the body. `defined`: names the body binds itself."""
+    from ptoc.ir.verifier import function_types, iter_type_exprs
+    from ptoc.ir.visitor import walk
+
+    if defined is None:
+        defined = set(function_types(program).get(fn.name, {}))
+    params = {p.name for p in fn.params}
+    declared = {d.name for d in program.dynamic_dims}
+    seen: list[str] = []
+
+    def visit(e: Expr, in_type: bool) -> None:
+        for node in walk(e):
+            if isinstance(node, Var) and node.name not in params and node.name not in seen and (
+                    in_type or node.name in declared):
+                seen.append(node.name)
+
+    for p in fn.params:
+        for e in iter_type_exprs(p.type):
+            visit(e, True)
+    for s in fn.body:
+        for node in walk(s):
+            if isinstance(node, Var) and node.name in declared and node.name not in defined \
+                    and node.name not in seen and node.name not in params:
+                seen.append(node.name)
+    return seen
+
+
 def kernel_functions(program: Program) -> list[Function]:
     """The functions `emit_module` emits: AIC, AIV and InCore kernels, in program order."""
     return [f for f in program.functions if f.func_type in KERNEL_KIND]
@@ -362,30 +391,7 @@ class _FunctionEmitter:
         return out
 
     def _dynamic_dims(self) -> list[str]:
-        """Dynamic dimension symbols in first-seen order: parameter types, then the body."""
-        from ptoc.ir.verifier import iter_type_exprs
-        from ptoc.ir.visitor import walk
-
-        params = {p.name for p in self.fn.params}
-        declared = {d.name for d in self.program.dynamic_dims}
-        seen: list[str] = []
-
-        def visit(e: Expr, in_type: bool) -> None:
-            for node in walk(e):
-                if isinstance(node, Var) and node.name not in params and node.name not in seen and (
-                        in_type or node.name in declared):
-                    seen.append(node.name)
-
-        for p in self.fn.params:
-            for e in iter_type_exprs(p.type):
-                visit(e, True)
-        defined = set(self.types)
-        for s in self.fn.body:
-            for node in walk(s):
-                if isinstance(node, Var) and node.name in declared and node.name not in defined \
-                        and node.name not in seen and node.name not in params:
-                    seen.append(node.name)
-        return seen
+        return dynamic_dims(self.program, self.fn, set(self.types))
 
     # ------------------------------------------------------------------ prescan: buffers and their handles
     def _prescan(self, body: tuple[Stmt, ...]) -> None:

@@ -1,0 +1,234 @@
+"""Per-pass validation: run a kernel at every pipeline stage and the emitted .pto on the same seeded
+inputs, and name the first stage whose results differ from the front end's.
+
+Data movement and integer math must agree bit for bit; float results within a tolerance that fits the
+output dtype (FP32: rtol 1e-5; FP16/BF16 and narrower: rtol 1e-2).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from ptoc.context import CompileContext
+from ptoc.diagnostics import CompileError, Diagnostic, Span
+from ptoc.ir import dtypes
+from ptoc.ir.nodes import ConstInt, Function, Program, ScalarType, TensorType, Var
+
+KERNEL_TYPES = ("InCore", "AIC", "AIV")
+
+
+@dataclass
+class StageResult:
+    stage: str
+    ok: bool
+    detail: str = ""
+
+
+@dataclass
+class KernelReport:
+    kernel: str
+    rows: list[StageResult] = field(default_factory=list)
+
+    @property
+    def first_failure(self) -> StageResult | None:
+        return next((r for r in self.rows if not r.ok), None)
+
+
+def kernels(program: Program) -> list[Function]:
+    return [f for f in program.functions if f.func_type in KERNEL_TYPES]
+
+
+def _eval_dim(e, dims: dict[str, int]) -> int:
+    if isinstance(e, ConstInt):
+        return e.value
+    if isinstance(e, Var) and e.name in dims:
+        return dims[e.name]
+    from ptoc.analysis.arith import eval_int
+
+    return int(eval_int(e, dims))
+
+
+def dim_symbols(program: Program, fn: Function) -> list[str]:
+    from ptoc.ir.verifier import iter_type_exprs
+    from ptoc.ir.visitor import walk
+
+    params = {p.name for p in fn.params}
+    out: list[str] = []
+    for p in fn.params:
+        for e in iter_type_exprs(p.type):
+            for n in walk(e):
+                if isinstance(n, Var) and n.name not in params and n.name not in out:
+                    out.append(n.name)
+    return out
+
+
+def random_inputs(program: Program, fn: Function, seed: int, dims: dict[str, int],
+                  scalars: dict[str, float] | None = None) -> dict[str, object]:
+    """Seeded inputs for every parameter of `fn` (tensors logical, in their dtype). Out parameters get
+    random initial contents too, so a partial store compares equal only if it writes the same window."""
+    rng = np.random.default_rng(seed)
+    scalars = scalars or {}
+    used = set(dim_symbols(program, fn))
+    out: dict[str, object] = {k: v for k, v in dims.items() if k in used}
+    for p in fn.params:
+        t = p.type
+        if isinstance(t, TensorType):
+            shape = tuple(_eval_dim(d, dims) for d in t.shape)
+            out[p.name] = _random_array(rng, shape, t.dtype)
+        elif isinstance(t, ScalarType):
+            if p.name in scalars:
+                out[p.name] = scalars[p.name]
+            elif t.dtype.is_float:
+                out[p.name] = float(np.float16(rng.uniform(0.5, 2.0)))
+            else:
+                out[p.name] = 1
+    return out
+
+
+def _random_array(rng, shape, dt: dtypes.DType) -> np.ndarray:
+    npd = dtypes.numpy_dtype(dt)
+    if npd is None:
+        raise CompileError([Diagnostic("PTOC-E0501", f"the reference has no numeric model of {dt.name}", None)])
+    if dt.is_packed_fp4:
+        return rng.integers(0, 256, size=shape, dtype=np.uint8)
+    if dt.is_float:
+        return rng.standard_normal(shape).astype(np.float32).astype(npd)
+    if dt.kind == "bool":
+        return rng.integers(0, 2, size=shape).astype(bool)
+    info = np.iinfo(npd)
+    lo, hi = max(int(info.min), -100), min(int(info.max), 100)
+    return rng.integers(lo, hi + 1, size=shape).astype(npd)
+
+
+def _tolerance(fn: Function) -> tuple[float, float]:
+    narrow = any(isinstance(p.type, TensorType) and p.type.dtype.is_float and p.type.dtype.bits < 32
+                 for p in fn.params)
+    return (1e-2, 1e-2) if narrow else (1e-5, 1e-6)
+
+
+def _pto_layout(t: TensorType) -> str:
+    return "NZ" if t.layout == "NZ" else ("DN" if t.layout == "DN" else "ND")
+
+
+def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims: dict[str, int] | None = None,
+                     scalars: dict[str, float] | None = None, source_name: str = "<input>",
+                     broken_pass=None) -> list[KernelReport]:
+    """Run every kernel at the front end, after every pass and as emitted .pto; compare with the front end.
+    `broken_pass`: (test hook) a pass class to insert into the pipeline after BlockNzTensorViews."""
+    from ptoc.driver import check_assembler_version
+    from ptoc.passes.manager import PIPELINE, available_pipeline, run_pipeline
+    from ptoc.reference.interp import compare_outputs, run_function
+
+    dims = dict(dims or {})
+    passes = available_pipeline()
+    if broken_pass is not None:
+        idx = [n for _, n in PIPELINE].index("BlockNzTensorViews") + 1
+        passes = passes[:idx] + [broken_pass] + passes[idx:]
+    check_assembler_version(program, ctx)
+    snap = _Snapshots()
+    run_pipeline(program, ctx, passes=passes, instruments=[snap])
+    stages: list[tuple[str, Program]] = [("frontend", program)] + snap.stages
+    reports = []
+    for fn in kernels(program):
+        missing = [d for d in dim_symbols(program, fn) if d not in dims]
+        if missing:
+            raise CompileError([Diagnostic(
+                "PTOC-E0505", f"{fn.name} has dynamic dimension(s) {', '.join(missing)}: give each a value",
+                fn.span, hint="e.g. --dim " + " --dim ".join(f"{m}=64" for m in missing))])
+        inputs = random_inputs(program, fn, seed, dims, scalars)
+        rtol, atol = _tolerance(fn)
+        rep = KernelReport(fn.name)
+        reference = run_function(program, fn.name, inputs, ctx)
+        rep.rows.append(StageResult("frontend", True, "reference"))
+        for name, p in stages[1:]:
+            if p.function(fn.name) is None:
+                rep.rows.append(StageResult(name, False, "the kernel disappeared"))
+                continue
+            try:
+                got = run_function(p, fn.name, _adapt_inputs(p.function(fn.name), inputs, dims), ctx)
+                diffs = compare_outputs(reference, got, rtol=rtol, atol=atol)
+                rep.rows.append(StageResult(name, not diffs, "; ".join(diffs[:3])))
+            except CompileError as e:
+                rep.rows.append(StageResult(name, False, "; ".join(d.message for d in e.diagnostics[:2])))
+        rep.rows.append(_run_emitted(stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol))
+        reports.append(rep)
+    return reports
+
+
+class _Snapshots:
+    """Pipeline instrument: keeps the program after every pass."""
+
+    def __init__(self):
+        self.stages: list[tuple[str, Program]] = []
+
+    def before_pipeline(self, program, ctx):
+        pass
+
+    def before_pass(self, index, p, program):
+        pass
+
+    def after_pass(self, index, p, program, seconds):
+        self.stages.append((p.name, program))
+
+
+def _adapt_inputs(fn: Function, inputs: dict, dims: dict) -> dict:
+    """Inputs for a later stage: parameters a pass added (e.g. `<result>_out`) start from zeros."""
+    out = {k: v for k, v in inputs.items() if fn.param(k) is not None or k in dims and k in inputs}
+    for p in fn.params:
+        if p.name not in out and isinstance(p.type, TensorType):
+            shape = tuple(_eval_dim(d, dims) for d in p.type.shape)
+            out[p.name] = np.zeros(shape, dtype=dtypes.numpy_dtype(p.type.dtype))
+    return out
+
+
+def _run_emitted(lowered: Program, fn: Function, inputs: dict, dims: dict, reference, ctx, rtol, atol) -> StageResult:
+    from ptoc.codegen.pto import dynamic_dims, emit_module
+    from ptoc.reference.interp import compare_outputs
+    from ptoc.reference.pto_exec import PtoExecError, run_pto_logical
+
+    try:
+        text, _ = emit_module(lowered, ctx)
+    except CompileError as e:
+        return StageResult(".pto (emitted)", False, "; ".join(d.message for d in e.diagnostics[:2]))
+    low_fn = lowered.function(fn.name)
+    logical = {p.name: p.type for p in fn.params}
+    tensors: dict[int, tuple] = {}
+    names: dict[int, str] = {}
+    scal: list = []
+    for p in low_fn.params:
+        if isinstance(p.type, TensorType):
+            i = len(tensors)
+            lt = logical.get(p.name, p.type)
+            arr = inputs.get(p.name)
+            if arr is None:
+                arr = np.zeros(tuple(_eval_dim(d, dims) for d in lt.shape), dtype=dtypes.numpy_dtype(p.type.dtype))
+            tensors[i] = (arr, _pto_layout(p.type))
+            names[i] = p.name
+        elif isinstance(p.type, ScalarType):
+            scal.append(inputs[p.name])
+    dyn = [dims[d] for d in dynamic_dims(lowered, low_fn)]
+    try:
+        out = run_pto_logical(text, fn.name, tensors, scal, dyn)
+    except PtoExecError as e:
+        return StageResult(".pto (emitted)", False, str(e))
+    got = {names[i]: a for i, a in out.items() if names[i] in reference}
+    expected = {k: v for k, v in reference.items() if k in got}
+    diffs = compare_outputs(expected, got, rtol=rtol, atol=atol)
+    return StageResult(".pto (emitted)", not diffs, "; ".join(diffs[:3]))
+
+
+def format_table(reports: list[KernelReport]) -> str:
+    lines = []
+    for rep in reports:
+        lines.append(f"kernel {rep.kernel}")
+        lines.append(f"  {'stage':28} {'result':7} detail")
+        for r in rep.rows:
+            lines.append(f"  {r.stage:28} {'ok' if r.ok else 'DIFFERS':7} {r.detail}".rstrip())
+        ff = rep.first_failure
+        lines.append(f"  first stage that differs: {ff.stage}" if ff else "  every stage agrees with the front end")
+    return "\n".join(lines)
+
+
+__all__ = ["KernelReport", "StageResult", "format_table", "random_inputs", "validate_program", "Span"]
