@@ -1,0 +1,182 @@
+"""End-to-end speed of `ptoc compile`.
+
+Generates programs of about 1k, 10k and 100k lines out of the kernels in `examples/` (each copy
+renamed), and measures for each size:
+
+- `ptoc compile` wall time of the real CLI in a subprocess (best of N), as lines per second;
+- the time of each stage in-process: front end (parse + check), every pass, .pto emission, header;
+- the ratio of the compile time to CPython's `ast.parse` of the same text;
+
+and separately the wall time of compiling the README example (`examples/nz_weight_int8.ir`) including
+interpreter start-up (median of 7 runs). It prints the goals and whether each is met: linear scaling
+(100k lines within 12x of 10k), the README example under 300 ms, a 10k-line compile within 8x of
+`ast.parse`.
+
+    python benchmarks/compile_bench.py [--sizes 1000,10000,100000] [--repeat 2] [--json OUT]
+
+This is a measurement, not a test: nothing here asserts on timings. Python byte-code caching matters
+for start-up: run it from an installed ptoc (pip compiles the byte code) or with PYTHONDONTWRITEBYTECODE
+unset.
+"""
+
+from __future__ import annotations
+
+import argparse
+import ast
+import json
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = ROOT / "examples"
+README_EXAMPLE = EXAMPLES / "nz_weight_int8.ir"
+
+
+def _kernel_blocks() -> list[tuple[str, list[str]]]:
+    """(name, lines) of every kernel function of the examples (4-space class-member indentation)."""
+    blocks = []
+    for path in sorted(EXAMPLES.glob("*.ir")):
+        lines = path.read_text().splitlines()
+        i = 0
+        while i < len(lines):
+            if lines[i].startswith("    @pl.function") and any(k in lines[i] for k in ("InCore", "AIC", "AIV")):
+                j = i + 1
+                while j < len(lines) and not lines[j].startswith("    @pl.function"):
+                    j += 1
+                name = re.search(r"def (\w+)\(", lines[i + 1]).group(1)
+                blocks.append((name, [ln for ln in lines[i:j] if ln.strip()]))
+                i = j
+            else:
+                i += 1
+    return blocks
+
+
+def generate(n_lines: int) -> str:
+    blocks = _kernel_blocks()
+    out = ["# pypto.program: bench", "import pypto.language as pl", "", 'M = pl.dynamic("M")', "",
+           "@pl.program", "class bench:"]
+    k = 0
+    while len(out) < n_lines:
+        name, lines = blocks[k % len(blocks)]
+        renamed = [ln.replace(f"def {name}(", f"def {name}_{k}(") for ln in lines]
+        out.extend(renamed)
+        k += 1
+    return "\n".join(out) + "\n"
+
+
+def _ptoc() -> list[str]:
+    exe = Path(sys.executable).with_name("ptoc")
+    return [str(exe)] if exe.exists() else [sys.executable, "-m", "ptoc.cli"]
+
+
+def time_cli(args: list[str], repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        r = subprocess.run(_ptoc() + args, capture_output=True, text=True, check=False)
+        dt = time.perf_counter() - t0
+        if r.returncode != 0:
+            raise SystemExit(f"ptoc {' '.join(args)} failed:\n{r.stderr[-2000:]}")
+        best = min(best, dt)
+    return best
+
+
+def stage_times(text: str) -> dict[str, float]:
+    from ptoc import __version__
+    from ptoc.codegen.global_tensor import emit_header
+    from ptoc.codegen.pto import emit_module
+    from ptoc.context import CompileContext
+    from ptoc.driver import frontend, lower
+
+    ctx = CompileContext()
+    t0 = time.perf_counter()
+    prog = frontend(text, "bench.ir", ctx)
+    t1 = time.perf_counter()
+    low = lower(prog, ctx, timings=True)
+    t2 = time.perf_counter()
+    emit_module(low.program, ctx)
+    t3 = time.perf_counter()
+    emit_header(low.program, ctx, "bench.ir", __version__)
+    t4 = time.perf_counter()
+    out = {"frontend": t1 - t0}
+    for row in low.profile["passes"]:
+        out[row["pass"]] = row["seconds"]
+    out["passes (total, incl. verification)"] = t2 - t1
+    out["emit .pto"] = t3 - t2
+    out["emit header"] = t4 - t3
+    return out
+
+
+def time_ast(text: str, repeat: int) -> float:
+    best = float("inf")
+    for _ in range(repeat):
+        t0 = time.perf_counter()
+        ast.parse(text)
+        best = min(best, time.perf_counter() - t0)
+    return best
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--sizes", default="1000,10000,100000")
+    ap.add_argument("--repeat", type=int, default=2)
+    ap.add_argument("--json", dest="json_out")
+    args = ap.parse_args()
+    sizes = [int(s) for s in args.sizes.split(",")]
+    results: dict = {"sizes": []}
+    with tempfile.TemporaryDirectory() as td:
+        for n in sizes:
+            text = generate(n)
+            lines = text.count("\n")
+            src = Path(td) / f"bench_{n}.ir"
+            src.write_text(text)
+            wall = time_cli(["compile", str(src), "-o", str(Path(td) / f"bench_{n}.pto")],
+                            args.repeat if n <= 10000 else 1)
+            a = time_ast(text, 5)
+            row = {"lines": lines, "compile_s": wall, "lines_per_s": lines / wall, "ast_parse_s": a,
+                   "ratio_to_ast": wall / a}
+            if n == 10000 or (n == sizes[0] and 10000 not in sizes):
+                row["stages"] = stage_times(text)
+            results["sizes"].append(row)
+            print(f"{lines:>7} lines  compile {wall:8.3f} s  {lines / wall:9.0f} lines/s  "
+                  f"ast.parse {a:.4f} s  ratio {wall / a:6.1f}x", flush=True)
+        runs = []
+        for _ in range(7):
+            t0 = time.perf_counter()
+            subprocess.run(_ptoc() + ["compile", str(README_EXAMPLE), "-o", str(Path(td) / "readme.pto")],
+                           capture_output=True, check=True)
+            runs.append(time.perf_counter() - t0)
+        results["readme_example_s"] = statistics.median(runs)
+    for row in results["sizes"]:
+        if "stages" in row:
+            print(f"\nstages at {row['lines']} lines (in-process):")
+            for k, v in row["stages"].items():
+                print(f"  {k:36} {v:8.3f} s")
+    print(f"\nREADME example (ptoc compile examples/nz_weight_int8.ir, with start-up): "
+          f"{results['readme_example_s'] * 1000:.0f} ms (median of 7)")
+    goals = []
+    ten = next((r for r in results["sizes"] if 9000 <= r["lines"] <= 11000), None)
+    hundred = next((r for r in results["sizes"] if 90000 <= r["lines"] <= 110000), None)
+    if ten and hundred:
+        f = hundred["compile_s"] / ten["compile_s"]
+        goals.append(("linear scaling: 100k lines within 12x of 10k", f"{f:.1f}x", f <= 12))
+    goals.append(("README example under 300 ms wall", f"{results['readme_example_s'] * 1000:.0f} ms",
+                  results["readme_example_s"] < 0.3))
+    if ten:
+        goals.append(("10k-line compile within 8x of ast.parse", f"{ten['ratio_to_ast']:.1f}x",
+                      ten["ratio_to_ast"] <= 8))
+    print("\ngoals:")
+    for name, value, met in goals:
+        print(f"  {'met    ' if met else 'NOT met'}  {name}: {value}")
+    results["goals"] = [{"goal": g, "value": v, "met": m} for g, v, m in goals]
+    if args.json_out:
+        Path(args.json_out).write_text(json.dumps(results, indent=2))
+
+
+if __name__ == "__main__":
+    main()
