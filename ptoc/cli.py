@@ -69,7 +69,8 @@ def _read_source(path: str, reporter: Reporter) -> str | None:
     except UnicodeDecodeError as e:
         line = data[: e.start].count(b"\n") + 1
         col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
-        reporter.emit([Diagnostic("PTOC-E0004", "the file is not valid UTF-8 text", Span(path, line, col, line, col + 1),
+        reporter.emit([Diagnostic("PTOC-E0004", "the file is not valid UTF-8 text",
+                                  Span(path, line, col, line, col + 1),
                                   hint="save the IR file as UTF-8")], None)
         return None
     if text.startswith("\ufeff"):
@@ -692,7 +693,7 @@ def passes(file, list_only, dump_after, dump_before, stop_after, dump_dir, timin
                 write_atomic(os.path.join(dump_dir, "pipeline_profile.json"),
                              json.dumps(res.profile, indent=2, sort_keys=True) + "\n")
         else:
-            for i, (name, body) in enumerate(chosen):
+            for name, body in chosen:
                 if len(chosen) > 1:
                     click.echo(f"# ---- {name} ----")
                 click.echo(body, nl=False)

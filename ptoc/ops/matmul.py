@@ -360,4 +360,4 @@ short_name("matmul_bias", tile="tile.matmul_bias")
 
 __all__ = ["boxed_dims_problem", "check_boxed_tile_dims", "inner_box"]
 
-from ptoc.ops import move  # noqa: F401  (tile.move loads with the matmul family)
+from ptoc.ops import move  # noqa: F401, E402  (tile.move loads with the matmul family)

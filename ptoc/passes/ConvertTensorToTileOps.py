@@ -709,7 +709,7 @@ class _Kernel:
                 raise _error("PTOC-E0300", f"{what} with {flag}=True is not supported in a kernel yet", v,
                              hint="pass the operand in the layout the product needs")
         lhs, rhs = args.get("lhs"), args.get("rhs")
-        for name, v in (("lhs", lhs), ("rhs", rhs)):
+        for v in (lhs, rhs):
             t = expr_type(v, self.types) if v is not None else None
             if isinstance(t, (TensorType, TileType)) and t.rank != 2:
                 raise _error("PTOC-E0300", f"{what} on rank-{t.rank} operands (batched matmul) is not supported "

@@ -11,7 +11,8 @@ from dataclasses import dataclass
 from ptoc.diagnostics import Diagnostic, Span
 
 # MLIR-style diagnostics: "<file>:<line>:<col>: error: <message>"
-_DIAG = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+):\s*(?P<sev>error|warning|note|remark):\s*(?P<msg>.*)$")
+_DIAG = re.compile(r"^(?P<file>[^:\n]+):(?P<line>\d+):(?P<col>\d+):\s*"
+                   r"(?P<sev>error|warning|note|remark):\s*(?P<msg>.*)$")
 
 
 @dataclass
@@ -36,7 +37,8 @@ def assemble(ptoas: str, pto_path: str, out_path: str, arch: str, level: str, ti
                                                  Span(pto_path, 0, 0, 0, 0),
                                                  hint="raise --ptoas-timeout, or run the assembler by hand")], None)
     except OSError as e:
-        return AssembleResult(False, [Diagnostic("PTOC-E0450", f"cannot run the PTO assembler {ptoas}: {e.strerror or e}",
+        return AssembleResult(False, [Diagnostic("PTOC-E0450",
+                                                 f"cannot run the PTO assembler {ptoas}: {e.strerror or e}",
                                                  Span(pto_path, 0, 0, 0, 0))], None)
     diags: list[Diagnostic] = []
     for line in (r.stderr + "\n" + r.stdout).splitlines():

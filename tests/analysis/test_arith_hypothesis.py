@@ -86,7 +86,7 @@ def scenario(draw):
         names.append(f"a{i}")
 
     body: list = [AssignStmt(Var(n), e, ScalarType(INDEX)) for n, e in assigns]
-    for depth, (name, start, step, it) in reversed(list(enumerate(loops))):
+    for depth, (name, start, step, _it) in reversed(list(enumerate(loops))):
         stop = ConstInt(10_000, INDEX)  # the proofs never read stop; the values are start + it * step
         if depth == 0:  # the outermost loop carries `acc`
             body.append(YieldStmt((Var("acc_out"),), (Var("acc"),)))

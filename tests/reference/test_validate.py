@@ -14,7 +14,7 @@ from hypothesis import strategies as st
 
 from ptoc.context import CompileContext
 from ptoc.driver import compile_program, frontend
-from ptoc.ir.nodes import AssignStmt, Call, ListExpr
+from ptoc.ir.nodes import Call, ListExpr
 from ptoc.ir.visitor import Mutator
 from ptoc.passes.manager import Pass
 from ptoc.reference.packers import pack
