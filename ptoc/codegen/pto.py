@@ -37,6 +37,7 @@ import math
 import struct
 from dataclasses import dataclass
 
+from ptoc.ir.names import fresh_name
 from ptoc.diagnostics import CompileError, Diagnostic, InternalError, Span
 from ptoc.ir import dtypes
 from ptoc.ir.dtypes import DType
@@ -291,12 +292,7 @@ class _FunctionEmitter:
 
     # ------------------------------------------------------------------ text helpers
     def fresh(self, base: str) -> str:
-        name, k = base, 1
-        while name in self.used:
-            name = f"{base}_{k}"
-            k += 1
-        self.used.add(name)
-        return name
+        return fresh_name(base, self.used)
 
     def temp(self) -> str:
         while str(self.ntemp) in self.used:

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from ptoc.ir.names import fresh_name
 from ptoc.diagnostics import InternalError
 from ptoc.ir.dtypes import DType
 from ptoc.ir.nodes import (
@@ -101,13 +102,7 @@ class _Collector:
         self.used: set[str] = set()
 
     def name(self, base: str) -> str:
-        n = f"{base}_pview"
-        k = 1
-        while n in self.used:
-            n = f"{base}_pview_{k}"
-            k += 1
-        self.used.add(n)
-        return n
+        return fresh_name(f"{base}_pview", self.used)
 
     def alias(self, dst: str, src: Expr) -> None:
         if isinstance(src, Var) and src.name in self.root:

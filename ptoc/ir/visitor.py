@@ -77,3 +77,19 @@ class Mutator:
             node = dataclasses.replace(node, **changes)
         post = getattr(self, f"mutate_{type(node).__name__}", None)
         return post(node) if post is not None else node
+
+
+def rebuild_bodies(s, block):
+    """`s` with `block` (a function from a statement tuple to a statement tuple) applied to each of its
+    nested bodies (loop, while, scope bodies; both if branches); the same object when nothing changed."""
+    from ptoc.ir.nodes import ForStmt, IfStmt, ScopeStmt, WhileStmt
+
+    if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
+        body = block(s.body)
+        return s if body is s.body else dataclasses.replace(s, body=body)
+    if isinstance(s, IfStmt):
+        then_body, else_body = block(s.then_body), block(s.else_body)
+        if then_body is s.then_body and else_body is s.else_body:
+            return s
+        return dataclasses.replace(s, then_body=then_body, else_body=else_body)
+    return s

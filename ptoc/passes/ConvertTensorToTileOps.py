@@ -64,6 +64,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
+from ptoc.ir.names import fresh_name
 from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError, Diagnostic, InternalError
 from ptoc.ir import dtypes
@@ -244,12 +245,7 @@ class _Kernel:
 
     # ------------------------------------------------------------------ helpers
     def fresh(self, base: str) -> str:
-        name, i = base, 1
-        while name in self.names:
-            name = f"{base}_{i}"
-            i += 1
-        self.names.add(name)
-        return name
+        return fresh_name(base, self.names)
 
     def env(self) -> _Overlay:
         return _Overlay(self.ttypes, self.types)
@@ -797,12 +793,7 @@ class _CallSites:
         self.names = {p.name for p in f.params} | {n.name for n in walk(f) if isinstance(n, Var)}
 
     def fresh(self, base: str) -> str:
-        name, i = base, 1
-        while name in self.names:
-            name = f"{base}_{i}"
-            i += 1
-        self.names.add(name)
-        return name
+        return fresh_name(base, self.names)
 
     def run(self) -> Function:
         body = self.block(self.f.body)

@@ -52,6 +52,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ptoc.ir.visitor import rebuild_bodies
+from ptoc.ir.names import fresh_name
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir.nodes import (
     AssignStmt,
@@ -328,14 +330,8 @@ class _Mover:
         return tuple(out) if changed else body
 
     def stmt(self, s: Stmt) -> list[Stmt]:
-        if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
-            b = self.block(s.body)
-            return [s if b is s.body else replace(s, body=b)]
-        if isinstance(s, IfStmt):
-            t, e = self.block(s.then_body), self.block(s.else_body)
-            if t is s.then_body and e is s.else_body:
-                return [s]
-            return [replace(s, then_body=t, else_body=e)]
+        if isinstance(s, (ForStmt, WhileStmt, ScopeStmt, IfStmt)):
+            return [rebuild_bodies(s, self.block)]
         call = _call_of(s)
         if call is None:
             return [s]
@@ -396,12 +392,7 @@ class _Mover:
         return name, AssignStmt(Var(name, span=src.span), call, mt, span=consumer.span)
 
     def fresh(self, base: str) -> str:
-        name, k = base, 1
-        while name in self.names:
-            name = f"{base}_{k}"
-            k += 1
-        self.names.add(name)
-        return name
+        return fresh_name(base, self.names)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -61,6 +61,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ptoc.ir.names import fresh_name
 from ptoc.diagnostics import CompileError, Diagnostic, InternalError, Span, sorted_diagnostics
 from ptoc.ir.dtypes import INDEX
 from ptoc.ir.nodes import (
@@ -381,11 +382,7 @@ class _Namer:
         return None
 
     def fresh(self, base: str) -> str:
-        name, n = base, 1
-        while name in self.taken:
-            name, n = f"{base}_{n}", n + 1
-        self.taken.add(name)
-        return name
+        return fresh_name(base, self.taken)
 
 
 def _has_alloc(f: Function) -> bool:

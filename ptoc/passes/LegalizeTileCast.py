@@ -37,6 +37,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ptoc.ir.visitor import rebuild_bodies
+from ptoc.ir.names import fresh_name
 from ptoc.diagnostics import CompileError, Diagnostic, InternalError
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
@@ -112,14 +114,8 @@ class _Rewriter:
     def stmt(self, s: Stmt) -> list[Stmt]:
         if isinstance(s, AssignStmt) and isinstance(s.value, Call):
             return self.cast(s)
-        if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
-            body = self.block(s.body)
-            return [s if body is s.body else replace(s, body=body)]
-        if isinstance(s, IfStmt):
-            then_body, else_body = self.block(s.then_body), self.block(s.else_body)
-            if then_body is s.then_body and else_body is s.else_body:
-                return [s]
-            return [replace(s, then_body=then_body, else_body=else_body)]
+        if isinstance(s, (ForStmt, WhileStmt, ScopeStmt, IfStmt)):
+            return [rebuild_bodies(s, self.block)]
         return [s]
 
     # ------------------------------------------------------------------ one cast
@@ -165,12 +161,7 @@ class _Rewriter:
         return out
 
     def fresh(self, base: str) -> str:
-        name, k = base, 1
-        while name in self.names:
-            name = f"{base}_{k}"
-            k += 1
-        self.names.add(name)
-        return name
+        return fresh_name(base, self.names)
 
     def infer(self, step: Call, src_t: TileType) -> TileType:
         """The type of one chain step, by the tile.cast type rule (packed-FP4 steps change the shape)."""
