@@ -206,13 +206,19 @@ def resolve(call: Call, arg_types: list[Type | None]) -> tuple[OpDef | None, str
 
 
 def closest_op(name: str) -> str | None:
+    """A known op close to `name`: a near spelling in the same namespace, else the same op name in another
+    namespace (pl.tensor.relu -> tile.relu); None when nothing is close."""
     load_all()
     names = sorted(set(REGISTRY) | set(SHORT))
-    m = difflib.get_close_matches(name, names, n=1, cutoff=0.5)
+    ns, _, tail = name.rpartition(".")
+    same_ns = [n for n in names if n.rpartition(".")[0] == ns]
+    m = difflib.get_close_matches(name, same_ns, n=1, cutoff=0.85)
     if not m:
-        tail = name.rsplit(".", 1)[-1]
-        m = difflib.get_close_matches(tail, names, n=1, cutoff=0.5) or [
-            n for n in names if n.rsplit(".", 1)[-1] == tail][:1]
+        m = [n for n in names if n.rpartition(".")[2] == tail][:1]
+    if not m:
+        m = difflib.get_close_matches(name, same_ns, n=1, cutoff=0.75)
+    if not m:
+        m = difflib.get_close_matches(name, names, n=1, cutoff=0.8)
     return m[0] if m else None
 
 
