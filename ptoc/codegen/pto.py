@@ -27,7 +27,15 @@ The spelling follows `spec/pto-format.md` exactly:
   loop-carried tiles and tensors do not (the loop result is the init's handle / view); `scf.if` carries
   scalar results only.
 
-Anything the emitter has no PTO form for is a `PTOC-E0400` diagnostic naming the op, never dropped.
+- views are SSA values of their source's storage, never buffers of their own: `tile.reshape` /
+  `tile.reinterpret_view` (and a level2 `tile.set_validshape` of a static tile) become `pto.treshape`,
+  `tile.slice` of an unboxed tile `pto.subview`; `tile.read` / `tile.write` become `pto.tgetval` /
+  `pto.tsetval` at the element's row-major storage offset. Gather / scatter / generators follow PTOAS's op
+  definitions: `pto.tgather` (index form with tmp, mask form), `pto.tscatter` (index form), `pto.tgatherb`,
+  `pto.tci` (one-row tiles, as pto-isa's TCI fills row 0), `pto.ttri`.
+
+Anything the emitter has no PTO form for is a `PTOC-E0400` diagnostic naming the op, never dropped
+(e.g. `tile.sel`: pto.tsel reads a packed-bit mask; `tile.scatter_mask`; `tile.mgather`).
 Output is deterministic: every table is filled and read in program order.
 """
 
@@ -58,6 +66,7 @@ from ptoc.ir.nodes import (
     ForStmt,
     Function,
     IfStmt,
+    ListExpr,
     MemRef,
     MinMax,
     NoneLit,
@@ -70,6 +79,7 @@ from ptoc.ir.nodes import (
     StrLit,
     TensorType,
     TileType,
+    TupleExpr,
     UnaryOp,
     Var,
     WhileStmt,
@@ -113,6 +123,9 @@ ROUND_MODE = {"none": "NONE", "rint": "RINT", "round": "ROUND", "floor": "FLOOR"
 ROUND_MODE_BY_INT = dict(enumerate(("NONE", "RINT", "ROUND", "FLOOR", "CEIL", "TRUNC", "ODD", "CAST_RINT")))
 CORE_ID = {"tile.get_block_idx": "get_block_idx", "tile.get_block_num": "get_block_num",
            "tile.get_subblock_idx": "get_subblock_idx"}
+# ops whose result is a view of their source tile (pto.treshape / pto.subview / set_validshape), never
+# a buffer of its own: the prescan does not allocate handles for them
+VIEW_OPS = ("tile.set_validshape", "tile.reshape", "tile.reinterpret_view", "tile.slice")
 
 # tstore attributes: IR key -> (PTO attribute, enum mnemonic, IR value -> PTO member)
 ST_PHASE = {"unspecified": "unspecified", "partial": "partial", "final": "final"}
@@ -252,6 +265,11 @@ def _float_hex(v: float, t: str) -> str | None:
     if t == "f64":
         return "0x%016X" % struct.unpack("<Q", struct.pack("<d", v))[0]
     return None
+
+
+def _arg(c: Call, i: int, name: str) -> Expr | None:
+    """Argument `name` of a call: positional `i`, else the keyword."""
+    return c.args[i] if len(c.args) > i else c.kwarg(name)
 
 
 def _enum_text(e: Expr | None) -> str | None:
@@ -400,7 +418,7 @@ class _FunctionEmitter:
                     self.allocs[s.target.name] = (mem or "", _int(addr) if addr is not None else None)
                     self.pending.setdefault(s.target.name, [])
                     continue
-                if isinstance(v, Var) or (isinstance(v, Call) and v.op == "tile.set_validshape"):
+                if isinstance(v, Var) or (isinstance(v, Call) and v.op in VIEW_OPS):
                     continue
                 t = self.types.get(s.target.name)
                 if not isinstance(t, TileType) or t.memref is None or not isinstance(t.memref.base, Var):
@@ -458,8 +476,10 @@ class _FunctionEmitter:
         return name, pt
 
     # ------------------------------------------------------------------ tiles
-    def tile_type(self, t: TileType, span: Span | None) -> tuple[str, bool]:
-        """The `!pto.tile_buf<...>` spelling of a tile type and whether its valid shape is dynamic."""
+    def tile_type(self, t: TileType, span: Span | None, view: bool = False) -> tuple[str, bool]:
+        """The `!pto.tile_buf<...>` spelling of a tile type and whether its valid shape is dynamic.
+        `view`: the type of a `pto.subview` result, whose stride / start offset (the parent's) are implied
+        by the op and not spelled in the type."""
         if t.rank != 2:
             raise InternalError(f"a rank-{t.rank} tile reached codegen (FlattenTileNdTo2D makes tiles 2-D)")
         rows, cols = _int(t.shape[0]), _int(t.shape[1])
@@ -471,7 +491,7 @@ class _FunctionEmitter:
         if loc is None:
             raise unsupported(f"a {mem} tile", span)
         eff = effective_tile_view(t)
-        if eff["stride"] or (eff["start_offset"] is not None and _int(eff["start_offset"]) != 0):
+        if not view and (eff["stride"] or (eff["start_offset"] is not None and _int(eff["start_offset"]) != 0)):
             raise unsupported("a tile view with an explicit stride or start offset", span)
         valid = tuple(eff["valid_shape"])
         dyn = any(_int(x) is None for x in valid)
@@ -554,6 +574,8 @@ class _FunctionEmitter:
             e = s.expr
             if isinstance(e, Call) and e.kind == "op" and e.op == "tile.store":
                 self.store(e, s.span)
+            elif isinstance(e, Call) and e.kind == "op" and e.op == "tile.write":
+                self.tile_write(e, s.span)
             elif isinstance(e, Call):
                 raise unsupported(f"pl.{e.op}" if e.kind == "op" else f"the call self.{e.op}", s.span)
             else:
@@ -618,6 +640,18 @@ class _FunctionEmitter:
             return
         if op == "tile.set_validshape":
             self.set_validshape(name, c, span)
+            return
+        if op in ("tile.reshape", "tile.reinterpret_view"):
+            self.reshape(name, c, span)
+            return
+        if op == "tile.slice":
+            self.subview(name, c, span)
+            return
+        if op == "tile.read":
+            t = self.types.get(name)
+            if not isinstance(t, ScalarType):
+                raise InternalError(f"tile.read result {name} is not a scalar")
+            self.env[name] = self.expr(c, want=t.dtype, name=name)
             return
         args = c.args
         if op in BINARY:
@@ -704,8 +738,201 @@ class _FunctionEmitter:
             t = self.types.get(name)
             sc = self.scalar_operand(value, t.dtype, span)
             self.emit(f"pto.texpands ins(%{sc[0]} : {sc[1]}) outs(%{h.ssa} : {h.type})")
+        elif op == "tile.gather":
+            # index form, PTOAS TGatherOp custom assembly: ins(%src, %indices, %tmp : S, I, T) outs(%dst : D)
+            src, idx = self.tile(_arg(c, 0, "src"), span), self.tile(_arg(c, 1, "indices"), span)
+            tmp = _arg(c, 2, "tmp")
+            if tmp is None or isinstance(tmp, NoneLit):
+                raise unsupported("pl.tile.gather without tmp", span,
+                                  hint="PTOAS's index-form tgather needs a scratch tile like the indices")
+            t = self.tile(tmp, span)
+            self.dps(name, "tgather", [(src.ssa, src.type), (idx.ssa, idx.type), (t.ssa, t.type)], span)
+        elif op == "tile.scatter":
+            self.scatter(name, c, span)
+        elif op == "tile.gatherb":
+            src, off = self.tile(_arg(c, 0, "src"), span), self.tile(_arg(c, 1, "offsets"), span)
+            self.dps(name, "tgatherb", [(src.ssa, src.type), (off.ssa, off.type)], span)
+        elif op == "tile.ci":
+            self.ci(name, c, span)
+        elif op == "tile.tri":
+            self.tri(name, c, span)
+        elif op == "tile.write":
+            self.tile_write(c, span, name)
+        elif op == "tile.sel":
+            raise unsupported("pl.tile.sel", span, hint="pto.tsel reads its mask as packed predicate bits (one bit "
+                              "per column), while pl.tile.sel selects by a same-shaped element mask; ptoc has no "
+                              "lowering between the two encodings yet")
+        elif op == "tile.scatter_mask":
+            raise unsupported("pl.tile.scatter_mask", span, hint="PTOAS's mask-form pto.tscatter does not keep the "
+                              "unmarked destination columns the way pl.tile.scatter_mask defines; use "
+                              "pl.tile.scatter with explicit indexes")
         else:
             raise unsupported(f"pl.{op}", span)
+
+    # ------------------------------------------------------------------ gather / scatter / generators
+    def scatter(self, name: str, c: Call, span: Span | None) -> None:
+        """`out = tile.scatter(dst, src, indexes)`: DPS into dst's buffer (a tmov first when the result
+        lives elsewhere); PTOAS TScatterOp index form `ins(%src, %indexes : S, I) outs(%dst : D)`."""
+        dst = self.tile(_arg(c, 0, "dst"), span)
+        src, idx = self.tile(_arg(c, 1, "src"), span), self.tile(_arg(c, 2, "indexes"), span)
+        ts, ti = (self.types.get(e.name) if isinstance(e, Var) else None
+                  for e in (_arg(c, 1, "src"), _arg(c, 2, "indexes")))
+        if not isinstance(ts, TileType) or not isinstance(ti, TileType):
+            raise InternalError("tile.scatter operands have no tile types")
+        vs, vi = (tuple(_int(x) for x in effective_tile_view(t)["valid_shape"]) for t in (ts, ti))
+        if None in vs or None in vi or vs != vi:
+            raise unsupported("pl.tile.scatter whose indexes valid shape differs from the source's", span,
+                              hint="PTOAS's tscatter takes one row index per source element: give indexes the "
+                              "source's (static) valid shape")
+        h = self.define_tile(name, span)
+        if h.ssa != dst.ssa:
+            self.emit(f"pto.tmov ins(%{dst.ssa} : {dst.type}) outs(%{h.ssa} : {h.type})")
+        self.emit(f"pto.tscatter ins(%{src.ssa}, %{idx.ssa} : {src.type}, {idx.type}) outs(%{h.ssa} : {h.type})")
+
+    def ci(self, name: str, c: Call, span: Span | None) -> None:
+        """`tile.ci(start, shape)`: PTOAS TCIOp `ins(%start[, %tmp] : iN[, T]) outs(%dst : D)`, with a trailing
+        `{descending = true}`. pto-isa's TCI fills row 0 only, so the tile must have one row."""
+        t = self.types.get(name)
+        if not isinstance(t, TileType) or _int(t.shape[0]) != 1:
+            raise unsupported("pl.tile.ci of a tile with more than one row", span,
+                              hint="TCI writes the first row only: generate a [1, N] tile")
+        start = self.scalar_operand(_arg(c, 0, "start"), t.dtype, span)
+        if start[1] != scalar_type(t.dtype):
+            raise unsupported(f"pl.tile.ci with a {start[1]} start for a {t.dtype.name} tile", span)
+        ins = [start]
+        tmp = _arg(c, 2, "tmp")
+        if tmp is not None and not isinstance(tmp, NoneLit):
+            tt = self.tile(tmp, span)
+            ins.append((tt.ssa, tt.type))
+        desc = _arg(c, 4, "descending")
+        if desc is not None and not isinstance(desc, (ConstBool, NoneLit)):
+            raise unsupported("pl.tile.ci with a non-constant descending=", span)
+        h = self.define_tile(name, span)
+        tail = " {descending = true}" if isinstance(desc, ConstBool) and desc.value else ""
+        self.emit(f"pto.tci ins({', '.join('%' + v for v, _ in ins)} : {', '.join(ty for _, ty in ins)}) "
+                  f"outs(%{h.ssa} : {h.type}){tail}")
+
+    def tri(self, name: str, c: Call, span: Span | None) -> None:
+        """`tile.tri(diagonal, shape)`: PTOAS TTriOp `ins(%d {upperOrLower = 1 : i32} : i32) outs(%dst : D)`
+        (the attribute only for upper=True; its default 0 is the lower triangle)."""
+        d = _arg(c, 0, "diagonal")
+        dt = self.dtype_of(d) if not isinstance(d, ConstInt) else dtypes.INT32
+        if not dt.is_int:
+            raise unsupported(f"pl.tile.tri with a {dt.name} diagonal", span)
+        dv = self.expr(d, want=dt)
+        upper = _arg(c, 4, "upper")
+        if upper is not None and not isinstance(upper, (ConstBool, NoneLit)):
+            raise unsupported("pl.tile.tri with a non-constant upper=", span)
+        attr = " {upperOrLower = 1 : i32}" if isinstance(upper, ConstBool) and upper.value else ""
+        h = self.define_tile(name, span)
+        self.emit(f"pto.ttri ins(%{dv.ssa}{attr} : {scalar_type(dt)}) outs(%{h.ssa} : {h.type})")
+
+    # ------------------------------------------------------------------ scalar element access
+    def element_offset(self, c: Call, span: Span | None) -> tuple[_Handle, TileType, str]:
+        """The handle, type and `index` storage offset of the element `tile.read` / `tile.write` address
+        (PTOAS tgetval / tsetval take a linear offset in [0, rows * cols))."""
+        src = _arg(c, 0, "tile")
+        h = self.tile(src, span)
+        t = self.types.get(src.name) if isinstance(src, Var) else None
+        if not isinstance(t, TileType) or t.rank != 2:
+            raise unsupported(f"pl.{c.op} of a tile that is not 2-D", span)
+        eff = effective_tile_view(t)
+        rows, cols = _int(t.shape[0]), _int(t.shape[1])
+        if (t.memory or "Vec") != "Vec" or eff["slayout"] != "none_box" or eff["stride"] or \
+                (eff["blayout"] != "row_major" and cols != 1 and rows != 1):
+            raise unsupported(f"pl.{c.op} of a {t.memory or 'Vec'} {eff['blayout']}/{eff['slayout']} tile", span,
+                              hint="tgetval / tsetval address a Vec tile by its row-major storage offset")
+        if element_type(t.dtype, span) != scalar_type(t.dtype, span):
+            raise unsupported(f"pl.{c.op} of a {t.dtype.name} tile", span,
+                              hint="tgetval / tsetval take signless integer or float elements")
+        idx = _arg(c, 1, "indices")
+        items = idx.items if isinstance(idx, (ListExpr, TupleExpr)) else None
+        if items is None or len(items) != 2:
+            raise unsupported(f"pl.{c.op} without two constant-length indices", span)
+        r, col = items
+        if _int(r) is not None and _int(col) is not None:
+            return h, t, self.index(_int(r) * cols + _int(col))
+        rv, cv = self.index_value(r, span), self.index_value(col, span)
+        if _int(r) == 0:
+            return h, t, cv
+        scaled = self.temp()
+        self.emit(f"%{scaled} = arith.muli %{rv}, %{self.index(cols)} : index")
+        if _int(col) == 0:
+            return h, t, scaled
+        off = self.temp()
+        self.emit(f"%{off} = arith.addi %{scaled}, %{cv} : index")
+        return h, t, off
+
+    def tile_read(self, c: Call, name: str | None) -> _Scalar:
+        h, t, off = self.element_offset(c, c.span)
+        out = self._name(name)
+        self.emit(f"%{out} = pto.tgetval ins(%{h.ssa}, %{off} : {h.type}, index) outs : {scalar_type(t.dtype)}")
+        return _Scalar(out, t.dtype)
+
+    def tile_write(self, c: Call, span: Span | None, name: str | None = None) -> None:
+        """`tile.write(t, [i, j], v)`: `pto.tsetval ins(%off, %v : index, T) outs(%t : ...)`; with a result
+        in another buffer, the tile is first copied there (tmov)."""
+        src, t, off = self.element_offset(c, span)
+        v = self.expr(_arg(c, 2, "value"), want=t.dtype)
+        h = src
+        if name is not None:
+            h = self.define_tile(name, span)
+            if h.ssa != src.ssa:
+                self.emit(f"pto.tmov ins(%{src.ssa} : {src.type}) outs(%{h.ssa} : {h.type})")
+        self.emit(f"pto.tsetval ins(%{off}, %{v.ssa} : index, {scalar_type(t.dtype)}) outs(%{h.ssa} : {h.type})")
+
+    # ------------------------------------------------------------------ views: treshape, subview
+    def reshape(self, name: str, c: Call, span: Span | None) -> None:
+        """`tile.reshape` / `tile.reinterpret_view`: `%r = pto.treshape %src : S -> R` (an SSA view of the
+        same bytes); a dynamic valid shape of the result is then set with pto.set_validshape."""
+        src = self.tile(c.args[0], span)
+        t = self.types.get(name)
+        if not isinstance(t, TileType) or t.memref is None:
+            raise InternalError(f"tile {name} has no MemRef (run InitMemRef)")
+        tstr, dyn = self.tile_type(t, span)
+        key = self._key(t.memref, tstr)
+        if tstr == src.type and not dyn:
+            self.env[name] = src
+            return
+        ssa = self.fresh(name)
+        self.emit(f"%{ssa} = pto.treshape %{src.ssa} : {src.type} -> {tstr}")
+        h = _Handle(ssa, tstr, key, dyn, None)
+        if dyn:
+            valid = self._valid_values(t, span)
+            self.emit(f"pto.set_validshape %{ssa}, %{valid[0]}, %{valid[1]} : {tstr}")
+            h.valid = valid
+        self.handles[key] = h
+        self.env[name] = h
+
+    def subview(self, name: str, c: Call, span: Span | None) -> None:
+        """`tile.slice(t, shape, offset)`: `%s = pto.subview %t[%r, %c] sizes [R, C] [valid [%vr, %vc]] : T -> S`
+        for an unboxed tile; the result keeps the parent's layout, fractal and pad."""
+        src = self.tile(c.args[0], span)
+        t = self.types.get(name)
+        pt = self.types.get(c.args[0].name) if isinstance(c.args[0], Var) else None
+        if not isinstance(t, TileType) or not isinstance(pt, TileType) or t.rank != 2 or pt.rank != 2:
+            raise unsupported("pl.tile.slice of a tile that is not 2-D", span)
+        e, pe = effective_tile_view(t), effective_tile_view(pt)
+        if pe["slayout"] != "none_box":
+            raise unsupported("pl.tile.slice of a boxed (fractal) tile", span)
+        if any(str(e[k]) != str(pe[k]) for k in ("blayout", "slayout", "fractal", "pad", "compact")):
+            raise unsupported("pl.tile.slice that changes the layout or pad value", span,
+                              hint="pto.subview keeps the parent's tile config; drop pad_value=")
+        tstr, dyn = self.tile_type(t, span, view=True)
+        offs = _arg(c, 2, "offset")
+        items = offs.items if isinstance(offs, (ListExpr, TupleExpr)) else None
+        if items is None or len(items) != 2:
+            raise unsupported("pl.tile.slice without a 2-D offset list", span)
+        ov = [self.index_value(x, span) for x in items]
+        valid = ""
+        vals = None
+        if dyn:
+            vals = self._valid_values(t, span)
+            valid = f" valid [%{vals[0]}, %{vals[1]}]"
+        ssa = self.fresh(name)
+        self.emit(f"%{ssa} = pto.subview %{src.ssa}[%{ov[0]}, %{ov[1]}] sizes [{_int(t.shape[0])}, "
+                  f"{_int(t.shape[1])}]{valid} : {src.type} -> {tstr}")
+        self.env[name] = _Handle(ssa, tstr, ("subview", ssa), dyn, vals)
 
     def dps(self, name: str, pto_op: str, ins: list[tuple[str, str]], span: Span | None) -> _Handle:
         h = self.define_tile(name, span)
@@ -757,8 +984,8 @@ class _FunctionEmitter:
     def set_validshape(self, name: str, c: Call, span: Span | None) -> None:
         """`x = tile.set_validshape(t, r, c)`: updates the valid shape of t's handle in place when t's
         handle already has a dynamic (`?`) valid shape; otherwise x is a second handle on t's bytes
-        (level3: same addr), which PTOAS cannot plan at level2."""
-        src = self.tile(c.args[0], span)
+        (level3: an alloc at the same addr; level2: a `pto.treshape` view of t's handle)."""
+        self.tile(c.args[0], span)  # the source must be a tile handle
         t = self.types.get(name)
         if not isinstance(t, TileType) or t.memref is None:
             raise InternalError(f"tile {name} has no MemRef (run InitMemRef)")
@@ -775,9 +1002,10 @@ class _FunctionEmitter:
             self.env[name] = h  # same static valid shape: nothing changes
             return
         if self.level == "level2":
-            raise unsupported(f"pl.tile.set_validshape of {src.ssa}, whose valid shape is static, at --pto-level "
-                              "level2", span, hint="give the source tile a dynamic valid_shape, or compile at "
-                              "--pto-level level3")
+            # no addresses to share: an aliasing view of the source (pto.treshape), its valid shape set
+            # with pto.set_validshape when it is dynamic
+            self.reshape(name, c, span)
+            return
         self._alloc(key, name, t, tstr, dyn, span)
         self.env[name] = self.handles[key]
 
@@ -988,6 +1216,8 @@ class _FunctionEmitter:
             return e.dtype
         if isinstance(e, Call) and e.kind == "op" and e.op in CORE_ID:
             return dtypes.BY_NAME["UINT64"]
+        if isinstance(e, Call) and e.kind == "op" and e.op == "tile.read":
+            return self._tile_dtype(_arg(e, 0, "tile"))
         if isinstance(e, Call) and e.kind == "op" and e.op == "scalar.cast" and len(e.args) > 1 and \
                 isinstance(e.args[1], DTypeLit):
             return e.args[1].dtype
@@ -1057,6 +1287,8 @@ class _FunctionEmitter:
             out = self._name(inner)
             self.emit(f"%{out} = pto.{CORE_ID[e.op]}")
             r = _Scalar(out, own)
+        elif isinstance(e, Call) and e.kind == "op" and e.op == "tile.read":
+            r = self.tile_read(e, inner)
         else:
             raise unsupported(self._describe(e), e.span)
         return self.convert(r, want, name) if want is not None else r

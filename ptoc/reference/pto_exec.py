@@ -35,6 +35,15 @@ Semantics (pto-isa, as the `.pto` states them):
 - tcvt honours rmode (RINT/NONE/CAST_RINT: nearest-even, ROUND: nearest-away, FLOOR, CEIL, TRUNC,
   ODD); float -> int and int -> narrower int saturate.
 - scalars: integers wrap to their width (`index` is 64-bit); floats are numpy scalars of their type.
+- tgather: mask form selects the marked columns (`output_dtype` reinterprets their bits); index form
+  `ins(%src, %indices[, %tmp])` reads src's rows x cols storage at each flat index (dst's valid region).
+  tscatter (index form): dst[indexes[i, j], j] = src[i, j] over src's valid region, the rest of dst kept.
+  tgatherb: each offset is a byte offset into src's storage; its 32-byte block fills 32/sizeof(dst)
+  columns. tci fills row 0 with start +/- k; ttri writes 1 where j <= i + d (lower) / j >= i + d (upper).
+  tgetval / tsetval address row-major storage offset `off` = (off // cols, off % cols). Indices outside
+  the tile raise PtoExecError.
+- views: `pto.treshape` is the same bytes as another shape / dtype (a result with `?` valid starts fully
+  valid until pto.set_validshape); `pto.subview` is a window of its source (writes go to the source).
 
 Anything outside the subset raises PtoExecError naming the op and the line.
 """
@@ -1192,11 +1201,12 @@ class Interpreter:
         dst.arr[:r, :c] = x if x.dtype == dst.dtype else convert(x, dst.dtype)
 
     def tgather(self, op: Op) -> None:
-        (a,) = self._ins(op, 1)
         dst = self._dst(op)
         m = re.search(r"maskPattern\s*=\s*#pto\.mask_pattern<(\w+)>", op.p["attrs"])
         if not m:
-            raise PtoExecError("pto.tgather supports the maskPattern form only", op.line)
+            self._tgather_index(op, dst)
+            return
+        (a,) = self._ins(op, 1)
         if m.group(1) not in MASK_PATTERNS:
             raise PtoExecError(f"unknown mask pattern {m.group(1)}", op.line)
         stride, residue = MASK_PATTERNS[m.group(1)]
@@ -1205,7 +1215,187 @@ class Interpreter:
         if r > dst.rows or c > dst.cols:
             raise PtoExecError(f"tgather: {r} x {c} selected elements do not fit the {dst.rows} x {dst.cols} tile",
                                op.line)
+        if x.dtype != dst.dtype:
+            if x.dtype.itemsize != dst.dtype.itemsize:
+                raise PtoExecError(f"tgather mask form: {x.dtype} source, {dst.dtype} destination (element sizes "
+                                   "differ)", op.line)
+            x = np.ascontiguousarray(x).view(dst.dtype)  # the selected bits, reinterpreted
+        dst.arr[:r, :c] = x
+
+    def _tgather_index(self, op: Op, dst: Tile) -> None:
+        """Index form `ins(%src, %indices[, %tmp])`: dst[i, j] = src_flat[indices[i, j]] over dst's valid
+        region, src_flat the source's rows x cols storage in row-major order."""
+        ins = self._ins(op)
+        if len(ins) not in (2, 3) or not all(isinstance(t, Tile) for t in ins):
+            raise PtoExecError("pto.tgather index form takes ins(%src, %indices[, %tmp]) tiles", op.line)
+        src, idx = ins[0], ins[1]
+        if idx.dtype.kind not in "iu":
+            raise PtoExecError(f"tgather indices must be integers, got {idx.dtype}", op.line)
+        r, c = dst.vr, dst.vc
+        ids = self._region(idx, r, c, op.line, "tgather").astype(np.int64)
+        n = src.rows * src.cols
+        bad = (ids < 0) | (ids >= n)
+        if bad.any():
+            raise PtoExecError(f"tgather index {int(ids[bad][0])} is outside the {n}-element source tile %{src.name}",
+                               op.line)
+        flat = src.arr.reshape(-1) if src.arr.flags.c_contiguous else np.ascontiguousarray(src.arr).reshape(-1)
+        x = flat[ids]
         dst.arr[:r, :c] = x if x.dtype == dst.dtype else convert(x, dst.dtype)
+
+    def tscatter(self, op: Op) -> None:
+        """Index form `ins(%src, %indexes) outs(%dst)`: dst[indexes[i, j], j] = src[i, j] over src's valid
+        region (one destination row per element; the rest of dst keeps its values)."""
+        if "maskPattern" in op.p["attrs"]:
+            raise PtoExecError("pto.tscatter: the maskPattern form is not supported", op.line)
+        src, idx = self._ins(op, 2)
+        dst = self._dst(op)
+        if not isinstance(src, Tile) or not isinstance(idx, Tile):
+            raise PtoExecError("pto.tscatter takes ins(%src, %indexes) tiles", op.line)
+        if (idx.vr, idx.vc) != (src.vr, src.vc):
+            raise PtoExecError(f"tscatter: indexes valid {idx.vr} x {idx.vc} differs from src valid {src.vr} x "
+                               f"{src.vc}", op.line)
+        if src.vc > dst.cols:
+            raise PtoExecError(f"tscatter: {src.vc} source columns do not fit the {dst.cols}-column destination",
+                               op.line)
+        rows = idx.valid().astype(np.int64)
+        bad = (rows < 0) | (rows >= dst.rows)
+        if bad.any():
+            raise PtoExecError(f"tscatter row index {int(rows[bad][0])} is outside the {dst.rows}-row destination "
+                               f"%{dst.name}", op.line)
+        vals = src.valid()
+        vals = vals if vals.dtype == dst.dtype else convert(vals, dst.dtype)
+        cols = np.broadcast_to(np.arange(src.vc), rows.shape)
+        dst.arr[rows.ravel(), cols.ravel()] = vals.ravel()  # row-major order: the last writer wins
+
+    def tgatherb(self, op: Op) -> None:
+        """`ins(%src, %offsets) outs(%dst)`: offset (r, k) is a byte offset into the source tile's storage;
+        its 32-byte block fills dst row r, columns k * (32 / sizeof(dst)) onwards."""
+        src, off = self._ins(op, 2)
+        dst = self._dst(op)
+        per = 32 // dst.dtype.itemsize
+        if dst.vc % per:
+            raise PtoExecError(f"tgatherb: dst valid columns {dst.vc} are not whole 32-byte blocks", op.line)
+        raw = np.ascontiguousarray(src.arr).view(np.uint8).reshape(-1)
+        offs = self._region(off, dst.vr, dst.vc // per, op.line, "tgatherb").astype(np.int64)
+        for r in range(dst.vr):
+            for k in range(dst.vc // per):
+                o = int(offs[r, k])
+                if o < 0 or o + 32 > raw.size:
+                    raise PtoExecError(f"tgatherb byte offset {o} reads outside the {raw.size}-byte source tile "
+                                       f"%{src.name}", op.line)
+                dst.arr[r, k * per:(k + 1) * per] = raw[o:o + 32].view(dst.dtype)
+
+    def tci(self, op: Op) -> None:
+        """`ins(%start[, %tmp]) outs(%dst) {descending}`: row 0 of dst = start +/- k, k < valid cols."""
+        ins = self._ins(op)
+        start = ins[0]
+        dst = self._dst(op)
+        if isinstance(start, Tile) or dst.dtype.kind not in "iu":
+            raise PtoExecError("pto.tci takes an integer start and an integer tile", op.line)
+        k = np.arange(dst.vc, dtype=np.int64)
+        desc = re.search(r"descending\s*=\s*true", op.p["attrs"]) is not None
+        v = int(start) - k if desc else int(start) + k
+        dst.arr[0, :dst.vc] = v.astype(dst.dtype)  # wraps to the element width
+
+    def ttri(self, op: Op) -> None:
+        """`ins(%diagonal {upperOrLower}) outs(%dst)`: 1 where j <= i + d (lower, 0) or j >= i + d (upper, 1)."""
+        (d,) = self._ins(op, 1)
+        dst = self._dst(op)
+        m = re.search(r"upperOrLower\s*=\s*(\d+)", op.p["attrs"])
+        upper = int(m.group(1)) if m else 0
+        if upper not in (0, 1):
+            raise PtoExecError(f"ttri upperOrLower={upper} (0 lower, 1 upper)", op.line)
+        i = np.arange(dst.vr, dtype=np.int64)[:, None]
+        j = np.arange(dst.vc, dtype=np.int64)[None, :]
+        mask = j >= i + int(d) if upper else j <= i + int(d)
+        dst.arr[:dst.vr, :dst.vc] = mask.astype(dst.dtype)
+
+    def _element(self, t: Tile, off: int, line: int, what: str) -> tuple[int, int]:
+        if not 0 <= off < t.rows * t.cols:
+            raise PtoExecError(f"{what} offset {off} is outside the {t.rows} x {t.cols} tile %{t.name}", line)
+        return off // t.cols, off % t.cols
+
+    def tsetval(self, op: Op) -> None:
+        """`ins(%offset, %value) outs(%dst)`: one element at row-major storage offset `offset`."""
+        off, v = self._ins(op, 2)
+        dst = self._dst(op)
+        r, c = self._element(dst, int(off), op.line, "tsetval")
+        dst.arr[r, c] = np.asarray(v).astype(dst.dtype)
+
+    def tgetval(self, op: Op) -> None:
+        """`%v = pto.tgetval ins(%src, %offset : T, index) outs : dtype`."""
+        m = re.fullmatch(r"\s*ins\((%\S+?)\s*,\s*(%\S+?)\s*:\s*(!pto\.tile_buf<.*>)\s*,\s*index\s*\)"
+                         r"\s*outs\s*:\s*(\S+)\s*", op.rest)
+        if not m or len(op.results) != 1:
+            raise PtoExecError("malformed pto.tgetval", op.line)
+        t = self.tile(m.group(1), op.line)
+        r, c = self._element(t, self.int_of(m.group(2), op.line), op.line, "tgetval")
+        ty = m.group(4)
+        if _np_type(ty, op.line) != t.dtype:
+            raise PtoExecError(f"tgetval of a {t.dtype} tile as {ty}", op.line)
+        v = t.arr[r, c]
+        bits = _int_bits(ty)
+        self.env[op.results[0]] = _wrap(int(v), bits) if bits is not None else t.dtype.type(v)
+
+    def _view_tile(self, op: Op, src: Tile, ty: dict, arr: np.ndarray, vr: int | None, vc: int | None) -> Tile:
+        rows, cols = int(ty["rows"]), int(ty["cols"])
+        vr = rows if vr is None else vr
+        vc = cols if vc is None else vc
+        self._check_valid(vr, vc, rows, cols, op.line)
+        if ty["loc"] != src.loc:
+            raise PtoExecError(f"{op.name}: a {src.loc} tile viewed as {ty['loc']}", op.line)
+        return Tile(op.results[0], src.loc, arr.dtype, rows, cols, vr, vc, int(ty["pad"]), arr)
+
+    def treshape(self, op: Op) -> None:
+        """`%r = pto.treshape %src : S -> R`: the same bytes as another shape / dtype (a view). A result with
+        a dynamic valid shape starts fully valid (pto.set_validshape narrows it)."""
+        m = re.fullmatch(r"\s*(%\S+)\s*:\s*(!pto\.tile_buf<.*?>)\s*->\s*(!pto\.tile_buf<.*>)\s*", op.rest)
+        if not m or len(op.results) != 1:
+            raise PtoExecError("malformed pto.treshape", op.line)
+        src = self.tile(m.group(1), op.line)
+        ty = parse_tile_type(m.group(3), op.line)
+        dt = _np_type(ty["dtype"], op.line)
+        rows, cols = int(ty["rows"]), int(ty["cols"])
+        if rows * cols * dt.itemsize != src.rows * src.cols * src.dtype.itemsize:
+            raise PtoExecError(f"treshape: {src.rows} x {src.cols} {src.dtype} and {rows} x {cols} {dt} differ in "
+                               "size", op.line)
+        if not src.arr.flags.c_contiguous:
+            raise PtoExecError("treshape of a strided (subview) tile", op.line)
+        arr = src.arr.reshape(-1).view(dt).reshape(rows, cols)
+        vr = None if ty["v_row"] == "?" else int(ty["v_row"])
+        vc = None if ty["v_col"] == "?" else int(ty["v_col"])
+        self.env[op.results[0]] = self._view_tile(op, src, ty, arr, vr, vc)
+
+    def subview(self, op: Op) -> None:
+        """`%s = pto.subview %t[%r, %c] sizes [R, C] [valid [%vr, %vc]] : T -> S`: a window of t's elements
+        (t's strides; writes go to t)."""
+        m = re.fullmatch(r"\s*(%\S+?)\[(.*?)\]\s*sizes\s*\[\s*(\d+)\s*,\s*(\d+)\s*\]\s*"
+                         r"(?:valid\s*\[(.*?)\]\s*)?:\s*(!pto\.tile_buf<.*?>)\s*->\s*(!pto\.tile_buf<.*>)\s*", op.rest)
+        if not m or len(op.results) != 1:
+            raise PtoExecError("malformed pto.subview", op.line)
+        src = self.tile(m.group(1), op.line)
+        offs = [self.int_of(n, op.line) for n in _ssa_names(m.group(2))]
+        sr, sc = int(m.group(3)), int(m.group(4))
+        ty = parse_tile_type(m.group(7), op.line)
+        if len(offs) != 2 or (int(ty["rows"]), int(ty["cols"])) != (sr, sc):
+            raise PtoExecError("pto.subview: two offsets and a result type of the given sizes expected", op.line)
+        if _np_type(ty["dtype"], op.line) != src.dtype:
+            raise PtoExecError("pto.subview changes the element type", op.line)
+        r0, c0 = offs
+        if r0 < 0 or c0 < 0 or r0 + sr > src.rows or c0 + sc > src.cols:
+            raise PtoExecError(f"subview of {sr} x {sc} at ({r0}, {c0}) leaves the {src.rows} x {src.cols} tile",
+                               op.line)
+        vr = vc = None
+        if m.group(5) is not None:
+            names = _ssa_names(m.group(5))
+            if len(names) != 2:
+                raise PtoExecError("pto.subview valid [...] takes two values", op.line)
+            vr, vc = (min(self.int_of(n, op.line), lim) for n, lim in zip(names, (sr, sc)))
+        else:
+            if "?" in (ty["v_row"], ty["v_col"]):
+                raise PtoExecError("pto.subview with a dynamic valid shape needs valid [...]", op.line)
+            vr, vc = int(ty["v_row"]), int(ty["v_col"])
+        self.env[op.results[0]] = self._view_tile(op, src, ty, src.arr[r0:r0 + sr, c0:c0 + sc], vr, vc)
 
 
 def _elementwise(kind: str, x: np.ndarray, y: np.ndarray, dt: np.dtype, line: int) -> np.ndarray:
@@ -1277,6 +1467,14 @@ _HANDLERS: dict[str, Any] = {
     "pto.tfillpad": Interpreter.tfillpad,
     "pto.ttrans": Interpreter.ttrans,
     "pto.tgather": Interpreter.tgather,
+    "pto.tscatter": Interpreter.tscatter,
+    "pto.tgatherb": Interpreter.tgatherb,
+    "pto.tci": Interpreter.tci,
+    "pto.ttri": Interpreter.ttri,
+    "pto.tsetval": Interpreter.tsetval,
+    "pto.tgetval": Interpreter.tgetval,
+    "pto.treshape": Interpreter.treshape,
+    "pto.subview": Interpreter.subview,
     "pto.txor": Interpreter.txor,
     "pto.txors": Interpreter.txor,
     "pto.get_block_idx": Interpreter.block_idx_op,
@@ -1299,8 +1497,7 @@ _ARITH = {"constant", "addi", "subi", "muli", "divsi", "divui", "floordivsi", "c
           "minsi", "maxsi", "minui", "maxui", "andi", "ori", "xori", "shli", "shrsi", "shrui", "cmpi", "cmpf",
           "select", "addf", "subf", "mulf", "divf", "remf", "maximumf", "minimumf", "maxnumf", "minnumf",
           "negf"} | _CASTS
-_DPS = {k for k in _HANDLERS if k.startswith("pto.t") and k not in ("pto.tload", "pto.tstore")} | {
-    "pto.tload", "pto.tstore"}
+_DPS = {k for k in _HANDLERS if k.startswith("pto.t") and k not in ("pto.tgetval", "pto.treshape")}
 
 
 def _prepare(ops: list[Op]) -> None:

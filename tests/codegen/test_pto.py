@@ -558,8 +558,7 @@ def test_unsupported_op_is_e0400_naming_it():
     text = kernel(
         """
         a: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
-        b: pl.Tile[[64, 16], pl.FP32, pl.Mem.Vec] = pl.tile.reshape(a, [64, 16])
-        c: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.reshape(b, [16, 64])
+        c: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.sel(a, a, a)
         out_1: pl.Tensor[[16, 64], pl.FP32] = pl.tile.store(c, [0, 0], out)
         return out_1
         """,
@@ -573,7 +572,7 @@ def test_unsupported_op_is_e0400_naming_it():
         emit_module(low, A2A3)
     (d,) = ei.value.diagnostics
     assert d.code == "PTOC-E0400"
-    assert d.message == "cannot emit pl.tile.reshape yet"
+    assert d.message == "cannot emit pl.tile.sel yet"
     assert d.span is not None and d.span.line == 6
     assert d.hint
 
@@ -620,3 +619,225 @@ def test_non_positive_step_is_e0400():
         emit_module(frontend(text, "t.ir", A2A3), A2A3)
     assert ei.value.diagnostics[0].code == "PTOC-E0400"
     assert "step -1" in ei.value.diagnostics[0].message
+
+
+# --------------------------------------------------------------------------------------------------
+# gather / scatter, generators, scalar element access and views (PTOAS TGatherOp, TScatterOp,
+# TGatherBOp, TCIOp, TTriOp, TGetValOp, TSetValOp, TReshapeOp, SubViewOp)
+# --------------------------------------------------------------------------------------------------
+
+GATHER_KERNEL = kernel(
+    """
+    s: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
+    i: pl.Tile[[4, 16], pl.INT32, pl.Mem.Vec] = pl.tile.load(ix, [0, 0], [4, 16], target_memory=pl.Mem.Vec)
+    t: pl.Tile[[4, 16], pl.INT32, pl.Mem.Vec] = pl.tile.create([4, 16], dtype=pl.INT32, target_memory=pl.Mem.Vec)
+    g: pl.Tile[[4, 16], pl.FP32, pl.Mem.Vec] = pl.tile.gather(s, i, t)
+    src: pl.Tile[[4, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [4, 0], [4, 64], target_memory=pl.Mem.Vec)
+    k: pl.Tile[[4, 64], pl.INT32, pl.Mem.Vec] = pl.tile.load(kx, [0, 0], [4, 64], target_memory=pl.Mem.Vec)
+    o: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.scatter(s, src, k)
+    b: pl.Tile[[4, 8], pl.UINT32, pl.Mem.Vec] = pl.tile.load(bx, [0, 0], [4, 8], target_memory=pl.Mem.Vec)
+    gb: pl.Tile[[4, 64], pl.FP32, pl.Mem.Vec] = pl.tile.gatherb(o, b)
+    m: pl.Tile[[4, 32], pl.INT32, pl.Mem.Vec] = pl.tile.gather_mask(gb, mask_pattern=1, output_dtype=pl.INT32)
+    y_1: pl.Tensor[[4, 16], pl.FP32] = pl.tile.store(g, [0, 0], y)
+    z_1: pl.Tensor[[4, 32], pl.INT32] = pl.tile.store(m, [0, 0], z)
+    return y_1, z_1
+    """,
+    "x: pl.Tensor[[16, 64], pl.FP32], ix: pl.Tensor[[4, 16], pl.INT32], kx: pl.Tensor[[4, 64], pl.INT32], "
+    "bx: pl.Tensor[[4, 8], pl.UINT32], y: pl.Out[pl.Tensor[[4, 16], pl.FP32]], z: pl.Out[pl.Tensor[[4, 32], pl.INT32]]",
+    "tuple[pl.Tensor[[4, 16], pl.FP32], pl.Tensor[[4, 32], pl.INT32]]")
+
+
+@pytest.mark.parametrize("level", ["level3", "level2"])
+def test_gather_index_scatter_gatherb_exact_lines(level):
+    out, _, _ = compile_text(GATHER_KERNEL, level=level)
+    body = body_of(out, "k")
+    s16, i4, f4 = vec("f32", 16, 64), vec("i32", 4, 16), vec("f32", 4, 16)
+    # TGatherOp index form: ins(%src, %indices, %tmp : S, I, T) outs(%dst : D)
+    assert f"pto.tgather ins(%s, %i, %t : {s16}, {i4}, {i4}) outs(%g : {f4})" in body
+    # TScatterOp index form, DPS into the destination (the result shares s's buffer: no copy)
+    assert (f"pto.tscatter ins(%src, %k : {vec('f32', 4, 64)}, {vec('i32', 4, 64)}) outs(%s : {s16})") in body
+    assert not any(ln.startswith("pto.tmov") for ln in body)
+    # TGatherBOp: ins(%src, %offsets : S, O) outs(%dst : D); offsets are ui32 byte offsets
+    assert (f"pto.tgatherb ins(%s, %b : {s16}, {vec('ui32', 4, 8)}) outs(%gb : {vec('f32', 4, 64)})") in body
+    # mask form with output_dtype: the destination type carries the reinterpreted dtype
+    assert (f"pto.tgather ins(%gb, {{maskPattern = #pto.mask_pattern<P0101>}} : {vec('f32', 4, 64)}) "
+            f"outs(%m : {vec('i32', 4, 32)})") in body
+
+
+def test_scatter_needs_indexes_shaped_like_the_source():
+    text = GATHER_KERNEL.replace("k: pl.Tile[[4, 64], pl.INT32, pl.Mem.Vec] = pl.tile.load(kx, [0, 0], [4, 64], "
+                                 "target_memory=pl.Mem.Vec)",
+                                 "k = pl.tile.load(kx, [0, 0], [4, 64], [4, 8], target_memory=pl.Mem.Vec)")
+    assert text != GATHER_KERNEL
+    with pytest.raises(CompileError) as ei:
+        compile_text(text)
+    (d,) = ei.value.diagnostics
+    assert d.code == "PTOC-E0400" and "pl.tile.scatter" in d.message and "indexes" in d.hint
+
+
+GENERATOR_KERNEL = kernel(
+    """
+    c: pl.Tile[[1, 64], pl.INT32, pl.Mem.Vec] = pl.tile.ci(5, [1, 64], dtype=pl.INT32, descending=True)
+    a: pl.Tile[[1, 64], pl.INT32, pl.Mem.Vec] = pl.tile.ci(n, [1, 64], dtype=pl.INT32)
+    u: pl.Tile[[16, 16], pl.FP32, pl.Mem.Vec] = pl.tile.tri(1, [16, 16], dtype=pl.FP32, upper=True)
+    l: pl.Tile[[16, 16], pl.INT32, pl.Mem.Vec] = pl.tile.tri(-2, [16, 16], dtype=pl.INT32)
+    y_1: pl.Tensor[[1, 64], pl.INT32] = pl.tile.store(c, [0, 0], y)
+    z_1: pl.Tensor[[1, 64], pl.INT32] = pl.tile.store(a, [0, 0], z)
+    w_1: pl.Tensor[[16, 16], pl.FP32] = pl.tile.store(u, [0, 0], w)
+    v_1: pl.Tensor[[16, 16], pl.INT32] = pl.tile.store(l, [0, 0], v)
+    return y_1, z_1, w_1, v_1
+    """,
+    "n: pl.Scalar[pl.INT32], y: pl.Out[pl.Tensor[[1, 64], pl.INT32]], z: pl.Out[pl.Tensor[[1, 64], pl.INT32]], "
+    "w: pl.Out[pl.Tensor[[16, 16], pl.FP32]], v: pl.Out[pl.Tensor[[16, 16], pl.INT32]]",
+    "tuple[pl.Tensor[[1, 64], pl.INT32], pl.Tensor[[1, 64], pl.INT32], pl.Tensor[[16, 16], pl.FP32], "
+    "pl.Tensor[[16, 16], pl.INT32]]")
+
+
+def test_ci_and_tri_exact_lines():
+    out, _, _ = compile_text(GENERATOR_KERNEL)
+    body = body_of(out, "k")
+    r64 = vec("i32", 1, 64)
+    # TCIOp: ins(%start : iN) outs(%dst : D), descending as a trailing attribute dict
+    assert "%c5_i32 = arith.constant 5 : i32" in body
+    assert f"pto.tci ins(%c5_i32 : i32) outs(%c : {r64}) {{descending = true}}" in body
+    assert f"pto.tci ins(%arg4 : i32) outs(%a : {r64})" in body
+    # TTriOp: ins(%diagonal attr-dict : i32) outs(%dst : D); upperOrLower defaults to 0 (lower)
+    assert f"pto.ttri ins(%c1_i32 {{upperOrLower = 1 : i32}} : i32) outs(%u : {vec('f32', 16, 16)})" in body
+    assert f"pto.ttri ins(%cn2_i32 : i32) outs(%l : {vec('i32', 16, 16)})" in body
+
+
+def test_ci_with_several_rows_is_e0400():
+    text = GENERATOR_KERNEL.replace("pl.tile.ci(5, [1, 64], dtype=pl.INT32, descending=True)",
+                                    "pl.tile.ci(5, [2, 32], dtype=pl.INT32, descending=True)").replace(
+        "c: pl.Tile[[1, 64], pl.INT32, pl.Mem.Vec]", "c: pl.Tile[[2, 32], pl.INT32, pl.Mem.Vec]").replace(
+        "y_1: pl.Tensor[[1, 64], pl.INT32] = pl.tile.store(c, [0, 0], y)", "y_1 = pl.tile.store(c, [0, 0], y)").replace(
+        "y: pl.Out[pl.Tensor[[1, 64], pl.INT32]]", "y: pl.Out[pl.Tensor[[2, 32], pl.INT32]]").replace(
+        "tuple[pl.Tensor[[1, 64], pl.INT32], pl.Tensor[[1, 64]", "tuple[pl.Tensor[[2, 32], pl.INT32], pl.Tensor[[1, 64]")
+    with pytest.raises(CompileError) as ei:
+        compile_text(text)
+    (d,) = ei.value.diagnostics
+    assert d.code == "PTOC-E0400" and d.message == "cannot emit pl.tile.ci of a tile with more than one row yet"
+
+
+ELEMENT_KERNEL = kernel(
+    """
+    t: pl.Tile[[8, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [8, 64], target_memory=pl.Mem.Vec)
+    a: pl.Scalar[pl.FP32] = pl.tile.read(t, [1, 2])
+    b: pl.Scalar[pl.FP32] = pl.tile.read(t, [r, 3]) * a
+    u: pl.Tile[[8, 64], pl.FP32, pl.Mem.Vec] = pl.tile.write(t, [0, 5], b)
+    pl.tile.write(u, [r, 0], 2.5)
+    y_1: pl.Tensor[[8, 64], pl.FP32] = pl.tile.store(u, [0, 0], y)
+    return y_1
+    """,
+    "x: pl.Tensor[[8, 64], pl.FP32], r: pl.Scalar[pl.INDEX], y: pl.Out[pl.Tensor[[8, 64], pl.FP32]]",
+    "pl.Tensor[[8, 64], pl.FP32]")
+
+
+def test_tile_read_write_exact_lines():
+    out, _, _ = compile_text(ELEMENT_KERNEL)
+    body = body_of(out, "k")
+    t = vec("f32", 8, 64)
+    # TGetValOp: %v = pto.tgetval ins(%src, %offset : T, index) outs : dtype; the offset is r * cols + c
+    assert f"%a = pto.tgetval ins(%t, %c66_index : {t}, index) outs : f32" in body
+    i = body.index("%0 = arith.muli %arg2, %c64_index : index")
+    assert body[i + 1:i + 4] == ["%1 = arith.addi %0, %c3_index : index",
+                                 f"%2 = pto.tgetval ins(%t, %1 : {t}, index) outs : f32",
+                                 "%b = arith.mulf %2, %a : f32"]
+    # TSetValOp: pto.tsetval ins(%offset, %value : index, dtype) outs(%dst : T); u shares t's buffer
+    assert f"pto.tsetval ins(%c5_index, %b : index, f32) outs(%t : {t})" in body
+    assert "%cst = arith.constant 2.50000000000000000e+00 : f32" in body
+    assert f"pto.tsetval ins(%3, %cst : index, f32) outs(%t : {t})" in body
+
+
+VIEW_KERNEL = kernel(
+    """
+    a: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
+    b: pl.Tile[[64, 16], pl.FP32, pl.Mem.Vec] = pl.tile.reshape(a, [64, 16])
+    c: pl.Tile[[64, 16], pl.FP32, pl.Mem.Vec] = pl.tile.adds(b, 1.0)
+    s = pl.tile.slice(c, [8, 8], [4, 8])
+    d = pl.tile.slice(c, [8, 16], [16, 0], valid_shape=[n, 16])
+    e: pl.Tile[[8, 8], pl.FP32, pl.Mem.Vec] = pl.tile.muls(s, 2.0)
+    f = pl.tile.muls(d, 3.0)
+    g = pl.tile.set_validshape(c, 64, 8)
+    y_1 = pl.tile.store(e, [0, 0], y)
+    z_1 = pl.tile.store(f, [0, 0], z)
+    w_1 = pl.tile.store(g, [0, 0], w)
+    return y_1, z_1, w_1
+    """,
+    "x: pl.Tensor[[16, 64], pl.FP32], n: pl.Scalar[pl.INDEX], y: pl.Out[pl.Tensor[[8, 8], pl.FP32]], "
+    "z: pl.Out[pl.Tensor[[8, 16], pl.FP32]], w: pl.Out[pl.Tensor[[64, 16], pl.FP32]]",
+    "tuple[pl.Tensor[[8, 8], pl.FP32], pl.Tensor[[8, 16], pl.FP32], pl.Tensor[[64, 16], pl.FP32]]")
+
+
+@pytest.mark.parametrize("level", ["level3", "level2"])
+def test_reshape_slice_views_exact_lines(level):
+    out, _, _ = compile_text(VIEW_KERNEL, level=level)
+    body = body_of(out, "k")
+    a, b = vec("f32", 16, 64), vec("f32", 64, 16)
+    # TReshapeOp: an SSA view of the same bytes, no buffer of its own
+    assert f"%b = pto.treshape %a : {a} -> {b}" in body
+    assert not any(ln.startswith("%b = pto.alloc_tile") for ln in body)
+    # SubViewOp: %r = pto.subview %src[offsets] sizes [R, C] [valid [%vr, %vc]] : S -> R (parent's config)
+    assert f"%s = pto.subview %c[%c4_index, %c8_index] sizes [8, 8] : {b} -> {vec('f32', 8, 8)}" in body
+    assert (f"%d = pto.subview %c[%c16_index, %c0_index] sizes [8, 16] valid [%arg4, %c16_index] : {b} -> "
+            f"{vec('f32', 8, 16, v_row='?', v_col='?')}") in body
+    assert f"pto.tmuls ins(%s, %cst_1 : {vec('f32', 8, 8)}, f32) outs(%e : {vec('f32', 8, 8)})" in body
+    g = vec("f32", 64, 16, v_col=8)
+    if level == "level3":  # a second handle at c's address
+        c_alloc = next(ln for ln in body if ln.startswith("%c = pto.alloc_tile addr = "))
+        addr = c_alloc.split("addr = ")[1].split(" ")[0]
+        assert f"%g = pto.alloc_tile addr = {addr} : {g}" in body
+    else:  # no addresses: an aliasing treshape of c's handle
+        assert f"%g = pto.treshape %c : {b} -> {g}" in body
+
+
+def test_set_validshape_level2_dynamic_is_treshape_then_set_validshape():
+    text = VIEW_KERNEL.replace("g = pl.tile.set_validshape(c, 64, 8)", "g = pl.tile.set_validshape(c, n, 8)")
+    out, _, _ = compile_text(text, level="level2")
+    body = body_of(out, "k")
+    dyn = vec("f32", 64, 16, v_row="?", v_col="?")
+    i = body.index(f"%g = pto.treshape %c : {vec('f32', 64, 16)} -> {dyn}")
+    assert body[i + 1] == f"pto.set_validshape %g, %arg4, %c8_index : {dyn}"
+
+
+@pytest.mark.parametrize("op,what", [("pl.tile.sel(a, a, a)", "pl.tile.sel"),
+                                     ("pl.tile.scatter_mask(a, h, mask_pattern=1)", "pl.tile.scatter_mask")])
+def test_sel_and_scatter_mask_stay_e0400_with_a_reason(op, what):
+    text = kernel(
+        f"""
+        a: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
+        h: pl.Tile[[16, 32], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [16, 32], target_memory=pl.Mem.Vec)
+        c: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = {op}
+        out_1: pl.Tensor[[16, 64], pl.FP32] = pl.tile.store(c, [0, 0], out)
+        return out_1
+        """,
+        "x: pl.Tensor[[16, 64], pl.FP32], out: pl.Out[pl.Tensor[[16, 64], pl.FP32]]",
+        "pl.Tensor[[16, 64], pl.FP32]")
+    with pytest.raises(CompileError) as ei:
+        compile_text(text)
+    (d,) = ei.value.diagnostics
+    assert d.code == "PTOC-E0400" and d.message == f"cannot emit {what} yet"
+    assert "pto.tsel" in d.hint or "pto.tscatter" in d.hint
+
+
+SCATTER_LOWERED = '''\
+@pl.program
+class p:
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[4, 64], pl.FP32, pl.TensorView(stride=[64, 1])], kx: pl.Tensor[[4, 64], pl.INT32, pl.TensorView(stride=[64, 1])], out: pl.Out[pl.Tensor[[4, 64], pl.FP32, pl.TensorView(stride=[64, 1])]]) -> pl.Tensor[[4, 64], pl.FP32, pl.TensorView(stride=[64, 1])]:
+        mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 3072, addr=0)
+        d: pl.Tile[[4, 64], pl.FP32, pl.MemRef(mem_vec_0, 0, 1024), pl.Mem.Vec] = pl.tile.load(x, [0, 0], [4, 64], target_memory=pl.Mem.Vec)
+        k: pl.Tile[[4, 64], pl.INT32, pl.MemRef(mem_vec_0, 1024, 1024), pl.Mem.Vec] = pl.tile.load(kx, [0, 0], [4, 64], target_memory=pl.Mem.Vec)
+        o: pl.Tile[[4, 64], pl.FP32, pl.MemRef(mem_vec_0, 2048, 1024), pl.Mem.Vec] = pl.tile.scatter(d, d, k)
+        out_1: pl.Tensor[[4, 64], pl.FP32, pl.TensorView(stride=[64, 1])] = pl.tile.store(o, [0, 0], out)
+        return out_1
+'''
+
+
+def test_scatter_into_another_buffer_copies_the_destination_first():
+    out, _ = emit_module(frontend(SCATTER_LOWERED, "t.ir", A2A3), A2A3)
+    body = body_of(out, "k")
+    f, i = vec("f32", 4, 64), vec("i32", 4, 64)
+    j = body.index(f"pto.tmov ins(%d : {f}) outs(%o : {f})")
+    assert body[j + 1] == f"pto.tscatter ins(%d, %k : {f}, {i}) outs(%o : {f})"
+    assert f"%o = pto.alloc_tile addr = %c2048_i64 : {f}" in body

@@ -572,3 +572,235 @@ def test_parse_module_structure():
     assert [t for _, t in f.args] == ["!pto.ptr<i8>", "!pto.ptr<i8>", "!pto.ptr<i32>"]
     loops = [op for op in f.body if op.name == "scf.for"]
     assert len(loops) == 1 and any(op.name == "scf.for" for op in loops[0].regions[0])
+
+
+# --------------------------------------------------------------------------------------------------
+# IR kernels for the gather / scatter, generator, element-access and view families: compiled through
+# the front end and the pipeline, executed, and checked against independent numpy computations
+# --------------------------------------------------------------------------------------------------
+
+CTX = CompileContext(arch="a2a3", ptoas_version="v0.61")
+
+
+def ir_kernel(body: str, params: str, ret: str) -> str:
+    lines = "\n".join("        " + ln.strip() for ln in body.strip().splitlines())
+    return (f"@pl.program\nclass p:\n    @pl.function(type=pl.FunctionType.InCore)\n"
+            f"    def k(self, {params}) -> {ret}:\n{lines}\n")
+
+
+def compile_ir(text: str, level: str) -> str:
+    prog = frontend(text, "t.ir", CTX)
+    return compile_program(prog, CTX, "t.ir", pto_level=level, header=False).pto
+
+
+GATHER_SCATTER_IR = ir_kernel(
+    """
+    s: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
+    i: pl.Tile[[4, 16], pl.INT32, pl.Mem.Vec] = pl.tile.load(ix, [0, 0], [4, 16], target_memory=pl.Mem.Vec)
+    t: pl.Tile[[4, 16], pl.INT32, pl.Mem.Vec] = pl.tile.create([4, 16], dtype=pl.INT32, target_memory=pl.Mem.Vec)
+    g: pl.Tile[[4, 16], pl.FP32, pl.Mem.Vec] = pl.tile.gather(s, i, t)
+    src: pl.Tile[[4, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [4, 0], [4, 64], target_memory=pl.Mem.Vec)
+    k: pl.Tile[[4, 64], pl.INT32, pl.Mem.Vec] = pl.tile.load(kx, [0, 0], [4, 64], target_memory=pl.Mem.Vec)
+    o: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.scatter(s, src, k)
+    b: pl.Tile[[4, 8], pl.UINT32, pl.Mem.Vec] = pl.tile.load(bx, [0, 0], [4, 8], target_memory=pl.Mem.Vec)
+    gb: pl.Tile[[4, 64], pl.FP32, pl.Mem.Vec] = pl.tile.gatherb(o, b)
+    m: pl.Tile[[4, 32], pl.INT32, pl.Mem.Vec] = pl.tile.gather_mask(gb, mask_pattern=2, output_dtype=pl.INT32)
+    y_1: pl.Tensor[[4, 16], pl.FP32] = pl.tile.store(g, [0, 0], y)
+    z_1: pl.Tensor[[4, 32], pl.INT32] = pl.tile.store(m, [0, 0], z)
+    w_1: pl.Tensor[[16, 64], pl.FP32] = pl.tile.store(o, [0, 0], w)
+    return y_1, z_1, w_1
+    """,
+    "x: pl.Tensor[[16, 64], pl.FP32], ix: pl.Tensor[[4, 16], pl.INT32], kx: pl.Tensor[[4, 64], pl.INT32], "
+    "bx: pl.Tensor[[4, 8], pl.UINT32], y: pl.Out[pl.Tensor[[4, 16], pl.FP32]], "
+    "z: pl.Out[pl.Tensor[[4, 32], pl.INT32]], w: pl.Out[pl.Tensor[[16, 64], pl.FP32]]",
+    "tuple[pl.Tensor[[4, 16], pl.FP32], pl.Tensor[[4, 32], pl.INT32], pl.Tensor[[16, 64], pl.FP32]]")
+
+
+def run_gather_scatter(text, seed=20):
+    rng = np.random.default_rng(seed)
+    x = rng.standard_normal((16, 64)).astype(np.float32)
+    ix = rng.integers(0, 16 * 64, (4, 16)).astype(np.int32)
+    kx = rng.integers(0, 16, (4, 64)).astype(np.int32)
+    bx = (rng.integers(0, 16 * 64 * 4 // 32, (4, 8)) * 32).astype(np.uint32)  # 32-byte blocks of o
+    out = run_pto_logical(text, "k", {0: (x, "ND"), 1: (ix, "ND"), 2: (kx, "ND"), 3: (bx, "ND"),
+                                      4: (np.zeros((4, 16), np.float32), "ND"),
+                                      5: (np.zeros((4, 32), np.int32), "ND"),
+                                      6: (np.zeros((16, 64), np.float32), "ND")})
+    gather = x.reshape(-1)[ix]  # flat index into the 16 x 64 source
+    scattered = x.copy()
+    for i in range(4):  # one destination row per element, row-major order (the last writer wins)
+        for j in range(64):
+            scattered[kx[i, j], j] = x[4 + i, j]
+    blocks = scattered.reshape(-1).view(np.uint8)
+    gb = np.stack([np.concatenate([blocks[o:o + 32].view(np.float32) for o in row]) for row in bx])
+    mask = np.ascontiguousarray(gb[:, 1::2]).view(np.int32)  # P1010: odd columns, bits as INT32
+    return out, gather, mask, scattered
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_gather_index_scatter_gatherb_and_mask_bits(level):
+    out, gather, mask, scattered = run_gather_scatter(compile_ir(GATHER_SCATTER_IR, level))
+    np.testing.assert_array_equal(out[4], gather)
+    np.testing.assert_array_equal(out[6], scattered)
+    np.testing.assert_array_equal(out[5], mask)
+
+
+def test_gather_index_out_of_range_is_an_error():
+    text = compile_ir(GATHER_SCATTER_IR, "level3")
+    x = np.zeros((16, 64), np.float32)
+    ix = np.full((4, 16), 16 * 64, np.int32)  # one past the source tile
+    line = next(i + 1 for i, s in enumerate(text.splitlines()) if "pto.tgather ins(%s, %i, %t" in s)
+    with pytest.raises(PtoExecError, match=f"line {line}: tgather index 1024 is outside"):
+        run_pto_logical(text, "k", {0: (x, "ND"), 1: (ix, "ND"), 2: (np.zeros((4, 64), np.int32), "ND"),
+                                    3: (np.zeros((4, 8), np.uint32), "ND"), 4: (np.zeros((4, 16), np.float32), "ND"),
+                                    5: (np.zeros((4, 32), np.int32), "ND"), 6: (x, "ND")})
+
+
+def test_scatter_row_index_out_of_range_is_an_error():
+    text = compile_ir(GATHER_SCATTER_IR, "level2")
+    x = np.zeros((16, 64), np.float32)
+    with pytest.raises(PtoExecError, match="tscatter row index 16 is outside the 16-row destination"):
+        run_pto_logical(text, "k", {0: (x, "ND"), 1: (np.zeros((4, 16), np.int32), "ND"),
+                                    2: (np.full((4, 64), 16, np.int32), "ND"), 3: (np.zeros((4, 8), np.uint32), "ND"),
+                                    4: (np.zeros((4, 16), np.float32), "ND"), 5: (np.zeros((4, 32), np.int32), "ND"),
+                                    6: (x, "ND")})
+
+
+GENERATOR_IR = ir_kernel(
+    """
+    c: pl.Tile[[1, 64], pl.INT32, pl.Mem.Vec] = pl.tile.ci(5, [1, 64], dtype=pl.INT32, descending=True)
+    a: pl.Tile[[1, 32], pl.INT16, pl.Mem.Vec] = pl.tile.ci(n, [1, 32], dtype=pl.INT16)
+    u: pl.Tile[[16, 16], pl.FP32, pl.Mem.Vec] = pl.tile.tri(1, [16, 16], dtype=pl.FP32, upper=True)
+    l: pl.Tile[[16, 16], pl.INT32, pl.Mem.Vec] = pl.tile.tri(-2, [16, 16], dtype=pl.INT32)
+    y_1: pl.Tensor[[1, 64], pl.INT32] = pl.tile.store(c, [0, 0], y)
+    z_1: pl.Tensor[[1, 32], pl.INT16] = pl.tile.store(a, [0, 0], z)
+    w_1: pl.Tensor[[16, 16], pl.FP32] = pl.tile.store(u, [0, 0], w)
+    v_1: pl.Tensor[[16, 16], pl.INT32] = pl.tile.store(l, [0, 0], v)
+    return y_1, z_1, w_1, v_1
+    """,
+    "n: pl.Scalar[pl.INT16], y: pl.Out[pl.Tensor[[1, 64], pl.INT32]], z: pl.Out[pl.Tensor[[1, 32], pl.INT16]], "
+    "w: pl.Out[pl.Tensor[[16, 16], pl.FP32]], v: pl.Out[pl.Tensor[[16, 16], pl.INT32]]",
+    "tuple[pl.Tensor[[1, 64], pl.INT32], pl.Tensor[[1, 32], pl.INT16], pl.Tensor[[16, 16], pl.FP32], "
+    "pl.Tensor[[16, 16], pl.INT32]]")
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_ci_and_tri(level):
+    text = compile_ir(GENERATOR_IR, level)
+    out = run_pto_logical(text, "k", {0: (np.zeros((1, 64), np.int32), "ND"), 1: (np.zeros((1, 32), np.int16), "ND"),
+                                      2: (np.zeros((16, 16), np.float32), "ND"),
+                                      3: (np.zeros((16, 16), np.int32), "ND")}, scalars=[32760])
+    np.testing.assert_array_equal(out[0][0], 5 - np.arange(64))
+    np.testing.assert_array_equal(out[1][0], (32760 + np.arange(32)).astype(np.int16))  # wraps at 16 bits
+    i, j = np.meshgrid(np.arange(16), np.arange(16), indexing="ij")
+    np.testing.assert_array_equal(out[2], np.triu(np.ones((16, 16)), 1).astype(np.float32))
+    np.testing.assert_array_equal(out[2], (j >= i + 1).astype(np.float32))
+    np.testing.assert_array_equal(out[3], np.tril(np.ones((16, 16)), -2).astype(np.int32))
+
+
+ELEMENT_IR = ir_kernel(
+    """
+    t: pl.Tile[[8, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [8, 64], target_memory=pl.Mem.Vec)
+    a: pl.Scalar[pl.FP32] = pl.tile.read(t, [1, 2])
+    b: pl.Scalar[pl.FP32] = pl.tile.read(t, [r, 3]) * a
+    u: pl.Tile[[8, 64], pl.FP32, pl.Mem.Vec] = pl.tile.write(t, [0, 5], b)
+    pl.tile.write(u, [r, 0], 2.5)
+    y_1: pl.Tensor[[8, 64], pl.FP32] = pl.tile.store(u, [0, 0], y)
+    return y_1
+    """,
+    "x: pl.Tensor[[8, 64], pl.FP32], r: pl.Scalar[pl.INDEX], y: pl.Out[pl.Tensor[[8, 64], pl.FP32]]",
+    "pl.Tensor[[8, 64], pl.FP32]")
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("r", [0, 6])
+def test_tile_read_and_write(level, r):
+    x = np.random.default_rng(21).standard_normal((8, 64)).astype(np.float32)
+    out = run_pto_logical(compile_ir(ELEMENT_IR, level), "k", {0: (x, "ND"), 1: (np.zeros((8, 64), np.float32), "ND")},
+                          scalars=[r])
+    want = x.copy()
+    want[0, 5] = x[r, 3] * x[1, 2]
+    want[r, 0] = 2.5
+    np.testing.assert_array_equal(out[1], want)
+
+
+VIEW_IR = ir_kernel(
+    """
+    a: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
+    b: pl.Tile[[64, 16], pl.FP32, pl.Mem.Vec] = pl.tile.reshape(a, [64, 16])
+    c: pl.Tile[[64, 16], pl.FP32, pl.Mem.Vec] = pl.tile.adds(b, 1.0)
+    s = pl.tile.slice(c, [8, 8], [4, 8])
+    d = pl.tile.slice(c, [8, 16], [16, 0], valid_shape=[n, 16])
+    e: pl.Tile[[8, 8], pl.FP32, pl.Mem.Vec] = pl.tile.muls(s, 2.0)
+    f = pl.tile.muls(d, 3.0)
+    g = pl.tile.set_validshape(c, n, 8)
+    y_1 = pl.tile.store(e, [0, 0], y)
+    z_1 = pl.tile.store(f, [0, 0], z)
+    w_1 = pl.tile.store(g, [0, 0], w)
+    return y_1, z_1, w_1
+    """,
+    "x: pl.Tensor[[16, 64], pl.FP32], n: pl.Scalar[pl.INDEX], y: pl.Out[pl.Tensor[[8, 8], pl.FP32]], "
+    "z: pl.Out[pl.Tensor[[8, 16], pl.FP32]], w: pl.Out[pl.Tensor[[64, 16], pl.FP32]]",
+    "tuple[pl.Tensor[[8, 8], pl.FP32], pl.Tensor[[8, 16], pl.FP32], pl.Tensor[[64, 16], pl.FP32]]")
+
+
+@pytest.mark.parametrize("level", LEVELS)
+@pytest.mark.parametrize("n", [8, 3])
+def test_reshape_slice_and_set_validshape_views(level, n):
+    x = np.random.default_rng(22).standard_normal((16, 64)).astype(np.float32)
+    y0, z0, w0 = np.full((8, 8), 7, np.float32), np.full((8, 16), 7, np.float32), np.full((64, 16), 7, np.float32)
+    out = run_pto_logical(compile_ir(VIEW_IR, level), "k", {0: (x, "ND"), 1: (y0, "ND"), 2: (z0, "ND"), 3: (w0, "ND")},
+                          scalars=[n])
+    c = x.reshape(64, 16) + np.float32(1)  # row-major reshape of the same bytes
+    np.testing.assert_array_equal(out[1], c[4:12, 8:16] * np.float32(2))
+    z = z0.copy()
+    z[:n] = c[16:16 + n] * np.float32(3)  # only the dynamic valid rows are stored
+    np.testing.assert_array_equal(out[2], z)
+    w = w0.copy()
+    w[:n, :8] = c[:n, :8]
+    np.testing.assert_array_equal(out[3], w)
+
+
+EXTRACT_IR = ir_kernel(
+    """
+    am: pl.Tile[[32, 64], pl.FP16, pl.Mem.Mat] = pl.tile.load(a, [0, 0], [32, 64], target_memory=pl.Mem.Mat)
+    bm: pl.Tile[[64, 32], pl.FP16, pl.Mem.Mat] = pl.tile.load(b, [0, 0], [64, 32], target_memory=pl.Mem.Mat)
+    al: pl.Tile[[32, 32], pl.FP16, pl.Mem.Left] = pl.tile.extract(am, 0, 32, [32, 32], target_memory=pl.Mem.Left)
+    br: pl.Tile[[32, 16], pl.FP16, pl.Mem.Right] = pl.tile.extract(bm, 32, 16, [32, 16], target_memory=pl.Mem.Right)
+    acc: pl.Tile[[32, 16], pl.FP32, pl.Mem.Acc] = pl.tile.matmul(al, br)
+    c_1: pl.Tensor[[32, 16], pl.FP32] = pl.tile.store(acc, [0, 0], c)
+    return c_1
+    """,
+    "a: pl.Tensor[[32, 64], pl.FP16], b: pl.Tensor[[64, 32], pl.FP16], c: pl.Out[pl.Tensor[[32, 16], pl.FP32]]",
+    "pl.Tensor[[32, 16], pl.FP32]")
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_extract_into_left_and_right_windows(level):
+    rng = np.random.default_rng(23)
+    a = rng.standard_normal((32, 64)).astype(np.float16)
+    b = rng.standard_normal((64, 32)).astype(np.float16)
+    out = run_pto_logical(compile_ir(EXTRACT_IR, level), "k",
+                          {0: (a, "ND"), 1: (b, "ND"), 2: (np.zeros((32, 16), np.float32), "ND")})
+    want = a[:, 32:].astype(np.float64) @ b[32:, 16:].astype(np.float64)
+    np.testing.assert_allclose(out[2], want, rtol=1e-5, atol=1e-4)
+
+
+REINTERPRET_IR = ir_kernel(
+    """
+    a: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
+    r = pl.tile.reinterpret_view(a, pl.INT32)
+    q = pl.tile.ands(r, 2147483647)
+    y_1 = pl.tile.store(q, [0, 0], y)
+    return y_1
+    """,
+    "x: pl.Tensor[[16, 64], pl.FP32], y: pl.Out[pl.Tensor[[16, 64], pl.INT32]]", "pl.Tensor[[16, 64], pl.INT32]")
+
+
+@pytest.mark.parametrize("level", LEVELS)
+def test_reinterpret_view_is_a_treshape_of_the_same_bits(level):
+    text = compile_ir(REINTERPRET_IR, level)
+    assert "%r = pto.treshape %a : " in text
+    x = np.random.default_rng(24).standard_normal((16, 64)).astype(np.float32)
+    out = run_pto_logical(text, "k", {0: (x, "ND"), 1: (np.zeros((16, 64), np.int32), "ND")})
+    np.testing.assert_array_equal(out[1], np.abs(x).view(np.int32))  # sign bit cleared
