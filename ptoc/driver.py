@@ -15,16 +15,35 @@ class LowerResult:
     before: dict[str, str] = field(default_factory=dict)  # pass name -> IR text before it
     profile: dict | None = None
     timings_table: str | None = None
+    # the pipeline's verifier cache: what it inferred about the functions of `program` (see function_types)
+    verified: object | None = field(default=None, repr=False, compare=False)
+
+    def function_types(self, ctx: CompileContext) -> dict:
+        """`ptoc.ir.verifier.function_types` of the lowered program, from what the pipeline already inferred."""
+        from ptoc.ir.verifier import function_types
+
+        return function_types(self.program, ctx, self.verified)  # type: ignore[arg-type]
 
 
 def frontend(text: str, file: str, ctx: CompileContext) -> Program:
     from ptoc.frontend.parser import parse_program
+    from ptoc.passes.manager import gc_paused
 
-    return parse_program(text, file, ctx=ctx)
+    with gc_paused():  # (parse_program pauses it too; this one also spares the parse tree a rescan)
+        return parse_program(text, file, ctx=ctx)
 
 
 def lower(program: Program, ctx: CompileContext, stop_after: str | None = None, dumps: bool = False,
           timings: bool = False, roundtrip: bool = False, skip: frozenset[str] = frozenset()) -> LowerResult:
+    from ptoc.passes.manager import gc_paused
+
+    with gc_paused():
+        return _lower(program, ctx, stop_after, dumps, timings, roundtrip, skip)
+
+
+def _lower(program: Program, ctx: CompileContext, stop_after: str | None, dumps: bool, timings: bool,
+           roundtrip: bool, skip: frozenset[str]) -> LowerResult:
+    from ptoc.ir.verifier import VerifyCache
     from ptoc.passes.manager import Dumps, RoundTrip, Timings, run_pipeline
 
     instruments = []
@@ -33,9 +52,10 @@ def lower(program: Program, ctx: CompileContext, stop_after: str | None = None, 
     for ins in (d, t, RoundTrip() if roundtrip else None):
         if ins is not None:
             instruments.append(ins)
-    out = run_pipeline(program, ctx, stop_after=stop_after, instruments=instruments, skip=skip)
+    cache = VerifyCache(ctx)  # this compile's: handed on to the emitters through the result
+    out = run_pipeline(program, ctx, stop_after=stop_after, instruments=instruments, skip=skip, cache=cache)
     return LowerResult(out, d.texts if d else [], d.before if d else {},
-                       t.profile() if t else None, t.table() if t else None)
+                       t.profile() if t else None, t.table() if t else None, cache)
 
 
 @dataclass
@@ -92,9 +112,12 @@ def compile_program(program: Program, ctx: CompileContext, source_name: str, pto
     from ptoc.codegen.global_tensor import emit_header
     from ptoc.codegen.pto import emit_module
 
+    from ptoc.passes.manager import gc_paused
+
     check_assembler_version(program, ctx)
     skip = frozenset({"AllocateMemoryAddr"}) if pto_level == "level2" else frozenset()
-    low = lower(program, ctx, dumps=dumps, timings=timings, skip=skip)
-    text, skipped = emit_module(low.program, ctx, pto_level=pto_level)
-    hdr = emit_header(low.program, ctx, source_name, __version__) if header else None
+    with gc_paused():
+        low = lower(program, ctx, dumps=dumps, timings=timings, skip=skip)
+        text, skipped = emit_module(low.program, ctx, pto_level=pto_level)
+        hdr = emit_header(low.program, ctx, source_name, __version__, low.function_types(ctx)) if header else None
     return Artifacts(text, hdr, list(skipped), low)

@@ -168,15 +168,17 @@ def _check_nz(entry: GlobalTensorEntry, dtype: DType, fn: str) -> None:
             f"shape[3] == {NZ_FRACTAL_ROWS} and shape[4] == 32 / sizeof({entry.cpp_type}) == {want_c0}")
 
 
-def kernel_types(program: Program, ctx) -> list[KernelTypes]:
-    """The GlobalTensor types of every kernel of `program` (raises CompileError for user errors)."""
+def kernel_types(program: Program, ctx, types: dict | None = None) -> list[KernelTypes]:
+    """The GlobalTensor types of every kernel of `program` (raises CompileError for user errors).
+    `types`: `function_types(program, ctx)` when the caller already has it."""
     from ptoc.codegen.views import partitions, tensor_views
     from ptoc.ir.verifier import function_types
 
     kernels = [f for f in program.functions if f.func_type in KERNEL_TYPES]
     if not kernels:
         return []
-    types = function_types(program, ctx)
+    if types is None:
+        types = function_types(program, ctx)
     namespaces = _namespace_names(kernels)
     sink = DiagnosticSink()
     out: list[KernelTypes] = []
@@ -275,9 +277,10 @@ def render_entry(e: GlobalTensorEntry) -> list[str]:
     ]
 
 
-def emit_header(program: Program, ctx, source_name: str, ptoc_version: str) -> str:
-    """The header text for `program` (lowered: kernels carry explicit strides, NZ views are rank 5)."""
-    kernels = kernel_types(program, ctx)
+def emit_header(program: Program, ctx, source_name: str, ptoc_version: str, types: dict | None = None) -> str:
+    """The header text for `program` (lowered: kernels carry explicit strides, NZ views are rank 5).
+    `types`: `function_types(program, ctx)` when the caller already has it."""
+    kernels = kernel_types(program, ctx, types)
     lines = [
         "#pragma once",
         f"// pto-isa GlobalTensor types for {json.dumps(source_name)}",

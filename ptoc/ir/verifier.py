@@ -2,11 +2,14 @@
 
 The front end runs it on every parsed program (user errors with spans); the pass manager runs it
 after every pass (a failure there is a bug in the pass). It walks each function once, in order,
-with a scope stack, so its cost is linear in the size of the program.
+with a scope stack, so its cost is linear in the size of the program. Within one pipeline run a
+`VerifyCache` remembers the function objects already checked, so a pass that leaves a function alone
+does not pay for checking it again.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import difflib
 from collections.abc import Callable, Iterator
 
@@ -48,6 +51,7 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.printer import print_type
+from ptoc.ir.visitor import Mutator
 
 # An operator typing hook: (call, positional arg types, keyword arg types, context) ->
 # (result type or None when unknown, diagnostics).
@@ -106,6 +110,131 @@ def iter_subexprs(e: Expr) -> Iterator[Expr]:
     elif isinstance(e, GetItem):
         yield e.value
         yield e.index
+
+
+# Field annotations that never hold a node: `iter_nodes` does not look into such fields.
+_ATOM_FIELDS = frozenset({"str", "bool", "int", "float", "DType", "str | None", "int | None", "bool | None"})
+_NODE_FIELDS: dict[type, tuple[str, ...]] = {}
+
+
+def _node_fields(cls: type) -> tuple[str, ...]:
+    names = tuple(x.name for x in dataclasses.fields(cls) if x.name != "span" and x.type not in _ATOM_FIELDS)
+    _NODE_FIELDS[cls] = names
+    return names
+
+
+def _flatten_nodes(items: tuple, out: list) -> None:
+    for x in items:
+        if isinstance(x, Node):
+            out.append(x)
+        elif isinstance(x, tuple):
+            _flatten_nodes(x, out)
+
+
+def iter_nodes(root: Node) -> Iterator[Node]:
+    """Every node under `root` (inclusive) in the order of `ptoc.ir.visitor.walk` (pre-order, fields in
+    declaration order, tuples flattened), iteratively, at a fraction of its cost: it skips the fields
+    that hold no nodes (names, dtypes, flags). The passes' whole-function scans use it."""
+    stack = [root]
+    pop = stack.pop
+    push = stack.extend
+    fields = _NODE_FIELDS
+    while stack:
+        n = pop()
+        yield n
+        names = fields.get(n.__class__)
+        if names is None:
+            names = _node_fields(n.__class__)
+        if not names:
+            continue
+        kids: list[Node] = []
+        for name in names:
+            v = getattr(n, name)
+            if isinstance(v, Node):
+                kids.append(v)
+            elif isinstance(v, tuple) and v:
+                _flatten_nodes(v, kids)
+        if kids:
+            kids.reverse()
+            push(kids)
+
+
+class NodeIndex:
+    """One walk of a function (`iter_nodes`): the nodes under it grouped by class, each in walk order.
+    Passes and property checks that look for calls, variables or types ask it instead of walking the
+    function again; with the pipeline's `VerifyCache` one index serves every pass that sees the same
+    function parts. (No node class is subclassed, so a class's group holds all its instances.)"""
+
+    __slots__ = ("_by_class",)
+
+    def __init__(self, f: Function):
+        by: dict[type, list[Node]] = {}
+        get = by.get
+        nodes = iter_nodes(f)
+        next(nodes)  # the function itself
+        for n in nodes:
+            group = get(n.__class__)
+            if group is None:
+                by[n.__class__] = [n]
+            else:
+                group.append(n)
+        self._by_class = by
+
+    def of(self, cls: type) -> list:
+        """Every node of class `cls`, in walk order (do not change the list)."""
+        return self._by_class.get(cls, _NO_NODES)
+
+    @staticmethod
+    def get(f: Function, cache: VerifyCache | None = None) -> NodeIndex:
+        """The index of `f`: the cache's when it has one for the same parts, else a fresh one."""
+        return cache.node_index(f) if cache is not None else NodeIndex(f)
+
+
+_NO_NODES: list = []
+
+
+class FastMutator(Mutator):
+    """`ptoc.ir.visitor.Mutator` with the same hooks (`pre_<Class>`, `mutate_<Class>`) and the same result
+    (bottom-up, the very same object where nothing below changed), at a fraction of its cost: the hooks
+    are looked up once per node class and fields that hold no nodes are not visited."""
+
+    def mutate(self, node):
+        cls = node.__class__
+        if cls is tuple:
+            new = tuple([self.mutate(x) for x in node])
+            for a, b in zip(new, node):
+                if a is not b:
+                    return new
+            return node
+        if not isinstance(node, Node):
+            return node
+        hooks = self.__dict__.get("_hooks")
+        if hooks is None:
+            hooks = self.__dict__["_hooks"] = {}
+        pair = hooks.get(cls)
+        if pair is None:
+            pair = hooks[cls] = (getattr(self, f"pre_{cls.__name__}", None),
+                                 getattr(self, f"mutate_{cls.__name__}", None))
+        pre, post = pair
+        if pre is not None:
+            r = pre(node)
+            if r is not None:
+                return r
+        names = _NODE_FIELDS.get(cls)
+        if names is None:
+            names = _node_fields(cls)
+        changes = None
+        for name in names:
+            old = getattr(node, name)
+            if isinstance(old, (Node, tuple)):
+                new = self.mutate(old)
+                if new is not old:
+                    if changes is None:
+                        changes = {}
+                    changes[name] = new
+        if changes:
+            node = dataclasses.replace(node, **changes)
+        return post(node) if post is not None else node
 
 
 def type_mismatch(annotated: Type, actual: Type) -> str | None:
@@ -179,6 +308,23 @@ def _kind(t: Type) -> str:
 _CALL_METADATA = ("attrs", "device")
 
 
+# Expressions whose check inside a type can find nothing wrong: a constant, or a name (a dimension
+# may name a dynamic dimension or a value; an unknown one reads as an index). `check_type` skips them.
+_QUIET_IN_TYPE = (ConstInt, ConstFloat, ConstBool, Var)
+
+_SCALARS: dict[int, tuple[dtypes.DType, ScalarType]] = {}
+
+
+def _scalar(dt: dtypes.DType) -> ScalarType:
+    """The (shared, immutable) scalar type of dtype `dt`."""
+    hit = _SCALARS.get(id(dt))
+    if hit is not None and hit[0] is dt:
+        return hit[1]
+    t = ScalarType(dt)
+    _SCALARS[id(dt)] = (dt, t)
+    return t
+
+
 class _Scope:
     __slots__ = ("names", "parent")
 
@@ -195,11 +341,145 @@ class _Scope:
         return False, None
 
 
+class _Recent:
+    """A memo that keeps what was stored or used since the last two `age()` calls: the pass manager ages
+    it after every pass, so it holds about two versions of the program, not every version there was."""
+
+    __slots__ = ("cur", "old")
+
+    def __init__(self):
+        self.cur: dict = {}
+        self.old: dict = {}
+
+    def get(self, key):
+        e = self.cur.get(key)
+        if e is None:
+            e = self.old.get(key)
+            if e is not None:
+                self.cur[key] = e
+        return e
+
+    def put(self, key, entry) -> None:
+        self.cur[key] = entry
+
+    def age(self) -> None:
+        self.old, self.cur = self.cur, {}
+
+
+class VerifyCache:
+    """What the verifier learned about functions during one pipeline run (`run_pipeline` makes one, or
+    takes the driver's, which hands it on to the emitters of the same compile; it is never global). It
+    also remembers operator typer answers and type comparisons for identical objects, and one
+    `NodeIndex` per function, and forgets what a pass and its check did not use (`age`).
+
+    The IR is immutable, and the check of a function reads nothing but its name, parameters, return
+    types and body, the program's dynamic dimensions, the context, the operator typer and, only when the
+    body calls a function of the program, the signatures of the program's functions. A function whose
+    parts are the identical (`is`) objects of one checked before, under those same inputs, has the same
+    diagnostics and the same value types: when it verified clean it is not verified again, and
+    `function_types` reuses its types. (So a pass that returns a function unchanged, or changes only
+    its kind or attributes, costs no second check.)"""
+
+    def __init__(self, ctx=None):
+        self.ctx = ctx
+        self.op_typer = _default_op_typer()  # the checks it caches: structure plus operator type rules
+        # (id(body), id(params), id(returns)) -> (body, params, returns, returns_tuple, name, dynamic
+        # dims, signature token or None (no calls), value types, verified clean). An entry holds the
+        # objects whose ids key it, so no other object can take those ids while the cache lives.
+        self._entries = _Recent()
+        self._sigs: list[tuple[tuple, int]] = []  # the signatures seen so far, each with its token
+        self.checked = 0  # functions checked (not served from the cache): for tests and profiling
+        # operator typer answers: (id(call), ids of the argument and keyword types) -> (call, argument
+        # types, keyword types, answer); the entry holds the keyed objects, so their ids stay theirs
+        self._op_types = _Recent()
+        self.op_hits = 0
+        self._mismatches = _Recent()  # (id(annotated), id(actual)) -> (both, answer)
+        self._indexes = _Recent()  # ids of a function's parts -> (the parts, their NodeIndex)
+
+    def age(self) -> None:
+        """Forget what the last two rounds (pass + check) did not use: keeps memory near two versions."""
+        self._entries.age()
+        self._op_types.age()
+        self._mismatches.age()
+        self._indexes.age()
+
+    def node_index(self, f: Function) -> NodeIndex:
+        """`NodeIndex(f)`, shared by every function with the identical (`is`) parts (a walk of a function
+        visits its parameters, return types, body, decorator keywords and attributes, nothing else)."""
+        parts = (f.params, f.returns, f.body, f.decorator_kwargs, f.attrs)
+        key = tuple(map(id, parts))
+        e = self._indexes.get(key)
+        if e is not None and all(a is b for a, b in zip(e[0], parts)):
+            return e[1]
+        index = NodeIndex(f)
+        self._indexes.put(key, (parts, index))
+        return index
+
+    def op_type(self, call: Call, arg_types: list, kwarg_types: dict) -> tuple[Type | None, list[Diagnostic]]:
+        """The operator typer's answer for `call` with these argument types. The typer is a pure function
+        of the call node, the argument types and the context, so the answer for the identical (`is`)
+        call node and argument type objects is remembered and given again."""
+        kw = tuple(kwarg_types.values())  # the call's keywords, in its order
+        key = (id(call), *map(id, arg_types), *map(id, kw))
+        e = self._op_types.get(key)
+        if e is not None:  # the entry holds the objects whose ids make its key: the very same objects
+            self.op_hits += 1
+            return e[3]
+        answer = self.op_typer(call, arg_types, kwarg_types, self.ctx)  # type: ignore[misc]
+        self._op_types.put(key, (call, tuple(arg_types), kw, answer))
+        return answer
+
+    def type_mismatch(self, annotated: Type, actual: Type) -> str | None:
+        """`type_mismatch`, remembered for the identical pair of type objects."""
+        if annotated is actual:
+            return None  # a type always agrees with itself
+        key = (id(annotated), id(actual))
+        e = self._mismatches.get(key)
+        if e is not None:  # (the entry holds both objects: ids of live objects are theirs alone)
+            return e[2]
+        why = type_mismatch(annotated, actual)
+        self._mismatches.put(key, (annotated, actual, why))
+        return why
+
+    def usable(self, ctx, op_typer: OpTyper | None) -> bool:
+        return ctx is self.ctx and op_typer is self.op_typer
+
+    def token(self, program: Program) -> int:
+        """A number for the program's function signatures, the same for every program whose signatures
+        are the identical objects (compared by identity: conservative)."""
+        sig = tuple(x for f in program.functions for x in (f.name, f.params, f.returns, f.returns_tuple))
+        for known, tok in self._sigs:
+            if len(known) == len(sig) and all(a is b for a, b in zip(known, sig)):
+                return tok
+        tok = len(self._sigs)
+        self._sigs.append((sig, tok))
+        return tok
+
+    def lookup(self, f: Function, program: Program, token: int) -> tuple[dict[str, Type | None], bool] | None:
+        """(value types, verified clean) of `f` as a function of `program` (signature `token`), or None."""
+        e = self._entries.get((id(f.body), id(f.params), id(f.returns)))
+        if (e is None or e[0] is not f.body or e[1] is not f.params or e[2] is not f.returns
+                or e[3] != f.returns_tuple or e[4] != f.name or e[5] is not program.dynamic_dims
+                or (e[6] is not None and e[6] != token)):
+            return None
+        return e[7], e[8]
+
+    def store(self, f: Function, program: Program, token: int | None, types: dict[str, Type | None],
+              clean: bool) -> None:
+        """Remember a check of `f`; `token` None: its body calls no function (signatures do not matter)."""
+        self._entries.put((id(f.body), id(f.params), id(f.returns)), (
+            f.body, f.params, f.returns, f.returns_tuple, f.name, program.dynamic_dims, token, types, clean))
+
+
 class Verifier:
-    def __init__(self, program: Program, ctx=None, op_typer: OpTyper | None = None):
+    def __init__(self, program: Program, ctx=None, op_typer: OpTyper | None = None,
+                 cache: VerifyCache | None = None):
         self.program = program
         self.ctx = ctx
         self.op_typer = op_typer
+        self.cache = cache if cache is not None and cache.usable(ctx, op_typer) else None
+        self.token = self.cache.token(program) if self.cache is not None else -1
+        self.calls = False  # the current function calls a function of the program
         self.diags: list[Diagnostic] = []
         self.funcs = {f.name: f for f in program.functions}
         self.dyn = {d.name for d in program.dynamic_dims}
@@ -217,18 +497,41 @@ class Verifier:
     # ------------------------------------------------------------------ entry
     def run(self) -> list[Diagnostic]:
         for f in self.program.functions:
+            if self.cache is not None:
+                known = self.cache.lookup(f, self.program, self.token)
+                if known is not None and known[1]:
+                    continue  # this very function verified clean in a program with these signatures
             try:
-                self.function(f)
+                self.checked_function(f)
             except RecursionError:
                 self.err("PTOC-E0114", f"function {f.name!r} is nested too deeply for ptoc", f,
                          hint="split deep expressions into several statements with intermediate names")
         return self.diags
+
+    def checked_function(self, f: Function) -> dict[str, Type | None]:
+        """Check `f` (appending to `diags`), remember the result in the cache, return its value types."""
+        first = len(self.diags)
+        self.function(f)
+        if self.cache is not None:
+            self.cache.checked += 1
+            clean = not any(d.severity == "error" for d in self.diags[first:])
+            self.cache.store(f, self.program, self.token if self.calls else None, self.types, clean)
+        return self.types
+
+    def function_types(self, f: Function) -> dict[str, Type | None]:
+        """The value types of `f` (the cache's when it has them); the caller must not change the dict."""
+        if self.cache is not None:
+            known = self.cache.lookup(f, self.program, self.token)
+            if known is not None:
+                return known[0]
+        return self.checked_function(f)
 
     def function(self, f: Function) -> None:
         self.types = {}
         self.defined_at = {}
         self.region_of = {}
         self.quiet = set()
+        self.calls = False
         scope = _Scope(None)
         for p in f.params:
             self.check_type(p.type, scope)
@@ -254,7 +557,7 @@ class Verifier:
         if found:
             return t
         if v.name in self.dyn or in_type:
-            return ScalarType(dtypes.INDEX)
+            return _scalar(dtypes.INDEX)
         if v.name in self.quiet:
             return None
         if v.name in self.defined_at:
@@ -278,43 +581,51 @@ class Verifier:
 
     def check_type(self, t: Type | None, scope: _Scope) -> None:
         for e in iter_type_exprs(t):
-            self.expr(e, scope, in_type=True)
+            if e.__class__ not in _QUIET_IN_TYPE:
+                self.expr(e, scope, in_type=True)
 
     # ------------------------------------------------------------------ expressions
     def expr(self, e: Expr, scope: _Scope, in_type: bool = False) -> Type | None:
-        if isinstance(e, Var):
+        cls = e.__class__
+        if cls is Var:
             return self.use(e, scope, in_type)
-        if isinstance(e, ConstInt):
-            return ScalarType(e.dtype)
-        if isinstance(e, ConstFloat):
-            return ScalarType(e.dtype)
-        if isinstance(e, ConstBool):
-            return ScalarType(dtypes.BOOL)
-        if isinstance(e, Call):
+        if cls is ConstInt or cls is ConstFloat:
+            return _scalar(e.dtype)  # type: ignore[attr-defined]
+        if cls is ConstBool:
+            return _scalar(dtypes.BOOL)
+        if cls is Call:
             arg_types = [self.expr(a, scope, in_type) for a in e.args]
             kwarg_types = {k: self.expr(v, scope, in_type) for k, v in e.kwargs}
             if e.kind == "func":
                 return self.func_call(e)
             if self.op_typer is not None and not in_type:
-                t, diags = self.op_typer(e, arg_types, kwarg_types, self.ctx)
+                if self.cache is not None:
+                    t, diags = self.cache.op_type(e, arg_types, kwarg_types)
+                else:
+                    t, diags = self.op_typer(e, arg_types, kwarg_types, self.ctx)
                 self.diags.extend(diags)
                 return t
+            return None
+        if cls is ListExpr or cls is TupleExpr:  # (a list or tuple value has no type of its own here)
+            for x in e.items:  # type: ignore[attr-defined]
+                if x.__class__ is not ConstInt:  # a constant item checks nothing
+                    self.expr(x, scope, in_type)
             return None
         sub = [self.expr(x, scope, in_type) for x in iter_subexprs(e)]
         if isinstance(e, BinOp):
             lt, rt = sub
             if e.op in ("==", "!=", "<", "<=", ">", ">=", "and", "or"):
-                return ScalarType(dtypes.BOOL)
+                return _scalar(dtypes.BOOL)
             if isinstance(lt, ScalarType) and isinstance(rt, ScalarType):
                 return lt if lt.dtype == rt.dtype or rt.dtype.name == "INDEX" else (
                     rt if lt.dtype.name == "INDEX" else lt)
             return None
         if isinstance(e, UnaryOp):
-            return ScalarType(dtypes.BOOL) if e.op == "not" else sub[0]
+            return _scalar(dtypes.BOOL) if e.op == "not" else sub[0]
         if isinstance(e, (MinMax, Abs)):
             return sub[0]
         if isinstance(e, Cast):
-            return ScalarType(e.dtype)
+            return _scalar(e.dtype)
         if isinstance(e, GetItem):
             base = sub[0]
             if isinstance(base, TupleType) and isinstance(e.index, ConstInt):
@@ -331,6 +642,7 @@ class Verifier:
         return None
 
     def func_call(self, e: Call) -> Type | None:
+        self.calls = True
         f = self.funcs.get(e.op)
         if f is None:
             near = difflib.get_close_matches(e.op, sorted(self.funcs), n=1, cutoff=0.6)
@@ -361,7 +673,7 @@ class Verifier:
             return actual
         self.check_type(ann, scope)
         if actual is not None:
-            why = type_mismatch(ann, actual)
+            why = type_mismatch(ann, actual) if self.cache is None else self.cache.type_mismatch(ann, actual)
             if why:
                 self.err("PTOC-E0105", f"annotation contradicts the value: {why}", at,
                          hint=f"the value's type is {print_type(actual)}")
@@ -429,7 +741,7 @@ class Verifier:
                 self.err("PTOC-E0104", f"{len(s.iter_args)} loop-carried name(s) but {len(s.init_values)} "
                          "init value(s)", s, hint="give one initial value per carried name")
             inner = _Scope(scope)
-            self.define(s.var.name, ScalarType(dtypes.INDEX), s.var, inner)
+            self.define(s.var.name, _scalar(dtypes.INDEX), s.var, inner)
             for a, t in zip(s.iter_args, init_types + [None] * len(s.iter_args)):
                 self.define(a.name, t, a, inner)
             ys = self.block(s.body, inner, f, "loop", carried=len(s.iter_args), owner=s)
@@ -478,7 +790,7 @@ class Verifier:
                 self.expr(v, scope)
             # A scope is a region of the same function: names it defines stay visible after it.
             if s.var is not None:
-                self.define(s.var.name, ScalarType(dtypes.INDEX), s.var, scope)
+                self.define(s.var.name, _scalar(dtypes.INDEX), s.var, scope)
             self.block(s.body, scope, f, "scope")
 
     def _leave(self, inner: _Scope, where: str) -> None:
@@ -495,24 +807,27 @@ class Verifier:
             self.define(v.name, t, v, scope)
 
 
-def function_types(program: Program, ctx=None) -> dict[str, dict[str, Type | None]]:
+def function_types(program: Program, ctx=None,
+                   cache: VerifyCache | None = None) -> dict[str, dict[str, Type | None]]:
     """function name -> (value name -> inferred type) for every function: what passes use to know the
-    type of any value. Types come from parameters, annotations and operator type rules."""
-    v = Verifier(program, ctx, _default_op_typer())
+    type of any value. Types come from parameters, annotations and operator type rules. With the
+    pipeline's `cache`, functions inferred before are not inferred again. Each dict is the caller's own."""
+    v = Verifier(program, ctx, _default_op_typer(), cache)
     out: dict[str, dict[str, Type | None]] = {}
     for f in program.functions:
-        v.function(f)
-        out[f.name] = dict(v.types)
+        out[f.name] = dict(v.function_types(f))
     return out
 
 
 def verify_program(program: Program, ctx=None, op_typer: OpTyper | None = None,
-                   check_ops: bool = True) -> list[Diagnostic]:
+                   check_ops: bool = True, cache: VerifyCache | None = None) -> list[Diagnostic]:
     """Structural checks, plus operator type rules when `check_ops` (formatting does not need them:
-    any `pl.<namespace>.<op>(...)` call is valid IR text)."""
+    any `pl.<namespace>.<op>(...)` call is valid IR text). With the pipeline's `cache`, a function that
+    verified clean before (same parts, same signatures) is not checked again (nor are its warnings
+    repeated: the pipeline looks at errors only)."""
     if op_typer is None and check_ops:
         op_typer = _default_op_typer()
-    return Verifier(program, ctx, op_typer).run()
+    return Verifier(program, ctx, op_typer, cache).run()
 
 
 def _default_op_typer() -> OpTyper | None:

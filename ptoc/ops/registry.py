@@ -13,6 +13,7 @@ their arguments (`resolve`).
 from __future__ import annotations
 
 import difflib
+import functools
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
@@ -115,7 +116,7 @@ class OpDef:
     summary: str = ""
     open_kwargs: bool = False  # accepts kwargs beyond its declared parameters (carried through)
 
-    @property
+    @functools.cached_property
     def param_names(self) -> tuple[str, ...]:
         return self.params + tuple(n for n, _ in self.optional)
 
@@ -279,7 +280,7 @@ def _check_packed_fp4_target(args: Args, result: Type | None) -> None:
     """FP4-3: packed FP4 executes on Ascend950 (a5) only; A2/A3 rejects every op that touches it."""
     if args.arch == "a5":
         return
-    for name, t in list(args.types.items()) + [("result", result)]:
+    for name, t in (*args.types.items(), ("result", result)):
         dt = getattr(t, "dtype", None)
         if dt is not None and dt.is_packed_fp4:
             raise OpError(f"{args.op.name}: packed FP4 ({dt.name}) is supported on Ascend950 (a5) only; "

@@ -69,7 +69,6 @@ from ptoc.ir.nodes import (
     Var,
     WhileStmt,
 )
-from ptoc.ir.verifier import function_types
 from ptoc.passes.InitMemRef import KERNEL_TYPES, Flow, Site, align_up
 from ptoc.passes.manager import Pass
 from ptoc.target.arch import KiB, get_arch
@@ -99,7 +98,7 @@ class AllocateMemoryAddr(Pass):
         if not todo:
             return program
         arch = get_arch(ctx.arch)
-        env = function_types(program, ctx)
+        env = self.types(program, ctx)
         diags: list[Diagnostic] = []
         new: dict[str, Function] = {}
         for f in todo:
@@ -185,7 +184,10 @@ def _place(f: Function, env: dict[str, Type | None], arch) -> Function:
     for space, bs in by_space.items():
         placed: list[_Buffer] = []
         for b in bs:
-            busy = sorted((p.addr, p.addr + p.size) for p in placed if p.end >= b.start)
+            # buffers come in start order: one that ends before this one starts is free for every later one
+            # too, so it leaves `placed` for good (first fit over the live buffers only, not all so far)
+            placed = [p for p in placed if p.end >= b.start]
+            busy = sorted((p.addr, p.addr + p.size) for p in placed)
             addr = 0
             for lo, hi in busy:
                 if addr + b.size <= lo:

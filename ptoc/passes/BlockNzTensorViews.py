@@ -91,8 +91,7 @@ from ptoc.ir.nodes import (
     Var,
 )
 from ptoc.ir.printer import print_expr
-from ptoc.ir.verifier import function_types
-from ptoc.ir.visitor import Mutator, walk
+from ptoc.ir.verifier import FastMutator, NodeIndex, iter_nodes
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target.arch import FRACTAL_ROWS, get_arch
@@ -341,7 +340,7 @@ def _absent(e: Expr | None) -> bool:
 # --------------------------------------------------------------------------------------------------
 
 
-class _Kernel(Mutator):
+class _Kernel(FastMutator):
     def __init__(self, f: Function, types: dict[str, Type | None], ctx: CompileContext):
         self.f = f
         self.types = types  # the original (logical) types of every value
@@ -747,10 +746,12 @@ def _is_nz(n: Node) -> bool:
         isinstance(n, EnumLit) and n.family == "TensorLayout" and n.member == "NZ")
 
 
-def _may_have_nz(f: Function, nz_funcs: frozenset[str]) -> bool:
+def _may_have_nz(f: Function, nz_funcs: frozenset[str], cache=None) -> bool:
     """A cheap syntactic test (no type inference): can a value of `f` be an NZ tensor? An NZ type or
     layout literal, or a call of a function that returns an NZ tensor."""
-    return any(_is_nz(n) or (isinstance(n, Call) and n.kind == "func" and n.op in nz_funcs) for n in walk(f))
+    index = NodeIndex.get(f, cache)
+    return (any(_is_nz(n) for n in index.of(TensorType)) or any(_is_nz(n) for n in index.of(EnumLit))
+            or any(n.kind == "func" and n.op in nz_funcs for n in index.of(Call)))
 
 
 class BlockNzTensorViews(Pass):
@@ -762,12 +763,12 @@ class BlockNzTensorViews(Pass):
 
     def run(self, program: Program, ctx: CompileContext) -> Program:
         types = None
-        nz_funcs = frozenset(f.name for f in program.functions if any(_is_nz(n) for t in f.returns for n in walk(t)))
+        nz_funcs = frozenset(f.name for f in program.functions if any(_is_nz(n) for t in f.returns for n in iter_nodes(t)))
         funcs = []
         for f in program.functions:
-            if f.func_type in KERNEL_TYPES and not f.has_attr(MARK) and _may_have_nz(f, nz_funcs):
+            if f.func_type in KERNEL_TYPES and not f.has_attr(MARK) and _may_have_nz(f, nz_funcs, self.cache):
                 if types is None:
-                    types = function_types(program, ctx)
+                    types = self.types(program, ctx)
                 f = _Kernel(f, types[f.name], ctx).run()
             funcs.append(f)
         if all(a is b for a, b in zip(funcs, program.functions)):

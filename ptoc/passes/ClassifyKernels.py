@@ -43,8 +43,7 @@ from dataclasses import replace
 
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir.nodes import AssignStmt, Call, Function, Program, TileType, Var
-from ptoc.ir.verifier import function_types
-from ptoc.ir.visitor import walk
+from ptoc.ir.verifier import NodeIndex
 from ptoc.passes.manager import Pass
 
 CUBE_SPACES = ("Mat", "Left", "Right", "Acc", "Bias", "LeftScale", "RightScale")
@@ -62,21 +61,21 @@ class ClassifyKernels(Pass):
     def run(self, program: Program, ctx) -> Program:
         if not any(f.func_type == "InCore" for f in program.functions):
             return program
-        types = function_types(program, ctx)
-        funcs = tuple(_classify(f, types.get(f.name, {})) if f.func_type == "InCore" else f
+        types = self.types(program, ctx)
+        funcs = tuple(_classify(f, types.get(f.name, {}), self.cache) if f.func_type == "InCore" else f
                       for f in program.functions)
         return replace(program, functions=funcs)
 
 
-def _classify(f: Function, types: dict) -> Function:
+def _classify(f: Function, types: dict, cache=None) -> Function:
     from ptoc.ops.registry import resolve
 
-    results = {id(n.value): types.get(n.target.name) for n in walk(f)
-               if isinstance(n, AssignStmt) and isinstance(n.value, Call)}
+    index = NodeIndex.get(f, cache)
+    results = {id(n.value): types.get(n.target.name) for n in index.of(AssignStmt) if isinstance(n.value, Call)}
     cube: list[tuple[str, int]] = []
     vector: list[tuple[str, int]] = []
-    for n in walk(f):
-        if not (isinstance(n, Call) and n.kind == "op"):
+    for n in index.of(Call):
+        if n.kind != "op":
             continue
         arg_types = [types.get(a.name) if isinstance(a, Var) else None for a in n.args]
         op, _ = resolve(n, arg_types)

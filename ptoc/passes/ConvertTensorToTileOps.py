@@ -101,8 +101,7 @@ from ptoc.ir.nodes import (
     WhileStmt,
     YieldStmt,
 )
-from ptoc.ir.verifier import function_types
-from ptoc.ir.visitor import Mutator, walk
+from ptoc.ir.verifier import FastMutator, NodeIndex, iter_nodes
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES, TENSOR_QUERIES
 
@@ -226,10 +225,10 @@ class _Kernel:
         self.ctx = ctx
         self.params = {p.name: p for p in f.params}
         self.names: set[str] = {p.name for p in f.params} | {d.name for d in program.dynamic_dims}
-        for n in walk(f):
+        for n in iter_nodes(f):
             if isinstance(n, Var):
                 self.names.add(n.name)
-        self.used_in_body = {n.name for s in f.body for n in walk(s) if isinstance(n, Var)}
+        self.used_in_body = {n.name for s in f.body for n in iter_nodes(s) if isinstance(n, Var)}
         self.classes = _Classes()
         self.carried: set[str] = set()  # iter_args, loop/if results, alias targets: kind from their class
         self.demand: dict[str, set[str]] = {}  # slice result -> memory spaces its consumers need
@@ -302,7 +301,7 @@ class _Kernel:
                 if isinstance(self.orig(s.target.name), TileType):
                     self.classes.mark(s.target.name)
             elif isinstance(s, EvalStmt):
-                for n in walk(s.expr):
+                for n in iter_nodes(s.expr):
                     if isinstance(n, Call):
                         self.note_calls(n)
             elif isinstance(s, (ForStmt, WhileStmt)):
@@ -471,7 +470,7 @@ class _Kernel:
 
     def check_untouched(self, s: Stmt, at: Node) -> None:
         """A statement kept as it is must not read a value that became a tile, nor hide a tensor op."""
-        for n in walk(s):
+        for n in iter_nodes(s):
             if isinstance(n, Call) and tensor_op_name(n, self.types) is not None:
                 raise _error("PTOC-E0300", f"pl.{n.op} nested inside another expression is not supported in a "
                              "kernel yet", n, hint="bind the tensor op's result to a name first")
@@ -771,11 +770,11 @@ class _Kernel:
         return chosen
 
 
-def _has_tensor_ops(f: Function, types: dict[str, Type | None]) -> bool:
-    return any(isinstance(n, Call) and tensor_op_name(n, types) is not None for n in walk(f))
+def _has_tensor_ops(f: Function, types: dict[str, Type | None], cache=None) -> bool:
+    return any(tensor_op_name(n, types) is not None for n in NodeIndex.get(f, cache).of(Call))
 
 
-class _Subst(Mutator):
+class _Subst(FastMutator):
     def __init__(self, mapping: dict[str, Expr]):
         self.mapping = mapping
 
@@ -790,49 +789,60 @@ class _CallSites:
         self.f = f
         self.added = added
         self.kernels = kernels
-        self.names = {p.name for p in f.params} | {n.name for n in walk(f) if isinstance(n, Var)}
+        self._names: set[str] | None = None  # every name in f: computed on the first fresh name
 
     def fresh(self, base: str) -> str:
-        return fresh_name(base, self.names)
+        if self._names is None:
+            self._names = {p.name for p in self.f.params} | {n.name for n in iter_nodes(self.f) if isinstance(n, Var)}
+        return fresh_name(base, self._names)
 
     def run(self) -> Function:
         body = self.block(self.f.body)
-        return self.f if body == self.f.body and all(a is b for a, b in zip(body, self.f.body)) \
-            else replace(self.f, body=body)
+        return self.f if body is self.f.body else replace(self.f, body=body)
 
     def block(self, body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+        """The rewritten body; the very same tuple when no statement in it changed."""
         out: list[Stmt] = []
         for s in body:
             pre: list[Stmt] = []
             s = self.stmt(s, pre)
             out.extend(pre)
             out.append(s)
+        if len(out) == len(body) and all(a is b for a, b in zip(out, body)):
+            return body
         return tuple(out)
 
     def stmt(self, s: Stmt, pre: list[Stmt]) -> Stmt:
         rewrite = _CallRewriter(self, pre, s)
         if isinstance(s, AssignStmt):
-            return replace(s, value=rewrite.mutate(s.value))
+            return _with(s, value=rewrite.mutate(s.value))
         if isinstance(s, EvalStmt):
-            return replace(s, expr=rewrite.mutate(s.expr))
+            return _with(s, expr=rewrite.mutate(s.expr))
         if isinstance(s, ReturnStmt):
-            return replace(s, values=rewrite.mutate(s.values))
+            return _with(s, values=rewrite.mutate(s.values))
         if isinstance(s, YieldStmt):
-            return replace(s, values=rewrite.mutate(s.values))
+            return _with(s, values=rewrite.mutate(s.values))
         if isinstance(s, ForStmt):
-            return replace(s, args=rewrite.mutate(s.args), init_values=rewrite.mutate(s.init_values),
-                           body=self.block(s.body))
+            return _with(s, args=rewrite.mutate(s.args), init_values=rewrite.mutate(s.init_values),
+                         body=self.block(s.body))
         if isinstance(s, WhileStmt):
-            return replace(s, init_values=rewrite.mutate(s.init_values), body=self.block(s.body))
+            return _with(s, init_values=rewrite.mutate(s.init_values), body=self.block(s.body))
         if isinstance(s, IfStmt):
-            return replace(s, cond=rewrite.mutate(s.cond), then_body=self.block(s.then_body),
-                           else_body=self.block(s.else_body))
+            return _with(s, cond=rewrite.mutate(s.cond), then_body=self.block(s.then_body),
+                         else_body=self.block(s.else_body))
         if isinstance(s, ScopeStmt):
-            return replace(s, args=rewrite.mutate(s.args), body=self.block(s.body))
+            return _with(s, args=rewrite.mutate(s.args), body=self.block(s.body))
         return s
 
 
-class _CallRewriter(Mutator):
+def _with(s: Stmt, **fields) -> Stmt:
+    """`s` with `fields` replaced; `s` itself when every field is the very same object."""
+    if all(v is getattr(s, k) for k, v in fields.items()):
+        return s
+    return replace(s, **fields)
+
+
+class _CallRewriter(FastMutator):
     def __init__(self, sites: _CallSites, pre: list[Stmt], at: Stmt):
         self.sites = sites
         self.pre = pre
@@ -885,8 +895,8 @@ class ConvertTensorToTileOps(Pass):
             if f.func_type not in KERNEL_TYPES:
                 continue
             if types is None:
-                types = function_types(program, ctx)
-            if not _has_tensor_ops(f, types[f.name]):
+                types = self.types(program, ctx)
+            if not _has_tensor_ops(f, types[f.name], self.cache):
                 continue
             conv = _Kernel(f, types[f.name], ctx, program)
             funcs[i] = conv.run()

@@ -77,7 +77,6 @@ from ptoc.ir.nodes import (
 )
 from ptoc.ir.printer import print_type
 from ptoc.ir.types import normalize_tile_view
-from ptoc.ir.verifier import function_types
 from ptoc.passes.ConvertTensorToTileOps import expr_type
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
@@ -350,7 +349,7 @@ class FlattenTileNdTo2D(Pass):
         for f in program.functions:
             if f.func_type in KERNEL_TYPES:
                 if types is None:
-                    types = function_types(program, ctx)
+                    types = self.types(program, ctx)
                 f = _Kernel(f, types[f.name], ctx).run()
             funcs.append(f)
         if all(a is b for a, b in zip(funcs, program.functions)):

@@ -75,8 +75,7 @@ from ptoc.ir.nodes import (
     YieldStmt,
     loop_results,
 )
-from ptoc.ir.verifier import function_types, verify_program
-from ptoc.ir.visitor import walk
+from ptoc.ir.verifier import function_types, iter_nodes, verify_program
 from ptoc.passes.manager import Pass
 
 KERNEL_TYPES = ("InCore", "AIC", "AIV")
@@ -102,45 +101,58 @@ class InferTileMemorySpace(Pass):
     def run(self, program: Program, ctx) -> Program:
         if not any(f.func_type in KERNEL_TYPES for f in program.functions):
             return program
-        types0 = _value_types(program, ctx)
+        bare: dict[int, tuple[Function, Function]] = {}  # id(f) -> (f, f without tile annotations)
+        types0 = _value_types(program, ctx, self.cache, bare)
         # 1-2: demands and producer spaces
         p1 = _replace_functions(program, {
             f.name: _retarget_producers(f, types0[f.name], ctx) for f in program.functions
             if f.func_type in KERNEL_TYPES})
         # 3: moves into cube operand slots
-        types1 = _value_types(p1, ctx) if p1 is not program else types0
+        types1 = _value_types(p1, ctx, self.cache, bare) if p1 is not program else types0
         p2 = _replace_functions(p1, {
             f.name: _Mover(f, dict(types1[f.name]), ctx).run() for f in p1.functions
             if f.func_type in KERNEL_TYPES})
         # 4: annotations
-        types2 = _value_types(p2, ctx) if p2 is not p1 else types1
+        types2 = _value_types(p2, ctx, self.cache, bare) if p2 is not p1 else types1
         p3 = _replace_functions(p2, {
             f.name: _fix_annotations(f, types2[f.name]) for f in p2.functions if f.func_type in KERNEL_TYPES})
         if p3 is not program:
             # Input that only failed its operator checks because spaces were open may still hold real
             # user errors (a dtype mismatch, a bad shape); now that the spaces are known, report them.
-            diags = [d for d in verify_program(p3, ctx=ctx) if d.severity == "error"]
-            if diags and any(d.severity == "error" for d in verify_program(program, ctx=ctx)):
+            diags = [d for d in verify_program(p3, ctx=ctx, cache=self.cache) if d.severity == "error"]
+            if diags and any(d.severity == "error" for d in verify_program(program, ctx=ctx, cache=self.cache)):
                 raise CompileError(diags)
         return p3
 
 
-def _value_types(program: Program, ctx) -> dict[str, dict[str, Type | None]]:
+def _value_types(program: Program, ctx, cache=None,
+                 bare_of: dict[int, tuple[Function, Function]] | None = None) -> dict[str, dict[str, Type | None]]:
     """Every value's own type per function. The verifier's environment takes an agreeing annotation
     over the value's type (`pl.Tile[[64, 64], pl.BF16]` agrees with a Mat tile), so tile annotations
-    are set aside first; a value whose type no rule gives keeps its annotation's."""
-    annotated = function_types(program, ctx)
+    are set aside first; a value whose type no rule gives keeps its annotation's. `cache`: the pipeline's
+    verifier cache; `bare_of`: the annotation-free form of each function seen so far (kept across the
+    calls of one run, so an unchanged function keeps the same bare object and its cached types)."""
+    annotated = function_types(program, ctx, cache)
+    bare_of = {} if bare_of is None else bare_of
+
+    def bare_fn(f: Function) -> Function:
+        known = bare_of.get(id(f))
+        if known is not None and known[0] is f:
+            return known[1]
+        b = _map_stmts(f, strip)
+        bare_of[id(f)] = (f, b)
+        return b
 
     def strip(s: Stmt) -> Stmt:
         if isinstance(s, (AssignStmt, YieldStmt)) and _has_tile(s.annotation):
             return replace(s, annotation=None)
         return s
 
-    bare = _replace_functions(program, {f.name: _map_stmts(f, strip) for f in program.functions
+    bare = _replace_functions(program, {f.name: bare_fn(f) for f in program.functions
                                         if f.func_type in KERNEL_TYPES})
     if bare is program:
         return annotated
-    inferred = function_types(bare, ctx)
+    inferred = function_types(bare, ctx, cache)
     return {fn: {n: (t if t is not None else annotated[fn].get(n)) for n, t in env.items()}
             for fn, env in inferred.items()}
 
@@ -310,7 +322,7 @@ class _Mover:
         self.f = f
         self.types = types
         self.ctx = ctx
-        self.names = {p.name for p in f.params} | {n.name for n in walk(f) if isinstance(n, Var)}
+        self._names: set[str] | None = None  # every name in f: computed on the first fresh name
         self.scopes: list[dict[tuple[str, str], str]] = []
 
     def run(self) -> Function:
@@ -392,7 +404,9 @@ class _Mover:
         return name, AssignStmt(Var(name, span=src.span), call, mt, span=consumer.span)
 
     def fresh(self, base: str) -> str:
-        return fresh_name(base, self.names)
+        if self._names is None:
+            self._names = {p.name for p in self.f.params} | {n.name for n in iter_nodes(self.f) if isinstance(n, Var)}
+        return fresh_name(base, self._names)
 
 
 # --------------------------------------------------------------------------------------------------

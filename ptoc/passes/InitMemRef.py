@@ -59,6 +59,7 @@ a while loop's condition is not searched for nested tile calls.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, replace
 
 from ptoc.ir.names import fresh_name
@@ -89,8 +90,7 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.types import normalize_tile_view
-from ptoc.ir.verifier import function_types
-from ptoc.ir.visitor import walk
+from ptoc.ir.verifier import NodeIndex, iter_nodes
 from ptoc.passes.manager import Pass
 from ptoc.target.arch import get_arch
 
@@ -134,7 +134,7 @@ def nested_blocks(s: Stmt) -> tuple[tuple[Stmt, ...], ...]:
 def _vars(e: Expr | None) -> list[str]:
     if e is None:
         return []
-    return [n.name for n in walk(e) if isinstance(n, Var)]
+    return [n.name for n in iter_nodes(e) if isinstance(n, Var)]
 
 
 class Flow:
@@ -272,22 +272,29 @@ class InitMemRef(Pass):
     produces = frozenset({"memrefs"})
 
     def run(self, program: Program, ctx) -> Program:
-        todo = [f for f in program.functions if f.func_type in KERNEL_TYPES and not _has_alloc(f)
-                and _has_tiles(f)]
+        todo = []
+        names: dict[int, tuple[Function, set[str]]] = {}  # id(f) -> (f, every name in f): one walk serves all
+        for f in program.functions:
+            if f.func_type in KERNEL_TYPES:
+                has_alloc, has_tiles, f_names = _scan(f, self.cache)
+                if not has_alloc and has_tiles:
+                    todo.append(f)
+                    names[id(f)] = (f, f_names)
         if not todo:
             return program
         arch = get_arch(ctx.arch)
-        env = function_types(program, ctx)
-        named = {f.name: _Namer(f, env[f.name], ctx).run() for f in todo}
+        env = self.types(program, ctx)
+        named = {f.name: _Namer(f, env[f.name], ctx, names[id(f)][1]).run() for f in todo}
         if any(named[f.name] is not f for f in todo):  # nested tile calls got names: retype
             program = replace(program, functions=tuple(named.get(f.name, f) for f in program.functions))
             todo = [named[f.name] for f in todo]
-            env = function_types(program, ctx)
+            env = self.types(program, ctx)
         diags: list[Diagnostic] = []
         new: dict[str, Function] = {}
         for f in todo:
             try:
-                new[f.name] = _Planner(f, env[f.name], arch, ctx).run()
+                known = names.get(id(f))
+                new[f.name] = _Planner(f, env[f.name], arch, ctx, known[1] if known and known[0] is f else None).run()
             except CompileError as e:
                 diags.extend(e.diagnostics)
         if diags:
@@ -301,11 +308,11 @@ class _Namer:
     returned straight from a call gets a statement of its own right before its statement, named
     `<target>_<op>` (fresh), annotated with its type, so that it can be bound to a buffer."""
 
-    def __init__(self, f: Function, env: dict[str, Type | None], ctx):
+    def __init__(self, f: Function, env: dict[str, Type | None], ctx, names: set[str] | None = None):
         self.f = f
         self.env = env
         self.ctx = ctx
-        self.taken = {p.name for p in f.params} | {n.name for n in walk(f) if isinstance(n, Var)}
+        self.taken = {p.name for p in f.params} | (_var_names(f) if names is None else names)
         self.changed = False
 
     def run(self) -> Function:
@@ -385,13 +392,21 @@ class _Namer:
         return fresh_name(base, self.taken)
 
 
-def _has_alloc(f: Function) -> bool:
-    return any(isinstance(n, Call) and n.kind == "op" and n.op == "tile.alloc" for n in walk(f))
+def _scan(f: Function, cache=None) -> tuple[bool, bool, set[str]]:
+    """(does `f` call pl.tile.alloc, does it hold a tile type or a tile op, the names of all its variables)."""
+    index = NodeIndex.get(f, cache)
+    has_alloc, has_tiles = False, bool(index.of(TileType))
+    for n in index.of(Call):
+        if n.kind == "op" and n.op.startswith("tile."):
+            has_tiles = True
+            if n.op == "tile.alloc":
+                has_alloc = True
+                break
+    return has_alloc, has_tiles, {n.name for n in index.of(Var)}
 
 
-def _has_tiles(f: Function) -> bool:
-    return any(isinstance(n, TileType) for n in walk(f)) or any(
-        isinstance(n, Call) and n.kind == "op" and n.op.startswith("tile.") for n in walk(f))
+def _var_names(f: Function) -> set[str]:
+    return {n.name for n in iter_nodes(f) if isinstance(n, Var)}
 
 
 Slot = tuple[str, "int | None"]  # a tile value, or element k of a tuple value
@@ -421,7 +436,7 @@ class _Copy:
 
 
 class _Planner:
-    def __init__(self, f: Function, env: dict[str, Type | None], arch, ctx):
+    def __init__(self, f: Function, env: dict[str, Type | None], arch, ctx, names: set[str] | None = None):
         self.f = f
         self.env = dict(env)
         self.arch = arch
@@ -432,10 +447,10 @@ class _Planner:
         self.uses: dict[str, list[Site]] = {k: list(v) for k, v in self.flow.uses.items()}
         self.info: dict[Slot, _Info] = {}
         self.parent: dict[Slot, Slot] = {}
-        self.members: dict[Slot, list[Slot]] = {}
+        self.group: dict[Slot, _Group] = {}  # union-find root -> its members and their summary
+        self.slots_named: dict[str, list[Slot]] = {}
         self.diags: list[Diagnostic] = []
-        self.taken = {p.name for p in f.params} | set(self.flow.defs) | {
-            n.name for n in walk(f) if isinstance(n, Var)}
+        self.taken = {p.name for p in f.params} | set(self.flow.defs) | (_var_names(f) if names is None else names)
         self.copies: dict[Key, list[_Copy]] = {}
         self.subst: dict[tuple[Key, str], dict[int, str]] = {}  # (statement, "yield"|"init") -> k -> name
         self.nudge = 0
@@ -485,12 +500,16 @@ class _Planner:
         ra, rb = self.find(a), self.find(b)
         if ra == rb:
             return None
-        c = self.cross(self.members[ra], self.members[rb]) or self.cross(self.members[rb], self.members[ra])
-        if c is not None:
-            return c
+        ga, gb = self.group[ra], self.group[rb]
+        if not (ga.cannot_overwrite(gb) and gb.cannot_overwrite(ga)):  # else neither cross finds anything
+            ma, mb = sorted(ga.members, key=self._order), sorted(gb.members, key=self._order)
+            c = self.cross(ma, mb) or self.cross(mb, ma)
+            if c is not None:
+                return c
         first, second = sorted((ra, rb), key=self._order)
         self.parent[second] = first
-        self.members[first] = sorted(self.members[first] + self.members.pop(second), key=self._order)
+        self.group[first] = ga.merge(gb) if first == ra else gb.merge(ga)
+        del self.group[second]
         return None
 
     def cross(self, writers: list[Slot], others: list[Slot]) -> _Conflict | None:
@@ -526,7 +545,16 @@ class _Planner:
     def add(self, slot: Slot, t: TileType, kind: str, op: str | None, stmt: Stmt | None) -> None:
         self.info[slot] = _Info(t, kind, op, stmt)
         self.parent[slot] = slot
-        self.members[slot] = [slot]
+        self.group[slot] = _Group(slot, self.sites[slot[0]], kind in ("fresh", "tied"), op in NO_IN_PLACE,
+                                  self.uses.get(slot[0], ()))
+        self.slots_named.setdefault(slot[0], []).append(slot)
+
+    def add_use(self, name: str, u: Site) -> None:
+        """Record one more read of `name` (and keep the summaries of its buffer groups up to date)."""
+        self.uses.setdefault(name, []).append(u)
+        d = self.sites[name]
+        for slot in self.slots_named.get(name, ()):
+            self.group[self.find(slot)].note_use(u, d)
 
     def slots_of(self, name: str) -> list[tuple[Slot, TileType]]:
         t = self.env.get(name)
@@ -658,7 +686,7 @@ class _Planner:
         self.env[name] = copy
         self.sites[name] = csite
         self.paths[name] = self.flow.path_at[at]
-        self.uses.setdefault(value, []).append(csite)
+        self.add_use(value, csite)
         self.uses[name] = [site]  # read by the yield or the loop header
         self.add((name, None), copy, "fresh", "tile.move", self.flow.stmt_at[at])
         self.copies.setdefault(at, []).append(_Copy(name, value, copy))
@@ -802,6 +830,69 @@ class _Planner:
             return replace(t, types=tuple(_with_memref(x, self.memref[(name, k)]) if isinstance(x, TileType)
                                           else x for k, x in enumerate(t.types)))
         return ann
+
+
+class _Group:
+    """A buffer group of the union-find (its root's): its members, unordered (`union` sorts them when it
+    must scan them), and a summary that lets `union` skip the scan when no writer of one group can
+    overwrite a value of the other that is read later (`cannot_overwrite`): the members' definition
+    positions, the writers' first and last positions and loops, the last read of any member and the
+    loops that read a member defined outside them."""
+
+    __slots__ = ("members", "dmin", "wmin", "wmax", "wloops", "no_in_place", "umax", "lset")
+
+    def __init__(self, slot: Slot, d: Site, writer: bool, no_in_place: bool, uses) -> None:
+        self.members = [slot]
+        self.dmin = d.pos
+        self.wmin = d.pos if writer else math.inf
+        self.wmax = d.pos if writer else -math.inf
+        self.wloops = set(d.loops) if writer else set()
+        self.no_in_place = writer and no_in_place
+        self.umax = -math.inf
+        self.lset: set[int] = set()
+        for u in uses:
+            self.note_use(u, d)
+
+    def note_use(self, u: Site, d: Site) -> None:
+        """A read `u` of a member defined at `d`."""
+        if u.pos > self.umax:
+            self.umax = u.pos
+        for loop in u.loops:
+            if loop not in d.loops:
+                self.lset.add(loop)
+
+    def cannot_overwrite(self, others: _Group) -> bool:
+        """True when `_Planner.cross(self's members, others' members)` finds no conflict for certain: no
+        writer here comes after a member there; or every read there is at or before every writer here
+        (exactly at: only an in-place writer that may run in place) and no read there sits in a loop around a
+        writer here that the read value comes from outside of. (False: scan to find out.)"""
+        if self.wmax == -math.inf or others.dmin >= self.wmax:
+            return True
+        if others.umax > self.wmin or (others.umax == self.wmin and self.no_in_place):
+            return False
+        return not (others.lset & self.wloops)
+
+    def merge(self, other: _Group) -> _Group:
+        a, b = (self.members, other.members) if len(self.members) >= len(other.members) else \
+            (other.members, self.members)
+        a.extend(b)
+        self.members = a
+        self.dmin = min(self.dmin, other.dmin)
+        self.wmin = min(self.wmin, other.wmin)
+        self.wmax = max(self.wmax, other.wmax)
+        self.wloops = _union(self.wloops, other.wloops)
+        self.no_in_place = self.no_in_place or other.no_in_place
+        self.umax = max(self.umax, other.umax)
+        self.lset = _union(self.lset, other.lset)
+        return self
+
+
+def _union(a: set, b: set) -> set:
+    """a | b, updating the larger set in place."""
+    if len(a) < len(b):
+        a, b = b, a
+    a |= b
+    return a
 
 
 def _with_memref(t: TileType, ref: MemRef) -> TileType:

@@ -55,8 +55,7 @@ from ptoc.ir.nodes import (
     Var,
     WhileStmt,
 )
-from ptoc.ir.verifier import function_types
-from ptoc.ir.visitor import walk
+from ptoc.ir.verifier import NodeIndex, iter_nodes
 from ptoc.passes.manager import Pass
 from ptoc.target import casts
 
@@ -74,19 +73,19 @@ class LegalizeTileCast(Pass):
         funcs = []
         changed = False
         for f in program.functions:
-            if not _has_cast(f):
+            if not _has_cast(f, self.cache):
                 funcs.append(f)
                 continue
             if types is None:
-                types = function_types(program, ctx)
+                types = self.types(program, ctx)
             nf = _Rewriter(f, types.get(f.name, {}), arch, ctx).run()
             changed |= nf is not f
             funcs.append(nf)
         return replace(program, functions=tuple(funcs)) if changed else program
 
 
-def _has_cast(f: Function) -> bool:
-    return any(isinstance(n, Call) and n.kind == "op" and n.op in ("tile.cast", "cast") for n in walk(f))
+def _has_cast(f: Function, cache=None) -> bool:
+    return any(n.kind == "op" and n.op in ("tile.cast", "cast") for n in NodeIndex.get(f, cache).of(Call))
 
 
 class _Rewriter:
@@ -95,7 +94,7 @@ class _Rewriter:
         self.types = types
         self.arch = arch
         self.ctx = ctx
-        self.names = {p.name for p in f.params} | {n.name for n in walk(f) if isinstance(n, Var)}
+        self._names: set[str] | None = None  # every name in f: computed on the first fresh name
 
     def run(self) -> Function:
         body = self.block(self.f.body)
@@ -161,7 +160,9 @@ class _Rewriter:
         return out
 
     def fresh(self, base: str) -> str:
-        return fresh_name(base, self.names)
+        if self._names is None:
+            self._names = {p.name for p in self.f.params} | {n.name for n in iter_nodes(self.f) if isinstance(n, Var)}
+        return fresh_name(base, self._names)
 
     def infer(self, step: Call, src_t: TileType) -> TileType:
         """The type of one chain step, by the tile.cast type rule (packed-FP4 steps change the shape)."""

@@ -28,7 +28,7 @@ from ptoc.context import CompileContext
 from ptoc.diagnostics import InternalError
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import BinOp, ConstInt, Expr, Function, Program, TensorType, TensorView
-from ptoc.ir.visitor import Mutator
+from ptoc.ir.verifier import FastMutator
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 
@@ -68,7 +68,7 @@ def packed_strides(t: TensorType) -> tuple[Expr, ...]:
     return row_major_strides(t.shape)
 
 
-class _Strides(Mutator):
+class _Strides(FastMutator):
     def mutate_TensorType(self, t: TensorType) -> TensorType:
         if t.view is not None and t.view.stride:
             return t

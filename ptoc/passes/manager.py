@@ -5,6 +5,8 @@ A pass is one class in one file (`ptoc/passes/<PassName>.py`, file name = pass n
 below is the one ordered list of passes. After every pass the manager checks the structural
 invariants (types, SSA, use-after-def: `ptoc.ir.verifier`) and every property the pass claims to
 produce; a failure names the pass and is an `InternalError` (a ptoc bug), never a user error.
+The IR is immutable, so a function a pass returns unchanged is not checked again: one `VerifyCache`
+per run remembers what the verifier found (also the value types passes ask for with `Pass.types`).
 
 Instruments observe the run: IR dumps (`00_frontend.ir`, `NN_after_<PassName>.ir`, each re-parseable),
 timings (a table and `pipeline_profile.json`) and an optional print -> parse -> equal check.
@@ -12,6 +14,8 @@ timings (a table and `pipeline_profile.json`) and an optional print -> parse -> 
 
 from __future__ import annotations
 
+import contextlib
+import gc
 import importlib
 import time
 from collections.abc import Callable
@@ -43,6 +47,15 @@ class Pass:
     summary: str = ""
     requires: frozenset[str] = frozenset()
     produces: frozenset[str] = frozenset()
+    # The pipeline run's verifier cache (`ptoc.ir.verifier.VerifyCache`), set by `run_pipeline`; None
+    # when the pass runs on its own. Passes hand it to `function_types` (see `types`).
+    cache = None
+
+    def types(self, program: Program, ctx: CompileContext) -> dict:
+        """`ptoc.ir.verifier.function_types` of `program`, reusing what this pipeline run already inferred."""
+        from ptoc.ir.verifier import function_types
+
+        return function_types(program, ctx, cache=self.cache)
 
     def run(self, program: Program, ctx: CompileContext) -> Program:  # pragma: no cover - abstract
         raise NotImplementedError
@@ -65,7 +78,7 @@ def available_pipeline() -> list[type[Pass]]:
 # Properties a pass can produce, each with a checker: program -> list of violations.
 # --------------------------------------------------------------------------------------------------
 
-PropertyCheck = Callable[[Program, CompileContext], list[str]]
+PropertyCheck = Callable[[Program, CompileContext, object], list[str]]  # (program, ctx, VerifyCache | None)
 PROPERTIES: dict[str, PropertyCheck] = {}
 
 
@@ -165,11 +178,13 @@ class RoundTrip(Instrument):
 # --------------------------------------------------------------------------------------------------
 
 
-def check_invariants(program: Program, ctx: CompileContext, p: Pass | None) -> None:
+def check_invariants(program: Program, ctx: CompileContext, p: Pass | None, cache=None) -> None:
+    """The structural checks and `p`'s produced properties. `cache`: the pipeline run's `VerifyCache`
+    (functions a pass returned unchanged are not checked again)."""
     from ptoc.ir.verifier import verify_program
 
     who = f"after pass {p.name}" if p is not None else "before the pipeline"
-    diags = [d for d in verify_program(program, ctx=ctx) if d.severity == "error"]
+    diags = [d for d in verify_program(program, ctx=ctx, cache=cache) if d.severity == "error"]
     if diags:
         first = diags[0]
         where = f" at {first.span}" if first.span is not None and first.span.known else ""
@@ -181,17 +196,49 @@ def check_invariants(program: Program, ctx: CompileContext, p: Pass | None) -> N
         check = PROPERTIES.get(prop)
         if check is None:
             raise InternalError(f"pass {p.name} claims unknown property {prop!r}")
-        bad = check(program, ctx)
+        bad = check(program, ctx, cache)
         if bad:
             raise InternalError(f"pass {p.name} claims {prop!r} but: {bad[0]}")
 
 
+@contextlib.contextmanager
+def gc_paused():
+    """Pause Python's cyclic garbage collector while a stage runs (as the front end's parser does): each
+    stage builds a large acyclic heap (the IR) that the collector would rescan again and again. When it
+    resumes, the stage's survivors go straight to its oldest generation (`gc.freeze` + `gc.unfreeze`,
+    unless someone else keeps objects frozen) instead of all being scanned once more as young objects;
+    the few cycles among them (nested helper functions of the passes) wait for the next full collection.
+    Nested pauses do nothing: only the outermost resumes."""
+    enabled = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if enabled:
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
+            gc.enable()
+
+
 def run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]] | None = None,
                  stop_after: str | None = None, instruments: list[Instrument] | None = None,
-                 verify: bool = True, skip: frozenset[str] = frozenset()) -> Program:
+                 verify: bool = True, skip: frozenset[str] = frozenset(), cache=None) -> Program:
     """Run the passes in order (up to and including `stop_after`). User errors found by a pass raise
-    `CompileError`; broken invariants raise `InternalError`."""
+    `CompileError`; broken invariants raise `InternalError`. `cache`: the `VerifyCache` to fill (by
+    default one of this run's own, dropped when it returns; the driver passes its own to reuse the
+    inferred types when it emits)."""
+    with gc_paused():
+        return _run_pipeline(program, ctx, passes, stop_after, instruments, verify, skip, cache)
+
+
+def _run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]] | None,
+                  stop_after: str | None, instruments: list[Instrument] | None, verify: bool,
+                  skip: frozenset[str], cache) -> Program:
+    from ptoc.ir.verifier import VerifyCache
+
     passes = available_pipeline() if passes is None else passes
+    cache = VerifyCache(ctx) if cache is None else cache  # never global: one compile's at most
     instruments = instruments or []
     names = [p.name for p in passes]
     if stop_after is not None and stop_after not in names:
@@ -203,6 +250,8 @@ def run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]]
         p = cls()
         if p.name in skip:
             continue
+        p.cache = cache
+        cache.age()  # what neither the last pass nor its check used is not needed again
         missing = p.requires - have
         if missing:
             raise InternalError(f"pass {p.name} requires {sorted(missing)} which no earlier pass produced")
@@ -217,10 +266,11 @@ def run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]]
             raise InternalError(f"pass {p.name} recursed too deeply") from e
         seconds = time.perf_counter() - t0
         if verify:
-            check_invariants(program, ctx, p)
+            check_invariants(program, ctx, p, cache)
         have |= p.produces
         for ins in instruments:
             ins.after_pass(i, p, program, seconds)
         if p.name == stop_after:
             break
+    cache.age()  # keep only what the last check used: the final program's
     return program

@@ -5,6 +5,7 @@ import json
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -121,3 +122,154 @@ def test_unknown_pass_name_is_a_usage_error():
     r = subprocess.run(PTOC + ["passes", str(EXAMPLE), "--dump-after", "NoSuchPass"], capture_output=True,
                        text=True, timeout=60)
     assert r.returncode == 2 and "NoSuchPass" in r.stderr
+
+
+# --------------------------------------------------------------------------------------------------
+# The verifier cache: the IR is immutable, so a function a pass returns unchanged is not checked again
+# (DESIGN "Speed is a feature"); every change, and every signature change a call depends on, still is.
+# --------------------------------------------------------------------------------------------------
+
+KERNEL_AND_CALLER = """
+import pypto.language as pl
+
+@pl.program
+class two:
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, a: pl.Tensor[[16, 16], pl.FP32], out: pl.Out[pl.Tensor[[16, 16], pl.FP32]]) -> pl.Tensor[[16, 16], pl.FP32]:
+        t: pl.Tile[[16, 16], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [16, 16], [16, 16], target_memory=pl.Mem.Vec)
+        r: pl.Tensor[[16, 16], pl.FP32] = pl.tile.store(t, [0, 0], out)
+        return r
+    @pl.function(type=pl.FunctionType.InCore)
+    def k2(self, a: pl.Tensor[[16, 16], pl.FP32], out: pl.Out[pl.Tensor[[16, 16], pl.FP32]]) -> pl.Tensor[[16, 16], pl.FP32]:
+        t: pl.Tile[[16, 16], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [16, 16], [16, 16], target_memory=pl.Mem.Vec)
+        r: pl.Tensor[[16, 16], pl.FP32] = pl.tile.store(t, [0, 0], out)
+        return r
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def main(self, a: pl.Tensor[[16, 16], pl.FP32]) -> pl.Tensor[[16, 16], pl.FP32]:
+        out: pl.Tensor[[16, 16], pl.FP32] = pl.tensor.create([16, 16], dtype=pl.FP32, layout=pl.TensorLayout.ND)
+        y: pl.Tensor[[16, 16], pl.FP32] = self.k(a, out)
+        return y
+"""
+
+
+class _Unchanged(Pass):
+    name = "Unchanged"
+    stage = "tile"
+    summary = "test-only: returns the program as it is"
+
+    def run(self, program, ctx):
+        return program
+
+
+class _Rebuilt(Pass):
+    name = "Rebuilt"
+    stage = "tile"
+    summary = "test-only: a new program object holding the very same functions"
+
+    def run(self, program, ctx):
+        return replace(program, functions=tuple(program.functions))
+
+
+class _AsksTypes(Pass):
+    name = "AsksTypes"
+    stage = "tile"
+    summary = "test-only: asks for every value's type, changes nothing"
+
+    def run(self, program, ctx):
+        assert "t" in self.types(program, ctx)["k"]
+        return program
+
+
+class _TouchesK2(Pass):
+    name = "TouchesK2"
+    stage = "tile"
+    summary = "test-only: rebuilds the first statement of k2 (an equal copy: a new object to check)"
+
+    def run(self, program, ctx):
+        def touch(f):
+            return replace(f, body=(replace(f.body[0]),) + f.body[1:])
+
+        return replace(program, functions=tuple(touch(f) if f.name == "k2" else f for f in program.functions))
+
+
+class _RetypesK(Pass):
+    name = "RetypesK"
+    stage = "tile"
+    summary = "test-only: gives k a third parameter; its caller main is left as it was"
+
+    def run(self, program, ctx):
+        def grow(f):
+            return replace(f, params=f.params + (replace(f.params[0], name="extra"),))
+
+        return replace(program, functions=tuple(grow(f) if f.name == "k" else f for f in program.functions))
+
+
+@pytest.fixture
+def checked(monkeypatch):
+    """The names of the functions the verifier checks, in order."""
+    from ptoc.ir.verifier import Verifier
+
+    seen: list[str] = []
+    original = Verifier.function
+
+    def counting(self, f):
+        seen.append(f.name)
+        return original(self, f)
+
+    monkeypatch.setattr(Verifier, "function", counting)
+    return seen
+
+
+def test_unchanged_functions_are_not_verified_again(checked):
+    prog = parse_program(KERNEL_AND_CALLER, "two.ir")
+    checked.clear()
+    run_pipeline(prog, CompileContext(), passes=[_Unchanged, _Rebuilt, _Unchanged, _AsksTypes])
+    assert checked == ["k", "k2", "main"]  # once, after the first pass; the later passes reuse it
+
+
+def test_only_the_changed_function_is_verified_again(checked):
+    prog = parse_program(KERNEL_AND_CALLER, "two.ir")
+    checked.clear()
+    run_pipeline(prog, CompileContext(), passes=[_Unchanged, _TouchesK2, _Unchanged])
+    assert checked == ["k", "k2", "main", "k2"]
+
+
+def test_each_pipeline_run_verifies_afresh(checked):
+    prog = parse_program(KERNEL_AND_CALLER, "two.ir")
+    checked.clear()
+    run_pipeline(prog, CompileContext(), passes=[_Unchanged])
+    run_pipeline(prog, CompileContext(), passes=[_Unchanged])
+    assert checked == ["k", "k2", "main"] * 2  # the cache lives in one run_pipeline call, not in a global
+
+
+def test_breaking_ssa_after_cached_passes_is_still_caught():
+    prog = parse_program(TENSOR_KERNEL, "k.ir")
+    with pytest.raises(InternalError, match="BreaksSSA.*more than once"):
+        run_pipeline(prog, CompileContext(), passes=[_Unchanged, _Unchanged, _BreaksSSA])
+
+
+def test_a_callee_signature_change_reverifies_the_unchanged_caller(checked):
+    # main is the very same object after RetypesK, but it now calls k with too few arguments
+    prog = parse_program(KERNEL_AND_CALLER, "two.ir")
+    with pytest.raises(InternalError, match=r"RetypesK.*'k' takes 3 argument\(s\)"):
+        run_pipeline(prog, CompileContext(), passes=[_Unchanged, _RetypesK])
+    assert checked.count("main") == 3  # parse, after Unchanged, after RetypesK
+    assert checked.count("k2") == 2  # k2 calls nothing: another function's signature cannot matter to it
+
+
+class _RenamesKind(Pass):
+    name = "RenamesKind"
+    stage = "tile"
+    summary = "test-only: marks k an AIV kernel (its kind only; what the verifier reads is untouched)"
+
+    def run(self, program, ctx):
+        return replace(program, functions=tuple(replace(f, func_type="AIV") if f.name == "k" else f
+                                                for f in program.functions))
+
+
+def test_a_kind_change_alone_is_not_verified_again(checked):
+    prog = parse_program(KERNEL_AND_CALLER, "two.ir")
+    checked.clear()
+    out = run_pipeline(prog, CompileContext(), passes=[_Unchanged, _RenamesKind])
+    assert out.function("k").func_type == "AIV"
+    assert checked == ["k", "k2", "main"]
