@@ -9,7 +9,6 @@ does not pay for checking it again.
 
 from __future__ import annotations
 
-import dataclasses
 import difflib
 from collections.abc import Callable, Iterator
 
@@ -51,7 +50,7 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.printer import print_type
-from ptoc.ir.visitor import Mutator
+from ptoc.ir.visitor import Mutator, walk
 
 # An operator typing hook: (call, positional arg types, keyword arg types, context) ->
 # (result type or None when unknown, diagnostics).
@@ -112,53 +111,6 @@ def iter_subexprs(e: Expr) -> Iterator[Expr]:
         yield e.index
 
 
-# Field annotations that never hold a node: `iter_nodes` does not look into such fields.
-_ATOM_FIELDS = frozenset({"str", "bool", "int", "float", "DType", "str | None", "int | None", "bool | None"})
-_NODE_FIELDS: dict[type, tuple[str, ...]] = {}
-
-
-def _node_fields(cls: type) -> tuple[str, ...]:
-    names = tuple(x.name for x in dataclasses.fields(cls) if x.name != "span" and x.type not in _ATOM_FIELDS)
-    _NODE_FIELDS[cls] = names
-    return names
-
-
-def _flatten_nodes(items: tuple, out: list) -> None:
-    for x in items:
-        if isinstance(x, Node):
-            out.append(x)
-        elif isinstance(x, tuple):
-            _flatten_nodes(x, out)
-
-
-def iter_nodes(root: Node) -> Iterator[Node]:
-    """Every node under `root` (inclusive) in the order of `ptoc.ir.visitor.walk` (pre-order, fields in
-    declaration order, tuples flattened), iteratively, at a fraction of its cost: it skips the fields
-    that hold no nodes (names, dtypes, flags). The passes' whole-function scans use it."""
-    stack = [root]
-    pop = stack.pop
-    push = stack.extend
-    fields = _NODE_FIELDS
-    while stack:
-        n = pop()
-        yield n
-        names = fields.get(n.__class__)
-        if names is None:
-            names = _node_fields(n.__class__)
-        if not names:
-            continue
-        kids: list[Node] = []
-        for name in names:
-            v = getattr(n, name)
-            if isinstance(v, Node):
-                kids.append(v)
-            elif isinstance(v, tuple) and v:
-                _flatten_nodes(v, kids)
-        if kids:
-            kids.reverse()
-            push(kids)
-
-
 class NodeIndex:
     """One walk of a function (`iter_nodes`): the nodes under it grouped by class, each in walk order.
     Passes and property checks that look for calls, variables or types ask it instead of walking the
@@ -193,48 +145,9 @@ class NodeIndex:
 _NO_NODES: list = []
 
 
-class FastMutator(Mutator):
-    """`ptoc.ir.visitor.Mutator` with the same hooks (`pre_<Class>`, `mutate_<Class>`) and the same result
-    (bottom-up, the very same object where nothing below changed), at a fraction of its cost: the hooks
-    are looked up once per node class and fields that hold no nodes are not visited."""
-
-    def mutate(self, node):
-        cls = node.__class__
-        if cls is tuple:
-            new = tuple([self.mutate(x) for x in node])
-            for a, b in zip(new, node):
-                if a is not b:
-                    return new
-            return node
-        if not isinstance(node, Node):
-            return node
-        hooks = self.__dict__.get("_hooks")
-        if hooks is None:
-            hooks = self.__dict__["_hooks"] = {}
-        pair = hooks.get(cls)
-        if pair is None:
-            pair = hooks[cls] = (getattr(self, f"pre_{cls.__name__}", None),
-                                 getattr(self, f"mutate_{cls.__name__}", None))
-        pre, post = pair
-        if pre is not None:
-            r = pre(node)
-            if r is not None:
-                return r
-        names = _NODE_FIELDS.get(cls)
-        if names is None:
-            names = _node_fields(cls)
-        changes = None
-        for name in names:
-            old = getattr(node, name)
-            if isinstance(old, (Node, tuple)):
-                new = self.mutate(old)
-                if new is not old:
-                    if changes is None:
-                        changes = {}
-                    changes[name] = new
-        if changes:
-            node = dataclasses.replace(node, **changes)
-        return post(node) if post is not None else node
+# The fast traversal is the visitor's own; the names stay for the passes that import them from here.
+iter_nodes = walk
+FastMutator = Mutator
 
 
 def type_mismatch(annotated: Type, actual: Type) -> str | None:
@@ -341,6 +254,9 @@ class _Scope:
         return False, None
 
 
+_UNKNOWN = object()  # VerifyCache.assigned_type: not known
+
+
 class _Recent:
     """A memo that keeps what was stored or used since the last two `age()` calls: the pass manager ages
     it after every pass, so it holds about two versions of the program, not every version there was."""
@@ -369,8 +285,9 @@ class _Recent:
 class VerifyCache:
     """What the verifier learned about functions during one pipeline run (`run_pipeline` makes one, or
     takes the driver's, which hands it on to the emitters of the same compile; it is never global). It
-    also remembers operator typer answers and type comparisons for identical objects, and one
-    `NodeIndex` per function, and forgets what a pass and its check did not use (`age`).
+    also remembers, for identical objects, operator typer answers, type comparisons and the checks of
+    single assignments (`assigned_type`), and one `NodeIndex` per function; it forgets what a pass and
+    its check did not use (`age`).
 
     The IR is immutable, and the check of a function reads nothing but its name, parameters, return
     types and body, the program's dynamic dimensions, the context, the operator typer and, only when the
@@ -384,8 +301,8 @@ class VerifyCache:
         self.ctx = ctx
         self.op_typer = _default_op_typer()  # the checks it caches: structure plus operator type rules
         # (id(body), id(params), id(returns)) -> (body, params, returns, returns_tuple, name, dynamic
-        # dims, signature token or None (no calls), value types, verified clean). An entry holds the
-        # objects whose ids key it, so no other object can take those ids while the cache lives.
+        # dims, signature token or None (no calls), value types, verified clean, keys of its remembered
+        # assignments). An entry holds the objects whose ids key it, so no other object takes those ids.
         self._entries = _Recent()
         self._sigs: list[tuple[tuple, int]] = []  # the signatures seen so far, each with its token
         self.checked = 0  # functions checked (not served from the cache): for tests and profiling
@@ -395,6 +312,7 @@ class VerifyCache:
         self.op_hits = 0
         self._mismatches = _Recent()  # (id(annotated), id(actual)) -> (both, answer)
         self._indexes = _Recent()  # ids of a function's parts -> (the parts, their NodeIndex)
+        self._assigns = _Recent()  # id(assignment) -> (it, the names and types it read, its target's type)
 
     def age(self) -> None:
         """Forget what the last two rounds (pass + check) did not use: keeps memory near two versions."""
@@ -402,6 +320,7 @@ class VerifyCache:
         self._op_types.age()
         self._mismatches.age()
         self._indexes.age()
+        self._assigns.age()
 
     def node_index(self, f: Function) -> NodeIndex:
         """`NodeIndex(f)`, shared by every function with the identical (`is`) parts (a walk of a function
@@ -441,6 +360,23 @@ class VerifyCache:
         self._mismatches.put(key, (annotated, actual, why))
         return why
 
+    def assigned_type(self, s: AssignStmt, scope: _Scope):
+        """The type an assignment checked before gave its target, when the very same statement reads
+        names of the very same types here (then its check finds the same: nothing wrong, that type);
+        else `_UNKNOWN`."""
+        e = self._assigns.get(id(s))
+        if e is None:
+            return _UNKNOWN
+        for name, t in e[1]:
+            found, now = scope.lookup(name)
+            if not found or now is not t:
+                return _UNKNOWN
+        return e[2]
+
+    def remember_assign(self, s: AssignStmt, reads: list[tuple[str, Type | None]], t: Type | None) -> None:
+        """An assignment checked clean, reading only names in scope and calling no function of the program."""
+        self._assigns.put(id(s), (s, reads, t))
+
     def usable(self, ctx, op_typer: OpTyper | None) -> bool:
         return ctx is self.ctx and op_typer is self.op_typer
 
@@ -462,13 +398,17 @@ class VerifyCache:
                 or e[3] != f.returns_tuple or e[4] != f.name or e[5] is not program.dynamic_dims
                 or (e[6] is not None and e[6] != token)):
             return None
+        for key in e[9]:  # the function is still in use: so are the assignments it remembers
+            self._assigns.get(key)
         return e[7], e[8]
 
     def store(self, f: Function, program: Program, token: int | None, types: dict[str, Type | None],
-              clean: bool) -> None:
-        """Remember a check of `f`; `token` None: its body calls no function (signatures do not matter)."""
+              clean: bool, assigns: list[int]) -> None:
+        """Remember a check of `f`; `token` None: its body calls no function (signatures do not matter).
+        `assigns`: the keys of the assignments of `f` remembered (kept as long as `f` is)."""
         self._entries.put((id(f.body), id(f.params), id(f.returns)), (
-            f.body, f.params, f.returns, f.returns_tuple, f.name, program.dynamic_dims, token, types, clean))
+            f.body, f.params, f.returns, f.returns_tuple, f.name, program.dynamic_dims, token, types, clean,
+            assigns))
 
 
 class Verifier:
@@ -480,6 +420,7 @@ class Verifier:
         self.cache = cache if cache is not None and cache.usable(ctx, op_typer) else None
         self.token = self.cache.token(program) if self.cache is not None else -1
         self.calls = False  # the current function calls a function of the program
+        self.reads: list[tuple[str, Type | None]] | None = None  # names (and types) read by the statement
         self.diags: list[Diagnostic] = []
         self.funcs = {f.name: f for f in program.functions}
         self.dyn = {d.name for d in program.dynamic_dims}
@@ -515,7 +456,7 @@ class Verifier:
         if self.cache is not None:
             self.cache.checked += 1
             clean = not any(d.severity == "error" for d in self.diags[first:])
-            self.cache.store(f, self.program, self.token if self.calls else None, self.types, clean)
+            self.cache.store(f, self.program, self.token if self.calls else None, self.types, clean, self.assigns)
         return self.types
 
     def function_types(self, f: Function) -> dict[str, Type | None]:
@@ -532,6 +473,7 @@ class Verifier:
         self.region_of = {}
         self.quiet = set()
         self.calls = False
+        self.assigns: list[int] = []  # keys of the assignments the cache remembers for this function
         scope = _Scope(None)
         for p in f.params:
             self.check_type(p.type, scope)
@@ -555,7 +497,10 @@ class Verifier:
     def use(self, v: Var, scope: _Scope, in_type: bool = False) -> Type | None:
         found, t = scope.lookup(v.name)
         if found:
+            if self.reads is not None:
+                self.reads.append((v.name, t))
             return t
+        self.reads = None  # a name from outside the scopes: the statement is not remembered
         if v.name in self.dyn or in_type:
             return _scalar(dtypes.INDEX)
         if v.name in self.quiet:
@@ -714,8 +659,23 @@ class Verifier:
 
     def stmt(self, s: Stmt, scope: _Scope, f: Function) -> None:
         if isinstance(s, AssignStmt):
-            vt = self.expr(s.value, scope)
-            t = self.annotate(s.annotation, vt, s.annotation or s, scope)
+            cache = self.cache
+            if cache is None:
+                vt = self.expr(s.value, scope)
+                t = self.annotate(s.annotation, vt, s.annotation or s, scope)
+            else:
+                t = cache.assigned_type(s, scope)
+                if t is _UNKNOWN:
+                    first, calls = len(self.diags), self.calls
+                    self.calls, self.reads = False, []
+                    vt = self.expr(s.value, scope)
+                    t = self.annotate(s.annotation, vt, s.annotation or s, scope)
+                    if self.reads is not None and not self.calls and len(self.diags) == first:
+                        cache.remember_assign(s, self.reads, t)
+                        self.assigns.append(id(s))
+                    self.calls, self.reads = self.calls or calls, None
+                else:
+                    self.assigns.append(id(s))
             self.define(s.target.name, t, s.target, scope)
         elif isinstance(s, EvalStmt):
             self.expr(s.expr, scope)

@@ -13,35 +13,52 @@ from collections.abc import Iterator
 
 from ptoc.ir.nodes import Node
 
-_FIELDS: dict[type, tuple[str, ...]] = {}
+# Field annotations that never hold a node: the traversal does not look into such fields.
+_ATOM_FIELDS = frozenset({"str", "bool", "int", "float", "DType", "str | None", "int | None", "bool | None"})
+_NODE_FIELDS: dict[type, tuple[str, ...]] = {}
 
 
 def child_fields(cls: type) -> tuple[str, ...]:
-    f = _FIELDS.get(cls)
-    if f is None:
-        f = tuple(x.name for x in dataclasses.fields(cls) if x.name != "span")
-        _FIELDS[cls] = f
-    return f
+    """The fields of node class `cls` that can hold nodes (not the span, names, dtypes or flags)."""
+    names = _NODE_FIELDS.get(cls)
+    if names is None:
+        names = tuple(x.name for x in dataclasses.fields(cls) if x.name != "span" and x.type not in _ATOM_FIELDS)
+        _NODE_FIELDS[cls] = names
+    return names
 
 
-def _children(value) -> Iterator[Node]:
-    if isinstance(value, Node):
-        yield value
-    elif isinstance(value, tuple):
-        for v in value:
-            yield from _children(v)
+def _flatten_nodes(items: tuple, out: list) -> None:
+    for x in items:
+        if isinstance(x, Node):
+            out.append(x)
+        elif isinstance(x, tuple):
+            _flatten_nodes(x, out)
 
 
-def walk(node: Node) -> Iterator[Node]:
-    """Every node under `node` (inclusive), pre-order, iteratively (no recursion limit)."""
-    stack = [node]
+def walk(root: Node) -> Iterator[Node]:
+    """Every node under `root` (inclusive), pre-order, fields in declaration order, tuples flattened;
+    iterative (no recursion limit)."""
+    stack = [root]
+    pop = stack.pop
+    push = stack.extend
     while stack:
-        n = stack.pop()
+        n = pop()
         yield n
-        kids = []
-        for name in child_fields(type(n)):
-            kids.extend(_children(getattr(n, name)))
-        stack.extend(reversed(kids))
+        names = _NODE_FIELDS.get(n.__class__)
+        if names is None:
+            names = child_fields(n.__class__)
+        if not names:
+            continue
+        kids: list[Node] = []
+        for name in names:
+            v = getattr(n, name)
+            if isinstance(v, Node):
+                kids.append(v)
+            elif isinstance(v, tuple) and v:
+                _flatten_nodes(v, kids)
+        if kids:
+            kids.reverse()
+            push(kids)
 
 
 class Visitor:
@@ -53,29 +70,46 @@ class Visitor:
 
 
 class Mutator:
-    """Rebuild-what-changes mutation. Override `mutate_<ClassName>(node) -> node`."""
+    """Rebuild-what-changes mutation. Override `mutate_<ClassName>(node) -> node` (called after the
+    node's children were mutated) or `pre_<ClassName>(node)` (called first; a non-None result replaces
+    the node without visiting below it). Hooks are looked up once per node class."""
 
     def mutate(self, node):
-        if isinstance(node, tuple):
-            new = tuple(self.mutate(x) for x in node)
-            return node if all(a is b for a, b in zip(new, node)) else new
+        cls = node.__class__
+        if cls is tuple:
+            new = tuple([self.mutate(x) for x in node])
+            for a, b in zip(new, node):
+                if a is not b:
+                    return new
+            return node
         if not isinstance(node, Node):
             return node
-        pre = getattr(self, f"pre_{type(node).__name__}", None)
+        hooks = self.__dict__.get("_hooks")
+        if hooks is None:
+            hooks = self.__dict__["_hooks"] = {}
+        pair = hooks.get(cls)
+        if pair is None:
+            pair = hooks[cls] = (getattr(self, f"pre_{cls.__name__}", None),
+                                 getattr(self, f"mutate_{cls.__name__}", None))
+        pre, post = pair
         if pre is not None:
             r = pre(node)
             if r is not None:
                 return r
-        changes = {}
-        for name in child_fields(type(node)):
+        names = _NODE_FIELDS.get(cls)
+        if names is None:
+            names = child_fields(cls)
+        changes = None
+        for name in names:
             old = getattr(node, name)
             if isinstance(old, (Node, tuple)):
                 new = self.mutate(old)
                 if new is not old:
+                    if changes is None:
+                        changes = {}
                     changes[name] = new
         if changes:
             node = dataclasses.replace(node, **changes)
-        post = getattr(self, f"mutate_{type(node).__name__}", None)
         return post(node) if post is not None else node
 
 

@@ -325,22 +325,22 @@ class _Namer:
             pre: list[Stmt] = []
             base = s.target.name if isinstance(s, AssignStmt) else "t"
             if isinstance(s, AssignStmt) and isinstance(s.value, Call):
-                s = replace(s, value=self.args(s.value, pre, base, s))
+                s = _set(s, "value", self.args(s.value, pre, base, s))
             elif isinstance(s, AssignStmt) and isinstance(s.value, GetItem):
-                s = replace(s, value=self.expr(s.value, pre, base, s))
+                s = _set(s, "value", self.expr(s.value, pre, base, s))
             elif isinstance(s, EvalStmt) and isinstance(s.expr, Call):
-                s = replace(s, expr=self.args(s.expr, pre, base, s))
+                s = _set(s, "expr", self.args(s.expr, pre, base, s))
             elif isinstance(s, (YieldStmt, ReturnStmt)):
                 if isinstance(s, YieldStmt) and s.targets:
                     base = s.targets[0].name
-                s = replace(s, values=tuple(self.expr(v, pre, base, s) for v in s.values))
+                s = _set(s, "values", tuple(self.expr(v, pre, base, s) for v in s.values))
             elif isinstance(s, (ForStmt, WhileStmt)):
                 if s.iter_args:
                     base = s.iter_args[0].name
-                s = replace(s, init_values=tuple(self.expr(v, pre, base, s) for v in s.init_values))
+                s = _set(s, "init_values", tuple(self.expr(v, pre, base, s) for v in s.init_values))
             for sub_name in ("body", "then_body", "else_body"):
                 if hasattr(s, sub_name) and not isinstance(s, YieldStmt):
-                    s = replace(s, **{sub_name: self.block(getattr(s, sub_name))})
+                    s = _set(s, sub_name, self.block(getattr(s, sub_name)))
             out.extend(pre)
             out.append(s)
         return tuple(out)
@@ -403,6 +403,16 @@ def _scan(f: Function, cache=None) -> tuple[bool, bool, set[str]]:
                 has_alloc = True
                 break
     return has_alloc, has_tiles, {n.name for n in index.of(Var)}
+
+
+def _set(s: Stmt, field: str, value) -> Stmt:
+    """`s` with `field` set to `value`; `s` itself when nothing changed (the same object, or a tuple of the
+    same objects)."""
+    old = getattr(s, field)
+    if value is old or (isinstance(value, tuple) and len(value) == len(old)
+                        and all(a is b for a, b in zip(value, old))):
+        return s
+    return replace(s, **{field: value})
 
 
 def _var_names(f: Function) -> set[str]:

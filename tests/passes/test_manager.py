@@ -273,3 +273,21 @@ def test_a_kind_change_alone_is_not_verified_again(checked):
     out = run_pipeline(prog, CompileContext(), passes=[_Unchanged, _RenamesKind])
     assert out.function("k").func_type == "AIV"
     assert checked == ["k", "k2", "main"]
+
+
+class _DropsLoad(Pass):
+    name = "DropsLoad"
+    stage = "tile"
+    summary = "test-only: deletes the definition of t in k; the statement reading t stays the same object"
+
+    def run(self, program, ctx):
+        return replace(program, functions=tuple(replace(f, body=f.body[1:]) if f.name == "k" else f
+                                                for f in program.functions))
+
+
+def test_an_unchanged_statement_whose_input_vanished_is_still_caught():
+    # the store of t was checked clean after Unchanged; its check is remembered, but only for as long as
+    # every name it reads is still in scope with the very same type
+    prog = parse_program(KERNEL_AND_CALLER, "two.ir")
+    with pytest.raises(InternalError, match="DropsLoad.*undefined name 't'"):
+        run_pipeline(prog, CompileContext(), passes=[_Unchanged, _DropsLoad])
