@@ -446,7 +446,7 @@ def _validate(file, text, ctx, seed, dims, scalars, reporter) -> int:
     sc = _name_values(scalars, "--scalar", _number)
     try:
         prog = frontend(text, file, ctx)
-        reports = validate_program(prog, ctx, seed=seed, dims=d, scalars=sc, source_name=file)
+        reports = validate_program(prog, ctx, seed=seed, dims=d, scalars=sc)
     except CompileError as e:
         reporter.emit(e.diagnostics, text)
         return EXIT_USER
@@ -561,15 +561,11 @@ def _infer_dims(prog, fn, values: dict, dims: dict) -> None:
 
 
 def _run_pto_file(pto_path, prog, fn, values, dims, ctx):
-    import numpy as np
-
     from ptoc.codegen.pto import dynamic_dims
     from ptoc.diagnostics import CompileError, Diagnostic, Span
     from ptoc.driver import lower
-    from ptoc.ir import dtypes as _dt
-    from ptoc.ir.nodes import ScalarType, TensorType
     from ptoc.reference.pto_exec import PtoExecError, run_pto_logical
-    from ptoc.reference.validate import _eval_dim, _pto_layout
+    from ptoc.reference.validate import pto_arguments
 
     try:
         with open(pto_path, encoding="utf-8") as fh:
@@ -579,27 +575,18 @@ def _run_pto_file(pto_path, prog, fn, values, dims, ctx):
                                        Span(pto_path, 0, 0, 0, 0))]) from None
     low = lower(prog, ctx).program
     low_fn = low.function(fn.name)
-    logical = {p.name: p.type for p in fn.params}
-    tensors, names, scal = {}, {}, []
-    for p in low_fn.params:
-        if isinstance(p.type, TensorType):
-            lt = logical.get(p.name, p.type)
-            arr = values.get(p.name)
-            if arr is None:
-                arr = np.zeros(tuple(_eval_dim(x, dims) for x in lt.shape), dtype=_dt.numpy_dtype(p.type.dtype))
-            names[len(tensors)] = p.name
-            tensors[len(tensors)] = (arr, _pto_layout(p.type))
-        elif isinstance(p.type, ScalarType):
-            if p.name not in values:
-                raise CompileError([Diagnostic("PTOC-E0506", f"scalar parameter {p.name} needs --input "
-                                               f"{p.name}=VALUE", p.span)])
-            scal.append(values[p.name])
+    try:
+        tensors, names, scal = pto_arguments(low_fn, fn, values, dims)
+    except KeyError as e:
+        raise CompileError([Diagnostic("PTOC-E0506", f"scalar parameter {e.args[0]} needs --input "
+                                       f"{e.args[0]}=VALUE", fn.span)]) from None
     try:
         out = run_pto_logical(text, fn.name, tensors, scal, [dims[x] for x in dynamic_dims(low, low_fn)])
     except PtoExecError as e:
         raise CompileError([Diagnostic("PTOC-E0504", f"executing {pto_path}: {e}", Span(pto_path, 0, 0, 0, 0))]) \
             from None
     written = {p.name for p in fn.params if p.direction in ("Out", "InOut")}
+    logical = {p.name for p in fn.params}
     return {names[i]: a for i, a in out.items() if names[i] in written or names[i] not in logical}
 
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from ptoc.context import CompileContext
-from ptoc.diagnostics import CompileError, Diagnostic, Span
+from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import ConstInt, Function, Program, ScalarType, TensorType, Var
 
@@ -113,8 +113,7 @@ def _pto_layout(t: TensorType) -> str:
 
 
 def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims: dict[str, int] | None = None,
-                     scalars: dict[str, float] | None = None, source_name: str = "<input>",
-                     broken_pass=None) -> list[KernelReport]:
+                     scalars: dict[str, float] | None = None, broken_pass=None) -> list[KernelReport]:
     """Run every kernel at the front end, after every pass and as emitted .pto; compare with the front end.
     `broken_pass`: (test hook) a pass class to insert into the pipeline after BlockNzTensorViews."""
     from ptoc.driver import check_assembler_version
@@ -127,7 +126,7 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
         idx = [n for _, n in PIPELINE].index("BlockNzTensorViews") + 1
         passes = passes[:idx] + [broken_pass] + passes[idx:]
     check_assembler_version(program, ctx)
-    snap = _Snapshots()
+    snap = _snapshots()
     run_pipeline(program, ctx, passes=passes, instruments=[snap])
     stages: list[tuple[str, Program]] = [("frontend", program)] + snap.stages
     reports = []
@@ -157,20 +156,18 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
     return reports
 
 
-class _Snapshots:
-    """Pipeline instrument: keeps the program after every pass."""
+def _snapshots():
+    """A pipeline instrument that keeps the program after every pass (in `.stages`)."""
+    from ptoc.passes.manager import Instrument
 
-    def __init__(self):
-        self.stages: list[tuple[str, Program]] = []
+    class Snapshots(Instrument):
+        def __init__(self):
+            self.stages: list[tuple[str, Program]] = []
 
-    def before_pipeline(self, program, ctx):
-        pass
+        def after_pass(self, index, p, program, seconds):
+            self.stages.append((p.name, program))
 
-    def before_pass(self, index, p, program):
-        pass
-
-    def after_pass(self, index, p, program, seconds):
-        self.stages.append((p.name, program))
+    return Snapshots()
 
 
 def _adapt_inputs(fn: Function, inputs: dict, dims: dict) -> dict:
@@ -183,16 +180,11 @@ def _adapt_inputs(fn: Function, inputs: dict, dims: dict) -> dict:
     return out
 
 
-def _run_emitted(lowered: Program, fn: Function, inputs: dict, dims: dict, reference, ctx, rtol, atol) -> StageResult:
-    from ptoc.codegen.pto import dynamic_dims, emit_module
-    from ptoc.reference.interp import compare_outputs
-    from ptoc.reference.pto_exec import PtoExecError, run_pto_logical
-
-    try:
-        text, _ = emit_module(lowered, ctx)
-    except CompileError as e:
-        return StageResult(".pto (emitted)", False, "; ".join(d.message for d in e.diagnostics[:2]))
-    low_fn = lowered.function(fn.name)
+def pto_arguments(low_fn: Function, fn: Function, inputs: dict, dims: dict) -> tuple[dict, dict, list]:
+    """The arguments of the emitted kernel `low_fn` (lowered from `fn`) for `run_pto_logical`: tensor
+    param index -> (logical array, layout), index -> param name, and the scalar values in order. Tensors
+    without an input (Out params, params a pass added) start as zeros of their logical shape; a missing
+    scalar raises KeyError with its name."""
     logical = {p.name: p.type for p in fn.params}
     tensors: dict[int, tuple] = {}
     names: dict[int, str] = {}
@@ -208,6 +200,20 @@ def _run_emitted(lowered: Program, fn: Function, inputs: dict, dims: dict, refer
             names[i] = p.name
         elif isinstance(p.type, ScalarType):
             scal.append(inputs[p.name])
+    return tensors, names, scal
+
+
+def _run_emitted(lowered: Program, fn: Function, inputs: dict, dims: dict, reference, ctx, rtol, atol) -> StageResult:
+    from ptoc.codegen.pto import dynamic_dims, emit_module
+    from ptoc.reference.interp import compare_outputs
+    from ptoc.reference.pto_exec import PtoExecError, run_pto_logical
+
+    try:
+        text, _ = emit_module(lowered, ctx)
+    except CompileError as e:
+        return StageResult(".pto (emitted)", False, "; ".join(d.message for d in e.diagnostics[:2]))
+    low_fn = lowered.function(fn.name)
+    tensors, names, scal = pto_arguments(low_fn, fn, inputs, dims)
     dyn = [dims[d] for d in dynamic_dims(lowered, low_fn)]
     try:
         out = run_pto_logical(text, fn.name, tensors, scal, dyn)
@@ -231,4 +237,4 @@ def format_table(reports: list[KernelReport]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["KernelReport", "StageResult", "format_table", "random_inputs", "validate_program", "Span"]
+__all__ = ["KernelReport", "StageResult", "format_table", "pto_arguments", "random_inputs", "validate_program"]
