@@ -185,7 +185,8 @@ def _run_guarded(fn) -> int:
         return EXIT_INTERNAL
 
 
-def _commit(reporter: Reporter, outputs, inputs=(), dirs=(), stdout_ok: bool = False) -> int:
+def _commit(reporter: Reporter, outputs, inputs=(), dirs=(), stdout_ok: bool = False,
+            collision_hint: str = "choose another output name; nothing was written") -> int:
     """Write `outputs` ((path, text or bytes) pairs) all or nothing (ptoc.outputs); EXIT_OK, or EXIT_USAGE
     after a diagnostic when an output collides with an input or another output or cannot be written."""
     from ptoc.diagnostics import Diagnostic, Span
@@ -200,8 +201,7 @@ def _commit(reporter: Reporter, outputs, inputs=(), dirs=(), stdout_ok: bool = F
         outs.commit()
     except OutputError as e:
         if e.collision:
-            d = Diagnostic("PTOC-E0007", str(e), Span(e.path, 0, 0, 0, 0),
-                           hint="choose another output name (or --output-dir); nothing was written")
+            d = Diagnostic("PTOC-E0007", str(e), Span(e.path, 0, 0, 0, 0), hint=collision_hint)
         else:
             d = Diagnostic("PTOC-E0006", str(e), Span(e.path, 0, 0, 0, 0),
                            hint="check that the output path and its folder are writable; nothing was written")
@@ -547,6 +547,33 @@ def _dim_value(v: str) -> int:
     return n
 
 
+REFERENCE_MAX_BYTES = 1 << 30  # the numeric reference's limit on one kernel's tensor data
+
+
+def _check_tensor_sizes(fn, dims: dict) -> None:
+    """A usage error when the tensors of kernel `fn` with these dimension values exceed what the numeric
+    reference can hold (REFERENCE_MAX_BYTES), before anything is allocated."""
+    from ptoc.ir.nodes import TensorType
+    from ptoc.reference.validate import _eval_dim
+
+    total = 0
+    for p in fn.params:
+        if not isinstance(p.type, TensorType):
+            continue
+        try:
+            n = 1
+            for x in p.type.shape:
+                n *= _eval_dim(x, dims)
+        except Exception:  # noqa: BLE001 - a dimension without a value is reported by the run itself
+            continue
+        total += n * p.type.dtype.bytes
+    if total > REFERENCE_MAX_BYTES:
+        given = " ".join(f"--dim {k}={v}" for k, v in dims.items()) or "these sizes"
+        raise click.UsageError(f"the tensors of {fn.name} take {total / (1 << 30):.1f} GiB with {given}; the "
+                               f"numeric reference holds at most {REFERENCE_MAX_BYTES >> 30} GiB: use smaller "
+                               "--dim values")
+
+
 def _check_names(given, known, what: str, kind: str) -> None:
     """A usage error, with a did-you-mean, for a NAME of `given` that is not in `known`."""
     import difflib
@@ -588,6 +615,8 @@ def _validate(file, text, ctx, seed, dims, scalars, reporter) -> int:
         _check_names(d, [n for f in ks for n in dim_symbols(prog, f)], "--dim", "dynamic dimension")
         _check_names(sc, [p.name for f in ks for p in f.params if isinstance(p.type, ScalarType)], "--scalar",
                      "scalar parameter")
+        for f in ks:
+            _check_tensor_sizes(f, d)
         reports = validate_program(prog, ctx, seed=seed, dims=d, scalars=sc)
     except CompileError as e:
         reporter.emit(e.diagnostics, text)
@@ -684,6 +713,7 @@ def run(file, inputs, dims, fn_name, stage, pto_path, output_dir, arch, diag_fmt
             _check_names(values, [p.name for p in fn.params] + dim_symbols(prog, fn), "--input", "parameter")
             _check_names(d, dim_symbols(prog, fn), "--dim", "dynamic dimension")
             _infer_dims(prog, fn, values, d)
+            _check_tensor_sizes(fn, d)
             _prepare_inputs(fn, values, d)
             if pto_path is not None:
                 outs = _run_pto_file(pto_path, prog, fn, values, d, ctx)
@@ -706,7 +736,8 @@ def run(file, inputs, dims, fn_name, stage, pto_path, output_dir, arch, diag_fmt
             np.save(buf, arr, allow_pickle=False)
             outputs.append((os.path.join(output_dir, f"{safe}.npy"), buf.getvalue(), arr))
         status = _commit(reporter, [(path, data) for path, data, _ in outputs], inputs=read_files,
-                         dirs=[output_dir])
+                         dirs=[output_dir], collision_hint="nothing was written; write the outputs elsewhere with "
+                         "--output-dir DIR")
         if status != EXIT_OK:
             return status
         for path, _, arr in outputs:

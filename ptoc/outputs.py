@@ -153,7 +153,12 @@ class OutputSet:
                 current = path
                 existed = os.path.lexists(real)
                 backup = self._backup(real) if existed else None
-                os.replace(tmp, real)
+                try:
+                    os.replace(tmp, real)
+                except BaseException:
+                    if backup:
+                        os.unlink(backup)
+                    raise
                 replaced.append((real, backup, existed))
         except BaseException as e:
             self._rollback(staged, replaced, created)
