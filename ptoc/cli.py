@@ -236,7 +236,8 @@ def cli() -> None:
     """ptoc: a cross-compiler from textual PyPTO IR to PTOAS-ready .pto.
 
     \b
-    Exit codes: 0 success, 1 the input has errors, 2 usage error, 3 internal error (a ptoc bug).
+    Exit codes: 0 success, 1 the input has errors, 2 usage or environment error, 3 internal error
+    (a ptoc bug), 130 interrupted (Ctrl-C), 141 standard output closed early (broken pipe).
     Set NO_COLOR=1 to disable coloured diagnostics.
     """
 

@@ -230,6 +230,15 @@ def test_dash_output_writes_the_pto_to_stdout(src, tmp_path, vadd_outputs):
     assert listing(tmp_path) == ["k.h", "k.ir"]  # no file named "-"
     r = run("compile", src, "-o", "-", "--header", "-", cwd=tmp_path)
     assert r.returncode == 2 and "PTOC-E0007" in r.stderr and r.stdout == b""
+    # standard output redirected into the input file (`>> k.ir`) is the input too
+    before = src.read_bytes()
+    with open(src, "ab") as out:
+        p = subprocess.run([str(PTOC), "compile", str(src), "-o", "-", "--no-header"], stdout=out,
+                           stderr=subprocess.PIPE, text=True, env=_env(), timeout=120)
+    assert p.returncode == 2 and "it is the input file" in p.stderr
+    assert src.read_bytes() == before
+    r = run("compile", src, "-o", "-", "--no-header", "--assemble", cwd=tmp_path)
+    assert r.returncode == 2 and "--assemble needs the .pto in a file" in r.stderr
 
 
 def test_dash_input_is_stdin_for_check_fmt_and_compile(tmp_path, vadd_outputs):
