@@ -200,26 +200,42 @@ def test_output_to_a_fifo_is_written_through(src, tmp_path, vadd_outputs):
     assert listing(tmp_path) == ["k.h", "k.ir", "out.pto"]
 
 
-def test_output_to_dev_null_keeps_the_device(src, tmp_path):
-    before = os.stat("/dev/null")
+@pytest.fixture
+def null_device(tmp_path) -> Path:
+    """A character device like /dev/null. As root, a private node of the same device (1, 3) in tmp_path, so
+    that a regression replaces that node and not the machine's /dev/null; otherwise /dev/null itself
+    (which a user without root cannot replace anyway)."""
+    if os.geteuid() != 0:
+        return Path("/dev/null")
+    node = tmp_path / "null"
+    os.mknod(node, stat.S_IFCHR | 0o666, os.makedev(1, 3))
+    return node
+
+
+def test_output_to_dev_null_keeps_the_device(src, tmp_path, null_device):
+    before = os.stat(null_device)
     assert stat.S_ISCHR(before.st_mode)
-    r = run("compile", src, "-o", "/dev/null", "--no-header")
+    r = run("compile", src, "-o", null_device, "--no-header")
     assert r.returncode == 0, r.stderr
-    r = run("compile", src, "-o", tmp_path / "k.pto", "--header", "/dev/null")
+    r = run("compile", src, "-o", tmp_path / "k.pto", "--header", null_device)
     assert r.returncode == 0, r.stderr
-    after = os.stat("/dev/null")
+    after = os.stat(null_device)
     assert stat.S_ISCHR(after.st_mode) and after.st_rdev == before.st_rdev and after.st_ino == before.st_ino
-    assert not os.path.exists("/dev/null.h")
+    assert not os.path.exists(f"{null_device}.h")
+    assert os.path.getsize(tmp_path / "k.pto") > 0
 
 
-@pytest.mark.parametrize("target", ["-", "/dev/null", "fifo"])
-def test_header_needs_an_explicit_path_when_the_pto_goes_to_a_stream(src, tmp_path, target):
+@pytest.mark.parametrize("target", ["-", "device", "fifo"])
+def test_header_needs_an_explicit_path_when_the_pto_goes_to_a_stream(src, tmp_path, target, null_device):
     if target == "fifo":
         target = tmp_path / "out.pto"
         os.mkfifo(target)
+    elif target == "device":
+        target = null_device
     r = run("compile", src, "-o", target, cwd=tmp_path)
     assert r.returncode == 2 and "--header PATH or --no-header" in r.stderr
-    assert not os.path.exists("/dev/null.h") and not os.path.exists(tmp_path / "out.h")
+    assert not os.path.exists(f"{null_device}.h") and not os.path.exists(tmp_path / "out.h")
+    assert stat.S_ISCHR(os.stat(null_device).st_mode)
 
 
 def test_dash_output_writes_the_pto_to_stdout(src, tmp_path, vadd_outputs):
