@@ -271,7 +271,31 @@ def test_dash_input_is_stdin_for_check_fmt_and_compile(tmp_path, vadd_outputs):
         r = run(*args, stdin=bad)
         assert r.returncode == 1 and "<stdin>:10:" in r.stderr and "PTOC-E0101" in r.stderr, r.stderr
     assert run("fmt", "-i", "-", stdin=text).returncode == 2
+    assert run("check", "-", "-", stdin=text).returncode == 2  # standard input can be read once
     assert not (tmp_path / "bad.pto").exists() and not (tmp_path / "-").exists()
+
+
+def test_pack_writes_through_a_fifo_and_a_symlink(tmp_path):
+    w = np.arange(32 * 64, dtype=np.int64).reshape(32, 64).astype(np.int8)
+    np.save(tmp_path / "w.npy", w)
+    # the NZ image of [32, 64] int8 (c0 = 32, NZ-2): blocked [1, 2, 2, 16, 32]; element (r, c) sits at byte
+    # (c // 32) * 1024 + (r // 16) * 512 + (r % 16) * 32 + c % 32
+    want = np.ascontiguousarray(w.reshape(2, 16, 2, 32).transpose(2, 0, 1, 3)).tobytes()
+    assert want[(45 // 32) * 1024 + (20 // 16) * 512 + (20 % 16) * 32 + 45 % 32] == w[20, 45].view(np.uint8)
+    fifo = tmp_path / "w_nz.bin"
+    os.mkfifo(fifo)
+    reader = FifoReader(fifo)
+    reader.start()
+    r = run("pack", tmp_path / "w.npy", "--layout", "NZ", "--dtype", "int8", "-o", fifo)
+    reader.join(30)
+    assert r.returncode == 0, r.stderr
+    assert reader.data == want and stat.S_ISFIFO(os.stat(fifo).st_mode)
+    (tmp_path / "store").mkdir()
+    link = tmp_path / "link.bin"
+    link.symlink_to(tmp_path / "store" / "w.bin")  # dangling until written
+    r = run("pack", tmp_path / "w.npy", "--layout", "NZ", "--dtype", "int8", "-o", link)
+    assert r.returncode == 0, r.stderr
+    assert link.is_symlink() and (tmp_path / "store" / "w.bin").read_bytes() == want
 
 
 # ------------------------------------------------------------------ all outputs or none
