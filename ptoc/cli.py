@@ -425,7 +425,8 @@ def compile_cmd(file, output, header_path, no_header, arch, ptoas_version, pto_l
         if dump_dir is not None:
             outputs += [(os.path.join(dump_dir, n), body) for n, body, _ in art.lowered.dumps]
         status = _commit(reporter, outputs, inputs=[file], dirs=[dump_dir] if dump_dir is not None else [],
-                         stdout_ok=True)
+                         stdout_ok=True, collision_hint="nothing was written; give -o, --header (or --no-header) "
+                         "and --dump-dir names that are neither the input nor each other")
         if status != EXIT_OK:
             return status
         if art.lowered.timings_table is not None:

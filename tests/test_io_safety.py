@@ -317,12 +317,13 @@ def test_failed_dump_dir_leaves_no_pto_and_no_header(src, tmp_path, bad):
     assert listing(tmp_path) == ["f", "k.h", "k.ir", "k.pto"]
 
 
-def test_unwritable_header_leaves_the_existing_pto(src, tmp_path):
+def test_unwritable_header_leaves_the_existing_pto_and_creates_no_dump_dir(src, tmp_path):
     (tmp_path / "k.pto").write_text("old pto")
-    r = run("compile", src, "-o", tmp_path / "k.pto", "--header", tmp_path / "missing" / "k.h")
+    r = run("compile", src, "-o", tmp_path / "k.pto", "--header", tmp_path / "missing" / "k.h",
+            "--dump-dir", tmp_path / "dumps" / "run1")
     assert r.returncode == 2 and "PTOC-E0006" in r.stderr
     assert (tmp_path / "k.pto").read_text() == "old pto"
-    assert listing(tmp_path) == ["k.ir", "k.pto"]
+    assert listing(tmp_path) == ["k.ir", "k.pto"]  # the dump folders made for the commit are gone again
 
 
 def test_a_failed_rename_restores_the_outputs_already_replaced(tmp_path):
