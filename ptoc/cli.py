@@ -1,7 +1,9 @@
 """Command line: parse flags, build a CompileContext, call the driver, render diagnostics.
 
 This is the only module that reads the environment (NO_COLOR, TTY detection) or touches files.
-Exit codes: 0 success, 1 the input has errors, 2 usage error, 3 internal error.
+Exit codes: 0 success, 1 the input has errors, 2 usage or environment error (including an output that
+cannot be written), 3 internal error (a bug in ptoc), 130 interrupted (Ctrl-C), 141 standard output closed
+early (a broken pipe, as for a program killed by SIGPIPE).
 """
 
 from __future__ import annotations
@@ -14,6 +16,9 @@ import click
 from ptoc import __version__
 
 EXIT_OK, EXIT_USER, EXIT_USAGE, EXIT_INTERNAL = 0, 1, 2, 3
+EXIT_INTERRUPTED, EXIT_BROKEN_PIPE = 130, 141
+STDIN_NAME = "<stdin>"
+REFERENCE_HINT = "pip install 'ptoc[reference]'"
 
 REPORT_MSG = (
     "this is a bug in ptoc, not in your program. Please report it with the input file and the command "
@@ -54,12 +59,22 @@ class Reporter:
                 click.echo(render_text(d, source, self.color), err=True, color=self.color)
 
 
+def _source_name(path: str) -> str:
+    """The name diagnostics use for an input: `-` is standard input."""
+    return STDIN_NAME if path == "-" else path
+
+
 def _read_source(path: str, reporter: Reporter) -> str | None:
+    """The text of the IR file `path` (`-`: standard input), or None after reporting why it is unusable."""
     from ptoc.diagnostics import Diagnostic, Span
 
     try:
-        with open(path, "rb") as fh:
-            data = fh.read()
+        if path == "-":
+            data = sys.stdin.buffer.read()
+            path = STDIN_NAME
+        else:
+            with open(path, "rb") as fh:
+                data = fh.read()
     except OSError as e:
         reporter.emit([Diagnostic("PTOC-E0004", f"cannot read {path}: {e.strerror or e}",
                                   Span(path, 0, 0, 0, 0))], None)
@@ -92,6 +107,56 @@ def _internal_error(exc: BaseException) -> None:
         traceback.print_exception(exc)
 
 
+class Interrupted(BaseException):
+    """SIGINT (Ctrl-C). Not a KeyboardInterrupt, so that click does not turn it into "Aborted!" (exit 1)."""
+
+
+def _on_sigint(_signum, _frame) -> None:
+    raise Interrupted()
+
+
+def install_interrupt_handler() -> None:
+    """From here on Ctrl-C ends ptoc with one line and exit 130 (see `main`)."""
+    import signal
+
+    try:
+        signal.signal(signal.SIGINT, _on_sigint)
+    except ValueError:  # not the main thread (ptoc used as a library): leave the handler alone
+        pass
+
+
+def _missing_reference(exc: ImportError) -> bool:
+    return (exc.name or "").split(".")[0] in ("numpy", "ml_dtypes")
+
+
+def _reference_missing_message(exc: ImportError | None = None) -> None:
+    what = f" ({exc.name} cannot be imported)" if exc is not None and exc.name else ""
+    click.echo(f"ptoc: error: this command needs the numeric reference dependencies{what}; install them "
+               f"with: {REFERENCE_HINT}", err=True)
+
+
+def _need_reference() -> bool:
+    """True when numpy and ml_dtypes import; else prints the one-line install instruction."""
+    try:
+        import numpy  # noqa: F401, I001 - numpy first: ml_dtypes needs it
+        import ml_dtypes  # noqa: F401
+    except ImportError as e:
+        _reference_missing_message(e)
+        return False
+    return True
+
+
+def _stdout_closed() -> int:
+    """Standard output was closed by its reader (`ptoc ops | head -1`): stop quietly."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # the interpreter's final flush must not fail again
+        os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass
+    return EXIT_BROKEN_PIPE
+
+
 def _run_guarded(fn) -> int:
     """Run `fn`; map a ptoc bug to exit 3 without a Python traceback."""
     from ptoc.diagnostics import InternalError
@@ -104,9 +169,45 @@ def _run_guarded(fn) -> int:
         return EXIT_INTERNAL
     except (KeyboardInterrupt, click.exceptions.Exit, click.ClickException):
         raise
+    except BrokenPipeError:
+        return _stdout_closed()
+    except MemoryError:
+        click.echo("ptoc: error: out of memory; use smaller sizes (e.g. smaller --dim values)", err=True)
+        return EXIT_USAGE
+    except ImportError as e:
+        if not _missing_reference(e):
+            _internal_error(e)
+            return EXIT_INTERNAL
+        _reference_missing_message(e)
+        return EXIT_USAGE
     except Exception as e:  # noqa: BLE001 - last line of defence: never a traceback for bad input
         _internal_error(e)
         return EXIT_INTERNAL
+
+
+def _commit(reporter: Reporter, outputs, inputs=(), dirs=(), stdout_ok: bool = False,
+            collision_hint: str = "choose another output name; nothing was written") -> int:
+    """Write `outputs` ((path, text or bytes) pairs) all or nothing (ptoc.outputs); EXIT_OK, or EXIT_USAGE
+    after a diagnostic when an output collides with an input or another output or cannot be written."""
+    from ptoc.diagnostics import Diagnostic, Span
+    from ptoc.outputs import OutputError, OutputSet
+
+    outs = OutputSet(inputs, stdout_ok=stdout_ok)
+    for d in dirs:
+        outs.add_dir(d)
+    for path, data in outputs:
+        outs.add(path, data)
+    try:
+        outs.commit()
+    except OutputError as e:
+        if e.collision:
+            d = Diagnostic("PTOC-E0007", str(e), Span(e.path, 0, 0, 0, 0), hint=collision_hint)
+        else:
+            d = Diagnostic("PTOC-E0006", str(e), Span(e.path, 0, 0, 0, 0),
+                           hint="check that the output path and its folder are writable; nothing was written")
+        reporter.emit([d], None)
+        return EXIT_USAGE
+    return EXIT_OK
 
 
 def _pinned() -> str:
@@ -135,7 +236,8 @@ def cli() -> None:
     """ptoc: a cross-compiler from textual PyPTO IR to PTOAS-ready .pto.
 
     \b
-    Exit codes: 0 success, 1 the input has errors, 2 usage error, 3 internal error (a ptoc bug).
+    Exit codes: 0 success, 1 the input has errors, 2 usage or environment error, 3 internal error
+    (a ptoc bug), 130 interrupted (Ctrl-C), 141 standard output closed early (broken pipe).
     Set NO_COLOR=1 to disable coloured diagnostics.
     """
 
@@ -154,14 +256,16 @@ cli.params.append(click.Option(["--version"], is_flag=True, expose_value=False, 
 
 
 @cli.command()
-@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False))
+@click.argument("files", nargs=-1, required=True, type=click.Path(dir_okay=False, allow_dash=True))
 @arch_option
 @diagnostics_option
 def check(files: tuple[str, ...], arch: str, diag_fmt: str) -> None:
-    """Parse and check IR FILES; report every error found.
+    """Parse and check IR FILES (`-`: standard input); report every error found.
 
     Exits 0 when every file is valid, 1 when any file has errors.
     """
+    if files.count("-") > 1:
+        raise click.UsageError("standard input (-) can be checked only once")
 
     def run() -> int:
         from ptoc.context import CompileContext
@@ -177,7 +281,7 @@ def check(files: tuple[str, ...], arch: str, diag_fmt: str) -> None:
                 status = EXIT_USER
                 continue
             try:
-                parse_program(text, path, ctx=ctx)
+                parse_program(text, _source_name(path), ctx=ctx)
             except CompileError as e:
                 reporter.emit(e.diagnostics, text)
                 status = EXIT_USER
@@ -190,19 +294,22 @@ def check(files: tuple[str, ...], arch: str, diag_fmt: str) -> None:
 
 
 @cli.command()
-@click.argument("file", type=click.Path(dir_okay=False))
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--check", "check_only", is_flag=True,
               help="Do not write; exit 1 if FILE is not in canonical form (prints a diff).")
-@click.option("--in-place", "-i", is_flag=True, help="Rewrite FILE in canonical form (atomically).")
+@click.option("--in-place", "-i", is_flag=True, help="Rewrite FILE in canonical form (atomically; a symlink is "
+              "followed and its target rewritten).")
 @diagnostics_option
 def fmt(file: str, check_only: bool, in_place: bool, diag_fmt: str) -> None:
     """Print FILE in the canonical printer form of the PyPTO IR text.
 
-    Without options the formatted program goes to stdout. The file must parse and check; on errors
-    nothing is written.
+    Without options the formatted program goes to stdout. FILE `-` is standard input. The file must parse
+    and check; on errors nothing is written.
     """
     if check_only and in_place:
         raise click.UsageError("--check and --in-place cannot be used together")
+    if in_place and file == "-":
+        raise click.UsageError("--in-place needs a file; standard input (-) cannot be rewritten")
 
     def run() -> int:
         from ptoc.diagnostics import CompileError
@@ -213,8 +320,9 @@ def fmt(file: str, check_only: bool, in_place: bool, diag_fmt: str) -> None:
         text = _read_source(file, reporter)
         if text is None:
             return EXIT_USER
+        name = _source_name(file)
         try:
-            prog = parse_program(text, file, check_ops=False)
+            prog = parse_program(text, name, check_ops=False)
         except CompileError as e:
             reporter.emit(e.diagnostics, text)
             return EXIT_USER
@@ -224,21 +332,14 @@ def fmt(file: str, check_only: bool, in_place: bool, diag_fmt: str) -> None:
                 return EXIT_OK
             import difflib
 
-            diff = difflib.unified_diff(text.splitlines(True), out.splitlines(True), file, file + " (formatted)")
+            diff = difflib.unified_diff(text.splitlines(True), out.splitlines(True), name, name + " (formatted)")
             click.echo("".join(diff), nl=False)
-            click.echo(f"{file}: not in canonical form", err=True)
+            click.echo(f"{name}: not in canonical form", err=True)
             return EXIT_USER
         if in_place:
             if out != text:
-                try:
-                    write_atomic(file, out)
-                except OSError as e:
-                    from ptoc.diagnostics import Diagnostic, Span
-
-                    reporter.emit([Diagnostic("PTOC-E0006", f"cannot write {file}: {e.strerror or e}",
-                                              Span(file, 0, 0, 0, 0),
-                                              hint="check that the file and its folder are writable")], None)
-                    return EXIT_USER
+                # in place by design: FILE is the one output, and not counted as an input it may not overwrite
+                return _commit(reporter, [(file, out)])
             return EXIT_OK
         click.echo(out, nl=False)
         return EXIT_OK
@@ -247,11 +348,12 @@ def fmt(file: str, check_only: bool, in_place: bool, diag_fmt: str) -> None:
 
 
 @cli.command("compile")
-@click.argument("file", type=click.Path(dir_okay=False))
-@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False),
-              help="The .pto file to write.")
-@click.option("--header", "header_path", type=click.Path(dir_okay=False),
-              help="Where to write the GlobalTensor header (default: OUTPUT with suffix .h).")
+@click.argument("file", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("-o", "--output", "output", required=True, type=click.Path(dir_okay=False, allow_dash=True),
+              help="The .pto file to write (`-`: standard output).")
+@click.option("--header", "header_path", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Where to write the GlobalTensor header (default: OUTPUT with suffix .h; needed when OUTPUT "
+              "is `-`, a FIFO or a device, unless --no-header).")
 @click.option("--no-header", is_flag=True, help="Do not write the header.")
 @arch_option
 @click.option("--ptoas-version", metavar="vX.Y", help="The PTOAS release the output targets "
@@ -268,15 +370,25 @@ def fmt(file: str, check_only: bool, in_place: bool, diag_fmt: str) -> None:
 @diagnostics_option
 def compile_cmd(file, output, header_path, no_header, arch, ptoas_version, pto_level, dump_dir, timings, assemble,
                 ptoas_path, ptoas_timeout, diag_fmt) -> None:
-    """Compile FILE to a .pto module (every InCore/AIC/AIV kernel) and a GlobalTensor header.
+    """Compile FILE (`-`: standard input) to a .pto module (every InCore/AIC/AIV kernel) and a GlobalTensor
+    header.
 
-    Outputs are written atomically: on any error nothing is written and existing outputs stay as
-    they were. Orchestration functions are reported and skipped.
+    All outputs (.pto, header, dumps) are written together at the end or not at all: on any error existing
+    outputs stay as they were. An output that is the input or another output is refused. FIFOs and devices
+    are written through; symlinks are followed. Orchestration functions are reported and skipped.
     """
     if header_path and no_header:
         raise click.UsageError("--header and --no-header cannot be used together")
     if ptoas_path and not assemble:
         raise click.UsageError("--ptoas needs --assemble")
+    from ptoc.outputs import is_stream
+
+    if not header_path and not no_header and is_stream(output):
+        where = "standard output" if output == "-" else f"{output}, which is not a regular file"
+        raise click.UsageError(f"-o writes to {where}, so the header has no default path: give --header PATH "
+                               "or --no-header")
+    if assemble and output == "-":
+        raise click.UsageError("--assemble needs the .pto in a file; give -o FILE.pto")
     from ptoc.driver import parse_version
 
     version = ptoas_version or _pinned()
@@ -295,28 +407,28 @@ def compile_cmd(file, output, header_path, no_header, arch, ptoas_version, pto_l
         text = _read_source(file, reporter)
         if text is None:
             return EXIT_USER
+        name = _source_name(file)
         ctx = CompileContext(arch=arch, ptoas_version=version)
         hdr_path = None if no_header else (header_path or os.path.splitext(output)[0] + ".h")
         try:
-            prog = frontend(text, file, ctx)
-            art = compile_program(prog, ctx, os.path.basename(file), pto_level=pto_level,
+            prog = frontend(text, name, ctx)
+            art = compile_program(prog, ctx, os.path.basename(name), pto_level=pto_level,
                                   header=hdr_path is not None, dumps=dump_dir is not None, timings=timings)
         except CompileError as e:
             reporter.emit(e.diagnostics, text)
             return EXIT_USER
-        for name in art.skipped:
-            reporter.emit([Diagnostic("PTOC-I0100", f"{name} is not a kernel (InCore/AIC/AIV); not emitted",
-                                      Span(file, 0, 0, 0, 0), severity="info")], None)
+        for fname in art.skipped:
+            reporter.emit([Diagnostic("PTOC-I0100", f"{fname} is not a kernel (InCore/AIC/AIV); not emitted",
+                                      Span(name, 0, 0, 0, 0), severity="info")], None)
+        # Every output of the command goes into this one list, written together by _commit below.
         outputs = [(output, art.pto)] + ([(hdr_path, art.header)] if hdr_path else [])
-        try:
-            write_all_atomic(outputs)
-            if dump_dir is not None:
-                os.makedirs(dump_dir, exist_ok=True)
-                write_all_atomic([(os.path.join(dump_dir, n), body) for n, body, _ in art.lowered.dumps])
-        except OSError as e:
-            reporter.emit([Diagnostic("PTOC-E0006", f"cannot write {e.filename or output}: {e.strerror or e}",
-                                      Span(output, 0, 0, 0, 0))], None)
-            return EXIT_USER
+        if dump_dir is not None:
+            outputs += [(os.path.join(dump_dir, n), body) for n, body, _ in art.lowered.dumps]
+        status = _commit(reporter, outputs, inputs=[file], dirs=[dump_dir] if dump_dir is not None else [],
+                         stdout_ok=True, collision_hint="nothing was written; give -o, --header (or --no-header) "
+                         "and --dump-dir names that are neither the input nor each other")
+        if status != EXIT_OK:
+            return status
         if art.lowered.timings_table is not None:
             click.echo(art.lowered.timings_table, err=True)
         if assemble:
@@ -339,30 +451,13 @@ def compile_cmd(file, output, header_path, no_header, arch, ptoas_version, pto_l
 
 
 def write_all_atomic(files: list[tuple[str, str]]) -> None:
-    """Write several files all-or-nothing: every temp file is written before any is renamed."""
-    import tempfile
+    """Write several files all-or-nothing (ptoc.outputs); raises ptoc.outputs.OutputError."""
+    from ptoc.outputs import OutputSet
 
-    staged: list[tuple[str, str]] = []
-    try:
-        for path, text in files:
-            directory = os.path.dirname(os.path.abspath(path)) or "."
-            fd, tmp = tempfile.mkstemp(prefix=".ptoc-", suffix=".tmp", dir=directory)
-            staged.append((tmp, path))
-            with os.fdopen(fd, "w", encoding="utf-8", newline="") as fh:
-                fh.write(text)
-            if os.path.exists(path):
-                os.chmod(tmp, os.stat(path).st_mode & 0o7777)
-            else:
-                os.chmod(tmp, 0o644)
-        for tmp, path in staged:
-            os.replace(tmp, path)
-    except BaseException:
-        for tmp, _ in staged:
-            try:
-                os.unlink(tmp)
-            except OSError:
-                pass
-        raise
+    outs = OutputSet()
+    for path, text in files:
+        outs.add(path, text)
+    outs.commit()
 
 
 @cli.command()
@@ -380,10 +475,16 @@ def pack(input_path, layout, dtype_name, output) -> None:
     """
 
     def run() -> int:
+        if not _need_reference():
+            return EXIT_USAGE
+        from ptoc.outputs import OutputError
         from ptoc.reference.packers import pack_file
 
         try:
             res = pack_file(input_path, output, layout, dtype_name)
+        except OutputError as e:
+            click.echo(f"ptoc pack: error: {e}", err=True)
+            return EXIT_USAGE
         except ValueError as e:
             click.echo(f"ptoc pack: error: {e}", err=True)
             return EXIT_USER
@@ -404,10 +505,16 @@ def unpack(input_path, layout, dtype_name, shape, output) -> None:
     """Turn global-memory bytes back into the logical array (the inverse of `ptoc pack`)."""
 
     def run() -> int:
+        if not _need_reference():
+            return EXIT_USAGE
+        from ptoc.outputs import OutputError
         from ptoc.reference.packers import unpack_file
 
         try:
             res = unpack_file(input_path, output, layout, dtype_name, shape)
+        except OutputError as e:
+            click.echo(f"ptoc unpack: error: {e}", err=True)
+            return EXIT_USAGE
         except ValueError as e:
             click.echo(f"ptoc unpack: error: {e}", err=True)
             return EXIT_USER
@@ -425,9 +532,66 @@ def _name_values(pairs, what: str, cast) -> dict:
             raise click.BadParameter(f"{item!r}: write NAME=VALUE", param_hint=what)
         try:
             out[name.strip()] = cast(value.strip())
-        except ValueError:
-            raise click.BadParameter(f"{item!r}: {value!r} is not a number", param_hint=what) from None
+        except ValueError as e:
+            why = str(e) if cast is _dim_value and str(e) else f"{value!r} is not a number"
+            raise click.BadParameter(f"{item!r}: {why}", param_hint=what) from None
     return out
+
+
+def _dim_value(v: str) -> int:
+    """A --dim value: a non-negative integer."""
+    try:
+        n = int(v)
+    except ValueError:
+        raise ValueError(f"{v!r} is not an integer") from None
+    if n < 0:
+        raise ValueError(f"{n} is negative; a dimension is 0 or more")
+    return n
+
+
+REFERENCE_MAX_BYTES = 1 << 30  # the numeric reference's limit on one kernel's tensor data
+
+
+def _check_tensor_sizes(fn, dims: dict) -> None:
+    """A usage error when the tensors of kernel `fn` with these dimension values exceed what the numeric
+    reference can hold (REFERENCE_MAX_BYTES), before anything is allocated."""
+    from ptoc.ir.nodes import TensorType
+    from ptoc.reference.validate import _eval_dim
+
+    total = 0
+    for p in fn.params:
+        if not isinstance(p.type, TensorType):
+            continue
+        try:
+            n = 1
+            for x in p.type.shape:
+                n *= _eval_dim(x, dims)
+        except Exception:  # noqa: BLE001 - a dimension without a value is reported by the run itself
+            continue
+        total += n * p.type.dtype.bytes
+    if total > REFERENCE_MAX_BYTES:
+        given = " ".join(f"--dim {k}={v}" for k, v in dims.items()) or "these sizes"
+        raise click.UsageError(f"the tensors of {fn.name} take {total / (1 << 30):.1f} GiB with {given}; the "
+                               f"numeric reference holds at most {REFERENCE_MAX_BYTES >> 30} GiB: use smaller "
+                               "--dim values")
+
+
+def _check_names(given, known, what: str, kind: str) -> None:
+    """A usage error, with a did-you-mean, for a NAME of `given` that is not in `known`."""
+    import difflib
+
+    known = list(dict.fromkeys(known))
+    for name in given:
+        if name in known:
+            continue
+        close = difflib.get_close_matches(name, known, n=1)
+        if close:
+            hint = f"; did you mean {close[0]!r}?"
+        elif known:
+            hint = f"; the {kind}s are: {', '.join(known)}"
+        else:
+            hint = f"; the program has no {kind}s"
+        raise click.BadParameter(f"unknown {kind} {name!r}{hint}", param_hint=what)
 
 
 def _number(v: str):
@@ -442,10 +606,19 @@ def _validate(file, text, ctx, seed, dims, scalars, reporter) -> int:
     from ptoc.driver import frontend
     from ptoc.reference.validate import format_table, validate_program
 
-    d = _name_values(dims, "--dim", int)
+    from ptoc.ir.nodes import ScalarType
+    from ptoc.reference.validate import dim_symbols, kernels
+
+    d = _name_values(dims, "--dim", _dim_value)
     sc = _name_values(scalars, "--scalar", _number)
     try:
         prog = frontend(text, file, ctx)
+        ks = kernels(prog)
+        _check_names(d, [n for f in ks for n in dim_symbols(prog, f)], "--dim", "dynamic dimension")
+        _check_names(sc, [p.name for f in ks for p in f.params if isinstance(p.type, ScalarType)], "--scalar",
+                     "scalar parameter")
+        for f in ks:
+            _check_tensor_sizes(f, d)
         reports = validate_program(prog, ctx, seed=seed, dims=d, scalars=sc)
     except CompileError as e:
         reporter.emit(e.diagnostics, text)
@@ -468,7 +641,8 @@ def _validate(file, text, ctx, seed, dims, scalars, reporter) -> int:
               "the fully lowered IR.")
 @click.option("--pto", "pto_path", type=click.Path(dir_okay=False), help="Run this emitted .pto instead of the IR.")
 @click.option("--output-dir", type=click.Path(file_okay=False), default=".", show_default=True,
-              help="Where to write <param>.npy for every tensor the kernel writes.")
+              help="Where to write <param>.npy for every tensor the kernel writes (created if missing; never "
+              "over an input file).")
 @arch_option
 @diagnostics_option
 def run(file, inputs, dims, fn_name, stage, pto_path, output_dir, arch, diag_fmt) -> None:
@@ -478,7 +652,10 @@ def run(file, inputs, dims, fn_name, stage, pto_path, output_dir, arch, diag_fmt
     ptoc run kernel.ir --input x=x.npy --input w=w.npy --output-dir out/
     ptoc run kernel.ir --input x=x.npy --stage frontend          # the IR as written
     ptoc run kernel.ir --input x=x.npy --pto kernel.pto          # the emitted .pto
-    Inputs are logical arrays; NZ tensors are packed by ptoc. Out parameters without an input start as zeros.
+    Inputs are logical arrays; NZ tensors are packed by ptoc. Every In and InOut tensor and every scalar
+    needs an --input; Out parameters without one start as zeros. An array is converted to its parameter's
+    dtype only when no value changes (as `ptoc pack` does). An output never replaces an input file: when
+    <param>.npy in --output-dir is one of the inputs, nothing is written (exit 2); choose another --output-dir.
     """
     names = _pass_names()
     if stage is not None and stage != "frontend" and stage not in names:
@@ -488,11 +665,14 @@ def run(file, inputs, dims, fn_name, stage, pto_path, output_dir, arch, diag_fmt
         raise click.UsageError("--stage and --pto cannot be used together")
 
     def run_() -> int:
+        if not _need_reference():
+            return EXIT_USAGE
         import numpy as np
 
         from ptoc.context import CompileContext
         from ptoc.diagnostics import CompileError, Diagnostic, Span
         from ptoc.driver import frontend, lower
+        from ptoc.reference.packers import load_npy
 
         reporter = Reporter(diag_fmt)
         text = _read_source(file, reporter)
@@ -500,17 +680,23 @@ def run(file, inputs, dims, fn_name, stage, pto_path, output_dir, arch, diag_fmt
             return EXIT_USER
         ctx = CompileContext(arch=arch, ptoas_version=_pinned())
         values: dict = {}
+        read_files: list[str] = [file] + ([pto_path] if pto_path else [])
         for item in inputs:
             name, sep, value = item.partition("=")
-            if not sep:
+            if not sep or not name.strip():
                 raise click.BadParameter(f"{item!r}: write NAME=FILE.npy or NAME=NUMBER", param_hint="--input")
+            name = name.strip()
             try:
-                values[name] = np.load(value, allow_pickle=False) if value.endswith(".npy") else _number(value)
-            except (OSError, ValueError) as e:
-                reporter.emit([Diagnostic("PTOC-E0506", f"--input {name}: cannot read {value}: {e}",
-                                          Span(value, 0, 0, 0, 0))], None)
+                if value.endswith(".npy"):
+                    values[name] = load_npy(value)
+                    read_files.append(value)
+                else:
+                    values[name] = _number(value)
+            except ValueError as e:
+                msg = str(e) if value.endswith(".npy") else f"{value!r} is neither a .npy file nor a number"
+                reporter.emit([Diagnostic("PTOC-E0506", f"--input {name}: {msg}", Span(value, 0, 0, 0, 0))], None)
                 return EXIT_USER
-        d = _name_values(dims, "--dim", int)
+        d = _name_values(dims, "--dim", _dim_value)
         try:
             prog = frontend(text, file, ctx)
             kernels_ = [f for f in prog.functions if f.func_type in ("InCore", "AIC", "AIV")]
@@ -524,7 +710,13 @@ def run(file, inputs, dims, fn_name, stage, pto_path, output_dir, arch, diag_fmt
                 if prog.function(fn_name_) is None:
                     raise click.BadParameter(f"{file} has no function {fn_name_!r}", param_hint="--function")
             fn = prog.function(fn_name_)
+            from ptoc.reference.validate import dim_symbols
+
+            _check_names(values, [p.name for p in fn.params] + dim_symbols(prog, fn), "--input", "parameter")
+            _check_names(d, dim_symbols(prog, fn), "--dim", "dynamic dimension")
             _infer_dims(prog, fn, values, d)
+            _check_tensor_sizes(fn, d)
+            _prepare_inputs(fn, values, d)
             if pto_path is not None:
                 outs = _run_pto_file(pto_path, prog, fn, values, d, ctx)
             else:
@@ -535,13 +727,22 @@ def run(file, inputs, dims, fn_name, stage, pto_path, output_dir, arch, diag_fmt
         except CompileError as e:
             reporter.emit(e.diagnostics, text)
             return EXIT_USER
-        os.makedirs(output_dir, exist_ok=True)
+        import io
+
+        outputs = []
         for name, arr in sorted(outs.items()):
             if not isinstance(arr, np.ndarray):
                 arr = np.asarray(arr)
             safe = name.replace("[", "_").replace("]", "")
-            path = os.path.join(output_dir, f"{safe}.npy")
-            np.save(path, arr)
+            buf = io.BytesIO()
+            np.save(buf, arr, allow_pickle=False)
+            outputs.append((os.path.join(output_dir, f"{safe}.npy"), buf.getvalue(), arr))
+        status = _commit(reporter, [(path, data) for path, data, _ in outputs], inputs=read_files,
+                         dirs=[output_dir], collision_hint="nothing was written; write the outputs elsewhere with "
+                         "--output-dir DIR")
+        if status != EXIT_OK:
+            return status
+        for path, _, arr in outputs:
             click.echo(f"wrote {path} {list(arr.shape)} {arr.dtype}", err=True)
         return EXIT_OK
 
@@ -560,6 +761,58 @@ def _infer_dims(prog, fn, values: dict, dims: dict) -> None:
                     dims[d.name] = int(n)
 
 
+def _prepare_inputs(fn, values: dict, dims: dict) -> None:
+    """Check and complete the --input values of kernel `fn` in place: every In/InOut tensor and every
+    scalar needs one; an Out tensor without one starts as zeros; an array is converted to its parameter's
+    dtype only when no value changes (the check `ptoc pack` makes). Raises CompileError (E0505/E0506)."""
+    import numpy as np
+
+    from ptoc.diagnostics import CompileError, Diagnostic
+    from ptoc.ir import dtypes
+    from ptoc.ir.nodes import ScalarType, TensorType
+    from ptoc.reference.packers import SUPPORTED_DTYPES, convert_exact
+    from ptoc.reference.validate import _eval_dim
+
+    errors = []
+    for p in fn.params:
+        t, v = p.type, values.get(p.name)
+        if isinstance(t, ScalarType):
+            if v is None:
+                errors.append(Diagnostic("PTOC-E0506", f"scalar parameter {p.name!r} has no value", p.span,
+                                         hint=f"give --input {p.name}=NUMBER"))
+            elif isinstance(v, np.ndarray):
+                errors.append(Diagnostic("PTOC-E0506", f"scalar parameter {p.name!r} takes a number, not an array",
+                                         p.span, hint=f"give --input {p.name}=NUMBER"))
+            continue
+        if not isinstance(t, TensorType):
+            continue
+        if v is None:
+            if p.direction != "Out":
+                errors.append(Diagnostic("PTOC-E0506", f"{p.direction} tensor parameter {p.name!r} has no input",
+                                         p.span, hint=f"give --input {p.name}=FILE.npy (only Out parameters start "
+                                         "as zeros)"))
+                continue
+            missing = [x.name for x in t.shape if hasattr(x, "name") and x.name not in dims]
+            if missing:
+                errors.append(Diagnostic("PTOC-E0505", f"Out parameter {p.name!r} starts as zeros, but its shape "
+                                         f"needs dynamic dimension(s) {', '.join(missing)}", p.span,
+                                         hint=" ".join(f"--dim {m}=N" for m in missing)))
+                continue
+            values[p.name] = np.zeros(tuple(_eval_dim(x, dims) for x in t.shape), dtype=dtypes.numpy_dtype(t.dtype))
+            continue
+        if not isinstance(v, np.ndarray):
+            errors.append(Diagnostic("PTOC-E0506", f"tensor parameter {p.name!r} takes a .npy array, not a number",
+                                     p.span, hint=f"give --input {p.name}=FILE.npy"))
+            continue
+        if t.dtype.name in SUPPORTED_DTYPES and not t.dtype.is_packed_fp4:
+            try:
+                values[p.name] = convert_exact(v, t.dtype)
+            except ValueError as e:
+                errors.append(Diagnostic("PTOC-E0506", f"--input {p.name}: {e}", p.span))
+    if errors:
+        raise CompileError(errors)
+
+
 def _run_pto_file(pto_path, prog, fn, values, dims, ctx):
     from ptoc.codegen.pto import dynamic_dims
     from ptoc.diagnostics import CompileError, Diagnostic, Span
@@ -568,11 +821,19 @@ def _run_pto_file(pto_path, prog, fn, values, dims, ctx):
     from ptoc.reference.validate import pto_arguments
 
     try:
-        with open(pto_path, encoding="utf-8") as fh:
-            text = fh.read()
+        with open(pto_path, "rb") as fh:
+            data = fh.read()
     except OSError as e:
         raise CompileError([Diagnostic("PTOC-E0004", f"cannot read {pto_path}: {e.strerror or e}",
                                        Span(pto_path, 0, 0, 0, 0))]) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = data[: e.start].count(b"\n") + 1
+        col = e.start - (data.rfind(b"\n", 0, e.start) + 1) + 1
+        raise CompileError([Diagnostic("PTOC-E0004", "the .pto file is not valid UTF-8 text",
+                                       Span(pto_path, line, col, line, col + 1),
+                                       hint="give the .pto file ptoc compile wrote")]) from None
     low = lower(prog, ctx).program
     low_fn = low.function(fn.name)
     try:
@@ -611,7 +872,8 @@ def _pass_names() -> list[str]:
 @click.option("--validate", is_flag=True, help="Run every kernel at the front end, after every pass and as "
               "emitted .pto on the same seeded random inputs; print a table and name the first stage that "
               "differs (exit 1).")
-@click.option("--seed", type=int, default=0, show_default=True, help="Seed of the --validate inputs.")
+@click.option("--seed", type=click.IntRange(min=0), default=0, show_default=True,
+              help="Seed of the --validate inputs (0 or more).")
 @click.option("--dim", "dims", multiple=True, metavar="NAME=N", help="Value of a dynamic dimension for --validate.")
 @click.option("--scalar", "scalars", multiple=True, metavar="NAME=V", help="Value of a scalar parameter for "
               "--validate (default: 1 for integers, a random value for floats).")
@@ -650,6 +912,8 @@ def passes(file, list_only, dump_after, dump_before, stop_after, dump_dir, timin
             return EXIT_USER
         ctx = CompileContext(arch=arch, ptoas_version=_pinned())
         if validate:
+            if not _need_reference():
+                return EXIT_USAGE
             return _validate(file, text, ctx, seed, dims, scalars, reporter)
         stop = stop_after
         if stop is None and dump_after not in (None, "all"):
@@ -671,14 +935,15 @@ def passes(file, list_only, dump_after, dump_before, stop_after, dump_dir, timin
             idx = names.index(dump_before) + 1
             chosen.append((f"{idx:02d}_before_{dump_before}.ir", res.before[dump_before]))
         if dump_dir is not None:
-            os.makedirs(dump_dir, exist_ok=True)
-            for name, body in chosen:
-                write_atomic(os.path.join(dump_dir, name), body)
+            outputs = [(os.path.join(dump_dir, name), body) for name, body in chosen]
             if res.profile is not None:
                 import json
 
-                write_atomic(os.path.join(dump_dir, "pipeline_profile.json"),
-                             json.dumps(res.profile, indent=2, sort_keys=True) + "\n")
+                outputs.append((os.path.join(dump_dir, "pipeline_profile.json"),
+                                json.dumps(res.profile, indent=2, sort_keys=True) + "\n"))
+            status = _commit(reporter, outputs, inputs=[file], dirs=[dump_dir])
+            if status != EXIT_OK:
+                return status
         else:
             for name, body in chosen:
                 if len(chosen) > 1:
@@ -696,13 +961,17 @@ def passes(file, list_only, dump_after, dump_before, stop_after, dump_dir, timin
 def ops(pattern: str | None) -> None:
     """List the operator set: name, signature, executing unit and summary.
 
-    PATTERN filters by substring (e.g. `ptoc ops tile.` or `ptoc ops gather`).
+    PATTERN filters by substring (e.g. `ptoc ops tile.` or `ptoc ops gather`); exit 1 when nothing matches.
     """
 
     def run() -> int:
         from ptoc.ops.registry import REGISTRY, SHORT, load_all, signature
 
         load_all()
+        shorts = [s for s in sorted(SHORT) if not pattern or pattern in s]
+        if pattern and not shorts and not any(pattern in name for name in REGISTRY):
+            click.echo(f"ptoc ops: no operator matches {pattern!r}", err=True)
+            return EXIT_USER
         for name in sorted(REGISTRY):
             if pattern and pattern not in name:
                 continue
@@ -710,7 +979,6 @@ def ops(pattern: str | None) -> None:
             click.echo(f"{name:28} {op.unit:7} {signature(op)}")
             if op.summary:
                 click.echo(f"{'':37}{op.summary}")
-        shorts = [s for s in sorted(SHORT) if not pattern or pattern in s]
         if shorts:
             click.echo("\nshort names (resolved by argument kind):")
             for s in shorts:
@@ -727,7 +995,14 @@ def write_atomic(path: str, text: str) -> None:
 
 
 def main() -> None:
-    cli(prog_name="ptoc")
+    install_interrupt_handler()
+    try:
+        cli(prog_name="ptoc")
+    except Interrupted:
+        try:
+            click.echo("ptoc: interrupted", err=True)
+        finally:
+            os._exit(EXIT_INTERRUPTED)  # skip interpreter teardown: a second Ctrl-C cannot print a traceback
 
 
 if __name__ == "__main__":  # pragma: no cover

@@ -21,6 +21,7 @@ CODES: dict[str, str] = {
     "PTOC-E0004": "input file cannot be read",
     "PTOC-E0005": "construct outside the PyPTO IR text",
     "PTOC-E0006": "output file cannot be written",
+    "PTOC-E0007": "output path is an input or another output",
     # structure and names
     "PTOC-E0100": "program structure",
     "PTOC-E0101": "undefined name",

@@ -53,7 +53,7 @@ from __future__ import annotations
 import math
 import os
 import re
-import tempfile
+import io
 import warnings
 from dataclasses import dataclass
 
@@ -312,10 +312,14 @@ def _as_dtype(array, dt: _dt.DType) -> np.ndarray:
     if src == target:
         return a
     if _is_raw_void(src):
-        if src.itemsize == target.itemsize:
+        # numpy saves ml_dtypes arrays (bfloat16, float8) as raw records: they can only be such a type again
+        if src.itemsize == target.itemsize and target.kind == "V":
             return a.view(target)
-        raise ValueError(f"the array holds raw {src.itemsize}-byte records but {dt.name} elements take "
-                         f"{target.itemsize} bytes")
+        if src.itemsize != target.itemsize:
+            raise ValueError(f"the array holds raw {src.itemsize}-byte records but {dt.name} elements take "
+                             f"{target.itemsize} bytes")
+        raise ValueError(f"the array holds raw {src.itemsize}-byte records (an ml_dtypes type such as bfloat16, "
+                         f"as numpy saves it), not {target} values; {dt.name} needs {target}")
     if src.kind not in "biufV":
         raise ValueError(f"the array holds {src} values, not numbers; {dt.name} needs {target}")
     try:
@@ -333,6 +337,12 @@ def _as_dtype(array, dt: _dt.DType) -> np.ndarray:
         raise ValueError(f"the array holds {src} values but the dtype is {dt.name} ({target}) and converting "
                          f"would change values; convert the data to {target} first")
     return conv
+
+
+def convert_exact(array, dtype) -> np.ndarray:
+    """`array` as the numpy type of `dtype` (a name or DType); ValueError when a value would change (a
+    float32 array for INT8, say) or the array holds no numbers. The one check `pack` and `ptoc run` share."""
+    return _as_dtype(array, _dtype(dtype))
 
 
 def pack(array, layout: str, dtype) -> bytes:
@@ -398,38 +408,33 @@ def _read_bytes(path) -> bytes:
         raise ValueError(f"cannot read {path}: {e.strerror or e}") from None
 
 
-def _write_atomic(path, write) -> None:
-    """Write through `write(fileobj)` into a temp file next to `path`, then rename it over `path`."""
-    path = os.fspath(path)
-    directory = os.path.dirname(os.path.abspath(path))
-    tmp = None
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=".ptoc-", suffix=".tmp", dir=directory)
-        with os.fdopen(fd, "wb") as f:
-            write(f)
-        os.replace(tmp, path)
-        tmp = None
-    except OSError as e:
-        raise ValueError(f"cannot write {path}: {e.strerror or e}") from None
-    finally:
-        if tmp is not None and os.path.exists(tmp):
-            os.unlink(tmp)
+def _write_atomic(path, write, inputs=()) -> None:
+    """Write through `write(fileobj)` all or nothing (ptoc.outputs): never over one of `inputs`, through a
+    FIFO or device, by temp file and rename otherwise. Raises ptoc.outputs.OutputError (a ValueError)."""
+    from ptoc.outputs import OutputSet
+
+    buf = io.BytesIO()
+    write(buf)
+    outs = OutputSet(inputs)
+    outs.add(path, buf.getvalue())
+    outs.commit()
 
 
-def save_bin(path, data) -> None:
-    """Write the raw bytes `data` to `path` (atomically)."""
+def save_bin(path, data, inputs=()) -> None:
+    """Write the raw bytes `data` to `path` (atomically; never over one of the files `inputs`)."""
     payload = bytes(data)
-    _write_atomic(path, lambda f: f.write(payload))
+    _write_atomic(path, lambda f: f.write(payload), inputs)
 
 
-def save_npy(path, array) -> None:
-    """Write `array` to the .npy file `path` exactly as named (no ".npy" appended; atomically).
+def save_npy(path, array, inputs=()) -> None:
+    """Write `array` to the .npy file `path` exactly as named (no ".npy" appended; atomically; never over
+    one of the files `inputs`).
 
     ml_dtypes arrays (BF16, FP8) are stored by numpy as raw `|V1` / `|V2` records; `pack` and
     `unpack_file` read such records back as the requested dtype.
     """
     a = np.asarray(array)
-    _write_atomic(path, lambda f: np.save(f, a, allow_pickle=False))
+    _write_atomic(path, lambda f: np.save(f, a, allow_pickle=False), inputs)
 
 
 def _kind(path, role: str, allowed: tuple[str, ...]) -> str:
@@ -462,9 +467,9 @@ def pack_file(in_path, out_path, layout: str, dtype_name: str) -> FileResult:
     logical = load_npy(in_path)
     data = pack(logical, lay, dt)
     if out_kind == ".npy":
-        save_npy(out_path, np.frombuffer(data, dtype=_np(dt)))
+        save_npy(out_path, np.frombuffer(data, dtype=_np(dt)), inputs=[in_path])
     else:
-        save_bin(out_path, data)
+        save_bin(out_path, data, inputs=[in_path])
     plan = _plan(logical.shape, lay, dt)
     return FileResult(os.fspath(out_path), lay, dt.name, tuple(logical.shape), _physical_shape(plan), len(data))
 
@@ -489,12 +494,13 @@ def unpack_file(in_path, out_path, layout: str, dtype_name: str, shape) -> FileR
     else:
         data = _read_bytes(in_path)
     logical = unpack(data, lay, dt, logical_shape)
-    save_npy(out_path, logical)
+    save_npy(out_path, logical, inputs=[in_path])
     return FileResult(os.fspath(out_path), lay, dt.name, logical_shape, _physical_shape(plan), len(data))
 
 
 __all__ = [
     "FRACTAL_ROWS", "FileResult", "LAYOUTS", "SUPPORTED_DTYPES", "ZN_DTYPES", "ZZ_DTYPES", "blocked_shape",
+    "convert_exact",
     "load_npy", "nz_offset", "pack", "pack_file", "parse_shape", "save_bin", "save_npy", "unpack",
     "unpack_file",
 ]
