@@ -196,17 +196,18 @@ def check(files: tuple[str, ...], arch: str, diag_fmt: str) -> None:
 @click.option("--in-place", "-i", is_flag=True, help="Rewrite FILE in canonical form (atomically).")
 @diagnostics_option
 def fmt(file: str, check_only: bool, in_place: bool, diag_fmt: str) -> None:
-    """Print FILE in the canonical printer form of the PyPTO IR text.
+    """Print FILE in the canonical printer form of the PyPTO IR text, keeping its comments.
 
-    Without options the formatted program goes to stdout. The file must parse and check; on errors
-    nothing is written.
+    Without options the formatted program goes to stdout. A program that parses but fails the checks
+    is still formatted (a note on stderr says so; `ptoc check` shows the errors). A program that does
+    not parse is reported and exits 1; nothing is written.
     """
     if check_only and in_place:
         raise click.UsageError("--check and --in-place cannot be used together")
 
     def run() -> int:
         from ptoc.diagnostics import CompileError
-        from ptoc.frontend.parser import parse_program
+        from ptoc.frontend.parser import parse_for_format
         from ptoc.ir.printer import print_program
 
         reporter = Reporter(diag_fmt)
@@ -214,11 +215,12 @@ def fmt(file: str, check_only: bool, in_place: bool, diag_fmt: str) -> None:
         if text is None:
             return EXIT_USER
         try:
-            prog = parse_program(text, file, check_ops=False)
+            prog, comments, checks = parse_for_format(text, file)
         except CompileError as e:
             reporter.emit(e.diagnostics, text)
             return EXIT_USER
-        out = print_program(prog)
+        _note_check_errors(file, checks)
+        out = print_program(prog, comments)
         if check_only:
             if out == text:
                 return EXIT_OK
@@ -244,6 +246,14 @@ def fmt(file: str, check_only: bool, in_place: bool, diag_fmt: str) -> None:
         return EXIT_OK
 
     sys.exit(_run_guarded(run))
+
+
+def _note_check_errors(file: str, checks) -> None:
+    """fmt formats a program that fails the checks; it says so in one line on stderr."""
+    n = sum(1 for d in checks if d.severity == "error")
+    if n:
+        click.echo(f"ptoc fmt: note: {file} has {n} error{'s' if n != 1 else ''}; formatted anyway "
+                   f"(run `ptoc check {file}` to see them)", err=True)
 
 
 @cli.command("compile")
