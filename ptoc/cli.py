@@ -32,26 +32,62 @@ def _use_color(stream) -> bool:
         return False
 
 
-class Reporter:
-    """Renders diagnostics to stderr (text) or stdout (JSON lines)."""
+DEFAULT_ERROR_LIMIT = 50
 
-    def __init__(self, fmt: str):
+
+class Reporter:
+    """Renders diagnostics: text with source lines and carets (stderr), gcc-style one-liners
+    (`file:line:col: error: message [CODE]`, stderr) or JSON lines (stdout).
+
+    At most `--error-limit` errors are shown (0: all); `finish` (run by `_run_guarded` when the command
+    ends) says when the limit hid some and, in the text and gcc formats, prints an
+    `N errors, M warnings` summary line on stderr.
+    """
+
+    active: Reporter | None = None  # the command's reporter, finished by _run_guarded
+
+    def __init__(self, fmt: str, error_limit: int | None = None):
         self.fmt = fmt
-        self.color = _use_color(sys.stderr)
+        self.color = _use_color(sys.stderr) and fmt == "text"
+        if error_limit is None:
+            ctx = click.get_current_context(silent=True)
+            error_limit = ctx.meta.get("ptoc.error_limit", DEFAULT_ERROR_LIMIT) if ctx else DEFAULT_ERROR_LIMIT
+        self.error_limit = error_limit
         self.errors = 0
+        self.warnings = 0
+        self.hidden = 0
+        Reporter.active = self
 
     def emit(self, diags, source: str | None) -> None:
-        from ptoc.diagnostics import render_json, render_text
+        from ptoc.diagnostics import render_gcc, render_json, render_text
 
         for d in diags:
             if d.severity == "error":
                 self.errors += 1
+                if self.error_limit and self.errors > self.error_limit:
+                    self.hidden += 1
+                    continue
+            elif d.severity == "warning":
+                self.warnings += 1
             if self.fmt == "json":
                 click.echo(render_json(d))
+            elif self.fmt == "gcc":
+                click.echo(render_gcc(d), err=True)
             else:
                 # color= passes our decision through: click strips escapes on a non-TTY by default,
                 # which would defeat FORCE_COLOR
                 click.echo(render_text(d, source, self.color), err=True, color=self.color)
+
+    def finish(self) -> None:
+        if Reporter.active is self:
+            Reporter.active = None
+        if self.hidden:
+            n = self.error_limit
+            click.echo(f"ptoc: stopped after {n} error{'s' if n != 1 else ''}; {self.hidden} more not shown "
+                       f"(--error-limit N shows more, 0 shows all)", err=True)
+        if self.fmt != "json" and (self.errors or self.warnings):
+            e, w = self.errors, self.warnings
+            click.echo(f"{e} error{'s' if e != 1 else ''}, {w} warning{'s' if w != 1 else ''}", err=True)
 
 
 def _read_source(path: str, reporter: Reporter) -> str | None:
@@ -98,7 +134,10 @@ def _run_guarded(fn) -> int:
 
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
     try:
-        return fn()
+        status = fn()
+        if Reporter.active is not None:
+            Reporter.active.finish()
+        return status
     except InternalError as e:
         _internal_error(e)
         return EXIT_INTERNAL
@@ -119,11 +158,29 @@ def _version_text() -> str:
     return f"ptoc {__version__} (targets PTOAS {_pinned()})"
 
 
-diagnostics_option = click.option(
-    "--diagnostics", "diag_fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-    help="How to print diagnostics: text with source lines and carets (stderr), or one JSON object per "
-    "diagnostic (stdout).",
+_diagnostics_format = click.option(
+    "--diagnostics", "diag_fmt", type=click.Choice(["text", "gcc", "json"]), default="text", show_default=True,
+    help="How to print diagnostics: text with source lines and carets (stderr); gcc, one "
+    "`file:line:col: error: message [CODE]` line each plus `note:` lines, for editors and CI problem "
+    "matchers (stderr); or one JSON object per diagnostic (stdout).",
 )
+
+
+def _store_error_limit(ctx: click.Context, _param, value: int) -> int:
+    ctx.meta["ptoc.error_limit"] = value
+    return value
+
+
+_error_limit = click.option(
+    "--error-limit", type=click.IntRange(min=0), default=DEFAULT_ERROR_LIMIT, show_default=True,
+    expose_value=False, callback=_store_error_limit, metavar="N",
+    help="Show at most N errors (0: no limit).",
+)
+
+
+def diagnostics_option(f):
+    """--diagnostics FORMAT and --error-limit N (read by Reporter)."""
+    return _diagnostics_format(_error_limit(f))
 arch_option = click.option(
     "--arch", type=click.Choice(["a2a3", "a5"]), default="a2a3", show_default=True,
     help="Target: a2a3 (Ascend910B family) or a5 (Ascend950). Target-dependent operator rules follow it.",

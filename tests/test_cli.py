@@ -262,7 +262,7 @@ def test_text_diagnostic_shows_the_rule(tmp_path):
     f.write_text(FP4)
     p = run("check", str(f))
     assert p.returncode == 1
-    assert "  rule: FP4-1 (spec/README.md)" in p.stderr.splitlines()
+    assert "  rule: FP4-1 (see `ptoc explain FP4-1`)" in p.stderr.splitlines()
 
 
 def test_caret_is_aligned_under_a_tab_indented_line(tmp_path):
