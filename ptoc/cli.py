@@ -788,6 +788,33 @@ def ops(pattern: str | None) -> None:
     sys.exit(_run_guarded(run))
 
 
+@cli.command()
+@click.argument("query", metavar="CODE|RULE", required=False)
+def explain(query: str | None) -> None:
+    """Explain a diagnostic code (PTOC-E0202, E0202) or a specification rule (NZ-8): what it means, an
+    example that triggers it, and the fix (the entries of docs/rules.md). Without an argument, list them.
+    """
+
+    def run() -> int:
+        from ptoc.explain import close_ids, entries, normalize, read_rules_text
+
+        table = entries(read_rules_text())
+        if query is None:
+            for key, (title, _) in table.items():
+                click.echo(f"{key:12} {title}")
+            return EXIT_OK
+        key = normalize(query)
+        if key not in table:
+            near = close_ids(query, table)
+            more = f"; did you mean {' or '.join(near)}?" if near else ""
+            click.echo(f"ptoc explain: no entry for {query!r}{more} (`ptoc explain` lists them all)", err=True)
+            return EXIT_USER
+        click.echo(table[key][1], nl=False)
+        return EXIT_OK
+
+    sys.exit(_run_guarded(run))
+
+
 def write_atomic(path: str, text: str) -> None:
     """Write `text` to `path` through a temp file and a rename: all or nothing."""
     write_all_atomic([(path, text)])
