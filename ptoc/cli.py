@@ -271,8 +271,11 @@ def fmt(file: str, check_only: bool, in_place: bool, diag_fmt: str) -> None:
         text = _read_source(file, reporter)
         if text is None:
             return EXIT_USER
-        try:
-            prog, comments, checks = parse_for_format(text, file)
+        from ptoc.context import CompileContext
+
+        try:  # the checks `ptoc check` runs by default (--arch a2a3), for the note below
+            prog, comments, checks = parse_for_format(text, file, ctx=CompileContext(arch="a2a3",
+                                                                                    ptoas_version=_pinned()))
         except CompileError as e:
             reporter.emit(e.diagnostics, text)
             return EXIT_USER
