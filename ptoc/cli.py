@@ -181,6 +181,8 @@ _error_limit = click.option(
 def diagnostics_option(f):
     """--diagnostics FORMAT and --error-limit N (read by Reporter)."""
     return _diagnostics_format(_error_limit(f))
+
+
 arch_option = click.option(
     "--arch", type=click.Choice(["a2a3", "a5"]), default="a2a3", show_default=True,
     help="Target: a2a3 (Ascend910B family) or a5 (Ascend950). Target-dependent operator rules follow it.",
