@@ -37,26 +37,62 @@ def _use_color(stream) -> bool:
         return False
 
 
-class Reporter:
-    """Renders diagnostics to stderr (text) or stdout (JSON lines)."""
+DEFAULT_ERROR_LIMIT = 50
 
-    def __init__(self, fmt: str):
+
+class Reporter:
+    """Renders diagnostics: text with source lines and carets (stderr), gcc-style one-liners
+    (`file:line:col: error: message [CODE]`, stderr) or JSON lines (stdout).
+
+    At most `--error-limit` errors are shown (0: all); `finish` (run by `_run_guarded` when the command
+    ends) says when the limit hid some and, in the text and gcc formats, prints an
+    `N errors, M warnings` summary line on stderr.
+    """
+
+    active: Reporter | None = None  # the command's reporter, finished by _run_guarded
+
+    def __init__(self, fmt: str, error_limit: int | None = None):
         self.fmt = fmt
-        self.color = _use_color(sys.stderr)
+        self.color = _use_color(sys.stderr) and fmt == "text"
+        if error_limit is None:
+            ctx = click.get_current_context(silent=True)
+            error_limit = ctx.meta.get("ptoc.error_limit", DEFAULT_ERROR_LIMIT) if ctx else DEFAULT_ERROR_LIMIT
+        self.error_limit = error_limit
         self.errors = 0
+        self.warnings = 0
+        self.hidden = 0
+        Reporter.active = self
 
     def emit(self, diags, source: str | None) -> None:
-        from ptoc.diagnostics import render_json, render_text
+        from ptoc.diagnostics import render_gcc, render_json, render_text
 
         for d in diags:
             if d.severity == "error":
                 self.errors += 1
+                if self.error_limit and self.errors > self.error_limit:
+                    self.hidden += 1
+                    continue
+            elif d.severity == "warning":
+                self.warnings += 1
             if self.fmt == "json":
                 click.echo(render_json(d))
+            elif self.fmt == "gcc":
+                click.echo(render_gcc(d), err=True)
             else:
                 # color= passes our decision through: click strips escapes on a non-TTY by default,
                 # which would defeat FORCE_COLOR
                 click.echo(render_text(d, source, self.color), err=True, color=self.color)
+
+    def finish(self) -> None:
+        if Reporter.active is self:
+            Reporter.active = None
+        if self.hidden:
+            n = self.error_limit
+            click.echo(f"ptoc: stopped after {n} error{'s' if n != 1 else ''}; {self.hidden} more not shown "
+                       f"(--error-limit N shows more, 0 shows all)", err=True)
+        if self.fmt != "json" and (self.errors or self.warnings):
+            e, w = self.errors, self.warnings
+            click.echo(f"{e} error{'s' if e != 1 else ''}, {w} warning{'s' if w != 1 else ''}", err=True)
 
 
 def _source_name(path: str) -> str:
@@ -163,7 +199,10 @@ def _run_guarded(fn) -> int:
 
     sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
     try:
-        return fn()
+        status = fn()
+        if Reporter.active is not None:
+            Reporter.active.finish()
+        return status
     except InternalError as e:
         _internal_error(e)
         return EXIT_INTERNAL
@@ -220,11 +259,31 @@ def _version_text() -> str:
     return f"ptoc {__version__} (targets PTOAS {_pinned()})"
 
 
-diagnostics_option = click.option(
-    "--diagnostics", "diag_fmt", type=click.Choice(["text", "json"]), default="text", show_default=True,
-    help="How to print diagnostics: text with source lines and carets (stderr), or one JSON object per "
-    "diagnostic (stdout).",
+_diagnostics_format = click.option(
+    "--diagnostics", "diag_fmt", type=click.Choice(["text", "gcc", "json"]), default="text", show_default=True,
+    help="How to print diagnostics: text with source lines and carets (stderr); gcc, one "
+    "`file:line:col: error: message [CODE]` line each plus `note:` lines, for editors and CI problem "
+    "matchers (stderr); or one JSON object per diagnostic (stdout).",
 )
+
+
+def _store_error_limit(ctx: click.Context, _param, value: int) -> int:
+    ctx.meta["ptoc.error_limit"] = value
+    return value
+
+
+_error_limit = click.option(
+    "--error-limit", type=click.IntRange(min=0), default=DEFAULT_ERROR_LIMIT, show_default=True,
+    expose_value=False, callback=_store_error_limit, metavar="N",
+    help="Show at most N errors (0: no limit).",
+)
+
+
+def diagnostics_option(f):
+    """--diagnostics FORMAT and --error-limit N (read by Reporter)."""
+    return _diagnostics_format(_error_limit(f))
+
+
 arch_option = click.option(
     "--arch", type=click.Choice(["a2a3", "a5"]), default="a2a3", show_default=True,
     help="Target: a2a3 (Ascend910B family) or a5 (Ascend950). Target-dependent operator rules follow it.",
@@ -301,10 +360,11 @@ def check(files: tuple[str, ...], arch: str, diag_fmt: str) -> None:
               "followed and its target rewritten).")
 @diagnostics_option
 def fmt(file: str, check_only: bool, in_place: bool, diag_fmt: str) -> None:
-    """Print FILE in the canonical printer form of the PyPTO IR text.
+    """Print FILE in the canonical printer form of the PyPTO IR text, keeping its comments.
 
-    Without options the formatted program goes to stdout. FILE `-` is standard input. The file must parse
-    and check; on errors nothing is written.
+    Without options the formatted program goes to stdout. FILE `-` is standard input. A program that
+    parses but fails the checks is still formatted (a note on stderr says so; `ptoc check` shows the
+    errors). A program that does not parse is reported and exits 1; nothing is written.
     """
     if check_only and in_place:
         raise click.UsageError("--check and --in-place cannot be used together")
@@ -313,20 +373,24 @@ def fmt(file: str, check_only: bool, in_place: bool, diag_fmt: str) -> None:
 
     def run() -> int:
         from ptoc.diagnostics import CompileError
-        from ptoc.frontend.parser import parse_program
+        from ptoc.frontend.parser import parse_for_format
         from ptoc.ir.printer import print_program
 
         reporter = Reporter(diag_fmt)
         text = _read_source(file, reporter)
         if text is None:
             return EXIT_USER
+        from ptoc.context import CompileContext
+
         name = _source_name(file)
-        try:
-            prog = parse_program(text, name, check_ops=False)
+        try:  # the checks `ptoc check` runs by default (--arch a2a3), for the note below
+            prog, comments, checks = parse_for_format(text, name, ctx=CompileContext(arch="a2a3",
+                                                                                    ptoas_version=_pinned()))
         except CompileError as e:
             reporter.emit(e.diagnostics, text)
             return EXIT_USER
-        out = print_program(prog)
+        _note_check_errors(name, checks)
+        out = print_program(prog, comments)
         if check_only:
             if out == text:
                 return EXIT_OK
@@ -345,6 +409,14 @@ def fmt(file: str, check_only: bool, in_place: bool, diag_fmt: str) -> None:
         return EXIT_OK
 
     sys.exit(_run_guarded(run))
+
+
+def _note_check_errors(file: str, checks) -> None:
+    """fmt formats a program that fails the checks; it says so in one line on stderr."""
+    n = sum(1 for d in checks if d.severity == "error")
+    if n:
+        click.echo(f"ptoc fmt: note: {file} has {n} error{'s' if n != 1 else ''}; formatted anyway "
+                   f"(run `ptoc check {file}` to see them)", err=True)
 
 
 @cli.command("compile")
@@ -984,6 +1056,33 @@ def ops(pattern: str | None) -> None:
             for s in shorts:
                 targets = ", ".join(f"{k}: {v}" for k, v in sorted(SHORT[s].items()))
                 click.echo(f"  pl.{s:24} {targets}")
+        return EXIT_OK
+
+    sys.exit(_run_guarded(run))
+
+
+@cli.command()
+@click.argument("query", metavar="CODE|RULE", required=False)
+def explain(query: str | None) -> None:
+    """Explain a diagnostic code (PTOC-E0202, E0202) or a specification rule (NZ-8): what it means, an
+    example that triggers it, and the fix (the entries of docs/rules.md). Without an argument, list them.
+    """
+
+    def run() -> int:
+        from ptoc.explain import close_ids, entries, normalize, read_rules_text
+
+        table = entries(read_rules_text())
+        if query is None:
+            for key, (title, _) in table.items():
+                click.echo(f"{key:12} {title}")
+            return EXIT_OK
+        key = normalize(query)
+        if key not in table:
+            near = close_ids(query, table)
+            more = f"; did you mean {' or '.join(near)}?" if near else ""
+            click.echo(f"ptoc explain: no entry for {query!r}{more} (`ptoc explain` lists them all)", err=True)
+            return EXIT_USER
+        click.echo(table[key][1], nl=False)
         return EXIT_OK
 
     sys.exit(_run_guarded(run))

@@ -2,7 +2,8 @@
 
 Anything a user can fix is a `Diagnostic`: a stable code (`PTOC-Exxxx`), a severity, a message, the
 source span, a hint that says how to fix it and, where one applies, the rule ID of the specification
-(`spec/README.md`). A broken internal invariant is an `InternalError` instead (exit code 3).
+(every code and rule has an entry in docs/rules.md, which `ptoc explain CODE|RULE` prints). A broken
+internal invariant is an `InternalError` instead (exit code 3).
 
 Rendering is pure: the caller (only `cli.py`) decides on colour and passes the source text.
 """
@@ -218,6 +219,12 @@ def sorted_diagnostics(diags: list[Diagnostic]) -> list[Diagnostic]:
     return sorted(diags, key=key)
 
 
+def _rule_pointer(rule: str) -> str:
+    """Where a rule ID leads: its entry in docs/rules.md, which `ptoc explain` prints."""
+    first = rule.replace(",", " ").split()[0] if rule.strip() else rule
+    return f"see `ptoc explain {first}`"
+
+
 _COLORS = {"error": "\x1b[1;31m", "warning": "\x1b[1;33m", "info": "\x1b[1;36m"}
 _BOLD = "\x1b[1m"
 _GREEN = "\x1b[1;32m"
@@ -268,7 +275,24 @@ def render_text(d: Diagnostic, source: str | None, color: bool = False) -> str:
     if d.hint:
         out.append(f"  hint: {d.hint}")
     if d.rule:
-        out.append(f"  rule: {d.rule} (spec/README.md)")
+        out.append(f"  rule: {d.rule} ({_rule_pointer(d.rule)})")
+    return "\n".join(out)
+
+
+_GCC_SEVERITY = {"error": "error", "warning": "warning", "info": "note"}
+
+
+def render_gcc(d: Diagnostic) -> str:
+    """GCC's one-line form, which editors and CI problem matchers read:
+    `file:line:col: error: message [CODE]`, then `note:` lines for notes, the hint and the rule."""
+    loc = f"{d.span}" if d.span and d.span.known else (d.span.file if d.span else "ptoc")
+    out = [f"{loc}: {_GCC_SEVERITY.get(d.severity, d.severity)}: {d.message} [{d.code}]"]
+    for msg, span in d.notes:
+        out.append(f"{span if span and span.known else loc}: note: {msg}")
+    if d.hint:
+        out.append(f"{loc}: note: hint: {d.hint}")
+    if d.rule:
+        out.append(f"{loc}: note: rule {d.rule}: {_rule_pointer(d.rule)}")
     return "\n".join(out)
 
 

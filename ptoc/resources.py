@@ -1,8 +1,8 @@
-"""Data files shipped with ptoc (the grammar, the toolchain pins).
+"""Data files shipped with ptoc (the grammar, the toolchain pins, the rules reference docs/rules.md).
 
-In an installed ptoc they live in the packages `ptoc.grammar` and `ptoc.toolchain`; in a source
-checkout they are the top-level `grammar/` and `toolchain/` folders, which the installed packages are
-built from.
+In an installed ptoc they live in the packages `ptoc.grammar`, `ptoc.toolchain` and `ptoc.docs`; in a
+source checkout they are the top-level `grammar/`, `toolchain/` and `docs/` folders, which the installed
+packages are built from.
 """
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from __future__ import annotations
 from importlib import resources
 from pathlib import Path
 
-_CHECKOUT_DIRS = {"ptoc.grammar": "grammar", "ptoc.toolchain": "toolchain"}
+_CHECKOUT_DIRS = {"ptoc.grammar": "grammar", "ptoc.toolchain": "toolchain", "ptoc.docs": "docs"}
 
 
 def read_text(package: str, name: str) -> str:

@@ -262,7 +262,7 @@ def test_text_diagnostic_shows_the_rule(tmp_path):
     f.write_text(FP4)
     p = run("check", str(f))
     assert p.returncode == 1
-    assert "  rule: FP4-1 (spec/README.md)" in p.stderr.splitlines()
+    assert "  rule: FP4-1 (see `ptoc explain FP4-1`)" in p.stderr.splitlines()
 
 
 def test_caret_is_aligned_under_a_tab_indented_line(tmp_path):
@@ -315,7 +315,7 @@ def test_fmt_prints_canonical_text(valid):
     assert valid.read_text() == VALID  # printing never writes
 
 
-def test_fmt_drops_comments_blank_lines_and_wrapping(tmp_path):
+def test_fmt_keeps_comments_and_drops_blank_lines_and_wrapping(tmp_path):
     f = tmp_path / "messy.ir"
     f.write_text(textwrap.dedent("""\
         # a comment
@@ -332,10 +332,48 @@ def test_fmt_drops_comments_blank_lines_and_wrapping(tmp_path):
                 x + 1
             )  # trailing
             return y
+        # end of file
         """))
     p = run("fmt", str(f))
-    assert p.returncode == 0
-    assert p.stdout == CANONICAL
+    assert p.returncode == 0, p.stderr
+    # the file header stays first, the header comment naming the program goes right above the import
+    assert p.stdout == textwrap.dedent("""\
+        # a comment
+        # pypto.program: f
+        import pypto.language as pl
+
+        @pl.function
+        def f(x: pl.Scalar[pl.INDEX], t: pl.Tensor[[64, 128], pl.FP32]) -> pl.Scalar[pl.INDEX]:
+            # leading comment
+            y: pl.Scalar[pl.INDEX] = x + 1  # trailing
+            return y
+        # end of file
+        """)
+
+
+def test_fmt_in_place_keeps_every_comment_and_the_first_line(tmp_path):
+    # the issue's report: --in-place deleted every comment and replaced the first line
+    f = tmp_path / "k.ir"
+    f.write_text("# Copyright 2026 the ptoc authors\n" + VALID.replace("return y", "return y  # the result"))
+    p = run("fmt", "--in-place", str(f))
+    assert p.returncode == 0, p.stderr
+    assert f.read_text() == ("# Copyright 2026 the ptoc authors\n"
+                             + CANONICAL.replace("return y", "return y  # the result"))
+    before = f.read_bytes()
+    p = run("fmt", "--check", str(f))   # and the result is canonical
+    assert p.returncode == 0 and f.read_bytes() == before
+
+
+def test_fmt_formats_a_program_that_fails_the_checks_and_says_so(invalid):
+    p = run("fmt", str(invalid))
+    assert p.returncode == 0, p.stderr
+    assert p.stdout == CANONICAL.replace("x + 1", "x + xx").replace(
+        "    return y", "    z: pl.Tensor[[64, 128], pl.FP16] = t\n    return y")
+    assert f"note: {invalid} has 2 errors" in p.stderr
+    assert f"ptoc check {invalid}" in p.stderr
+    assert "PTOC-E0101" not in p.stderr   # the errors themselves are `ptoc check`'s to show
+    p = run("fmt", "--in-place", str(invalid))
+    assert p.returncode == 0 and invalid.read_text().startswith("# pypto.program: f\n")
 
 
 def test_fmt_check_exits_0_on_canonical_input(tmp_path):
@@ -372,20 +410,28 @@ def test_fmt_in_place_rewrites_atomically(valid):
     assert p.returncode == 0 and valid.stat().st_ino == st.st_ino
 
 
-def test_fmt_in_place_leaves_a_file_with_errors_untouched(invalid):
-    before = invalid.read_bytes()
-    stat = invalid.stat()
-    p = run("fmt", "--in-place", str(invalid))
+@pytest.fixture
+def unparsable(tmp_path: Path) -> Path:
+    f = tmp_path / "unparsable.ir"
+    f.write_text(VALID.replace("x + 1", "x +"))  # a syntax error on line 4
+    return f
+
+
+def test_fmt_in_place_leaves_a_file_that_does_not_parse_untouched(unparsable):
+    before = unparsable.read_bytes()
+    stat = unparsable.stat()
+    p = run("fmt", "--in-place", str(unparsable))
     assert p.returncode == 1
-    assert "PTOC-E0101" in p.stderr
-    assert invalid.read_bytes() == before
-    assert invalid.stat().st_ino == stat.st_ino and invalid.stat().st_mtime_ns == stat.st_mtime_ns
-    assert sorted(x.name for x in invalid.parent.iterdir()) == ["invalid.ir"]
+    assert f"{unparsable}:4:" in p.stderr and "PTOC-E0001" in p.stderr
+    assert unparsable.read_bytes() == before
+    assert unparsable.stat().st_ino == stat.st_ino and unparsable.stat().st_mtime_ns == stat.st_mtime_ns
+    assert sorted(x.name for x in unparsable.parent.iterdir()) == ["unparsable.ir"]
 
 
-def test_fmt_of_a_file_with_errors_prints_nothing_on_stdout(invalid):
-    p = run("fmt", str(invalid))
+def test_fmt_of_a_file_that_does_not_parse_prints_nothing_on_stdout(unparsable):
+    p = run("fmt", str(unparsable))
     assert p.returncode == 1 and p.stdout == ""
+    assert "PTOC-E0001" in p.stderr
 
 
 def test_fmt_in_place_write_failure_is_e0006_not_a_crash(valid):
@@ -420,6 +466,7 @@ INTERNAL = """
         raise {exc}
 
     ptoc.frontend.parser.parse_program = broken
+    ptoc.frontend.parser.parse_for_format = broken
     sys.argv = ["ptoc", *sys.argv[1:]]
     import ptoc.cli
     ptoc.cli.main()

@@ -267,9 +267,13 @@ def test_dash_input_is_stdin_for_check_fmt_and_compile(tmp_path, vadd_outputs):
     assert (tmp_path / "k.pto").read_bytes() == vadd_outputs[0]
     assert b"<stdin>" in (tmp_path / "k.h").read_bytes()
     bad = text.replace(b"pl.tile.add(ta, tb)", b"pl.tile.add(ta, tq)")
-    for args in (["check", "-"], ["fmt", "-"], ["compile", "-", "-o", tmp_path / "bad.pto"]):
+    for args in (["check", "-"], ["compile", "-", "-o", tmp_path / "bad.pto"]):
         r = run(*args, stdin=bad)
         assert r.returncode == 1 and "<stdin>:10:" in r.stderr and "PTOC-E0101" in r.stderr, r.stderr
+    r = run("fmt", "-", stdin=bad)  # a formatter formats what parses; the note names standard input
+    assert r.returncode == 0 and b"tq" in r.stdout and "<stdin> has 1 error" in r.stderr, r.stderr
+    r = run("fmt", "-", stdin=text.replace(b"return y", b"return y)"))
+    assert r.returncode == 1 and "<stdin>:" in r.stderr and "PTOC-E0001" in r.stderr, r.stderr
     assert run("fmt", "-i", "-", stdin=text).returncode == 2
     assert run("check", "-", "-", stdin=text).returncode == 2  # standard input can be read once
     assert not (tmp_path / "bad.pto").exists() and not (tmp_path / "-").exists()

@@ -24,6 +24,7 @@ def test_wheel_ships_grammar_and_versions(wheel):
     names = zipfile.ZipFile(wheel).namelist()
     assert "ptoc/grammar/pypto_ir.lark" in names
     assert "ptoc/toolchain/versions.env" in names
+    assert "ptoc/docs/rules.md" in names   # `ptoc explain` reads it
     assert any(n.endswith("entry_points.txt") for n in names)
 
 
@@ -42,6 +43,10 @@ def test_installed_package_runs_outside_the_checkout(wheel, tmp_path):
     r = subprocess.run([sys.executable, "-c", code.replace("'check','k.ir'", "'--version'")], cwd=tmp_path,
                        capture_output=True, text=True, env=env, timeout=120)
     assert "PTOAS v0.61" in r.stdout
+    r = subprocess.run([sys.executable, "-c", code.replace("'check','k.ir'", "'explain','NZ-8'")], cwd=tmp_path,
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.startswith("### NZ-8: ") and "expect=PTOC-E0348" in r.stdout
 
 
 def test_versions_env_pins_ptoas_061_or_newer():

@@ -85,6 +85,9 @@ class Builder:
         self.sink = sink
         self.prefix = "pl"
         self.scalar_names: set[str] = set()  # names known to hold scalars (decides pl.cast form)
+        # (line, column, key) of every line the printer writes, when collected for the formatter: the
+        # key names the printed line the way the printer finds it (see ptoc.ir.printer.SourceComments)
+        self.anchors: list[tuple[int, int, tuple]] | None = None
 
     # ------------------------------------------------------------------ helpers
     def fail(self, code: str, message: str, node, hint: str | None = None, rule: str | None = None):
@@ -93,6 +96,10 @@ class Builder:
 
     def report(self, f: _Fail) -> None:
         self.sink.add(f.diag)
+
+    def _anchor(self, span: Span | None, key: tuple) -> None:
+        if self.anchors is not None and span is not None and span.known:
+            self.anchors.append((span.line, span.col, key))
 
     def _pl_path(self, n: SN) -> list[str] | None:
         """`pl.a.b` -> ["a", "b"]; None when the chain does not start at the IR prefix."""
@@ -117,6 +124,8 @@ class Builder:
         seen_import = False
         for n in nodes:
             try:
+                if n.k in ("import", "from_import"):
+                    self._anchor(n.span, ("import",))
                 if n.k == "import":
                     if n.a[0] != "pypto.language":
                         self.fail("PTOC-E0005", f"unexpected import of {n.a[0]!r}", n,
@@ -182,6 +191,7 @@ class Builder:
         if len(args) != 1 or args[0][0] is not None or args[0][1].k != "str":
             self.fail("PTOC-E0113", "pl.dynamic takes one string: the symbol's name", call,
                       hint=f'write `{name} = pl.dynamic("{name}")`')
+        self._anchor(n.span, ("dyn", name))
         return DynDim(name, args[0][1].a[0], span=lhs.a[0].span)
 
     def _decorator(self, d: SN, expected: str) -> tuple[bool, tuple]:
@@ -193,6 +203,9 @@ class Builder:
 
     def program_class(self, n: SN) -> Program:
         name, body, decos = n.a
+        for d in decos:
+            self._anchor(d.span, ("prog_deco",))
+        self._anchor(n.span, ("class",))
         if len(decos) != 1 or not self._decorator(decos[0], "program")[0]:
             self.fail("PTOC-E0115", f"class {name!r} must be decorated with exactly `@pl.program`", n,
                       hint="write `@pl.program` on the line above the class")
@@ -221,6 +234,10 @@ class Builder:
     def function(self, n: SN, in_class: bool) -> Function:
         name, params, ret, body, decos = n.a
         self.scalar_names = set()
+        fkey = (n.span.line, n.span.col)
+        for d in decos:
+            self._anchor(d.span, ("deco",) + fkey)
+        self._anchor(n.span, ("def",) + fkey)
         if len(decos) != 1:
             self.fail("PTOC-E0115", f"function {name!r} needs exactly one decorator, `@pl.function`", n,
                       hint="write `@pl.function` or `@pl.function(type=pl.FunctionType.InCore)`")
@@ -284,6 +301,7 @@ class Builder:
                     self.fail("PTOC-E0113", "pl.func_attr takes one dict literal", e,
                               hint='write `pl.func_attr({"key": value})`')
                 attrs = self.expr(args[0][1]).items
+                self._anchor(stmts[0].span, ("attr",) + fkey)
                 stmts = stmts[1:]
         return Function(name, tuple(plist), returns, self.block(stmts, top=True), func_type, tuple(dkw),
                         has_self, returns_tuple, attrs, span=n.span)
@@ -691,6 +709,7 @@ class Builder:
 
     def stmt(self, n: SN) -> Stmt | None:
         k = n.k
+        self._anchor(n.span, ("stmt", n.span.line, n.span.col))
         if k == "ann_assign":
             target, ann, value = n.a
             if target.k != "name":
@@ -817,6 +836,7 @@ class Builder:
             if first is None or first.k != "call" or self._pl_path(first.a[0]) != ["cond"]:
                 self.fail("PTOC-E0111", "the first statement of a pl.while_ loop must be pl.cond(condition)",
                           stmts[0] if stmts else n, hint="write `pl.cond(x < 10)` as the loop's first line")
+            self._anchor(stmts[0].span, ("cond", n.span.line, n.span.col))
             cargs, ckw = self._args(first)
             if len(cargs) != 1 or ckw:
                 self.fail("PTOC-E0113", "pl.cond takes one condition", first)
@@ -847,7 +867,11 @@ class Builder:
                   hint="give init_values exactly one initial value per name in the `(...)` target")
 
     def if_stmt(self, n: SN) -> Stmt:
-        cond, body, elifs, orelse = n.a
+        cond, body, elifs, orelse, else_span = n.a
+        last = elifs[-1].span if elifs else n.span  # the if whose else branch the `else:` line opens
+        self._anchor(else_span, ("else", last.line, last.col))
+        for e in elifs:
+            self._anchor(e.span, ("stmt", e.span.line, e.span.col))
         else_body: tuple[Stmt, ...] = self.block(orelse) if orelse is not None else ()
         for i in range(len(elifs), 0, -1):  # the i-th elif of the chain (1-based) names its fresh values
             ec, eb = elifs[i - 1].a
@@ -905,17 +929,48 @@ def parse_program(text: str, file: str = "<input>", verify: bool = True, ctx=Non
         return _parse_program(text, file, verify, ctx, check_ops)
 
 
+def parse_for_format(text: str, file: str = "<input>", ctx=None):
+    """Parse IR text for the formatter: (program, its comments, the checker's diagnostics).
+
+    Raises `CompileError` when the text does not parse or does not build into IR (syntax errors, or
+    constructs that have no IR form): there is nothing to print then. Errors of the checks that run on
+    the built IR (names, single assignment, types, operator rules) are returned, not raised: such a
+    program still has a canonical form.
+    """
+    from ptoc.frontend.syntax import scan_comments
+    from ptoc.ir.printer import SourceComments
+
+    with gc_paused():
+        nodes, diags = parse_syntax(text, file)
+        if nodes is None:
+            raise CompileError(diags)
+        sink = DiagnosticSink()
+        b = Builder(file, sink)
+        b.anchors = []
+        prog = _build(b, nodes, file)
+        sink.raise_if_errors()
+        assert prog is not None
+        from ptoc.ir.verifier import verify_program
+
+        checks = list(verify_program(prog, ctx=ctx))
+    return prog, SourceComments(scan_comments(text), b.anchors), checks
+
+
+def _build(b: Builder, nodes, file: str) -> Program | None:
+    try:
+        return b.module(nodes)
+    except RecursionError:
+        b.sink.error("PTOC-E0114", "the program is nested too deeply", Span(file, 1, 1, 1, 2))
+        return None
+
+
 def _parse_program(text: str, file: str, verify: bool, ctx, check_ops: bool) -> Program:
     nodes, diags = parse_syntax(text, file)
     if nodes is None:
         raise CompileError(diags)
     sink = DiagnosticSink()
     b = Builder(file, sink)
-    try:
-        prog = b.module(nodes)
-    except RecursionError:
-        sink.error("PTOC-E0114", "the program is nested too deeply", Span(file, 1, 1, 1, 2))
-        prog = None
+    prog = _build(b, nodes, file)
     if prog is not None and verify and not sink.has_errors:
         from ptoc.ir.verifier import verify_program
 

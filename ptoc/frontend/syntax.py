@@ -195,6 +195,75 @@ def _scan_brackets(text: str):
     return pairs, stray
 
 
+class Comment:
+    """A `# ...` comment of the source: its 1-based line and column, its text from `#` to the end of the
+    line (byte for byte), and whether it stands on a line of its own outside any bracket (`own_line`)
+    rather than after code or inside a bracketed expression that continues over several lines."""
+
+    __slots__ = ("line", "col", "text", "own_line")
+
+    def __init__(self, line: int, col: int, text: str, own_line: bool):
+        self.line = line
+        self.col = col
+        self.text = text
+        self.own_line = own_line
+
+    def __repr__(self) -> str:  # pragma: no cover - debugging aid
+        return f"Comment({self.line}:{self.col} {self.text!r}{' own' if self.own_line else ''})"
+
+
+def normalize_source(text: str) -> str:
+    """The text as the lexer reads it: no byte order mark, LF line ends, a final newline."""
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    if "\r" in text:
+        text = text.replace("\r\n", "\n").replace("\r", "\n")
+    if not text.endswith("\n"):
+        text += "\n"
+    return text
+
+
+def scan_comments(text: str) -> list[Comment]:
+    """Every comment of `text` in source order, found with the lexer's rules: a `#` outside a string
+    literal starts a comment that runs to the end of its line. Lines and columns are those the parser
+    reports (see `normalize_source`)."""
+    text = normalize_source(text)
+    out: list[Comment] = []
+    depth = 0
+    line, line_start = 1, 0
+    code_on_line = False
+    i, n = 0, len(text)
+    while i < n:
+        c = text[i]
+        if c == "\n":
+            line += 1
+            line_start = i + 1
+            code_on_line = False
+        elif c == "#":
+            j = text.find("\n", i)
+            j = n if j < 0 else j
+            out.append(Comment(line, i - line_start + 1, text[i:j], depth == 0 and not code_on_line))
+            i = j
+            continue
+        elif c == '"' or c == "'":
+            code_on_line = True
+            j = i + 1
+            while j < n and text[j] != c and text[j] != "\n":
+                j += 2 if text[j] == "\\" and j + 1 < n and text[j + 1] != "\n" else 1
+            i = j + 1 if j < n and text[j] == c else j
+            continue
+        elif c in _OPEN:
+            depth += 1
+            code_on_line = True
+        elif c in _CLOSE:
+            depth = max(0, depth - 1)
+            code_on_line = True
+        elif c not in " \t\f\\":
+            code_on_line = True
+        i += 1
+    return out
+
+
 class _LiteralError(Exception):
     """A literal the grammar accepts but Python cannot evaluate (a bad escape, an absurdly long number)."""
 
@@ -451,9 +520,11 @@ class _ToSN:
 
     def if_stmt(self, ch):
         kw, cond, body = ch[0], ch[1], ch[2]
-        elifs = [c for c in ch[3:-1] if c is not None]
-        orelse = ch[-1] if len(ch) > 3 else None
-        return SN("if", (cond, body, tuple(elifs), orelse), self._sp(kw))
+        elifs = [c for c in ch[3:-2] if c is not None]
+        else_kw, orelse = ch[-2], ch[-1]
+        # the `else` keyword's span: the formatter keeps comments on the `else:` line with it
+        else_span = self._tok(else_kw) if else_kw is not None else None
+        return SN("if", (cond, body, tuple(elifs), orelse, else_span), self._sp(kw))
 
     def elif_clause(self, ch):
         kw, cond, body = ch
@@ -538,12 +609,8 @@ def parse_syntax(text: str, file: str) -> tuple[tuple[SN, ...] | None, list[Diag
 
 
 def _parse_syntax(text: str, file: str) -> tuple[tuple[SN, ...] | None, list[Diagnostic]]:
-    if text.startswith("\ufeff"):  # a UTF-8 byte order mark read as text
-        text = text[1:]
-    if "\r" in text:  # CRLF and lone-CR line ends read as LF; columns do not move
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    if not text.endswith("\n"):
-        text += "\n"
+    # a UTF-8 byte order mark is dropped; CRLF and lone-CR line ends read as LF (columns do not move)
+    text = normalize_source(text)
     get_parser()
     diags: list[Diagnostic] = []
     lines = text.split("\n")

@@ -5,10 +5,30 @@ statement per line with 4-space indentation, annotated assignments where the inp
 literals for INDEX integers and FP32 floats, `pl.const(v, dtype)` for other constants, and only the
 TileView / TensorView fields that differ from their implicit values (a view built by a pass with
 explicit default fields prints the same as one without them).
+
+Comments (`ptoc fmt`). Given the source's comments (`SourceComments`), the printer keeps every one of
+them, byte for byte and in source order. Each comment is attached to one *anchor*, a source line the
+printer writes again: the import, a `pl.dynamic` line, the `@pl.program` decorator and the class line,
+a function's decorator, `def` line and `pl.func_attr` line, every statement (a compound statement by
+its header line: `for`, `if`, `elif`, `else:`, `with`, a while loop's `pl.cond`). The rule:
+
+- A comment alone on its line, outside brackets, belongs to the next anchor below it and is printed
+  on its own line just above that anchor's line, at the anchor's indentation. When no anchor follows,
+  it is an end-of-file comment, printed at column 0 after the program.
+- Any other comment (after code on its line, or inside a bracketed expression that spans several
+  lines) belongs to the last anchor that starts before it. The last such comment of an anchor trails
+  the anchor's printed line (two spaces, then the comment); any earlier ones are printed on their own
+  lines above it, after the anchor's own-line comments.
+- `# pypto.program: NAME` is written above the import only when no comment of the source starts
+  with `# pypto.program`.
+
+Printing the output again attaches every comment to the same anchor in the same role, so formatting
+is idempotent.
 """
 
 from __future__ import annotations
 
+import bisect
 import math
 
 from ptoc.ir.nodes import (
@@ -105,9 +125,80 @@ def _str(s: str) -> str:
     return '"' + "".join(out) + '"'
 
 
+class SourceComments:
+    """The comments of one source file, attached to the printer's anchors (see the module docstring).
+
+    `comments`: `ptoc.frontend.syntax.Comment`s in source order; `anchors`: (line, column, key) of the
+    lines the printer writes, as the front end found them in the source.
+    """
+
+    def __init__(self, comments, anchors):
+        order = sorted(set(anchors), key=lambda a: (a[0], a[1]))
+        starts = [(a[0], a[1]) for a in order]
+        self._slots: dict[tuple, tuple[list[str], list[str]]] = {}
+        self.tail: list[str] = []
+        self.has_program_header = False
+        for c in comments:
+            if c.text.startswith("# pypto.program"):
+                self.has_program_header = True
+            if c.own_line:
+                i = bisect.bisect_right(starts, (c.line, 1 << 30))  # first anchor on a later line
+                if i == len(order):
+                    self.tail.append(c.text)
+                    continue
+                self._slot(order[i][2])[0].append(c.text)
+            else:
+                i = bisect.bisect_left(starts, (c.line, c.col)) - 1  # last anchor starting before it
+                if i < 0:  # not for text that parses: code comes before such a comment
+                    if order:
+                        self._slot(order[0][2])[0].append(c.text)
+                    else:
+                        self.tail.append(c.text)
+                    continue
+                self._slot(order[i][2])[1].append(c.text)
+
+    def _slot(self, key: tuple) -> tuple[list[str], list[str]]:
+        slot = self._slots.get(key)
+        if slot is None:
+            slot = self._slots[key] = ([], [])
+        return slot
+
+    def take(self, key: tuple) -> tuple[list[str], str | None]:
+        """The own-line comments printed above the anchor `key` and the one that trails it; once."""
+        slot = self._slots.pop(key, None)
+        if slot is None:
+            return [], None
+        above, inline = slot
+        if not inline:
+            return above, None
+        return above + inline[:-1], inline[-1]
+
+    def rest(self) -> list[str]:
+        """Comments whose anchor was not printed (never for a program printed as parsed), then the
+        end-of-file comments."""
+        left = [t for above, inline in self._slots.values() for t in above + inline]
+        self._slots.clear()
+        return left + self.tail
+
+
 class Printer:
-    def __init__(self, prefix: str = "pl"):
+    def __init__(self, prefix: str = "pl", comments: SourceComments | None = None):
         self.p = prefix
+        self.comments = comments
+
+    def _put(self, out: list[str], ind: str, text: str, key: tuple | None) -> None:
+        """Append one printed line, with the source comments attached to its anchor `key`."""
+        if self.comments is not None and key is not None:
+            above, trailing = self.comments.take(key)
+            for c in above:
+                out.append(ind + c)
+            if trailing is not None:
+                text += "  " + trailing
+        out.append(ind + text)
+
+    @staticmethod
+    def _key(s: Stmt) -> tuple:
+        return ("stmt", s.span.line, s.span.col)
 
     # ---------------------------------------------------------------- expressions
     def expr(self, e: Expr) -> str:
@@ -274,23 +365,25 @@ class Printer:
     def stmt(self, s: Stmt, depth: int, out: list[str]) -> None:
         ind = INDENT * depth
         p = self.p
+        key = self._key(s) if self.comments is not None else None
         if isinstance(s, AssignStmt):
             ann = f": {self.type(s.annotation)}" if s.annotation is not None else ""
-            out.append(f"{ind}{s.target.name}{ann} = {self.expr(s.value)}")
+            self._put(out, ind, f"{s.target.name}{ann} = {self.expr(s.value)}", key)
         elif isinstance(s, YieldStmt):
             call = f"{p}.yield_({', '.join(self.expr(v) for v in s.values)})"
             if not s.targets:
-                out.append(ind + call)
+                self._put(out, ind, call, key)
             elif len(s.targets) == 1 and s.annotation is not None:
-                out.append(f"{ind}{s.targets[0].name}: {self.type(s.annotation)} = {call}")
+                self._put(out, ind, f"{s.targets[0].name}: {self.type(s.annotation)} = {call}", key)
             else:
-                out.append(f"{ind}{', '.join(t.name for t in s.targets)} = {call}")
+                self._put(out, ind, f"{', '.join(t.name for t in s.targets)} = {call}", key)
         elif isinstance(s, EvalStmt):
-            out.append(ind + self.expr(s.expr))
+            self._put(out, ind, self.expr(s.expr), key)
         elif isinstance(s, ReturnStmt):
-            out.append(ind + ("return " + ", ".join(self.expr(v) for v in s.values) if s.values else "return"))
+            self._put(out, ind, "return " + ", ".join(self.expr(v) for v in s.values) if s.values else "return",
+                      key)
         elif isinstance(s, PassStmt):
-            out.append(ind + "pass")
+            self._put(out, ind, "pass", key)
         elif isinstance(s, ForStmt):
             target = s.var.name
             init = None
@@ -300,25 +393,25 @@ class Printer:
                     names += ","
                 target += f", ({names})"
                 init = s.init_values
-            out.append(f"{ind}for {target} in {p}.{s.kind}({self._call_args(s.args, s.kwargs, init)}):")
+            self._put(out, ind, f"for {target} in {p}.{s.kind}({self._call_args(s.args, s.kwargs, init)}):", key)
             self.stmts(s.body, depth + 1, out)
         elif isinstance(s, WhileStmt):
             names = ", ".join(a.name for a in s.iter_args)
             if len(s.iter_args) == 1:
                 names += ","
-            out.append(f"{ind}for ({names}) in {p}.while_({self._call_args((), s.kwargs, s.init_values)}):")
-            out.append(f"{ind}{INDENT}{p}.cond({self.expr(s.cond)})")
+            self._put(out, ind, f"for ({names}) in {p}.while_({self._call_args((), s.kwargs, s.init_values)}):", key)
+            self._put(out, ind + INDENT, f"{p}.cond({self.expr(s.cond)})", key and ("cond",) + key[1:])
             if s.body:
                 self.stmts(s.body, depth + 1, out)
         elif isinstance(s, IfStmt):
-            out.append(f"{ind}if {self.expr(s.cond)}:")
+            self._put(out, ind, f"if {self.expr(s.cond)}:", key)
             self.stmts(s.then_body, depth + 1, out)
             if s.else_body:
-                out.append(f"{ind}else:")
+                self._put(out, ind, "else:", key and ("else",) + key[1:])
                 self.stmts(s.else_body, depth + 1, out)
         elif isinstance(s, ScopeStmt):
             as_part = f" as {s.var.name}" if s.var is not None else ""
-            out.append(f"{ind}with {p}.{s.kind}({self._call_args(s.args, s.kwargs)}){as_part}:")
+            self._put(out, ind, f"with {p}.{s.kind}({self._call_args(s.args, s.kwargs)}){as_part}:", key)
             self.stmts(s.body, depth + 1, out)
         else:
             raise TypeError(f"cannot print statement {type(s).__name__}")
@@ -331,7 +424,8 @@ class Printer:
         if f.func_type != "Opaque":
             deco_kw.append(f"type={p}.FunctionType.{f.func_type}")
         deco_kw += [f"{k}={self.expr(v)}" for k, v in f.decorator_kwargs]
-        out.append(f"{ind}@{p}.function" + (f"({', '.join(deco_kw)})" if deco_kw else ""))
+        fkey = (f.span.line, f.span.col)
+        self._put(out, ind, f"@{p}.function" + (f"({', '.join(deco_kw)})" if deco_kw else ""), ("deco",) + fkey)
         params = ["self"] if f.has_self else []
         for prm in f.params:
             t = self.type(prm.type)
@@ -343,37 +437,49 @@ class Printer:
             ret = " -> tuple[" + ", ".join(self.type(t) for t in f.returns) + "]"
         elif f.returns:
             ret = f" -> {self.type(f.returns[0])}"
-        out.append(f"{ind}def {f.name}({', '.join(params)}){ret}:")
+        self._put(out, ind, f"def {f.name}({', '.join(params)}){ret}:", ("def",) + fkey)
         if f.attrs is not None:
-            out.append(f"{ind}{INDENT}{p}.func_attr({self.expr(DictExpr(f.attrs))})")
+            self._put(out, ind + INDENT, f"{p}.func_attr({self.expr(DictExpr(f.attrs))})", ("attr",) + fkey)
             if not f.body:
                 return
         self.stmts(f.body, depth + 1, out)
 
     def program(self, prog: Program) -> str:
         p = self.p
-        out: list[str] = [f"# pypto.program: {prog.name}" if prog.name else "# pypto.program",
-                          f"import pypto.language as {p}"]
+        header = f"# pypto.program: {prog.name}" if prog.name else "# pypto.program"
+        out: list[str] = []
+        if self.comments is None:
+            out += [header, f"import pypto.language as {p}"]
+        else:
+            above, trailing = self.comments.take(("import",))
+            out += above
+            if not self.comments.has_program_header:
+                out.append(header)
+            out.append(f"import pypto.language as {p}" + (f"  {trailing}" if trailing is not None else ""))
         if prog.dynamic_dims:
             out.append("")
             for d in prog.dynamic_dims:
-                out.append(f"{d.name} = {p}.dynamic({_str(d.label)})")
+                self._put(out, "", f"{d.name} = {p}.dynamic({_str(d.label)})", ("dyn", d.name))
         out.append("")
         if prog.bare_function:
             for f in prog.functions:
                 self.function(f, 0, out)
         else:
-            out.append(f"@{p}.program")
-            out.append(f"class {prog.name}:")
+            self._put(out, "", f"@{p}.program", ("prog_deco",))
+            self._put(out, "", f"class {prog.name}:", ("class",))
             if not prog.functions:
                 out.append(INDENT + "pass")
             for f in prog.functions:
                 self.function(f, 1, out)
+        if self.comments is not None:
+            out += self.comments.rest()
         return "\n".join(out) + "\n"
 
 
-def print_program(prog: Program) -> str:
-    return Printer().program(prog)
+def print_program(prog: Program, comments: SourceComments | None = None) -> str:
+    """The canonical text of `prog`; with `comments` (from `ptoc.frontend.parser.parse_for_format`), the
+    source's comments are kept as the module docstring describes."""
+    return Printer(comments=comments).program(prog)
 
 
 def print_type(t: Type) -> str:

@@ -26,8 +26,8 @@ After::
         wt: pl.Tile[[256, 512], pl.INT8, pl.Mem.Mat] = pl.tile.load(w, [1, 16, 16, 0, 0], [1, 16, 16, 16, 32],
                                                                      target_memory=pl.Mem.Mat)
 
-Rules (spec/README.md, seed 000)
---------------------------------
+Rules (docs/rules.md, from seed 000)
+------------------------------------
 - NZ-1 / NZ-2 shapes. c0 = 256 / bit width (`DType.c0`); `[..., R, C]` -> `[B, C/c0, R/16, 16, c0]`, always
   rank 5: rank 2 gets B = 1, rank 3 uses its leading axis (which may be dynamic), rank > 3 folds its
   static leading axes into B (their product). Every NZ TensorType of a kernel is rewritten: parameters,

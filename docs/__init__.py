@@ -1,0 +1,1 @@
+"""docs/rules.md, shipped as the package `ptoc.docs` for `ptoc explain`."""
