@@ -130,6 +130,32 @@ arch_option = click.option(
 )
 
 
+def sim_options(fn):
+    """--sim and the three tools it needs (each: the flag, else its PTOC_* variable)."""
+    fn = click.option("--cxx", "cxx_path", metavar="PATH", help="With --sim: the C++ compiler (default: $PTOC_CXX, "
+                      "else clang++-19, else c++).")(fn)
+    fn = click.option("--pto-isa", "pto_isa_dir", metavar="DIR", help="With --sim: pto-isa's include folder "
+                      "(default: $PTOC_PTO_ISA).")(fn)
+    fn = click.option("--ptoas", "ptoas_path", metavar="PATH", help="With --sim: the PTO assembler (default: "
+                      "$PTOC_PTOAS, else ptoas on PATH).")(fn)
+    return fn
+
+
+def _simulator(ptoas_path, pto_isa_dir, cxx_path, arch, reporter):
+    """A Simulator for --sim, or None after reporting which tool is missing (exit 2)."""
+    from ptoc.diagnostics import Diagnostic
+    from ptoc.reference.sim import Simulator, find_tools
+    from ptoc.target.assembler import ToolNotFound
+
+    try:
+        return Simulator(find_tools(ptoas_path, pto_isa_dir, cxx_path), arch=arch)
+    except ToolNotFound as e:
+        reporter.emit([Diagnostic("PTOC-E0460", f"--sim cannot run: {e}", None,
+                                  hint="the toolchain README tells how to install PTOAS, pto-isa and clang++-19")],
+                      None)
+        return None
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
     """ptoc: a cross-compiler from textual PyPTO IR to PTOAS-ready .pto.
@@ -260,23 +286,27 @@ def fmt(file: str, check_only: bool, in_place: bool, diag_fmt: str) -> None:
               help="level3: ptoc plans on-chip memory and every pto.alloc_tile has addr; level2: PTOAS plans it.")
 @click.option("--dump-dir", type=click.Path(file_okay=False), help="Also write the IR after every pass here.")
 @click.option("--timings", is_flag=True, help="Print per-pass seconds on stderr.")
-@click.option("--assemble", is_flag=True, help="Run PTOAS on the result and report its errors.")
+@click.option("--assemble", is_flag=True, help="Also run PTOAS on the result and write its C++ beside the "
+              ".pto (OUTPUT with suffix .cpp); report its errors.")
 @click.option("--ptoas", "ptoas_path", type=click.Path(dir_okay=False), help="The PTOAS executable "
-              "(default: ptoas on PATH).")
+              "(default: $PTOC_PTOAS, else ptoas on PATH).")
+@click.option("--no-insert-sync", is_flag=True, help="With --assemble: do not pass --enable-insert-sync (the C++ "
+              "then has no pipeline synchronisation).")
 @click.option("--ptoas-timeout", type=click.FloatRange(min=1), default=300, show_default=True,
               help="Seconds to wait for PTOAS.")
 @diagnostics_option
 def compile_cmd(file, output, header_path, no_header, arch, ptoas_version, pto_level, dump_dir, timings, assemble,
-                ptoas_path, ptoas_timeout, diag_fmt) -> None:
+                ptoas_path, no_insert_sync, ptoas_timeout, diag_fmt) -> None:
     """Compile FILE to a .pto module (every InCore/AIC/AIV kernel) and a GlobalTensor header.
 
     Outputs are written atomically: on any error nothing is written and existing outputs stay as
-    they were. Orchestration functions are reported and skipped.
+    they were. Orchestration functions are reported and skipped. With --assemble, PTOAS runs on a
+    temporary copy first and its .cpp is written together with the .pto and .h, or not at all.
     """
     if header_path and no_header:
         raise click.UsageError("--header and --no-header cannot be used together")
-    if ptoas_path and not assemble:
-        raise click.UsageError("--ptoas needs --assemble")
+    if (ptoas_path or no_insert_sync) and not assemble:
+        raise click.UsageError("--ptoas and --no-insert-sync need --assemble")
     from ptoc.driver import parse_version
 
     version = ptoas_version or _pinned()
@@ -308,6 +338,12 @@ def compile_cmd(file, output, header_path, no_header, arch, ptoas_version, pto_l
             reporter.emit([Diagnostic("PTOC-I0100", f"{name} is not a kernel (InCore/AIC/AIV); not emitted",
                                       Span(file, 0, 0, 0, 0), severity="info")], None)
         outputs = [(output, art.pto)] + ([(hdr_path, art.header)] if hdr_path else [])
+        if assemble:
+            cpp = _assemble_for_compile(ptoas_path, art.pto, output, arch, pto_level, not no_insert_sync,
+                                        ptoas_timeout, reporter)
+            if isinstance(cpp, int):
+                return cpp
+            outputs.append((os.path.splitext(output)[0] + ".cpp", cpp))
         try:
             write_all_atomic(outputs)
             if dump_dir is not None:
@@ -319,23 +355,29 @@ def compile_cmd(file, output, header_path, no_header, arch, ptoas_version, pto_l
             return EXIT_USER
         if art.lowered.timings_table is not None:
             click.echo(art.lowered.timings_table, err=True)
-        if assemble:
-            from ptoc.target.assembler import assemble as run_ptoas
-            from ptoc.target.assembler import find_ptoas
-
-            exe = find_ptoas(ptoas_path)
-            if exe is None:
-                where = f"{ptoas_path} is not an executable file" if ptoas_path else "no `ptoas` on PATH"
-                reporter.emit([Diagnostic("PTOC-E0453", f"cannot assemble: {where}", Span(output, 0, 0, 0, 0),
-                                          hint=f"install PTOAS {version} or newer, or pass --ptoas PATH")], None)
-                return EXIT_USER
-            res = run_ptoas(exe, output, os.path.splitext(output)[0] + ".cpp", arch, pto_level, ptoas_timeout)
-            reporter.emit(res.diagnostics, art.pto)
-            if not res.ok:
-                return EXIT_USER
         return EXIT_OK
 
     sys.exit(_run_guarded(run))
+
+
+def _assemble_for_compile(ptoas_path, pto_text, output, arch, pto_level, insert_sync, timeout, reporter):
+    """Run PTOAS on the module before anything is written: the C++ text, or an exit code after reporting."""
+    from ptoc.diagnostics import Diagnostic, Span
+    from ptoc.target import assembler as asm
+
+    try:
+        exe = asm.find_ptoas(ptoas_path)
+    except asm.ToolNotFound as e:
+        reporter.emit([Diagnostic("PTOC-E0453", f"cannot assemble: {e}", Span(output, 0, 0, 0, 0),
+                                  hint=f"install PTOAS, then pass --ptoas PATH or set ${asm.ENV_PTOAS}")], None)
+        return EXIT_USAGE
+    version, version_text = asm.query_version(exe)
+    nz = asm.has_nz_views(pto_text)
+    flags = asm.assembler_flags(arch, pto_level, version, nz, insert_sync=insert_sync)
+    reporter.emit(asm.policy_notes(version, version_text, flags, output, nz), None)
+    res = asm.assemble_text(exe, pto_text, output, flags, timeout)
+    reporter.emit(res.diagnostics, pto_text)
+    return res.cpp if res.ok else EXIT_USER
 
 
 def write_all_atomic(files: list[tuple[str, str]]) -> None:
@@ -437,7 +479,7 @@ def _number(v: str):
         return float(v)
 
 
-def _validate(file, text, ctx, seed, dims, scalars, reporter) -> int:
+def _validate(file, text, ctx, seed, dims, scalars, reporter, simulator=None) -> int:
     from ptoc.diagnostics import CompileError
     from ptoc.driver import frontend
     from ptoc.reference.validate import format_table, validate_program
@@ -446,7 +488,7 @@ def _validate(file, text, ctx, seed, dims, scalars, reporter) -> int:
     sc = _name_values(scalars, "--scalar", _number)
     try:
         prog = frontend(text, file, ctx)
-        reports = validate_program(prog, ctx, seed=seed, dims=d, scalars=sc)
+        reports = validate_program(prog, ctx, seed=seed, dims=d, scalars=sc, simulator=simulator)
     except CompileError as e:
         reporter.emit(e.diagnostics, text)
         return EXIT_USER
@@ -469,15 +511,20 @@ def _validate(file, text, ctx, seed, dims, scalars, reporter) -> int:
 @click.option("--pto", "pto_path", type=click.Path(dir_okay=False), help="Run this emitted .pto instead of the IR.")
 @click.option("--output-dir", type=click.Path(file_okay=False), default=".", show_default=True,
               help="Where to write <param>.npy for every tensor the kernel writes.")
+@click.option("--sim", is_flag=True, help="Run the emitted .pto (or --pto FILE) through PTOAS and pto-isa's CPU "
+              "simulator instead of ptoc's reference.")
+@sim_options
 @arch_option
 @diagnostics_option
-def run(file, inputs, dims, fn_name, stage, pto_path, output_dir, arch, diag_fmt) -> None:
+def run(file, inputs, dims, fn_name, stage, pto_path, output_dir, sim, ptoas_path, pto_isa_dir, cxx_path, arch,
+        diag_fmt) -> None:
     """Execute a kernel of FILE on the numeric reference and write its outputs as .npy.
 
     \b
     ptoc run kernel.ir --input x=x.npy --input w=w.npy --output-dir out/
     ptoc run kernel.ir --input x=x.npy --stage frontend          # the IR as written
     ptoc run kernel.ir --input x=x.npy --pto kernel.pto          # the emitted .pto
+    ptoc run kernel.ir --input x=x.npy --sim                     # PTOAS + pto-isa's CPU simulator
     Inputs are logical arrays; NZ tensors are packed by ptoc. Out parameters without an input start as zeros.
     """
     names = _pass_names()
@@ -486,6 +533,10 @@ def run(file, inputs, dims, fn_name, stage, pto_path, output_dir, arch, diag_fmt
                                  param_hint="--stage")
     if stage is not None and pto_path is not None:
         raise click.UsageError("--stage and --pto cannot be used together")
+    if stage is not None and sim:
+        raise click.UsageError("--stage and --sim cannot be used together")
+    if (ptoas_path or pto_isa_dir or cxx_path) and not sim:
+        raise click.UsageError("--ptoas, --pto-isa and --cxx need --sim")
 
     def run_() -> int:
         import numpy as np
@@ -525,7 +576,15 @@ def run(file, inputs, dims, fn_name, stage, pto_path, output_dir, arch, diag_fmt
                     raise click.BadParameter(f"{file} has no function {fn_name_!r}", param_hint="--function")
             fn = prog.function(fn_name_)
             _infer_dims(prog, fn, values, d)
-            if pto_path is not None:
+            if sim:
+                simulator = _simulator(ptoas_path, pto_isa_dir, cxx_path, arch, reporter)
+                if simulator is None:
+                    return EXIT_USAGE
+                with simulator:
+                    outs = _run_simulated(simulator, pto_path, prog, fn, values, d, ctx, reporter)
+                if outs is None:
+                    return EXIT_USER
+            elif pto_path is not None:
                 outs = _run_pto_file(pto_path, prog, fn, values, d, ctx)
             else:
                 from ptoc.reference.interp import run_function
@@ -590,6 +649,44 @@ def _run_pto_file(pto_path, prog, fn, values, dims, ctx):
     return {names[i]: a for i, a in out.items() if names[i] in written or names[i] not in logical}
 
 
+def _run_simulated(simulator, pto_path, prog, fn, values, dims, ctx, reporter):
+    """Outputs of `fn` run on the simulator (the emitted .pto, or the file `pto_path` as given); None after
+    reporting a failure."""
+    from ptoc.codegen.pto import dynamic_dims, emit_module
+    from ptoc.diagnostics import CompileError, Diagnostic, Span
+    from ptoc.driver import lower
+    from ptoc.reference.sim import SimError
+    from ptoc.reference.validate import pto_arguments
+
+    low = lower(prog, ctx).program
+    low_fn = low.function(fn.name)
+    if pto_path is not None:
+        try:
+            with open(pto_path, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as e:
+            raise CompileError([Diagnostic("PTOC-E0004", f"cannot read {pto_path}: {e.strerror or e}",
+                                           Span(pto_path, 0, 0, 0, 0))]) from None
+        shown = pto_path
+    else:
+        text, _ = emit_module(low, ctx)
+        shown = f"{fn.name}.pto (emitted)"
+    try:
+        tensors, names, scal = pto_arguments(low_fn, fn, values, dims)
+    except KeyError as e:
+        raise CompileError([Diagnostic("PTOC-E0506", f"scalar parameter {e.args[0]} needs --input "
+                                       f"{e.args[0]}=VALUE", fn.span)]) from None
+    try:
+        out = simulator.run(text, fn.name, tensors, scal, [dims[x] for x in dynamic_dims(low, low_fn)],
+                            pto_path=shown)
+    except SimError as e:
+        reporter.emit(e.diagnostics or [Diagnostic(e.code, str(e), Span(shown, 0, 0, 0, 0))], text)
+        return None
+    written = {p.name for p in fn.params if p.direction in ("Out", "InOut")}
+    logical = {p.name for p in fn.params}
+    return {names[i]: a for i, a in out.items() if names[i] in written or names[i] not in logical}
+
+
 def _pass_names() -> list[str]:
     from ptoc.passes.manager import PIPELINE
 
@@ -615,10 +712,13 @@ def _pass_names() -> list[str]:
 @click.option("--dim", "dims", multiple=True, metavar="NAME=N", help="Value of a dynamic dimension for --validate.")
 @click.option("--scalar", "scalars", multiple=True, metavar="NAME=V", help="Value of a scalar parameter for "
               "--validate (default: 1 for integers, a random value for floats).")
+@click.option("--sim", is_flag=True, help="With --validate: one more row, the emitted .pto assembled by PTOAS and "
+              "run on pto-isa's CPU simulator.")
+@sim_options
 @arch_option
 @diagnostics_option
 def passes(file, list_only, dump_after, dump_before, stop_after, dump_dir, timings, roundtrip_check, validate,
-           seed, dims, scalars, arch, diag_fmt) -> None:
+           seed, dims, scalars, sim, ptoas_path, pto_isa_dir, cxx_path, arch, diag_fmt) -> None:
     """Show the lowering pipeline, or run it on FILE and show the IR between passes.
 
     \b
@@ -632,6 +732,10 @@ def passes(file, list_only, dump_after, dump_before, stop_after, dump_dir, timin
             raise click.BadParameter(f"unknown pass {val!r}; passes: {', '.join(names)}", param_hint=opt)
     if not list_only and file is None:
         raise click.UsageError("give a FILE to run the pipeline on, or --list")
+    if sim and not validate:
+        raise click.UsageError("--sim needs --validate")
+    if (ptoas_path or pto_isa_dir or cxx_path) and not sim:
+        raise click.UsageError("--ptoas, --pto-isa and --cxx need --sim")
 
     def run() -> int:
         from ptoc.passes.manager import PIPELINE, available_pipeline
@@ -650,7 +754,13 @@ def passes(file, list_only, dump_after, dump_before, stop_after, dump_dir, timin
             return EXIT_USER
         ctx = CompileContext(arch=arch, ptoas_version=_pinned())
         if validate:
-            return _validate(file, text, ctx, seed, dims, scalars, reporter)
+            if not sim:
+                return _validate(file, text, ctx, seed, dims, scalars, reporter)
+            simulator = _simulator(ptoas_path, pto_isa_dir, cxx_path, arch, reporter)
+            if simulator is None:
+                return EXIT_USAGE
+            with simulator:
+                return _validate(file, text, ctx, seed, dims, scalars, reporter, simulator)
         stop = stop_after
         if stop is None and dump_after not in (None, "all"):
             stop = dump_after
