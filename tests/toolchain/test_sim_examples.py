@@ -131,3 +131,25 @@ def test_real_ptoas_error_in_a_given_pto_points_into_it(tmp_path, sim_env):
     col = lines[row].index("%tq") + 1
     assert f"{tmp_path / 'bad.pto'}:{row + 1}:{col}: error[PTOC-E0452]: PTOAS: use of undeclared SSA value" in r.stderr
     assert not (tmp_path / "o").exists()
+
+
+def test_simulator_row_is_named_when_it_is_the_first_to_differ(sim_tools, sim_cache):
+    from ptoc.context import CompileContext
+    from ptoc.driver import frontend
+    from ptoc.reference.sim import Simulator
+    from ptoc.reference.validate import format_table, validate_program
+
+    class SubtractingSimulator(Simulator):
+        """Runs a wrong module (tadd became tsub) on the real simulator; ptoc's own rows stay right."""
+
+        def run(self, pto_text, *args, **kw):
+            return super().run(pto_text.replace("pto.tadd ins(", "pto.tsub ins("), *args, **kw)
+
+    ctx = CompileContext(arch="a2a3", ptoas_version="v0.61")
+    prog = frontend(VADD.read_text(), str(VADD), ctx)
+    with SubtractingSimulator(sim_tools, cache_dir=sim_cache) as s:
+        (rep,) = validate_program(prog, ctx, simulator=s)
+    assert [r.stage for r in rep.rows[-2:]] == [".pto (emitted)", SIM_ROW]
+    assert rep.rows[-2].ok and not rep.rows[-1].ok
+    assert rep.first_failure.stage == SIM_ROW
+    assert f"first stage that differs: {SIM_ROW}" in format_table([rep])
