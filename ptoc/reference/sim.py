@@ -458,7 +458,12 @@ class Simulator:
         with tempfile.TemporaryDirectory(prefix="ptoc-sim-") as work:
             for i, dt in enumerate(dts):
                 arr, layout = tensors[i]
-                a = np.asarray(arr).astype(_numpy(dt), copy=False)
+                a = np.asarray(arr)
+                npd = _numpy(dt)
+                if a.dtype.kind == "V" and a.dtype.itemsize == npd.itemsize:
+                    a = a.view(npd)  # .npy keeps an ml_dtypes array (BF16, FP8) as raw bytes of its size
+                else:
+                    a = a.astype(npd, copy=False)
                 try:
                     data = packers.pack(a, layout, dt)
                 except ValueError as e:

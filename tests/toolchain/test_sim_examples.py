@@ -153,3 +153,21 @@ def test_simulator_row_is_named_when_it_is_the_first_to_differ(sim_tools, sim_ca
     assert rep.rows[-2].ok and not rep.rows[-1].ok
     assert rep.first_failure.stage == SIM_ROW
     assert f"first stage that differs: {SIM_ROW}" in format_table([rep])
+
+
+def test_bf16_inputs_and_an_nz_output_on_the_simulator(tmp_path, sim_env):
+    """acc_store_nz: BF16 .npy inputs (saved by numpy as raw 2-byte values), an NZ FP32 result."""
+    import ml_dtypes
+
+    rng = np.random.default_rng(11)
+    q = rng.standard_normal((64, 128)).astype(ml_dtypes.bfloat16)
+    k = rng.standard_normal((128, 16)).astype(ml_dtypes.bfloat16)
+    np.save(tmp_path / "q.npy", q)
+    np.save(tmp_path / "k.npy", k)
+    r = run("run", EXAMPLES / "acc_store_nz.ir", "--sim", "--input", f"q={tmp_path / 'q.npy'}",
+            "--input", f"k={tmp_path / 'k.npy'}", "--output-dir", tmp_path / "o", env=sim_env)
+    assert r.returncode == 0, r.stderr
+    s = np.load(tmp_path / "o" / "s.npy")
+    expect = q.astype(np.float64) @ k.astype(np.float64)
+    assert s.shape == (64, 16) and s.dtype == np.float32
+    assert np.allclose(s, expect, rtol=1e-4, atol=1e-4)
