@@ -171,3 +171,13 @@ def test_a_harness_that_does_not_compile_is_reported(sim_tools, tmp_path):
         s.harness(sim.generate_harness(broken, "scale", sim.kernel_signature(broken, "scale")), "vector")
     assert e.value.code == "PTOC-E0461"
     assert os.listdir(tmp_path) == []
+
+
+def test_error_summary_of_the_simulator_row():
+    from ptoc.reference.validate import error_summary
+
+    assert error_summary({"a": np.array([1, 2], np.int32)}, {"a": np.array([1, 2], np.int32)}) == "bit-exact"
+    nan = np.array([np.nan, 4.0], np.float32)
+    assert error_summary({"a": nan}, {"a": nan.copy()}) == "bit-exact"
+    got = error_summary({"a": np.array([2.0, 4.0], np.float32)}, {"a": np.array([2.0, 5.0], np.float32)})
+    assert got == "max abs err 1, max rel err 0.25"
