@@ -171,3 +171,17 @@ def test_bf16_inputs_and_an_nz_output_on_the_simulator(tmp_path, sim_env):
     expect = q.astype(np.float64) @ k.astype(np.float64)
     assert s.shape == (64, 16) and s.dtype == np.float32
     assert np.allclose(s, expect, rtol=1e-4, atol=1e-4)
+
+
+def test_a_kernel_that_stores_past_its_tensor_fails_the_run(tmp_path, sim_env):
+    """The store window moved down one row: its last row lands past the end of `out` (PTOAS lets a static
+    out-of-bounds partition through); the harness's guard page catches it."""
+    assert run("compile", VADD, "-o", tmp_path / "k.pto", env=sim_env).returncode == 0
+    text = (tmp_path / "k.pto").read_text()
+    old = "%out_1_pview = pto.partition_view %out_view, offsets = [%c0_index, %c0_index]"
+    assert old in text and "%c1_index = arith.constant 1 : index" in text
+    (tmp_path / "oob.pto").write_text(text.replace(old, old.replace("[%c0_index, %c0_index]", "[%c1_index, %c0_index]")))
+    r = run("run", VADD, "--sim", "--pto", tmp_path / "oob.pto", "--output-dir", tmp_path / "o", env=sim_env)
+    assert r.returncode == 1
+    assert "PTOC-E0462" in r.stderr and "the kernel wrote outside tensor parameter 2" in r.stderr
+    assert not (tmp_path / "o").exists()
