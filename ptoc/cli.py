@@ -290,6 +290,32 @@ arch_option = click.option(
 )
 
 
+def sim_options(fn):
+    """--sim and the three tools it needs (each: the flag, else its PTOC_* variable)."""
+    fn = click.option("--cxx", "cxx_path", metavar="PATH", help="With --sim: the C++ compiler (default: $PTOC_CXX, "
+                      "else clang++-19, else c++).")(fn)
+    fn = click.option("--pto-isa", "pto_isa_dir", metavar="DIR", help="With --sim: pto-isa's include folder "
+                      "(default: $PTOC_PTO_ISA).")(fn)
+    fn = click.option("--ptoas", "ptoas_path", metavar="PATH", help="With --sim: the PTO assembler (default: "
+                      "$PTOC_PTOAS, else ptoas on PATH).")(fn)
+    return fn
+
+
+def _simulator(ptoas_path, pto_isa_dir, cxx_path, arch, reporter):
+    """A Simulator for --sim, or None after reporting which tool is missing (exit 2)."""
+    from ptoc.diagnostics import Diagnostic
+    from ptoc.reference.sim import Simulator, find_tools
+    from ptoc.target.assembler import ToolNotFound
+
+    try:
+        return Simulator(find_tools(ptoas_path, pto_isa_dir, cxx_path), arch=arch)
+    except ToolNotFound as e:
+        reporter.emit([Diagnostic("PTOC-E0460", f"--sim cannot run: {e}", None,
+                                  hint="the toolchain README tells how to install PTOAS, pto-isa and clang++-19")],
+                      None)
+        return None
+
+
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 def cli() -> None:
     """ptoc: a cross-compiler from textual PyPTO IR to PTOAS-ready .pto.
@@ -434,25 +460,29 @@ def _note_check_errors(file: str, checks) -> None:
               help="level3: ptoc plans on-chip memory and every pto.alloc_tile has addr; level2: PTOAS plans it.")
 @click.option("--dump-dir", type=click.Path(file_okay=False), help="Also write the IR after every pass here.")
 @click.option("--timings", is_flag=True, help="Print per-pass seconds on stderr.")
-@click.option("--assemble", is_flag=True, help="Run PTOAS on the result and report its errors.")
+@click.option("--assemble", is_flag=True, help="Also run PTOAS on the result and write its C++ beside the "
+              ".pto (OUTPUT with suffix .cpp); report its errors.")
 @click.option("--ptoas", "ptoas_path", type=click.Path(dir_okay=False), help="The PTOAS executable "
-              "(default: ptoas on PATH).")
+              "(default: $PTOC_PTOAS, else ptoas on PATH).")
+@click.option("--no-insert-sync", is_flag=True, help="With --assemble: do not pass --enable-insert-sync (the C++ "
+              "then has no pipeline synchronisation).")
 @click.option("--ptoas-timeout", type=click.FloatRange(min=1), default=300, show_default=True,
               help="Seconds to wait for PTOAS.")
 @diagnostics_option
 def compile_cmd(file, output, header_path, no_header, arch, ptoas_version, pto_level, dump_dir, timings, assemble,
-                ptoas_path, ptoas_timeout, diag_fmt) -> None:
+                ptoas_path, no_insert_sync, ptoas_timeout, diag_fmt) -> None:
     """Compile FILE (`-`: standard input) to a .pto module (every InCore/AIC/AIV kernel) and a GlobalTensor
     header.
 
-    All outputs (.pto, header, dumps) are written together at the end or not at all: on any error existing
-    outputs stay as they were. An output that is the input or another output is refused. FIFOs and devices
-    are written through; symlinks are followed. Orchestration functions are reported and skipped.
+    All outputs (.pto, header, dumps and, with --assemble, the .cpp) are written together at the end or not
+    at all: on any error existing outputs stay as they were. With --assemble, PTOAS runs on a temporary copy
+    first. An output that is the input or another output is refused. FIFOs and devices are written through;
+    symlinks are followed. Orchestration functions are reported and skipped.
     """
     if header_path and no_header:
         raise click.UsageError("--header and --no-header cannot be used together")
-    if ptoas_path and not assemble:
-        raise click.UsageError("--ptoas needs --assemble")
+    if (ptoas_path or no_insert_sync) and not assemble:
+        raise click.UsageError("--ptoas and --no-insert-sync need --assemble")
     from ptoc.outputs import is_stream
 
     if not header_path and not no_header and is_stream(output):
@@ -494,6 +524,12 @@ def compile_cmd(file, output, header_path, no_header, arch, ptoas_version, pto_l
                                       Span(name, 0, 0, 0, 0), severity="info")], None)
         # Every output of the command goes into this one list, written together by _commit below.
         outputs = [(output, art.pto)] + ([(hdr_path, art.header)] if hdr_path else [])
+        if assemble:
+            cpp = _assemble_for_compile(ptoas_path, art.pto, output, arch, pto_level, not no_insert_sync,
+                                        ptoas_timeout, reporter)
+            if isinstance(cpp, int):
+                return cpp
+            outputs.append((os.path.splitext(output)[0] + ".cpp", cpp))
         if dump_dir is not None:
             outputs += [(os.path.join(dump_dir, n), body) for n, body, _ in art.lowered.dumps]
         status = _commit(reporter, outputs, inputs=[file], dirs=[dump_dir] if dump_dir is not None else [],
@@ -503,23 +539,29 @@ def compile_cmd(file, output, header_path, no_header, arch, ptoas_version, pto_l
             return status
         if art.lowered.timings_table is not None:
             click.echo(art.lowered.timings_table, err=True)
-        if assemble:
-            from ptoc.target.assembler import assemble as run_ptoas
-            from ptoc.target.assembler import find_ptoas
-
-            exe = find_ptoas(ptoas_path)
-            if exe is None:
-                where = f"{ptoas_path} is not an executable file" if ptoas_path else "no `ptoas` on PATH"
-                reporter.emit([Diagnostic("PTOC-E0453", f"cannot assemble: {where}", Span(output, 0, 0, 0, 0),
-                                          hint=f"install PTOAS {version} or newer, or pass --ptoas PATH")], None)
-                return EXIT_USER
-            res = run_ptoas(exe, output, os.path.splitext(output)[0] + ".cpp", arch, pto_level, ptoas_timeout)
-            reporter.emit(res.diagnostics, art.pto)
-            if not res.ok:
-                return EXIT_USER
         return EXIT_OK
 
     sys.exit(_run_guarded(run))
+
+
+def _assemble_for_compile(ptoas_path, pto_text, output, arch, pto_level, insert_sync, timeout, reporter):
+    """Run PTOAS on the module before anything is written: the C++ text, or an exit code after reporting."""
+    from ptoc.diagnostics import Diagnostic, Span
+    from ptoc.target import assembler as asm
+
+    try:
+        exe = asm.find_ptoas(ptoas_path)
+    except asm.ToolNotFound as e:
+        reporter.emit([Diagnostic("PTOC-E0453", f"cannot assemble: {e}", Span(output, 0, 0, 0, 0),
+                                  hint=f"install PTOAS, then pass --ptoas PATH or set ${asm.ENV_PTOAS}")], None)
+        return EXIT_USAGE
+    version, version_text = asm.query_version(exe)
+    nz = asm.has_nz_views(pto_text)
+    flags = asm.assembler_flags(arch, pto_level, version, nz, insert_sync=insert_sync)
+    reporter.emit(asm.policy_notes(version, version_text, flags, output, nz), None)
+    res = asm.assemble_text(exe, pto_text, output, flags, timeout)
+    reporter.emit(res.diagnostics, pto_text)
+    return res.cpp if res.ok else EXIT_USER
 
 
 def write_all_atomic(files: list[tuple[str, str]]) -> None:
@@ -673,7 +715,7 @@ def _number(v: str):
         return float(v)
 
 
-def _validate(file, text, ctx, seed, dims, scalars, reporter) -> int:
+def _validate(file, text, ctx, seed, dims, scalars, reporter, simulator=None) -> int:
     from ptoc.diagnostics import CompileError
     from ptoc.driver import frontend
     from ptoc.reference.validate import format_table, validate_program
@@ -691,7 +733,7 @@ def _validate(file, text, ctx, seed, dims, scalars, reporter) -> int:
                      "scalar parameter")
         for f in ks:
             _check_tensor_sizes(f, d)
-        reports = validate_program(prog, ctx, seed=seed, dims=d, scalars=sc)
+        reports = validate_program(prog, ctx, seed=seed, dims=d, scalars=sc, simulator=simulator)
     except CompileError as e:
         reporter.emit(e.diagnostics, text)
         return EXIT_USER
@@ -715,15 +757,21 @@ def _validate(file, text, ctx, seed, dims, scalars, reporter) -> int:
 @click.option("--output-dir", type=click.Path(file_okay=False), default=".", show_default=True,
               help="Where to write <param>.npy for every tensor the kernel writes (created if missing; never "
               "over an input file).")
+@click.option("--sim", is_flag=True, help="Run the emitted .pto (or --pto FILE) through PTOAS and pto-isa's CPU "
+              "simulator instead of ptoc's reference.")
+@sim_options
 @arch_option
 @diagnostics_option
-def run(file, inputs, dims, fn_name, stage, pto_path, output_dir, arch, diag_fmt) -> None:
+def run(file, inputs, dims, fn_name, stage, pto_path, output_dir, sim, ptoas_path, pto_isa_dir, cxx_path, arch,
+        diag_fmt) -> None:
     """Execute a kernel of FILE on the numeric reference and write its outputs as .npy.
 
     \b
     ptoc run kernel.ir --input x=x.npy --input w=w.npy --output-dir out/
     ptoc run kernel.ir --input x=x.npy --stage frontend          # the IR as written
     ptoc run kernel.ir --input x=x.npy --pto kernel.pto          # the emitted .pto
+    ptoc run kernel.ir --input x=x.npy --sim                     # PTOAS + pto-isa's CPU simulator
+
     Inputs are logical arrays; NZ tensors are packed by ptoc. Every In and InOut tensor and every scalar
     needs an --input; Out parameters without one start as zeros. An array is converted to its parameter's
     dtype only when no value changes (as `ptoc pack` does). An output never replaces an input file: when
@@ -735,6 +783,10 @@ def run(file, inputs, dims, fn_name, stage, pto_path, output_dir, arch, diag_fmt
                                  param_hint="--stage")
     if stage is not None and pto_path is not None:
         raise click.UsageError("--stage and --pto cannot be used together")
+    if stage is not None and sim:
+        raise click.UsageError("--stage and --sim cannot be used together")
+    if (ptoas_path or pto_isa_dir or cxx_path) and not sim:
+        raise click.UsageError("--ptoas, --pto-isa and --cxx need --sim")
 
     def run_() -> int:
         if not _need_reference():
@@ -789,7 +841,15 @@ def run(file, inputs, dims, fn_name, stage, pto_path, output_dir, arch, diag_fmt
             _infer_dims(prog, fn, values, d)
             _check_tensor_sizes(fn, d)
             _prepare_inputs(fn, values, d)
-            if pto_path is not None:
+            if sim:
+                simulator = _simulator(ptoas_path, pto_isa_dir, cxx_path, arch, reporter)
+                if simulator is None:
+                    return EXIT_USAGE
+                with simulator:
+                    outs = _run_simulated(simulator, pto_path, prog, fn, values, d, ctx, reporter)
+                if outs is None:
+                    return EXIT_USER
+            elif pto_path is not None:
                 outs = _run_pto_file(pto_path, prog, fn, values, d, ctx)
             else:
                 from ptoc.reference.interp import run_function
@@ -923,6 +983,44 @@ def _run_pto_file(pto_path, prog, fn, values, dims, ctx):
     return {names[i]: a for i, a in out.items() if names[i] in written or names[i] not in logical}
 
 
+def _run_simulated(simulator, pto_path, prog, fn, values, dims, ctx, reporter):
+    """Outputs of `fn` run on the simulator (the emitted .pto, or the file `pto_path` as given); None after
+    reporting a failure."""
+    from ptoc.codegen.pto import dynamic_dims, emit_module
+    from ptoc.diagnostics import CompileError, Diagnostic, Span
+    from ptoc.driver import lower
+    from ptoc.reference.sim import SimError
+    from ptoc.reference.validate import pto_arguments
+
+    low = lower(prog, ctx).program
+    low_fn = low.function(fn.name)
+    if pto_path is not None:
+        try:
+            with open(pto_path, encoding="utf-8") as fh:
+                text = fh.read()
+        except OSError as e:
+            raise CompileError([Diagnostic("PTOC-E0004", f"cannot read {pto_path}: {e.strerror or e}",
+                                           Span(pto_path, 0, 0, 0, 0))]) from None
+        shown = pto_path
+    else:
+        text, _ = emit_module(low, ctx)
+        shown = f"{fn.name}.pto (emitted)"
+    try:
+        tensors, names, scal = pto_arguments(low_fn, fn, values, dims)
+    except KeyError as e:
+        raise CompileError([Diagnostic("PTOC-E0506", f"scalar parameter {e.args[0]} needs --input "
+                                       f"{e.args[0]}=VALUE", fn.span)]) from None
+    try:
+        out = simulator.run(text, fn.name, tensors, scal, [dims[x] for x in dynamic_dims(low, low_fn)],
+                            pto_path=shown)
+    except SimError as e:
+        reporter.emit(e.diagnostics or [Diagnostic(e.code, str(e), Span(shown, 0, 0, 0, 0))], text)
+        return None
+    written = {p.name for p in fn.params if p.direction in ("Out", "InOut")}
+    logical = {p.name for p in fn.params}
+    return {names[i]: a for i, a in out.items() if names[i] in written or names[i] not in logical}
+
+
 def _pass_names() -> list[str]:
     from ptoc.passes.manager import PIPELINE
 
@@ -949,10 +1047,13 @@ def _pass_names() -> list[str]:
 @click.option("--dim", "dims", multiple=True, metavar="NAME=N", help="Value of a dynamic dimension for --validate.")
 @click.option("--scalar", "scalars", multiple=True, metavar="NAME=V", help="Value of a scalar parameter for "
               "--validate (default: 1 for integers, a random value for floats).")
+@click.option("--sim", is_flag=True, help="With --validate: one more row, the emitted .pto assembled by PTOAS and "
+              "run on pto-isa's CPU simulator.")
+@sim_options
 @arch_option
 @diagnostics_option
 def passes(file, list_only, dump_after, dump_before, stop_after, dump_dir, timings, roundtrip_check, validate,
-           seed, dims, scalars, arch, diag_fmt) -> None:
+           seed, dims, scalars, sim, ptoas_path, pto_isa_dir, cxx_path, arch, diag_fmt) -> None:
     """Show the lowering pipeline, or run it on FILE and show the IR between passes.
 
     \b
@@ -966,6 +1067,10 @@ def passes(file, list_only, dump_after, dump_before, stop_after, dump_dir, timin
             raise click.BadParameter(f"unknown pass {val!r}; passes: {', '.join(names)}", param_hint=opt)
     if not list_only and file is None:
         raise click.UsageError("give a FILE to run the pipeline on, or --list")
+    if sim and not validate:
+        raise click.UsageError("--sim needs --validate")
+    if (ptoas_path or pto_isa_dir or cxx_path) and not sim:
+        raise click.UsageError("--ptoas, --pto-isa and --cxx need --sim")
 
     def run() -> int:
         from ptoc.passes.manager import PIPELINE, available_pipeline
@@ -986,7 +1091,13 @@ def passes(file, list_only, dump_after, dump_before, stop_after, dump_dir, timin
         if validate:
             if not _need_reference():
                 return EXIT_USAGE
-            return _validate(file, text, ctx, seed, dims, scalars, reporter)
+            if not sim:
+                return _validate(file, text, ctx, seed, dims, scalars, reporter)
+            simulator = _simulator(ptoas_path, pto_isa_dir, cxx_path, arch, reporter)
+            if simulator is None:
+                return EXIT_USAGE
+            with simulator:
+                return _validate(file, text, ctx, seed, dims, scalars, reporter, simulator)
         stop = stop_after
         if stop is None and dump_after not in (None, "all"):
             stop = dump_after

@@ -104,6 +104,12 @@ CODES: dict[str, str] = {
     "PTOC-E0451": "the PTO assembler timed out",
     "PTOC-E0452": "the PTO assembler reported an error",
     "PTOC-E0453": "no PTO assembler found",
+    "PTOC-E0454": "the PTO assembler's version cannot be determined",
+    # toolchain: pto-isa CPU simulator runs (PTOC-E0460..E0469)
+    "PTOC-E0460": "a simulator tool is missing",
+    "PTOC-E0461": "the simulator harness does not compile",
+    "PTOC-E0462": "the simulator run failed",
+    "PTOC-E0463": "the kernel's C++ signature cannot be simulated",
     # numeric reference: ptoc.reference.interp (PTOC-E0500..E0519)
     "PTOC-E0500": "the reference cannot execute this operator yet",
     "PTOC-E0501": "the reference has no numeric model of this dtype",
@@ -115,6 +121,7 @@ CODES: dict[str, str] = {
     # internal
     "PTOC-I0001": "internal error",
     "PTOC-I0100": "function not emitted",
+    "PTOC-I0455": "assembler flag chosen for an older PTOAS",
 }
 
 

@@ -105,7 +105,8 @@ def test_assemble_runs_ptoas_with_arch_and_level(tmp_path):
     r = run("compile", VADD, "-o", tmp_path / "o.pto", "--arch", "a5", "--assemble", "--ptoas", exe)
     assert r.returncode == 0, r.stderr
     args = log.read_text().split()
-    assert "--pto-arch=a5" in args and "--pto-level=level3" in args and str(tmp_path / "o.pto") in args
+    assert "--pto-arch=a5" in args and "--pto-level=level3" in args and "--enable-insert-sync" in args
+    assert "o.pto" in args  # a temporary copy under the output's name
     assert (tmp_path / "o.cpp").read_text() == "// cpp"
 
 
@@ -119,8 +120,9 @@ def test_assemble_errors_become_diagnostics(tmp_path):
 
 
 def test_assemble_without_assembler_says_so_plainly(tmp_path):
-    r = run("compile", VADD, "-o", tmp_path / "o.pto", "--assemble", env={"PATH": str(tmp_path)})
-    assert r.returncode == 1 and "PTOC-E0453" in r.stderr and "no `ptoas` on PATH" in r.stderr
+    r = run("compile", VADD, "-o", tmp_path / "o.pto", "--assemble", env={"PATH": str(tmp_path), "PTOC_PTOAS": ""})
+    assert r.returncode == 2 and "PTOC-E0453" in r.stderr and "`ptoas` on PATH" in r.stderr
+    assert "--ptoas PATH" in r.stderr and "$PTOC_PTOAS" in r.stderr and not (tmp_path / "o.pto").exists()
     assert "Traceback" not in r.stderr
 
 

@@ -97,6 +97,7 @@ def test_no_summary_line_when_there_is_nothing_to_count(tmp_path):
 def test_warnings_are_counted(tmp_path):
     exe = tmp_path / "fake-ptoas"
     exe.write_text(f"#!{sys.executable}\nimport sys\nargs = sys.argv[1:]\n"
+                   "if args == ['--version']:\n    print('ptoas 0.61')\n    sys.exit(0)\n"
                    "pto = [a for a in args if a.endswith('.pto')][0]\n"
                    "sys.stderr.write(pto + ':2:1: warning: unused value\\n')\n"
                    "open(args[args.index('-o') + 1], 'w').write('// cpp')\n")

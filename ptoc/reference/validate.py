@@ -112,9 +112,14 @@ def _pto_layout(t: TensorType) -> str:
     return "NZ" if t.layout == "NZ" else ("DN" if t.layout == "DN" else "ND")
 
 
+SIM_STAGE = "simulator (PTOAS + pto-isa)"
+
+
 def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims: dict[str, int] | None = None,
-                     scalars: dict[str, float] | None = None, broken_pass=None) -> list[KernelReport]:
+                     scalars: dict[str, float] | None = None, broken_pass=None, simulator=None) -> list[KernelReport]:
     """Run every kernel at the front end, after every pass and as emitted .pto; compare with the front end.
+    `simulator`: a `ptoc.reference.sim.Simulator`; adds a last row, the emitted .pto assembled by PTOAS and
+    run on pto-isa's CPU simulator.
     `broken_pass`: (test hook) a pass class to insert into the pipeline after BlockNzTensorViews."""
     from ptoc.driver import check_assembler_version
     from ptoc.passes.manager import PIPELINE, available_pipeline, run_pipeline
@@ -152,6 +157,8 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
             except CompileError as e:
                 rep.rows.append(StageResult(name, False, "; ".join(d.message for d in e.diagnostics[:2])))
         rep.rows.append(_run_emitted(stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol))
+        if simulator is not None:
+            rep.rows.append(_run_simulated(simulator, stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol))
         reports.append(rep)
     return reports
 
@@ -225,6 +232,55 @@ def _run_emitted(lowered: Program, fn: Function, inputs: dict, dims: dict, refer
     return StageResult(".pto (emitted)", not diffs, "; ".join(diffs[:3]))
 
 
+def _run_simulated(simulator, lowered: Program, fn: Function, inputs: dict, dims: dict, reference, ctx, rtol,
+                   atol) -> StageResult:
+    from ptoc.codegen.pto import dynamic_dims, emit_module
+    from ptoc.reference.interp import compare_outputs
+    from ptoc.reference.sim import SimError
+
+    try:
+        text, _ = emit_module(lowered, ctx)
+    except CompileError as e:
+        return StageResult(SIM_STAGE, False, "; ".join(d.message for d in e.diagnostics[:2]))
+    low_fn = lowered.function(fn.name)
+    tensors, names, scal = pto_arguments(low_fn, fn, inputs, dims)
+    dyn = [dims[d] for d in dynamic_dims(lowered, low_fn)]
+    try:
+        out = simulator.run(text, fn.name, tensors, scal, dyn, pto_path=f"{fn.name}.pto")
+    except SimError as e:
+        return StageResult(SIM_STAGE, False, str(e))
+    got = {names[i]: a for i, a in out.items() if names[i] in reference}
+    expected = {k: v for k, v in reference.items() if k in got}
+    diffs = compare_outputs(expected, got, rtol=rtol, atol=atol)
+    if diffs:
+        return StageResult(SIM_STAGE, False, "; ".join(diffs[:3]))
+    return StageResult(SIM_STAGE, True, error_summary(expected, got))
+
+
+def error_summary(expected: dict, got: dict) -> str:
+    """`bit-exact`, or the largest absolute and relative differences over all outputs."""
+    max_abs = max_rel = 0.0
+    for k, e in expected.items():
+        a = np.asarray(e)
+        b = np.asarray(got[k])
+        if a.dtype.kind in "biu" and b.dtype.kind in "biu":
+            d = np.abs(a.astype(np.int64) - b.astype(np.int64)).astype(np.float64)
+            mag = np.abs(a.astype(np.float64))
+        else:
+            a64, b64 = a.astype(np.float64), b.astype(np.float64)
+            same = (a64 == b64) | (np.isnan(a64) & np.isnan(b64))
+            d = np.where(same, 0.0, np.abs(a64 - b64))
+            mag = np.abs(a64)
+        if d.size:
+            max_abs = max(max_abs, float(d.max()))
+            with np.errstate(divide="ignore", invalid="ignore"):
+                rel = np.where(d == 0, 0.0, d / np.where(mag == 0, np.inf, mag))
+            max_rel = max(max_rel, float(np.nanmax(rel)))
+    if max_abs == 0:
+        return "bit-exact"
+    return f"max abs err {max_abs:.3g}, max rel err {max_rel:.3g}"
+
+
 def format_table(reports: list[KernelReport]) -> str:
     lines = []
     for rep in reports:
@@ -237,4 +293,5 @@ def format_table(reports: list[KernelReport]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["KernelReport", "StageResult", "format_table", "pto_arguments", "random_inputs", "validate_program"]
+__all__ = ["KernelReport", "SIM_STAGE", "StageResult", "error_summary", "format_table", "pto_arguments",
+           "random_inputs", "validate_program"]
