@@ -38,6 +38,7 @@ CODES: dict[str, str] = {
     "PTOC-E0113": "wrong number of values",
     "PTOC-E0114": "malformed expression",
     "PTOC-E0115": "malformed decorator",
+    "PTOC-E0120": "call argument contradicts the callee's parameter type",
     # operators (issue: operator set)
     "PTOC-E0200": "unknown operator",
     "PTOC-E0201": "wrong arguments for operator",

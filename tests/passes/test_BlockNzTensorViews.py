@@ -249,13 +249,13 @@ def test_nz4_dynamic_valid_rows_provably_multiple_of_16_become_floordiv_rows_16(
     before = kernel("w: pl.Tensor[[800, 512], pl.INT8, pl.NZ]", "", """
         for o0 in pl.range(0, 800, 256):
             vr = pl.min(800 - o0, 256)
-            wt: pl.Tile[[256, 512], pl.INT8, pl.Mem.Mat] = pl.tile.load(w, [o0, 0], [256, 512], [vr, 512], target_memory=pl.Mem.Mat)
+            wt: pl.Tile[[256, 512], pl.INT8, pl.Mem.Mat, pl.TileView(valid_shape=[vr, 512])] = pl.tile.load(w, [o0, 0], [256, 512], [vr, 512], target_memory=pl.Mem.Mat)
     """)
     expected = kernel("w: pl.Tensor[[1, 16, 50, 16, 32], pl.INT8, pl.NZ]", "", f"""
         {ATTR}
         for o0 in pl.range(0, 800, 256):
             vr = pl.min(800 - o0, 256)
-            wt: pl.Tile[[256, 512], pl.INT8, pl.Mem.Mat] = pl.tile.load(w, [0, 0, o0 // 16, 0, 0], [1, 16, 16, 16, 32], [1, 16, vr // 16, 16, 32], target_memory=pl.Mem.Mat)
+            wt: pl.Tile[[256, 512], pl.INT8, pl.Mem.Mat, pl.TileView(valid_shape=[vr, 512])] = pl.tile.load(w, [0, 0, o0 // 16, 0, 0], [1, 16, 16, 16, 32], [1, 16, vr // 16, 16, 32], target_memory=pl.Mem.Mat)
     """)
     assert_blocks(before, expected)
 

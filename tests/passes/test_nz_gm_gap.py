@@ -90,7 +90,7 @@ def test_gm_gap_dynamic_row_extent_is_checked_at_zero_rows():
     body = """
         for o0 in pl.range(0, {R}, 256):
             vr = pl.min({R} - o0, 256)
-            wt: pl.Tile[[256, 64], pl.INT8, pl.Mem.Mat] = pl.tile.load(w, [o0, 0], [256, 64], [vr, 64], target_memory=pl.Mem.Mat)
+            wt: pl.Tile[[256, 64], pl.INT8, pl.Mem.Mat, pl.TileView(valid_shape=[vr, 64])] = pl.tile.load(w, [o0, 0], [256, 64], [vr, 64], target_memory=pl.Mem.Mat)
     """
     d = rejected(kernel("pl.Tensor[[65536, 64], pl.INT8, pl.NZ]", body.format(R=65536)))
     assert "dynamic row extent" in d.message and "65536 - 0 = 65536" in d.message
