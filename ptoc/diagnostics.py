@@ -93,6 +93,7 @@ CODES: dict[str, str] = {
     "PTOC-E0370": "NZ load GM gap exceeds the 16-bit burst stride (pto-isa#317)",
     # codegen: .pto module (PTOC-E0400..E0409)
     "PTOC-E0400": "operation the .pto emitter cannot emit yet",
+    "PTOC-E0405": "nothing to emit: the program has no kernel",
     # compile driver and assembler
     "PTOC-E0410": "assembler version cannot take this program",
     # codegen: GlobalTensor header (PTOC-E0420..E0429)
