@@ -773,4 +773,8 @@ def test_nz16_orchestration_is_unchanged_and_its_call_of_the_blocked_kernel_stil
 def test_nz16_orchestration_may_annotate_a_kernel_nz_result_with_its_logical_type():
     call = ("        r: pl.Tensor[[64, 16], pl.FP32, pl.NZ] = self.k(w, o)\n        return r")
     params = "w: pl.Tensor[[256, 512], pl.INT8, pl.NZ], o: pl.Out[pl.Tensor[[64, 16], pl.FP32, pl.NZ]]"
-    run(kernel(params, "pl.Tensor[[64, 16], pl.FP32, pl.NZ]", "return o", extra=ORCH.format(call=call)))
+    out = run(kernel(params, "pl.Tensor[[64, 16], pl.FP32, pl.NZ]", "return o", extra=ORCH.format(call=call)))
+    k, orch = out.functions
+    assert [d.value for d in k.returns[0].shape] == [1, 2, 4, 16, 8]  # the kernel's result is blocked (NZ-2)
+    (r,) = [s for s in orch.body if getattr(s, "target", None) is not None and s.target.name == "r"]
+    assert [d.value for d in r.annotation.shape] == [64, 16] and r.annotation.layout == "NZ"  # still logical
