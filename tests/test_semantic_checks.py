@@ -179,6 +179,37 @@ def test_call_argument_of_the_parameters_type_is_accepted(tmp_path):
     assert run("check", "--arch", "a5", f).returncode == 0
 
 
+SCALAR_CALL = program("scal", """\
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[32, 64], pl.FP16], alpha: pl.Scalar[pl.FP16], n: pl.Scalar[pl.INT32], y: pl.Out[pl.Tensor[[32, 64], pl.FP16]]) -> pl.Tensor[[32, 64], pl.FP16]:
+        t: pl.Tile[[32, 64], pl.FP16, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [32, 64], target_memory=pl.Mem.Vec)
+        u: pl.Tile[[32, 64], pl.FP16, pl.Mem.Vec] = pl.tile.muls(t, alpha)
+        o: pl.Tensor[[32, 64], pl.FP16] = pl.tile.store(u, [0, 0], y)
+        return o
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def main(self, x: pl.Tensor[[32, 64], pl.FP16], y: pl.Out[pl.Tensor[[32, 64], pl.FP16]], m: pl.Scalar[pl.FP32]) -> pl.Tensor[[32, 64], pl.FP16]:
+        r: pl.Tensor[[32, 64], pl.FP16] = self.k(x, {alpha}, {n}, y)
+        return r
+""")
+
+
+@pytest.mark.parametrize("alpha, n, error", [
+    ("0.5", "3", None),  # numbers take the scalar parameter's dtype
+    ("2", "3", None),  # an integer number is a float parameter's value too
+    ("0.5", "3.5", "argument 'n' of 'k' contradicts the parameter: the value has dtype FP32, the parameter says INT32"),
+    ("m", "3", "argument 'alpha' of 'k' contradicts the parameter: the value has dtype FP32, the parameter says FP16"),
+])
+def test_scalar_arguments_numbers_convert_typed_values_do_not(tmp_path, alpha, n, error):
+    f = tmp_path / "s.ir"
+    f.write_text(SCALAR_CALL.format(alpha=alpha, n=n))
+    p = run("check", "--diagnostics", "json", f)
+    if error is None:
+        assert p.returncode == 0 and json_diags(p)[0]["code"] == "PTOC-I0100"  # only the note on `main`
+    else:
+        assert p.returncode == 1 and [d["message"] for d in json_diags(p)] == [error]
+
+
 def test_logical_nz_argument_meets_the_blocked_parameter(tmp_path):
     # NZ-16: after BlockNzTensorViews the kernel's parameter is rank 5 while the orchestration passes the
     # logical [256, 256] tensor; the pipeline's verifier accepts exactly that pair

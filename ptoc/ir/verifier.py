@@ -693,6 +693,9 @@ class Verifier:
         for tiles, the whole TileView. A logical NZ tensor may meet its blocked form (NZ-16)."""
         if t is None or p.type is None:
             return
+        if isinstance(p.type, ScalarType) and isinstance(a, (ConstInt, ConstFloat)) and (
+                p.type.dtype.is_float or (p.type.dtype.is_int and isinstance(a, ConstInt))):
+            return  # a number takes the scalar parameter's dtype (as a constant scalar takes the tile's, OP-6)
         why = type_mismatch(p.type, t) if self.cache is None else self.cache.type_mismatch(p.type, t)
         if not why:
             return
@@ -715,9 +718,10 @@ class Verifier:
             if why:
                 hint = f"the value's type is {print_type(actual)}"
                 if why.startswith(VALID_SHAPE_MISMATCH) and isinstance(actual, TileType):
-                    hint += ("; annotate it so: the valid shape is part of a tile's type and decides what tload "
-                             "and tstore move (pto-isa's TLOAD requires the tile's valid rows to equal the "
-                             "loaded partition's rows, validRow == shape2*shape3; a store writes valid rows only)")
+                    hint = (f"annotate it as {print_type(actual)}: the valid shape is part of a tile's type and "
+                            "decides what tload and tstore move (pto-isa's TLOAD requires the tile's valid rows "
+                            "to be the loaded partition's rows, validRow == shape2*shape3; a store writes the "
+                            "valid rows only)")
                 self.err("PTOC-E0105", f"annotation contradicts the value: {why}", at, hint=hint)
                 return actual  # reported once; later uses see the value's real type, not a second error
         return ann
