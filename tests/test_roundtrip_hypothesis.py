@@ -377,6 +377,8 @@ class Gen:
                 args.append(Var(self.pick(same)))
             elif isinstance(p.type, ScalarType) and p.type.dtype in NUMERIC_DTYPES:
                 args.append(self.const(p.type.dtype))
+            elif p.type == ScalarType(BOOL):
+                args.append(ConstBool(self.chance(50)))
             else:
                 return [EvalStmt(self.op_call())]
         n_kw = self.num(0, len(args))
@@ -524,7 +526,10 @@ class Gen:
         for _ in range(self.num(0, 4)):
             pn = self.fresh("p")
             r = self.num(0, 9)
-            if r < 3:
+            earlier = [q.type for f in self.functions for q in f.params]
+            if earlier and self.chance(50):  # a type an earlier function takes: this one can call it
+                t = self.pick(earlier)
+            elif r < 3:
                 t: Type = ScalarType(self.pick(NUMERIC_DTYPES + [BOOL]))
             elif r < 7:
                 t = self.tensor_type()

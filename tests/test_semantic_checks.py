@@ -329,3 +329,13 @@ def test_check_accepts_every_example_compile_accepts():
     p = run("check", *examples)
     assert p.returncode == 0, p.stderr
     assert f"ok: {len(examples)} files checked, no errors" in p.stderr
+
+
+def test_check_takes_compiles_ptoas_version_and_reports_nz15_the_same(tmp_path):
+    nz = ROOT / "examples" / "nz_weight_int8.ir"
+    checked = run("check", "--ptoas-version", "v0.60", nz)
+    compiled = run("compile", "--ptoas-version", "v0.60", nz, "-o", tmp_path / "nz.pto")
+    assert checked.returncode == compiled.returncode == 1
+    assert "error[PTOC-E0410]" in checked.stderr and "rule: NZ-15" in checked.stderr
+    assert checked.stderr == compiled.stderr and not (tmp_path / "nz.pto").exists()
+    assert run("check", "--ptoas-version", "v0.61", nz).returncode == 0
