@@ -40,6 +40,7 @@ CODES: dict[str, str] = {
     "PTOC-E0113": "wrong number of values",
     "PTOC-E0114": "malformed expression",
     "PTOC-E0115": "malformed decorator",
+    "PTOC-E0120": "call argument contradicts the callee's parameter type",
     # operators (issue: operator set)
     "PTOC-E0200": "unknown operator",
     "PTOC-E0201": "wrong arguments for operator",
@@ -94,6 +95,7 @@ CODES: dict[str, str] = {
     "PTOC-E0370": "NZ load GM gap exceeds the 16-bit burst stride (pto-isa#317)",
     # codegen: .pto module (PTOC-E0400..E0409)
     "PTOC-E0400": "operation the .pto emitter cannot emit yet",
+    "PTOC-E0405": "nothing to emit: the program has no kernel",
     # compile driver and assembler
     "PTOC-E0410": "assembler version cannot take this program",
     # codegen: GlobalTensor header (PTOC-E0420..E0429)

@@ -105,6 +105,27 @@ def check_assembler_version(program: Program, ctx: CompileContext) -> None:
         raise CompileError(diags)
 
 
+_KIND_WORDS = {"Orchestration": "an orchestration function", "Opaque": "an Opaque function (no type=)",
+               "Inline": "an Inline function", "Group": "a Group function", "Spmd": "an Spmd launcher"}
+
+
+def require_kernel(lowered: Program, source: Program) -> None:
+    """A compile that would emit an empty module is an error that says why: the lowered program has no
+    InCore, AIC or AIV function."""
+    from ptoc.codegen.pto import KERNEL_KIND
+    from ptoc.diagnostics import CompileError, Diagnostic
+
+    if any(f.func_type in KERNEL_KIND for f in lowered.functions):
+        return
+    why = "; ".join(f"{f.name} is {_KIND_WORDS.get(f.func_type, f'a {f.func_type} function')}"
+                    for f in source.functions) or "the program has no function"
+    at = source.functions[0].span if source.functions else source.span
+    raise CompileError([Diagnostic(
+        "PTOC-E0405", f"nothing to emit: no kernel (InCore, AIC or AIV function): {why}", at,
+        hint="mark the function that runs on the device as a kernel, e.g. "
+        "@pl.function(type=pl.FunctionType.InCore); orchestration functions only call kernels")])
+
+
 def compile_program(program: Program, ctx: CompileContext, source_name: str, pto_level: str = "level3",
                     header: bool = True, dumps: bool = False, timings: bool = False) -> Artifacts:
     """Lower a checked program and emit the .pto module (and the GlobalTensor header)."""
@@ -118,6 +139,7 @@ def compile_program(program: Program, ctx: CompileContext, source_name: str, pto
     skip = frozenset({"AllocateMemoryAddr"}) if pto_level == "level2" else frozenset()
     with gc_paused():
         low = lower(program, ctx, dumps=dumps, timings=timings, skip=skip)
+        require_kernel(low.program, program)
         text, skipped = emit_module(low.program, ctx, pto_level=pto_level)
         hdr = emit_header(low.program, ctx, source_name, __version__, low.function_types(ctx)) if header else None
     return Artifacts(text, hdr, list(skipped), low)

@@ -27,6 +27,15 @@ def f(x: pl.Scalar[pl.INDEX], t: pl.Tensor[[64, 128], pl.FP32]) -> pl.Scalar[pl.
     y: pl.Scalar[pl.INDEX] = x + 1
     return y
 """
+# A kernel: what `check` and `compile` accept (VALID has nothing to emit, which both reject).
+KERNEL = """\
+import pypto.language as pl
+@pl.function(type=pl.FunctionType.InCore)
+def k(x: pl.Tensor[[16, 64], pl.FP32], y: pl.Out[pl.Tensor[[16, 64], pl.FP32]]) -> pl.Tensor[[16, 64], pl.FP32]:
+    t: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
+    y_1: pl.Tensor[[16, 64], pl.FP32] = pl.tile.store(t, [0, 0], y)
+    return y_1
+"""
 # VALID as `ptoc fmt` prints it: a header comment naming the program, a blank line after the import.
 CANONICAL = """\
 # pypto.program: f
@@ -77,6 +86,13 @@ def valid(tmp_path: Path) -> Path:
 
 
 @pytest.fixture
+def kernel(tmp_path: Path) -> Path:
+    f = tmp_path / "kernel.ir"
+    f.write_text(KERNEL)
+    return f
+
+
+@pytest.fixture
 def invalid(tmp_path: Path) -> Path:
     f = tmp_path / "invalid.ir"
     f.write_text(INVALID)
@@ -120,8 +136,8 @@ def test_each_command_help_explains_its_options(command, options):
 # ------------------------------------------------------------------ check: exit codes
 
 
-def test_check_valid_file_exits_0(valid):
-    p = run("check", str(valid))
+def test_check_valid_file_exits_0(kernel):
+    p = run("check", str(kernel))
     assert p.returncode == 0
     assert p.stdout == ""
     assert "ok: 1 file checked, no errors" in p.stderr
@@ -136,11 +152,11 @@ def test_check_invalid_file_exits_1_and_reports_every_error(invalid):
     assert "ok:" not in p.stderr
 
 
-def test_check_several_files_exits_1_when_any_has_errors(valid, invalid):
-    p = run("check", str(valid), str(invalid))
+def test_check_several_files_exits_1_when_any_has_errors(kernel, invalid):
+    p = run("check", str(kernel), str(invalid))
     assert p.returncode == 1
-    assert str(invalid) in p.stderr and f"{valid}:" not in p.stderr
-    p = run("check", str(valid), str(valid))
+    assert str(invalid) in p.stderr and f"{kernel}:" not in p.stderr
+    p = run("check", str(kernel), str(kernel))
     assert p.returncode == 0
     assert "ok: 2 files checked, no errors" in p.stderr
 
@@ -204,7 +220,7 @@ def test_directory_argument_is_a_usage_error(tmp_path):
 
 def test_utf8_bom_is_accepted(tmp_path):
     f = tmp_path / "bom.ir"
-    f.write_bytes(b"\xef\xbb\xbf" + VALID.encode())
+    f.write_bytes(b"\xef\xbb\xbf" + KERNEL.encode())
     assert run("check", str(f)).returncode == 0
 
 
@@ -239,8 +255,8 @@ def test_json_diagnostic_carries_the_spec_rule(tmp_path):
     assert d["rule"] == "FP4-1" and "pl.FP4E2M1X2" in d["hint"]
 
 
-def test_json_output_of_a_valid_file_is_empty(valid):
-    p = run("check", "--diagnostics", "json", str(valid))
+def test_json_output_of_a_valid_file_is_empty(kernel):
+    p = run("check", "--diagnostics", "json", str(kernel))
     assert p.returncode == 0 and p.stdout == ""
 
 

@@ -1,5 +1,6 @@
 """Every corpus program parses and checks (operator rules included) on its target."""
 
+import re
 from pathlib import Path
 
 import pytest
@@ -24,4 +25,7 @@ def test_corpus_has_at_least_20_programs_in_both_forms():
 
 @pytest.mark.parametrize("path", FILES, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_corpus_program_checks(path):
-    parse_program(path.read_text(), str(path), ctx=CompileContext(arch=arch_of(path)))
+    text = path.read_text()
+    prog = parse_program(text, str(path), ctx=CompileContext(arch=arch_of(path)))
+    # every function the file defines is in the checked program, in order (nothing dropped or invented)
+    assert [f.name for f in prog.functions] == re.findall(r"^\s*def (\w+)\(", text, re.M)

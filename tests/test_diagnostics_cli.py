@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from test_cli import INVALID, TRACEBACK, VALID, run
+from test_cli import INVALID, KERNEL, TRACEBACK, VALID, run
 
 ROOT = Path(__file__).resolve().parents[1]
 VADD = ROOT / "examples" / "vector_add.ir"
@@ -89,7 +89,7 @@ def test_summary_counts_one_error_in_the_singular(tmp_path):
 
 def test_no_summary_line_when_there_is_nothing_to_count(tmp_path):
     f = tmp_path / "ok.ir"
-    f.write_text(VALID)
+    f.write_text(KERNEL)
     p = run("check", str(f))
     assert p.returncode == 0 and p.stderr == "ok: 1 file checked, no errors\n"
 

@@ -16,6 +16,7 @@ import pytest
 
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.frontend.parser import parse_program
+from ptoc.ir.nodes import IfStmt, Var
 
 HEADER = """\
 import pypto.language as pl
@@ -52,7 +53,9 @@ def first(src: str) -> tuple[str, int, int]:
 
 def test_shared_program_is_valid():
     # Every case below breaks exactly one thing of this program.
-    parse_program(prog("y = x + 1", "return y"), "t.ir")
+    p = parse_program(prog("y = x + 1", "return y"), "t.ir")
+    assert [f.name for f in p.functions] == ["g", "f"] and len(p.functions[1].body) == 2
+    assert str(p.functions[1].body[0].span) == f"t.ir:{BODY}:9"
 
 
 # (behaviour, source, code, line, column, number of diagnostics or None when not asserted)
@@ -395,31 +398,42 @@ def test_errors_in_two_functions_are_both_reported():
 
 
 def test_undefined_name_inside_a_type_is_a_dynamic_dimension():
-    parse_program(prog("y: pl.Tensor[[ROWS, 128], pl.FP32] = t", "return x"), "t.ir")
+    p = parse_program(prog("y: pl.Tensor[[ROWS, 128], pl.FP32] = t", "return x"), "t.ir")
+    assert p.functions[1].body[0].annotation.shape[0] == Var("ROWS")  # kept as a symbolic dimension
 
 
 def test_undefined_name_in_a_parameter_type_is_a_dynamic_dimension():
     src = HEADER.replace("pl.Tensor[[64, 128], pl.FP32]", "pl.Tensor[[BATCH, 128], pl.FP32]") + "        return x\n"
-    parse_program(src, "t.ir")
+    assert parse_program(src, "t.ir").functions[1].params[1].type.shape[0] == Var("BATCH")
 
 
 def test_attrs_on_a_program_call_is_not_an_argument():
-    parse_program(prog('y = self.g(x, attrs={"arg_directions": [pl.adir.scalar]})', "return y"), "t.ir")
+    p = parse_program(prog('y = self.g(x, attrs={"arg_directions": [pl.adir.scalar]})', "return y"), "t.ir")
+    call = p.functions[1].body[0].value
+    assert call.args == (Var("x"),) and [k for k, _ in call.kwargs] == ["attrs"]
 
 
 def test_elif_chain_that_yields_the_same_names_is_valid():
-    parse_program(prog("if x > 1:", "    b = pl.yield_(x)", "elif x > 2:", "    b = pl.yield_(x + 1)", "else:",
-                       "    b = pl.yield_(x + 2)", "return b"), "t.ir")
+    p = parse_program(prog("if x > 1:", "    b = pl.yield_(x)", "elif x > 2:", "    b = pl.yield_(x + 1)", "else:",
+                           "    b = pl.yield_(x + 2)", "return b"), "t.ir")
+    outer = p.functions[1].body[0]  # elif is else: + a nested if that yields, re-yielded by the else
+    assert isinstance(outer, IfStmt) and outer.results == (Var("b"),)
+    assert [type(s).__name__ for s in outer.else_body] == ["IfStmt", "YieldStmt"]
 
 
 def test_crlf_and_lone_cr_line_ends_parse():
     src = prog("y = x + 1", "return y")
-    parse_program(src.replace("\n", "\r\n"), "t.ir")
-    parse_program(src.replace("\n", "\r"), "t.ir")
+    lf = parse_program(src, "t.ir")
+    for ends in ("\r\n", "\r"):
+        p = parse_program(src.replace("\n", ends), "t.ir")
+        assert p == lf and str(p.functions[1].body[1].span) == f"t.ir:{BODY + 1}:9"
 
 
 def test_byte_order_mark_is_not_a_character_of_the_program():
-    parse_program("\ufeff" + prog("y = x + 1", "return y"), "t.ir")
+    p = parse_program("\ufeff" + prog("y = x + 1", "return y"), "t.ir")
+    plain = parse_program(prog("y = x + 1", "return y"), "t.ir")
+    assert p == plain and p.functions[0].span == plain.functions[0].span  # spans unshifted by the mark
+    assert str(p.functions[1].body[0].span) == f"t.ir:{BODY}:9"
 
 
 def test_lone_cr_line_ends_keep_line_numbers():

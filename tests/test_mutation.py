@@ -207,8 +207,11 @@ def test_mutants_are_deterministic_and_varied():
 
 
 def test_inline_fallback_programs_are_valid():
+    from ptoc.ir.printer import print_program
+
     for text in INLINE:
-        parse_program(text, "inline.ir")
+        prog = parse_program(text, "inline.ir")
+        assert prog.functions and parse_program(print_program(prog), "printed.ir") == prog
 
 
 def test_every_mutant_is_accepted_or_diagnosed_in_time():

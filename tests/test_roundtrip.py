@@ -134,7 +134,18 @@ def _arch_for(text: str) -> str:
 @pytest.mark.parametrize("path", ALL, ids=_id)
 def test_corpus_passes_operator_checks(path):
     text = read(path)
-    parse_program(text, path, ctx=CompileContext(arch=_arch_for(text)))
+    ctx = CompileContext(arch=_arch_for(text))
+    prog = parse_program(text, path, ctx=ctx)
+    # the operator rules typed every unannotated op result of every kernel (an op they cannot type would
+    # leave its result unknown, which downstream passes cannot use)
+    from ptoc.ir.verifier import function_types
+    from ptoc.ir.visitor import walk
+
+    types = function_types(prog, ctx)
+    untyped = [(f.name, n.target.name) for f in prog.functions for n in walk(f)
+               if isinstance(n, AssignStmt) and n.annotation is None and isinstance(n.value, Call)
+               and n.value.kind != "func" and types[f.name].get(n.target.name) is None]
+    assert untyped == []
 
 
 @pytest.mark.parametrize("path", ALL, ids=_id)

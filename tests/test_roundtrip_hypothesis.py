@@ -370,7 +370,17 @@ class Gen:
         if not self.functions:
             return [EvalStmt(self.op_call())]
         f = self.pick(self.functions)
-        args = [self.any_expr() for _ in f.params]
+        args = []
+        for p in f.params:  # an argument of the parameter's very type: calls are type-checked
+            same = [n for n, i in self.visible(lambda i, t=p.type: i.sure and i.type == t)]
+            if same:
+                args.append(Var(self.pick(same)))
+            elif isinstance(p.type, ScalarType) and p.type.dtype in NUMERIC_DTYPES:
+                args.append(self.const(p.type.dtype))
+            elif p.type == ScalarType(BOOL):
+                args.append(ConstBool(self.chance(50)))
+            else:
+                return [EvalStmt(self.op_call())]
         n_kw = self.num(0, len(args))
         pos = tuple(args[: len(args) - n_kw])
         kw = tuple((p.name, a) for p, a in zip(f.params[len(args) - n_kw:], args[len(args) - n_kw:]))
@@ -516,7 +526,10 @@ class Gen:
         for _ in range(self.num(0, 4)):
             pn = self.fresh("p")
             r = self.num(0, 9)
-            if r < 3:
+            earlier = [q.type for f in self.functions for q in f.params]
+            if earlier and self.chance(50):  # a type an earlier function takes: this one can call it
+                t = self.pick(earlier)
+            elif r < 3:
                 t: Type = ScalarType(self.pick(NUMERIC_DTYPES + [BOOL]))
             elif r < 7:
                 t = self.tensor_type()

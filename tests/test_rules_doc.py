@@ -63,14 +63,16 @@ def test_no_hint_points_to_a_file_outside_the_project():
         assert "spec/README.md" not in path.read_text(encoding="utf-8"), path
 
 
+# situations of files, the assembler, the simulator and the numeric reference: no IR program triggers them
+# through check/compile, so their entries show a command line instead of a runnable example
+COMMAND_LINE_ONLY = {"PTOC-E0004", "PTOC-E0006", "PTOC-E0007", "PTOC-E0450", "PTOC-E0451", "PTOC-E0452", "PTOC-E0453", "PTOC-E0454", "PTOC-E0460", "PTOC-E0461", "PTOC-E0462", "PTOC-E0463", "PTOC-I0455", "PTOC-E0500", "PTOC-E0501", "PTOC-E0502", "PTOC-E0503", "PTOC-E0504", "PTOC-E0505", "PTOC-E0506", "PTOC-I0001"}
+
+
 def test_every_code_entry_has_a_runnable_example_except_runtime_situations():
     runnable = {key for key, info, _ in examples() if info.get("ptoc") in ("check", "compile")}
     # situations of files, the assembler and the numeric reference: shown as command lines
     shown_as_commands = {c for c in CODES if c[6:8] in ("00", "04", "05") and c not in runnable}
-    assert shown_as_commands <= {"PTOC-E0004", "PTOC-E0006", "PTOC-E0007", "PTOC-E0450", "PTOC-E0451",
-                                 "PTOC-E0452", "PTOC-E0453", "PTOC-E0454", "PTOC-E0460", "PTOC-E0461",
-                                 "PTOC-E0462", "PTOC-E0463", "PTOC-I0455", "PTOC-E0500", "PTOC-E0501", "PTOC-E0502", "PTOC-E0503",
-                                 "PTOC-E0504", "PTOC-E0505", "PTOC-E0506", "PTOC-I0001"}
+    assert shown_as_commands <= COMMAND_LINE_ONLY
     assert set(CODES) - runnable <= shown_as_commands
 
 
@@ -115,7 +117,8 @@ def example_runs(tmp_path_factory):
 
 
 def test_there_are_examples_for_most_entries(example_runs):
-    assert len({key for (key, _), _ in example_runs}) >= len(TABLE) - 16
+    with_example = {key for (key, _), _ in example_runs}
+    assert set(TABLE) - with_example <= COMMAND_LINE_ONLY
 
 
 def test_each_example_produces_the_documented_code(example_runs):

@@ -192,8 +192,78 @@ def type_mismatch(annotated: Type, actual: Type) -> str | None:
                 return f"dimension {i} of the value is {y.value}, the annotation says {x.value}"
         if isinstance(a, TileType) and a.memory and b.memory and a.memory != b.memory:  # type: ignore
             return f"the value lives in {b.memory}, the annotation says {a.memory}"  # type: ignore
+        if isinstance(a, TileType):
+            why = _tile_view_mismatch(a, b, flattened)  # type: ignore[arg-type]
+            if why:
+                return why
         if isinstance(a, TensorType) and a.layout != b.layout:  # type: ignore[union-attr]
             return f"the value has layout {b.layout}, the annotation says {a.layout}"  # type: ignore
+    return None
+
+
+# The start of the `type_mismatch` answer about valid shapes (annotate() adds the TLOAD fact to its hint).
+VALID_SHAPE_MISMATCH = "the value's valid shape is "
+
+
+def _same_dim(x: Expr | None, y: Expr | None) -> bool:
+    """Provably the same extent: equal constants (of any integer dtype) or the same expression."""
+    if isinstance(x, ConstInt) and isinstance(y, ConstInt):
+        return x.value == y.value
+    return x == y
+
+
+def _dims(d: tuple[Expr, ...] | None) -> str:
+    from ptoc.ir.printer import print_expr
+
+    return "none" if d is None else "[" + ", ".join(print_expr(x) for x in d) + "]"
+
+
+def _tile_view_mismatch(a: TileType, b: TileType, flattened: bool) -> str | None:
+    """Why the whole TileView of annotation `a` contradicts the value's `b` (valid shape included; a
+    field left out takes the implicit value of the memory space, so no TileView means the whole tile
+    is valid). Compared in the memory space the tiles share (the annotation's when the value has none)."""
+    if a.view is None and b.view is None:
+        return None  # both fully valid with the implicit layout of the same space
+    from ptoc.ir.types import implicit_tile_view
+
+    if flattened:  # the value's view as FlattenTileNdTo2D writes it for the 2-D form
+        from ptoc.diagnostics import CompileError
+        from ptoc.passes.FlattenTileNdTo2D import flat_tile
+
+        try:
+            b = flat_tile(b, b)
+        except CompileError:
+            return "the value's valid region has no 2-D form"
+    mem = a.memory or b.memory
+    implicit_a = implicit_tile_view(a.shape, mem)
+    implicit_b = implicit_tile_view(b.shape, mem)
+    va, vb = a.view, b.view
+    for name, default_a in implicit_a.items():
+        xa = getattr(va, name) if va is not None else None
+        xb = getattr(vb, name) if vb is not None else None
+        if xa is None and xb is None:
+            continue  # both implicit (for valid_shape: each its own shape, compared as dimensions)
+        xa = default_a if xa is None else xa
+        xb = implicit_b[name] if xb is None else xb
+        if name in ("valid_shape", "stride"):
+            if xa is None or xb is None or len(xa) != len(xb):  # type: ignore[arg-type]
+                same = xa is None and xb is None
+            else:
+                same = all(_same_dim(x, y) for x, y in zip(xa, xb))  # type: ignore[arg-type]
+            if not same:
+                if name == "valid_shape":
+                    return (f"{VALID_SHAPE_MISMATCH}{_dims(xb)}, the annotation's is {_dims(xa)}"  # type: ignore
+                            + (" (without a TileView the whole tile is valid)" if va is None
+                               or va.valid_shape is None else ""))
+                return f"the value's TileView stride is {_dims(xb)}, the annotation's is {_dims(xa)}"  # type: ignore
+        elif name == "start_offset":
+            if not _same_dim(xa, xb):  # type: ignore[arg-type]
+                from ptoc.ir.printer import print_expr
+
+                return (f"the value's TileView start_offset is {print_expr(xb)}, the annotation's is "  # type: ignore
+                        f"{print_expr(xa)}")  # type: ignore[arg-type]
+        elif xa != xb:
+            return f"the value's TileView {name} is {xb}, the annotation's is {xa}"
     return None
 
 
@@ -542,7 +612,7 @@ class Verifier:
             arg_types = [self.expr(a, scope, in_type) for a in e.args]
             kwarg_types = {k: self.expr(v, scope, in_type) for k, v in e.kwargs}
             if e.kind == "func":
-                return self.func_call(e)
+                return self.func_call(e, arg_types, kwarg_types)
             if self.op_typer is not None and not in_type:
                 if self.cache is not None:
                     t, diags = self.cache.op_type(e, arg_types, kwarg_types)
@@ -586,7 +656,7 @@ class Verifier:
             return None
         return None
 
-    def func_call(self, e: Call) -> Type | None:
+    def func_call(self, e: Call, arg_types: list | None = None, kwarg_types: dict | None = None) -> Type | None:
         self.calls = True
         f = self.funcs.get(e.op)
         if f is None:
@@ -606,11 +676,37 @@ class Verifier:
                 near = difflib.get_close_matches(k, sorted(names), n=1, cutoff=0.6)
                 self.err("PTOC-E0113", f"{e.op!r} has no parameter {k!r}", e,
                          hint=f"did you mean {near[0]}=?" if near else f"the function is {sig}")
+        if arg_types is not None:
+            by_name = {p.name: p for p in f.params}
+            passed = [(p, a, t) for p, a, t in zip(f.params, e.args, arg_types)]
+            passed += [(by_name[k], v, (kwarg_types or {}).get(k)) for k, v in kwargs if k in by_name]
+            for p, a, t in passed:
+                self._check_argument(f, p, a, t)
         if not f.returns:
             return None
         if len(f.returns) == 1 and not f.returns_tuple:
             return f.returns[0]
         return TupleType(tuple(f.returns))
+
+    def _check_argument(self, f: Function, p, a: Expr, t: Type | None) -> None:
+        """An argument agrees with its parameter's type: dtype, shape (where both are static), layout and,
+        for tiles, the whole TileView. A logical NZ tensor may meet its blocked form (NZ-16)."""
+        if t is None or p.type is None:
+            return
+        if isinstance(p.type, ScalarType) and isinstance(a, (ConstInt, ConstFloat)) and (
+                p.type.dtype.is_float or (p.type.dtype.is_int and isinstance(a, ConstInt))):
+            return  # a number takes the scalar parameter's dtype (as a constant scalar takes the tile's, OP-6)
+        why = type_mismatch(p.type, t) if self.cache is None else self.cache.type_mismatch(p.type, t)
+        if not why:
+            return
+        da, db = getattr(p.type, "dtype", None), getattr(t, "dtype", None)
+        fp4 = da != db and any(d is not None and d.is_packed_fp4 for d in (da, db))
+        hint = f"pass a value of type {print_type(p.type)}"
+        if fp4:
+            hint += "; packed FP4 types never convert at a call: convert through BF16 with pl.cast"
+        why = why.replace("the annotation says", "the parameter says").replace("the annotation's", "the parameter's")
+        self.err("PTOC-E0120", f"argument {p.name!r} of {f.name!r} contradicts the parameter: {why}", a,
+                 hint=hint, rule="FP4-2" if fp4 else None)
 
     # ------------------------------------------------------------------ statements
     def annotate(self, ann: Type | None, actual: Type | None, at: Node, scope: _Scope) -> Type | None:
@@ -620,8 +716,13 @@ class Verifier:
         if actual is not None:
             why = type_mismatch(ann, actual) if self.cache is None else self.cache.type_mismatch(ann, actual)
             if why:
-                self.err("PTOC-E0105", f"annotation contradicts the value: {why}", at,
-                         hint=f"the value's type is {print_type(actual)}")
+                hint = f"the value's type is {print_type(actual)}"
+                if why.startswith(VALID_SHAPE_MISMATCH) and isinstance(actual, TileType):
+                    hint = (f"annotate it as {print_type(actual)}: the valid shape is part of a tile's type and "
+                            "decides what tload and tstore move (pto-isa's TLOAD requires the tile's valid rows "
+                            "to be the loaded partition's rows, validRow == shape2*shape3; a store writes the "
+                            "valid rows only)")
+                self.err("PTOC-E0105", f"annotation contradicts the value: {why}", at, hint=hint)
                 return actual  # reported once; later uses see the value's real type, not a second error
         return ann
 

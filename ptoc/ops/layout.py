@@ -904,6 +904,10 @@ def _tile_extract(args: Args) -> Type | None:
         view = TileView(blayout=b, slayout=s, fractal=512)
     if t.view is not None and t.view.pad is not None:
         view = replace(view or TileView(), pad=t.view.pad)
+    if mem in ("Left", "Right") and region is not None and shapes_equal(region, shape) is not True:
+        # a partial window into L0 is a compact transfer: TEXTRACT's non-compact path copies whole physical
+        # rows and takes no valid extents, so it would move the padding as data (PyPTO stamps the same)
+        view = replace(view or TileView(), compact="normal")
     return new_tile(shape, t.dtype, mem, region, view)
 
 

@@ -9,7 +9,7 @@ and returns the tensor. tile.move lives with the TMOV rules in `move.py`.
 from __future__ import annotations
 
 from ptoc.ir import dtypes
-from ptoc.ir.nodes import ConstInt, PtrType, ScalarType, TensorType, TileType, Type
+from ptoc.ir.nodes import BinOp, ConstInt, PtrType, ScalarType, TensorType, TileType, Type
 from ptoc.ops.common import (
     cint,
     const_int_arg,
@@ -26,13 +26,24 @@ MEM_SPACES = ("Vec", "Mat", "Left", "Right", "Acc", "Bias", "LeftScale", "RightS
 
 
 def blocked_nz_logical(t: TensorType, sizes) -> tuple | None:
-    """A rank-5 NZ partition `[1, C/c0, R/16, 16, c0]` describes a logical `[R, C]` tile (NZ-4)."""
+    """A rank-5 NZ partition `[1, C/c0, R/16, 16, c0]` describes a logical `[R, C]` tile (NZ-4). A dynamic
+    extent is the count of fractal rows (columns) times 16 (c0); BlockNzTensorViews writes a dynamic
+    valid extent `v` as `v // 16` (`v // c0`) only when it proved `v` a multiple of it (NZ-10), and that
+    form reads back as `v`."""
     if t.layout != "NZ" or len(t.shape) != 5 or len(sizes) != 5:
         return None
     s = [cint(x) for x in sizes]
-    if s[1] is None or s[2] is None or s[3] is None or s[4] is None:
+    if s[3] is None or s[4] is None:
         return None
-    return (ConstInt(s[2] * s[3], dtypes.INDEX), ConstInt(s[1] * s[4], dtypes.INDEX))
+    return (_blocks_times(sizes[2], s[2], s[3]), _blocks_times(sizes[1], s[1], s[4]))
+
+
+def _blocks_times(blocks, value: int | None, factor: int):
+    if value is not None:
+        return ConstInt(value * factor, dtypes.INDEX)
+    if isinstance(blocks, BinOp) and blocks.op == "//" and cint(blocks.rhs) == factor:
+        return blocks.lhs
+    return BinOp("*", blocks, ConstInt(factor, dtypes.INDEX))
 
 
 @register("tile.load", ("tensor", "offsets", "shapes"),
@@ -72,7 +83,7 @@ def _load(args: Args) -> Type | None:
                 args.fail(f"tile.load: window [{o}, {o + s}) of axis {i} exceeds the tensor extent {d}",
                           "shapes", hint="shrink the window or its offset")
     logical = blocked_nz_logical(t, shapes)
-    if logical is not None:
+    if logical is not None and all(isinstance(d, ConstInt) for d in logical):
         vl = blocked_nz_logical(t, valid) if valid is not None else None
         return new_tile(logical, t.dtype, mem, vl)
     return new_tile(shapes, t.dtype, mem, valid)

@@ -177,8 +177,21 @@ def test_fp4_4_packed_conversion_in_mat_rejected():
     assert d[0].rule == "FP4-4" and "none_box" in d[0].message
 
 
-def test_fp4_2_formats_are_distinct_types():
-    assert dtypes.FP4E2M1X2 != dtypes.FP4E1M2X2
+def test_fp4_2_an_annotation_never_converts_between_the_formats():
+    load = "t: pl.Tile[[32, 64], {dt}, pl.Mem.Vec] = pl.tile.load(src, [0, 0], [32, 64])"
+    params = "src: pl.Tensor[[32, 64], pl.FP4E1M2X2]"
+    d = diagnostics(params, load.format(dt="pl.FP4E2M1X2"), A5)
+    assert [x.code for x in d] == ["PTOC-E0105"]
+    assert d[0].message.endswith("the value has dtype FP4E1M2X2, the annotation says FP4E2M1X2")
+    assert diagnostics(params, load.format(dt="pl.FP4E1M2X2"), A5) == []  # the same format is accepted
+
+
+def test_fp4_2_storing_one_format_into_the_other_is_rejected():
+    body = "t = pl.tile.load(src, [0, 0], [32, 64])\no = pl.tile.store(t, [0, 0], dst)"
+    d = diagnostics("src: pl.Tensor[[32, 64], pl.FP4E1M2X2], dst: pl.Tensor[[32, 64], pl.FP4E2M1X2]", body, A5)
+    assert [x.code for x in d] == ["PTOC-E0202"] and "FP4E1M2X2" in d[0].message and "FP4E2M1X2" in d[0].message
+    same = "src: pl.Tensor[[32, 64], pl.FP4E2M1X2], dst: pl.Tensor[[32, 64], pl.FP4E2M1X2]"
+    assert diagnostics(same, body, A5) == []
 
 
 def test_fp4_2_cast_between_formats_keeps_the_carrier_shape():

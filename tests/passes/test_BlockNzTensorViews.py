@@ -249,13 +249,13 @@ def test_nz4_dynamic_valid_rows_provably_multiple_of_16_become_floordiv_rows_16(
     before = kernel("w: pl.Tensor[[800, 512], pl.INT8, pl.NZ]", "", """
         for o0 in pl.range(0, 800, 256):
             vr = pl.min(800 - o0, 256)
-            wt: pl.Tile[[256, 512], pl.INT8, pl.Mem.Mat] = pl.tile.load(w, [o0, 0], [256, 512], [vr, 512], target_memory=pl.Mem.Mat)
+            wt: pl.Tile[[256, 512], pl.INT8, pl.Mem.Mat, pl.TileView(valid_shape=[vr, 512])] = pl.tile.load(w, [o0, 0], [256, 512], [vr, 512], target_memory=pl.Mem.Mat)
     """)
     expected = kernel("w: pl.Tensor[[1, 16, 50, 16, 32], pl.INT8, pl.NZ]", "", f"""
         {ATTR}
         for o0 in pl.range(0, 800, 256):
             vr = pl.min(800 - o0, 256)
-            wt: pl.Tile[[256, 512], pl.INT8, pl.Mem.Mat] = pl.tile.load(w, [0, 0, o0 // 16, 0, 0], [1, 16, 16, 16, 32], [1, 16, vr // 16, 16, 32], target_memory=pl.Mem.Mat)
+            wt: pl.Tile[[256, 512], pl.INT8, pl.Mem.Mat, pl.TileView(valid_shape=[vr, 512])] = pl.tile.load(w, [0, 0, o0 // 16, 0, 0], [1, 16, 16, 16, 32], [1, 16, vr // 16, 16, 32], target_memory=pl.Mem.Mat)
     """)
     assert_blocks(before, expected)
 
@@ -773,4 +773,8 @@ def test_nz16_orchestration_is_unchanged_and_its_call_of_the_blocked_kernel_stil
 def test_nz16_orchestration_may_annotate_a_kernel_nz_result_with_its_logical_type():
     call = ("        r: pl.Tensor[[64, 16], pl.FP32, pl.NZ] = self.k(w, o)\n        return r")
     params = "w: pl.Tensor[[256, 512], pl.INT8, pl.NZ], o: pl.Out[pl.Tensor[[64, 16], pl.FP32, pl.NZ]]"
-    run(kernel(params, "pl.Tensor[[64, 16], pl.FP32, pl.NZ]", "return o", extra=ORCH.format(call=call)))
+    out = run(kernel(params, "pl.Tensor[[64, 16], pl.FP32, pl.NZ]", "return o", extra=ORCH.format(call=call)))
+    k, orch = out.functions
+    assert [d.value for d in k.returns[0].shape] == [1, 2, 4, 16, 8]  # the kernel's result is blocked (NZ-2)
+    (r,) = [s for s in orch.body if getattr(s, "target", None) is not None and s.target.name == "r"]
+    assert [d.value for d in r.annotation.shape] == [64, 16] and r.annotation.layout == "NZ"  # still logical

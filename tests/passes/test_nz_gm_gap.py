@@ -37,6 +37,13 @@ def run(text: str):
     return out
 
 
+def load_window(out) -> tuple[list, list | None]:
+    """(blocked sizes, blocked valid sizes or None) of the kernel's one tile.load after the pass."""
+    (stmt,) = [s for s in out.functions[0].body if getattr(getattr(s, "value", None), "op", None) == "tile.load"]
+    args = stmt.value.args
+    return [d.value for d in args[2].items], ([d.value for d in args[3].items] if len(args) > 3 else None)
+
+
 def rejected(text: str):
     prog = parse_program(text, "before.ir", ctx=CTX)
     with pytest.raises(CompileError) as e:
@@ -62,7 +69,8 @@ def test_gm_gap_65536_rejected_r65552_tr16():
 
 
 def test_gm_gap_65520_accepted_r65552_tr32_same_tensor_wider_tile():
-    run(load("pl.Tensor[[65552, 64], pl.INT8, pl.NZ]", "[32, 64]", "[32, 64]"))
+    out = run(load("pl.Tensor[[65552, 64], pl.INT8, pl.NZ]", "[32, 64]", "[32, 64]"))
+    assert load_window(out) == ([1, 2, 2, 16, 32], None)  # two column blocks of 32 rows: gap 65520
 
 
 def test_gm_gap_measured_on_valid_shape_partition_1x2x1x16x32_rejected():
@@ -76,21 +84,22 @@ def test_gm_gap_measured_on_valid_shape_partition_1x2x1x16x32_rejected():
 
 def test_gm_gap_single_column_block_load_is_never_limited():
     # [65552, 32] INT8 has one column block: the truncated gmGap field is never read
-    run(load("pl.Tensor[[65552, 32], pl.INT8, pl.NZ]", "[16, 32]", "[16, 32]"))
+    out = run(load("pl.Tensor[[65552, 32], pl.INT8, pl.NZ]", "[16, 32]", "[16, 32]"))
+    assert load_window(out) == ([1, 1, 1, 16, 32], None)
 
 
 def test_gm_gap_single_column_block_by_valid_shape_is_not_limited():
     src = kernel("pl.Tensor[[65552, 64], pl.INT8, pl.NZ]",
                  "wt: pl.Tile[[16, 64], pl.INT8, pl.Mem.Mat, pl.TileView(valid_shape=[16, 32])] = "
                  "pl.tile.load(w, [0, 0], [16, 64], [16, 32], target_memory=pl.Mem.Mat)")
-    run(src)
+    assert load_window(run(src)) == ([1, 2, 1, 16, 32], [1, 1, 1, 16, 32])  # one valid column block
 
 
 def test_gm_gap_dynamic_row_extent_is_checked_at_zero_rows():
     body = """
         for o0 in pl.range(0, {R}, 256):
             vr = pl.min({R} - o0, 256)
-            wt: pl.Tile[[256, 64], pl.INT8, pl.Mem.Mat] = pl.tile.load(w, [o0, 0], [256, 64], [vr, 64], target_memory=pl.Mem.Mat)
+            wt: pl.Tile[[256, 64], pl.INT8, pl.Mem.Mat, pl.TileView(valid_shape=[vr, 64])] = pl.tile.load(w, [o0, 0], [256, 64], [vr, 64], target_memory=pl.Mem.Mat)
     """
     d = rejected(kernel("pl.Tensor[[65536, 64], pl.INT8, pl.NZ]", body.format(R=65536)))
     assert "dynamic row extent" in d.message and "65536 - 0 = 65536" in d.message

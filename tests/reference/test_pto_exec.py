@@ -765,7 +765,7 @@ EXTRACT_IR = ir_kernel(
     """
     am: pl.Tile[[32, 64], pl.FP16, pl.Mem.Mat] = pl.tile.load(a, [0, 0], [32, 64], target_memory=pl.Mem.Mat)
     bm: pl.Tile[[64, 32], pl.FP16, pl.Mem.Mat] = pl.tile.load(b, [0, 0], [64, 32], target_memory=pl.Mem.Mat)
-    al: pl.Tile[[32, 32], pl.FP16, pl.Mem.Left] = pl.tile.extract(am, 0, 32, [32, 32], target_memory=pl.Mem.Left)
+    al: pl.Tile[[32, 32], pl.FP16, pl.Mem.Left, pl.TileView(blayout=pl.TileLayout.row_major)] = pl.tile.extract(am, 0, 32, [32, 32], target_memory=pl.Mem.Left)
     br: pl.Tile[[32, 16], pl.FP16, pl.Mem.Right] = pl.tile.extract(bm, 32, 16, [32, 16], target_memory=pl.Mem.Right)
     acc: pl.Tile[[32, 16], pl.FP32, pl.Mem.Acc] = pl.tile.matmul(al, br)
     c_1: pl.Tensor[[32, 16], pl.FP32] = pl.tile.store(acc, [0, 0], c)
