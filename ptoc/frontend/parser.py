@@ -744,6 +744,12 @@ class Builder:
             if v.k == "call" and self._pl_path(v.a[0]) == ["func_attr"]:
                 self.fail("PTOC-E0111", "pl.func_attr(...) may appear only as the first statement of a function",
                           n)
+            if v.k == "name" and v.a[0] in ("break", "continue"):
+                self.fail("PTOC-E0005", f"`{v.a[0]}` is not supported: a loop runs all its iterations "
+                          "(ptoc takes structured loops only)", n,
+                          hint="express the exit as a condition: wrap the rest of the body in `if`, or loop "
+                          "with `for (x,) in pl.while_(init_values=(x0,)):` whose first statement is "
+                          "`pl.cond(...)`")
             if v.k != "call":
                 self.fail("PTOC-E0005", "an expression statement must be a call", n,
                           hint="assign the value to a name, or delete the line")
@@ -899,13 +905,14 @@ class Builder:
 
 
 def parse_program(text: str, file: str = "<input>", verify: bool = True, ctx=None,
-                  check_ops: bool = True) -> Program:
-    """Parse IR text. Raises `CompileError` with every diagnostic found."""
+                  check_ops: bool = True, ssa: bool = False) -> Program:
+    """Parse IR text. Raises `CompileError` with every diagnostic found. The program as written may
+    assign a name more than once (ConvertToSSA renames); `ssa` True checks single assignment too."""
     with gc_paused():  # the front end builds large acyclic structures (see syntax.gc_paused)
-        return _parse_program(text, file, verify, ctx, check_ops)
+        return _parse_program(text, file, verify, ctx, check_ops, ssa)
 
 
-def _parse_program(text: str, file: str, verify: bool, ctx, check_ops: bool) -> Program:
+def _parse_program(text: str, file: str, verify: bool, ctx, check_ops: bool, ssa: bool = False) -> Program:
     nodes, diags = parse_syntax(text, file)
     if nodes is None:
         raise CompileError(diags)
@@ -919,7 +926,7 @@ def _parse_program(text: str, file: str, verify: bool, ctx, check_ops: bool) -> 
     if prog is not None and verify and not sink.has_errors:
         from ptoc.ir.verifier import verify_program
 
-        for d in verify_program(prog, ctx=ctx, check_ops=check_ops):
+        for d in verify_program(prog, ctx=ctx, check_ops=check_ops, ssa=ssa):
             sink.add(d)
     sink.raise_if_errors()
     assert prog is not None

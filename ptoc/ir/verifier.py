@@ -413,11 +413,14 @@ class VerifyCache:
 
 class Verifier:
     def __init__(self, program: Program, ctx=None, op_typer: OpTyper | None = None,
-                 cache: VerifyCache | None = None):
+                 cache: VerifyCache | None = None, ssa: bool = True):
         self.program = program
         self.ctx = ctx
         self.op_typer = op_typer
-        self.cache = cache if cache is not None and cache.usable(ctx, op_typer) else None
+        # ssa False: the program as written, before ConvertToSSA: a name may be assigned again, and
+        # a name both branches of an if assign is visible after the if
+        self.ssa = ssa
+        self.cache = cache if ssa and cache is not None and cache.usable(ctx, op_typer) else None
         self.token = self.cache.token(program) if self.cache is not None else -1
         self.calls = False  # the current function calls a function of the program
         self.reads: list[tuple[str, Type | None]] | None = None  # names (and types) read by the statement
@@ -484,6 +487,9 @@ class Verifier:
 
     # ------------------------------------------------------------------ definitions and uses
     def define(self, name: str, t: Type | None, node: Node, scope: _Scope) -> None:
+        if not self.ssa and name in self.defined_at:
+            scope.names[name] = t  # a new value of the name (ConvertToSSA gives it a name of its own)
+            return
         if name in self.defined_at:
             first = self.defined_at[name]
             self.err("PTOC-E0102", f"{name!r} is assigned more than once (first at line {first.line})",
@@ -727,6 +733,9 @@ class Verifier:
             else_scope = _Scope(scope)
             ey = self.block(s.else_body, else_scope, f, "branch") if s.else_body else None
             self._leave(else_scope, f"the else branch of the if at line {s.span.line}")
+            if not self.ssa:  # as written, a name both branches assign is assigned after the if
+                for name in then_scope.names.keys() & else_scope.names.keys():
+                    scope.names[name] = then_scope.names[name]
             tn = tuple(v.name for v in s.results)
             en = tuple(v.name for v in (s.else_body[-1].targets if s.else_body
                                         and isinstance(s.else_body[-1], YieldStmt) else ()))
@@ -757,6 +766,7 @@ class Verifier:
         for name in inner.names:
             self.region_of.setdefault(name, where)
 
+
     def _bind_results(self, results, yielded, init_types, s: Stmt, scope: _Scope) -> None:
         for i, v in enumerate(results):
             t = None
@@ -780,14 +790,16 @@ def function_types(program: Program, ctx=None,
 
 
 def verify_program(program: Program, ctx=None, op_typer: OpTyper | None = None,
-                   check_ops: bool = True, cache: VerifyCache | None = None) -> list[Diagnostic]:
+                   check_ops: bool = True, cache: VerifyCache | None = None, ssa: bool = True) -> list[Diagnostic]:
     """Structural checks, plus operator type rules when `check_ops` (formatting does not need them:
     any `pl.<namespace>.<op>(...)` call is valid IR text). With the pipeline's `cache`, a function that
     verified clean before (same parts, same signatures) is not checked again (nor are its warnings
-    repeated: the pipeline looks at errors only)."""
+    repeated: the pipeline looks at errors only). `ssa`: also check single assignment and that values
+    leave loops and branches only through `pl.yield_` (false for the program as written, which
+    ConvertToSSA has not seen yet)."""
     if op_typer is None and check_ops:
         op_typer = _default_op_typer()
-    return Verifier(program, ctx, op_typer, cache).run()
+    return Verifier(program, ctx, op_typer, cache, ssa).run()
 
 
 def _default_op_typer() -> OpTyper | None:
