@@ -217,7 +217,7 @@ def test_a_while_loop_carries_what_its_body_updates():
 
 
 def test_uses_inside_types_are_renamed():
-    params = f"x: pl.Tensor[[16, 64], pl.FP32], n: pl.Scalar[pl.INDEX]"
+    params = "x: pl.Tensor[[16, 64], pl.FP32], n: pl.Scalar[pl.INDEX]"
     ret = "pl.Tensor[[8, 64], pl.FP32]"
     assert_converts(fn("""
         v = pl.min(n, 64)
