@@ -761,6 +761,9 @@ class Builder:
             return PassStmt(span=n.span)
         if k == "for":
             return self.for_stmt(n)
+        if k == "while":  # as written: ConvertToSSA gives it iter_args for the values its body updates
+            cond, body = n.a
+            return WhileStmt((), (), self.expr(cond), self.block(body), span=n.span)
         if k == "if":
             return self.if_stmt(n)
         if k == "with":

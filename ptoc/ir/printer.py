@@ -302,6 +302,9 @@ class Printer:
                 init = s.init_values
             out.append(f"{ind}for {target} in {p}.{s.kind}({self._call_args(s.args, s.kwargs, init)}):")
             self.stmts(s.body, depth + 1, out)
+        elif isinstance(s, WhileStmt) and not s.iter_args and not s.init_values and not s.kwargs:
+            out.append(f"{ind}while {self.expr(s.cond)}:")  # as written (before ConvertToSSA)
+            self.stmts(s.body, depth + 1, out)
         elif isinstance(s, WhileStmt):
             names = ", ".join(a.name for a in s.iter_args)
             if len(s.iter_args) == 1:

@@ -266,3 +266,35 @@ def test_the_property_check_names_a_reassigned_name():
     # lines: 1 @pl.program, 2 class, 3 @pl.function, 4 def, 5 and 6 the two assignments
     assert ssa_violations(prog) == ["main: 'r' is assigned more than once (line 6)"]
     assert ssa_violations(ConvertToSSA().run(prog, CTX)) == []
+
+
+def test_a_python_while_loop_becomes_pl_while_carrying_what_it_updates_in_name_order():
+    params = f"n: pl.Scalar[pl.INT64], x: {T}"
+    assert_converts(fn("""
+        k: pl.Scalar[pl.INT64] = 0
+        acc = pl.add(x, 0.0)
+        while k < n:
+            k = k + 1
+            acc = pl.add(acc, x)
+        return acc
+    """, params), fn("""
+        k: pl.Scalar[pl.INT64] = 0
+        acc = pl.add(x, 0.0)
+        for (acc_1, k_1) in pl.while_(init_values=(acc, k)):
+            pl.cond(k_1 < n)
+            k_2 = k_1 + 1
+            acc_2 = pl.add(acc_1, x)
+            acc_3, k_3 = pl.yield_(acc_2, k_2)
+        return acc_3
+    """, params))
+
+
+def test_a_python_while_loop_prints_as_written_and_parses_back():
+    text = "# pypto.program: p\nimport pypto.language as pl\n\n" + fn("""
+        k: pl.Scalar[pl.INT64] = 0
+        while k < n:
+            k = k + 1
+        return k
+    """, "n: pl.Scalar[pl.INT64]", "pl.Scalar[pl.INT64]")
+    prog = parse_program(text, "w.ir", ctx=CTX)
+    assert print_program(prog) == text
