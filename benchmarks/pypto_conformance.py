@@ -407,8 +407,8 @@ def main(argv=None) -> int:
         except Exception as e:  # noqa: BLE001
             crashes[f"{type(e).__name__}: {str(e)[:100]}"] += 1
             continue
-        try:
-            expected = check_source(x.text, f"{x.file}:{x.line} Expected", ctx)
+        try:  # as written too: a pass that runs before ConvertToSSA expects non-SSA text
+            expected = frontend(x.text, f"{x.file}:{x.line} Expected", ctx)
         except CompileError:
             outcomes["Expected rejected"] += 1
             continue
