@@ -35,14 +35,15 @@ def frontend(text: str, file: str, ctx: CompileContext) -> Program:
 
 def check_source(text: str, file: str, ctx: CompileContext) -> Program:
     """What `ptoc check` checks: the program as written (a name may be assigned again), then, after
-    ConvertToSSA, single assignment and that values leave loops and branches only through their
+    CtrlFlowTransform and ConvertToSSA, single assignment and that values leave loops and branches only through their
     yields. Returns the program in SSA form; raises `CompileError` with what is wrong."""
     from ptoc.diagnostics import CompileError
     from ptoc.ir.verifier import verify_program
     from ptoc.passes.ConvertToSSA import ConvertToSSA
+    from ptoc.passes.CtrlFlowTransform import CtrlFlowTransform
 
     prog = frontend(text, file, ctx)
-    ssa = ConvertToSSA().run(prog, ctx)
+    ssa = ConvertToSSA().run(CtrlFlowTransform().run(prog, ctx), ctx)
     if ssa is not prog:
         errors = [d for d in verify_program(ssa, ctx=ctx, ssa=True) if d.severity == "error"]
         if errors:

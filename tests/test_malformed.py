@@ -117,10 +117,14 @@ CASES = [
      "PTOC-E0101", BODY, 17, 1),
     ("loop_body_name_used_after_the_loop", prog("for i in pl.range(4):", "    s = x + i", "return s"),
      "PTOC-E0101", BODY + 2, 16, 1),
-    ("break_in_a_loop", prog("for i in pl.range(4):", "    break", "return x"),
-     "PTOC-E0005", BODY + 1, 13, 1),
-    ("continue_in_a_loop", prog("for i in pl.range(4):", "    continue", "return x"),
-     "PTOC-E0005", BODY + 1, 13, 1),
+    ("break_outside_a_loop", prog("if x > 0:", "    break", "return x"),
+     "PTOC-E0111", BODY + 1, 13, 1),
+    ("continue_outside_a_loop", prog("continue", "return x"),
+     "PTOC-E0111", BODY, 9, 1),
+    ("break_in_a_loop_with_iter_args",
+     prog("for i, (a,) in pl.range(4, init_values=(x,)):", "    if i > 2:", "        break",
+          "    b = pl.yield_(a)", "return b"),
+     "PTOC-E0291", BODY, 9, 1),
     ("loop_variable_used_after_the_loop", prog("for i in pl.range(4):", "    pass", "return i"),
      "PTOC-E0101", BODY + 2, 16, 1),
     # ---- yields
@@ -278,12 +282,13 @@ def test_assigned_twice_is_accepted_as_written_and_rejected_where_ssa_is_require
     assert "y_1" in d.hint
 
 
-def test_break_and_continue_say_what_is_unsupported():
+def test_break_and_continue_in_a_loop_with_iter_args_say_how_to_write_it():
     for word in ("break", "continue"):
-        d = errors(prog("for i in pl.range(4):", "    if i > 2:", f"        {word}", "return x"))[0]
-        assert d.message.startswith(f"`{word}` is not supported")
-        assert "expression statement" not in d.message
-        assert "pl.while_" in d.hint
+        src = prog("for i, (a,) in pl.range(4, init_values=(x,)):", "    if i > 2:", f"        {word}",
+                   "    b = pl.yield_(a)", "return b")
+        d = errors(src)[0]
+        assert d.message == f"`{word}` in a loop that carries values through pl.yield_ is not supported"
+        assert "without iter_args" in d.hint
 
 
 def test_fp4_is_rejected_with_the_packed_names_and_rule_fp4_1():

@@ -108,10 +108,12 @@ def test_pipeline_with_an_unknown_pass_is_a_usage_error(tmp_path):
     assert "unknown pass 'Simplify'" in p.stderr
 
 
-def test_the_pipeline_list_starts_with_convert_to_ssa():
+def test_the_pipeline_list_starts_with_the_passes_that_take_the_program_as_written():
     p = run("passes", "--list")
     assert p.returncode == 0
-    assert p.stdout.splitlines()[0].split()[:3] == ["1", "ssa", "ConvertToSSA"]
+    lines = p.stdout.splitlines()
+    assert lines[0].split()[:3] == ["1", "ssa", "CtrlFlowTransform"]
+    assert lines[1].split()[:3] == ["2", "ssa", "ConvertToSSA"]
 
 
 def test_a_program_as_written_computes_the_same_through_every_pass_and_the_emitted_pto(tmp_path):

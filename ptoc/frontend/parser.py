@@ -57,6 +57,8 @@ from ptoc.ir.nodes import (
     UnaryOp,
     Var,
     WhileStmt,
+    BreakStmt,
+    ContinueStmt,
     YieldStmt,
 )
 from ptoc.ir.types import ENUM_ALIASES, ENUMS, LAYOUT_SHORTHANDS, normalize_tensor_view, normalize_tile_view
@@ -744,12 +746,10 @@ class Builder:
             if v.k == "call" and self._pl_path(v.a[0]) == ["func_attr"]:
                 self.fail("PTOC-E0111", "pl.func_attr(...) may appear only as the first statement of a function",
                           n)
-            if v.k == "name" and v.a[0] in ("break", "continue"):
-                self.fail("PTOC-E0005", f"`{v.a[0]}` is not supported: a loop runs all its iterations "
-                          "(ptoc takes structured loops only)", n,
-                          hint="express the exit as a condition: wrap the rest of the body in `if`, or loop "
-                          "with `for (x,) in pl.while_(init_values=(x0,)):` whose first statement is "
-                          "`pl.cond(...)`")
+            if v.k == "name" and v.a[0] == "break":  # (CtrlFlowTransform lowers both)
+                return BreakStmt(span=n.span)
+            if v.k == "name" and v.a[0] == "continue":
+                return ContinueStmt(span=n.span)
             if v.k != "call":
                 self.fail("PTOC-E0005", "an expression statement must be a call", n,
                           hint="assign the value to a name, or delete the line")

@@ -34,6 +34,8 @@ from ptoc.ir.nodes import (
     MinMax,
     NoneLit,
     PassStmt,
+    BreakStmt,
+    ContinueStmt,
     Program,
     PtrType,
     ReturnStmt,
@@ -291,6 +293,10 @@ class Printer:
             out.append(ind + ("return " + ", ".join(self.expr(v) for v in s.values) if s.values else "return"))
         elif isinstance(s, PassStmt):
             out.append(ind + "pass")
+        elif isinstance(s, BreakStmt):
+            out.append(ind + "break")
+        elif isinstance(s, ContinueStmt):
+            out.append(ind + "continue")
         elif isinstance(s, ForStmt):
             target = s.var.name
             init = None

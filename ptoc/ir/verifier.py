@@ -17,6 +17,8 @@ from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
     Abs,
     AssignStmt,
+    BreakStmt,
+    ContinueStmt,
     BinOp,
     Call,
     Cast,
@@ -477,6 +479,7 @@ class Verifier:
         self.quiet = set()
         self.calls = False
         self.assigns: list[int] = []  # keys of the assignments the cache remembers for this function
+        self.loop_depth = 0  # loops around the current statement (where break/continue may stand)
         scope = _Scope(None)
         for p in f.params:
             self.check_type(p.type, scope)
@@ -710,7 +713,9 @@ class Verifier:
             self.define(s.var.name, _scalar(dtypes.INDEX), s.var, inner)
             for a, t in zip(s.iter_args, init_types + [None] * len(s.iter_args)):
                 self.define(a.name, t, a, inner)
+            self.loop_depth += 1
             ys = self.block(s.body, inner, f, "loop", carried=len(s.iter_args), owner=s)
+            self.loop_depth -= 1
             self._leave(inner, f"the body of the loop at line {s.span.line}")
             self._bind_results(s.results, ys, init_types, s, scope)
         elif isinstance(s, WhileStmt):
@@ -722,7 +727,9 @@ class Verifier:
             for a, t in zip(s.iter_args, init_types + [None] * len(s.iter_args)):
                 self.define(a.name, t, a, inner)
             self.expr(s.cond, inner)
+            self.loop_depth += 1
             ys = self.block(s.body, inner, f, "loop", carried=len(s.iter_args), owner=s)
+            self.loop_depth -= 1
             self._leave(inner, f"the body of the while loop at line {s.span.line}")
             self._bind_results(s.results, ys, init_types, s, scope)
         elif isinstance(s, IfStmt):
@@ -752,6 +759,10 @@ class Verifier:
             for i, v in enumerate(s.results):
                 t = types[i] if types is not None and i < len(types) else None
                 self.define(v.name, t, v, scope)
+        elif isinstance(s, (BreakStmt, ContinueStmt)):
+            if not self.loop_depth:
+                word = "break" if isinstance(s, BreakStmt) else "continue"
+                self.err("PTOC-E0111", f"`{word}` outside a loop", s, hint="use it inside a for or while loop body")
         elif isinstance(s, ScopeStmt):
             for a in s.args:
                 self.expr(a, scope)

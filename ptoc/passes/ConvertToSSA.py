@@ -329,6 +329,7 @@ class ConvertToSSA(Pass):
     name = "ConvertToSSA"
     stage = "ssa"
     summary = "give every value its own name: renames, loop-carried iter_args, if merges"
+    requires = frozenset({"structured"})
     produces = frozenset({"ssa"})
     accepts_non_ssa = True
 

@@ -27,6 +27,7 @@ from ptoc.ir.nodes import Program
 
 # The pipeline: (stage, pass name). The module ptoc.passes.<name> defines class <name>.
 PIPELINE: list[tuple[str, str]] = [
+    ("ssa", "CtrlFlowTransform"),
     ("ssa", "ConvertToSSA"),
     ("tile", "ConvertTensorToTileOps"),
     ("tile", "FlattenTileNdTo2D"),
@@ -48,7 +49,8 @@ class Pass:
     summary: str = ""
     requires: frozenset[str] = frozenset()
     produces: frozenset[str] = frozenset()
-    # Every pass needs the `ssa` property (each name assigned once) unless it sets this (ConvertToSSA).
+    # Every pass needs the `ssa` property (each name assigned once) unless it sets this (CtrlFlowTransform,
+    # ConvertToSSA: they run on the program as written).
     accepts_non_ssa: bool = False
     # The pipeline run's verifier cache (`ptoc.ir.verifier.VerifyCache`), set by `run_pipeline`; None
     # when the pass runs on its own. Passes hand it to `function_types` (see `types`).
@@ -225,10 +227,23 @@ def gc_paused():
             gc.enable()
 
 
+def written_properties(program: Program) -> frozenset[str]:
+    """The properties a program can have as written: `structured` (no break/continue where they must
+    be lowered) and, with it, `ssa` (every name assigned once)."""
+    from ptoc.passes.ConvertToSSA import ssa_violations
+    from ptoc.passes.CtrlFlowTransform import unstructured
+
+    if unstructured(program):
+        return frozenset()
+    return frozenset({"structured", "ssa"}) if not ssa_violations(program) else frozenset({"structured"})
+
+
 def input_properties(program: Program, ctx: CompileContext) -> frozenset[str]:
-    """The properties `program` already has: those whose check finds nothing wrong."""
+    """The properties `program` already has: those whose check finds nothing wrong (`ssa` only with
+    `structured`)."""
     _import_properties()
-    return frozenset(name for name, check in PROPERTIES.items() if not check(program, ctx, None))
+    have = frozenset(name for name, check in PROPERTIES.items() if not check(program, ctx, None))
+    return have if "structured" in have else have - {"ssa"}
 
 
 def parse_pipeline(spec: str) -> list[type[Pass]]:
@@ -274,12 +289,7 @@ def _run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]
     names = [p.name for p in passes]
     if stop_after is not None and stop_after not in names:
         raise ValueError(f"unknown pass {stop_after!r}")
-    have: set[str] = set(given or ())
-    if given is None:  # single assignment is the one property a program can have as written
-        from ptoc.passes.ConvertToSSA import ssa_violations
-
-        if not ssa_violations(program):
-            have.add("ssa")
+    have: set[str] = set(given) if given is not None else set(written_properties(program))
     for ins in instruments:
         ins.before_pipeline(program, ctx)
     for i, cls in enumerate(passes, start=1):

@@ -31,6 +31,14 @@ def _ssa(program: Program, ctx: CompileContext, cache=None) -> list[str]:
     return ssa_violations(program)
 
 
+@property_check("structured")
+def _structured(program: Program, ctx: CompileContext, cache=None) -> list[str]:
+    """No break or continue outside Orchestration functions (CtrlFlowTransform lowered them)."""
+    from ptoc.passes.CtrlFlowTransform import unstructured
+
+    return unstructured(program)
+
+
 @property_check("tile_ops")
 def _tile_ops(program: Program, ctx: CompileContext, cache=None) -> list[str]:
     """Kernels compute on tiles only: no tensor.* operator call survives in them (except the metadata

@@ -23,10 +23,10 @@ PTOC = [sys.executable, "-m", "ptoc.cli"]
 
 
 def test_pipeline_order_is_pinned():
-    # ConvertToSSA first (every later pass needs single assignment). NZ-5 fixes BlockNzTensorViews after FlattenTileNdTo2D and before LegalizeTileCast and
+    # CtrlFlowTransform and ConvertToSSA first (every later pass needs structured single assignment). NZ-5 fixes BlockNzTensorViews after FlattenTileNdTo2D and before LegalizeTileCast and
     # MaterializeTensorStrides; memory planning comes last.
     assert [n for _, n in PIPELINE] == [
-        "ConvertToSSA", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
+        "CtrlFlowTransform", "ConvertToSSA", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
         "InferTileMemorySpace", "ClassifyKernels", "MaterializeTensorStrides", "InitMemRef", "AllocateMemoryAddr",
     ]
 
