@@ -43,10 +43,15 @@ After::
         if not brk:
             i = i + 1
 
-Not supported (PTOC-E0291, with a hint): `break` or `continue` in a loop that carries values with
-explicit `pl.yield_` (write the loop without iter_args: ConvertToSSA carries what it updates), in a
-`with` scope inside the loop, a `break` in a loop kind other than `pl.range` (parallel, unrolled and
-pipelined loops run every iteration), and a `break` in a `pl.range` whose step is not a constant.
+A loop that already carries values (`for i, (x,) in pl.range(..., init_values=...)` ending with
+`x_out = pl.yield_(v)`) keeps them: each `if` that held an exit yields fresh `<x>_phi` values, the
+path that exits yields the value the body would have yielded when that name is already defined on
+the path, else the iter_arg's current value (PyPTO's rule), and the loop's final yield passes the
+phis on; with `break` the loop becomes `for (x,) in pl.while_(...)` with the same carried values.
+
+Not supported (PTOC-E0291, with a hint): an exit inside a `with` scope or inside an `if` that itself
+yields values, a `break` in a loop kind other than `pl.range` (parallel, unrolled and pipelined loops
+run every iteration), and a `break` in a `pl.range` whose step is not a constant.
 """
 
 from __future__ import annotations
@@ -139,22 +144,22 @@ class _Lowering:
         if not (has_continue or has_break):
             return [s if body is s.body else replace(s, body=body)]
         word = "break" if has_break else "continue"
-        if s.iter_args:
-            raise _fail(f"`{word}` in a loop that carries values through pl.yield_ is not supported", s,
-                        "write the loop without iter_args and update the names directly; ConvertToSSA "
-                        "makes them loop-carried")
         if any(isinstance(x, ScopeStmt) and _holds(x.body, _EXIT) for x in walk_ifs(body)):
-            raise _fail(f"`{word}` inside a `with` scope is not supported", s,
-                        "move the exit out of the scope")
-        if has_continue:
-            body = self.cut(body, ContinueStmt, None)
-        if not has_break:
-            return [replace(s, body=body)]
-        if isinstance(s, ForStmt) and s.kind != "range":
+            raise _fail(f"`{word}` inside a `with` scope is not supported", s, "move the exit out of the scope")
+        if has_break and isinstance(s, ForStmt) and s.kind != "range":
             raise _fail(f"`break` in a pl.{s.kind} loop is not supported: it runs every iteration", s,
                         "use pl.range for a loop that can stop early")
+        carried = s.iter_args
+        if carried and not (body and isinstance(body[-1], YieldStmt)):
+            raise _fail(f"`{word}` in a loop whose body does not end with pl.yield_", s,
+                        "end the body with the pl.yield_ of its loop-carried values")
+        known = frozenset(a.name for a in carried) | ({s.var.name} if isinstance(s, ForStmt) else set())
+        if has_continue:
+            body = self.lower_exits(body, ContinueStmt, None, carried, known)
+        if not has_break:
+            return [replace(s, body=body)]
         flag = Var(fresh_name("brk", self.taken), span=s.span)
-        body = self.cut(body, BreakStmt, flag)
+        body = self.lower_exits(body, BreakStmt, flag, carried, known)
         bool_t = ScalarType(dtypes.BOOL)
         init = AssignStmt(flag, ConstBool(False, span=s.span), bool_t, span=s.span)
         not_flag = UnaryOp("not", flag, span=s.span)
@@ -173,29 +178,96 @@ class _Lowering:
         cond = BinOp("and", BinOp("<" if sign > 0 else ">", i, s.stop, span=s.span), not_flag, span=s.span)
         step_up = IfStmt(not_flag, (AssignStmt(i, BinOp("+", i, step, span=s.span), span=s.span),), (),
                          span=s.span)
-        return [start, init, WhileStmt((), (), cond, body + (step_up,), s.kwargs, span=s.span)]
+        if carried:  # the counter steps before the body's final yield
+            body = body[:-1] + (step_up, body[-1])
+        else:
+            body = body + (step_up,)
+        return [start, init, WhileStmt(carried, s.init_values, cond, body, s.kwargs, span=s.span)]
 
-    def cut(self, body: tuple[Stmt, ...], cls: type, flag: Var | None) -> tuple[Stmt, ...]:
+    def lower_exits(self, body: tuple[Stmt, ...], cls: type, flag: Var | None, carried: tuple[Var, ...],
+                    known: frozenset[str]) -> tuple[Stmt, ...]:
+        """`body` of a loop without its `cls` exits. With `carried` iter_args the body ends with their
+        pl.yield_, and each if that held an exit yields, per carried value, what the path produces."""
+        if not carried:
+            return self.cut(body, cls, flag, None)[0]
+        y = body[-1]
+        stmts, values = self.cut(body[:-1], cls, flag, (carried, y.values, known))
+        return stmts + (replace(y, values=tuple(values)),)
+
+    def cut(self, body: tuple[Stmt, ...], cls: type, flag: Var | None, ssa) -> tuple[tuple[Stmt, ...], list | None]:
         """`body` without its `cls` exits: the statements after an exit move into the paths that do not
-        take it. `flag`: for `break`, the flag the exit sets (and the branches end with `pl.yield_()`)."""
+        take it. `flag`: for `break`, the flag the exit sets. `ssa`: None for a loop without iter_args
+        (each if that held a break ends its branches with an empty `pl.yield_()`); else (the carried
+        iter_args, the values the body yields at its end, the names defined so far): each such if
+        yields one fresh `<iter_arg>_phi` per carried value, and a path that exits yields, per value,
+        the yielded name when it is already defined on that path, else the iter_arg (PyPTO's rule).
+        Returns the statements and the values the sequence ends with (None without `ssa`)."""
+        defined = set(ssa[2]) if ssa is not None else set()
         for k, s in enumerate(body):
             if isinstance(s, cls):
                 head = body[:k]
                 if flag is not None:
                     head += (AssignStmt(flag, ConstBool(True, span=s.span), ScalarType(dtypes.BOOL),
                                         span=s.span),)
-                return head
+                if ssa is None:
+                    return head, None
+                out = []
+                for v, a in zip(ssa[1], ssa[0]):
+                    if isinstance(v, Var) and v.name in defined:
+                        out.append(v)
+                    elif isinstance(a, Var) and a.name in defined:
+                        out.append(a)
+                    else:
+                        raise _fail(f"`{'break' if flag is not None else 'continue'}` here leaves no value for "
+                                    "what its if yields", s, "assign the yielded value before the exit")
+                return head, out
+            if isinstance(s, IfStmt) and s.results and (_holds(s.then_body, cls) or _holds(s.else_body, cls)):
+                # an if that yields values (e.g. one a lowered `continue` made): each branch ends with its
+                # yield; the exit stays inside its branch, whose yield becomes the phi of the path taken
+                if body[k + 1:] or ssa is None:
+                    raise _fail("`break` inside an if that yields values, followed by more statements, is "
+                                "not supported", s, "move the statements after the if into its branches")
+                branches = []
+                for b in (s.then_body, s.else_body):
+                    y = b[-1]
+                    sub = (y.values, y.values, frozenset(defined))
+                    stmts, vals = self.cut(b[:-1], cls, flag, sub) if _holds(b, cls) else (b[:-1], list(y.values))
+                    branches.append(stmts + (replace(y, values=tuple(vals)),))
+                return body[:k] + (replace(s, then_body=branches[0], else_body=branches[1]),), list(ssa[1])
             if isinstance(s, IfStmt) and (_holds(s.then_body, cls) or _holds(s.else_body, cls)):
                 rest = body[k + 1:]
-                then_body = self.cut(s.then_body + rest, cls, flag)
-                else_body = self.cut(s.else_body + rest, cls, flag)
-                if flag is not None:
-                    then_body += (YieldStmt((), (), span=s.span),)
-                    else_body += (YieldStmt((), (), span=s.span),)
-                elif not then_body:
-                    then_body = (PassStmt(span=s.span),)
-                return body[:k] + (replace(s, then_body=then_body, else_body=else_body),)
-        return body
+                sub = (ssa[0], ssa[1], frozenset(defined)) if ssa is not None else None
+                then_body, then_vals = self.cut(s.then_body + rest, cls, flag, sub)
+                else_body, else_vals = self.cut(s.else_body + rest, cls, flag, sub)
+                if ssa is None:
+                    if flag is not None:
+                        then_body += (YieldStmt((), (), span=s.span),)
+                        else_body += (YieldStmt((), (), span=s.span),)
+                    elif not then_body:
+                        then_body = (PassStmt(span=s.span),)
+                    return body[:k] + (replace(s, then_body=then_body, else_body=else_body),), None
+                phis = tuple(Var(fresh_name(f"{a.name}_phi" if isinstance(a, Var) else "phi", self.taken),
+                                 span=s.span) for a in ssa[0])
+                then_body = _drop_pass(then_body) + (YieldStmt(phis, tuple(then_vals), span=s.span),)
+                else_body = _drop_pass(else_body) + (YieldStmt(phis, tuple(else_vals), span=s.span),)
+                return body[:k] + (replace(s, then_body=then_body, else_body=else_body),), list(phis)
+            defined.update(_defines(s))
+        return body, (list(ssa[1]) if ssa is not None else None)
+
+
+def _drop_pass(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+    return tuple(s for s in body if not isinstance(s, PassStmt))
+
+
+def _defines(s: Stmt) -> list[str]:
+    """The names statement `s` binds for the statements after it."""
+    if isinstance(s, AssignStmt):
+        return [s.target.name]
+    if isinstance(s, (ForStmt, WhileStmt, IfStmt)):
+        return [v.name for v in s.results]
+    if isinstance(s, ScopeStmt):
+        return [n for x in s.body for n in _defines(x)]
+    return []
 
 
 def walk_ifs(body: tuple[Stmt, ...]):

@@ -220,6 +220,61 @@ def test_orchestration_functions_and_loops_without_exits_are_unchanged():
     assert out is prog
 
 
+def test_continue_in_a_loop_with_iter_args_yields_phis_and_the_exit_keeps_the_current_values():
+    # the exit path yields y (already defined when it continues) for a, and the iter_arg b for b
+    assert_lowers(fn("""
+        for i, (a, b) in pl.range(10, init_values=(x, x)):
+            y = pl.add(a, b)
+            if i < 5:
+                continue
+            z = pl.mul(b, 2.0)
+            a2, b2 = pl.yield_(y, z)
+        return a2
+    """), fn("""
+        for i, (a, b) in pl.range(10, init_values=(x, x)):
+            y = pl.add(a, b)
+            if i < 5:
+                a_phi, b_phi = pl.yield_(y, b)
+            else:
+                z = pl.mul(b, 2.0)
+                a_phi, b_phi = pl.yield_(y, z)
+            a2, b2 = pl.yield_(a_phi, b_phi)
+        return a2
+    """))
+
+
+def test_break_after_continue_in_a_loop_with_iter_args_becomes_pl_while_with_nested_phis():
+    assert_lowers(fn("""
+        for i, (acc,) in pl.range(0, 10, 1, init_values=(x,)):
+            if i < 3:
+                continue
+            y = pl.add(acc, acc)
+            if i > 7:
+                break
+            out = pl.yield_(y)
+        return out
+    """), fn("""
+        i: pl.Scalar[pl.INDEX] = 0
+        brk: pl.Scalar[pl.BOOL] = False
+        for (acc,) in pl.while_(init_values=(x,)):
+            pl.cond(i < 10 and not brk)
+            if i < 3:
+                acc_phi = pl.yield_(acc)
+            else:
+                y = pl.add(acc, acc)
+                if i > 7:
+                    brk: pl.Scalar[pl.BOOL] = True
+                    y_phi = pl.yield_(y)
+                else:
+                    y_phi = pl.yield_(y)
+                acc_phi = pl.yield_(y_phi)
+            if not brk:
+                i = i + 1
+            out = pl.yield_(acc_phi)
+        return out
+    """))
+
+
 def test_break_in_a_parallel_loop_is_rejected():
     prog = parse_program(fn("""
         for i in pl.parallel(8):
@@ -245,6 +300,43 @@ def test_the_structured_property_names_what_is_left():
     """), "t.ir", ctx=CTX)
     assert unstructured(prog) == ["main: `continue` at line 7"]
     assert unstructured(CtrlFlowTransform().run(prog, CTX)) == []
+
+
+def test_a_loop_with_iter_args_that_breaks_computes_what_python_computes():
+    from ptoc.reference.interp import run_function
+
+    text = """\
+import pypto.language as pl
+
+@pl.program
+class p:
+    @pl.function
+    def main(self, n: pl.Scalar[pl.INDEX]) -> pl.Scalar[pl.INDEX]:
+        s0: pl.Scalar[pl.INDEX] = 1
+        for i, (s,) in pl.range(n, init_values=(s0,)):
+            t: pl.Scalar[pl.INDEX] = s * 3 + i
+            if t > 200:
+                break
+            s_next = pl.yield_(t)
+        return s_next
+"""
+
+    def python(n: int) -> int:
+        s = 1
+        for i in range(n):
+            t = s * 3 + i
+            if t > 200:
+                break  # the path that breaks yields t: defined before the break (PyPTO's rule)
+            s = t
+        else:
+            return s
+        return t
+
+    prog = parse_program(text, "k.ir", ctx=CTX)
+    low = run_pipeline(prog, CTX, passes=[CtrlFlowTransform, ConvertToSSA])
+    for n in (0, 2, 4, 9):
+        got = run_function(low, "main", {"n": n})
+        assert int(np.asarray(got["return[0]"])) == python(n), n
 
 
 def test_a_loop_that_breaks_computes_what_python_computes():
