@@ -121,9 +121,7 @@ CASES = [
      "PTOC-E0111", BODY + 1, 13, 1),
     ("continue_outside_a_loop", prog("continue", "return x"),
      "PTOC-E0111", BODY, 9, 1),
-    ("break_in_a_loop_with_iter_args",
-     prog("for i, (a,) in pl.range(4, init_values=(x,)):", "    if i > 2:", "        break",
-          "    b = pl.yield_(a)", "return b"),
+    ("break_in_a_parallel_loop", prog("for i in pl.parallel(4):", "    if i > 2:", "        break", "return x"),
      "PTOC-E0291", BODY, 9, 1),
     ("loop_variable_used_after_the_loop", prog("for i in pl.range(4):", "    pass", "return i"),
      "PTOC-E0101", BODY + 2, 16, 1),
@@ -282,13 +280,10 @@ def test_assigned_twice_is_accepted_as_written_and_rejected_where_ssa_is_require
     assert "y_1" in d.hint
 
 
-def test_break_and_continue_in_a_loop_with_iter_args_say_how_to_write_it():
-    for word in ("break", "continue"):
-        src = prog("for i, (a,) in pl.range(4, init_values=(x,)):", "    if i > 2:", f"        {word}",
-                   "    b = pl.yield_(a)", "return b")
-        d = errors(src)[0]
-        assert d.message == f"`{word}` in a loop that carries values through pl.yield_ is not supported"
-        assert "without iter_args" in d.hint
+def test_break_in_a_loop_that_runs_every_iteration_says_which_loop_to_use():
+    d = errors(prog("for i in pl.unroll(4):", "    if i > 2:", "        break", "return x"))[0]
+    assert d.message == "`break` in a pl.unroll loop is not supported: it runs every iteration"
+    assert "pl.range" in d.hint
 
 
 def test_fp4_is_rejected_with_the_packed_names_and_rule_fp4_1():
