@@ -286,6 +286,96 @@ def group_key(d) -> str:
     return f"{d.code} " + " ".join(msg.split()[:6])
 
 
+def _unique_definitions(program):
+    """Rename every definition to a name of its own (`x`, `x__2`, ...) and every use to the definition
+    it reads, scope by scope: loop variables and iter_args bind inside their loop, a loop's or an if's
+    yielded names after it, names assigned in a body stay in it. PyPTO's values are objects, so its
+    printed `out = pl.store(t, [0, 0], out)` or a loop result with its iter_arg's name are distinct
+    values under one name; ptoc's names are its values. Applied to both sides of a comparison, this
+    makes equal programs equal however their names repeat, and changes nothing else."""
+    from ptoc.ir.nodes import AssignStmt, ForStmt, IfStmt, ScopeStmt, Var, WhileStmt, YieldStmt
+    from ptoc.ir.visitor import Mutator
+
+    count: Counter[str] = Counter()
+
+    def fresh(v, env):
+        count[v.name] += 1
+        new = v.name if count[v.name] == 1 else f"{v.name}__{count[v.name]}"
+        env[v.name] = new
+        return dataclasses.replace(v, name=new)
+
+    class Uses(Mutator):
+        def __init__(self, env):
+            self.env = env
+
+        def pre_Var(self, v):
+            new = self.env.get(v.name)
+            return v if new is None or new == v.name else dataclasses.replace(v, name=new)
+
+    def body_of(stmts, env):
+        """(new statements, the final yield's new targets or None) with `env` a copy per body."""
+        env = dict(env)
+        out = []
+        final = None
+        for k, st in enumerate(stmts):
+            if isinstance(st, YieldStmt) and k == len(stmts) - 1:
+                final = st
+                out.append(dataclasses.replace(st, values=Uses(env).mutate(st.values),
+                                               annotation=Uses(env).mutate(st.annotation)))
+            else:
+                out.append(stmt(st, env))
+        return out, final
+
+    def bind_results(results_stmt, env):
+        return tuple(fresh(t, env) for t in results_stmt.targets)
+
+    def stmt(st, env):
+        if isinstance(st, AssignStmt):
+            value, ann = Uses(env).mutate(st.value), Uses(env).mutate(st.annotation)
+            return dataclasses.replace(st, value=value, annotation=ann, target=fresh(st.target, env))
+        if isinstance(st, (ForStmt, WhileStmt)):
+            head = Uses(env).mutate(dataclasses.replace(st, body=(), iter_args=()))
+            if isinstance(st, WhileStmt):
+                head = dataclasses.replace(head, cond=st.cond)
+            inner = dict(env)
+            extra = {}
+            if isinstance(st, ForStmt):
+                extra["var"] = fresh(st.var, inner)
+            iter_args = tuple(fresh(a, inner) for a in st.iter_args)
+            if isinstance(st, WhileStmt):
+                extra["cond"] = Uses(inner).mutate(st.cond)
+            new_body, final = body_of(st.body, inner)
+            if final is not None:
+                new_body[-1] = dataclasses.replace(new_body[-1], targets=bind_results(final, env))
+            return dataclasses.replace(head, body=tuple(new_body), iter_args=iter_args, **extra)
+        if isinstance(st, IfStmt):
+            cond = Uses(env).mutate(st.cond)
+            then_body, tf = body_of(st.then_body, env)
+            else_body, ef = body_of(st.else_body, env)
+            if tf is not None:
+                targets = bind_results(tf, env)
+                then_body[-1] = dataclasses.replace(then_body[-1], targets=targets)
+                if ef is not None and [t.name for t in ef.targets] == [t.name for t in tf.targets]:
+                    else_body[-1] = dataclasses.replace(else_body[-1], targets=targets)
+            return dataclasses.replace(st, cond=cond, then_body=tuple(then_body), else_body=tuple(else_body))
+        if isinstance(st, ScopeStmt):
+            head = Uses(env).mutate(dataclasses.replace(st, body=(), var=None))
+            var = fresh(st.var, env) if st.var is not None else None
+            return dataclasses.replace(head, var=var, body=tuple(stmt(x, env) for x in st.body))
+        return Uses(env).mutate(st)
+
+    funcs = []
+    for f in program.functions:
+        count.clear()
+        env = {}
+        for p in f.params:
+            count[p.name] += 1
+            env[p.name] = p.name
+        funcs.append(dataclasses.replace(f, body=tuple(stmt(st, env) for st in f.body)))
+    _ = Var
+    return dataclasses.replace(program, functions=tuple(funcs))
+
+
 def canonical(program) -> str:
     """The printed program with assignment annotations dropped, `for` ranges as (start, stop, step),
     the program named P, `strict_ssa=` dropped, and identifiers renamed in order of appearance."""
@@ -311,7 +401,7 @@ def canonical(program) -> str:
             kw = tuple((k, v) for k, v in f.decorator_kwargs if k != "strict_ssa")
             return dataclasses.replace(f, decorator_kwargs=kw)
 
-    prog = Canon().mutate(program)
+    prog = Canon().mutate(_unique_definitions(program))
     prog = dataclasses.replace(prog, name="P" if prog.name is not None else None)
     text = print_program(prog)
     ids: list[str] = []
@@ -390,6 +480,7 @@ def main(argv=None) -> int:
     per_pass: dict[str, list[int]] = defaultdict(lambda: [0, 0])
     shown: Counter[str] = Counter()
     diffs: list[str] = []
+    renamed_first: Counter[str] = Counter()
     outcomes: Counter[str] = Counter()
     for pair in pairs:
         names = [camel(n) for n in pair["passes"]]
@@ -418,6 +509,11 @@ def main(argv=None) -> int:
         try:
             classes = [load_pass(n) for n in names]
             given = input_properties(before, ctx) if input_properties else None
+            if given is not None and "ssa" not in given and "structured" in given \
+                    and names[0] not in ("CtrlFlowTransform", "ConvertToSSA"):
+                # PyPTO's reassigned names are distinct values already: give them their own names first
+                classes = [load_pass("ConvertToSSA")] + classes
+                renamed_first["ConvertToSSA first"] += 1
             kw = {"given": given} if input_properties else {}
             after = run_pipeline(before, ctx, passes=classes, **kw)
         except CompileError as e:
@@ -468,6 +564,7 @@ def main(argv=None) -> int:
     print("pair outcomes")
     for key, n in outcomes.most_common():
         print(f"{n:6d}  {key}")
+    print(f"({renamed_first['ConvertToSSA first']} non-SSA Before programs of other passes ran ConvertToSSA first)")
     if crashes:
         print()
         print("crashes")

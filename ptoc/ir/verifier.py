@@ -741,8 +741,13 @@ class Verifier:
             ey = self.block(s.else_body, else_scope, f, "branch") if s.else_body else None
             self._leave(else_scope, f"the else branch of the if at line {s.span.line}")
             if not self.ssa:  # as written, a name both branches assign is assigned after the if
-                for name in then_scope.names.keys() & else_scope.names.keys():
-                    scope.names[name] = then_scope.names[name]
+                after = then_scope.names.keys() & else_scope.names.keys()
+                if _exits(s.else_body):  # (a branch that breaks or continues does not reach the end)
+                    after = then_scope.names.keys()
+                elif _exits(s.then_body):
+                    after = else_scope.names.keys()
+                for name in after:
+                    scope.names[name] = then_scope.names.get(name, else_scope.names.get(name))
             tn = tuple(v.name for v in s.results)
             en = tuple(v.name for v in (s.else_body[-1].targets if s.else_body
                                         and isinstance(s.else_body[-1], YieldStmt) else ()))
@@ -786,6 +791,11 @@ class Verifier:
             if t is None and i < len(init_types):
                 t = init_types[i]
             self.define(v.name, t, v, scope)
+
+
+def _exits(body: tuple[Stmt, ...]) -> bool:
+    """The body ends with `break` or `continue` (before CtrlFlowTransform)."""
+    return bool(body) and isinstance(body[-1], (BreakStmt, ContinueStmt))
 
 
 def function_types(program: Program, ctx=None,

@@ -375,3 +375,22 @@ class p:
     for n in (0, 3, 4, 10):
         got = run_function(low, "main", {"n": n})
         assert int(np.asarray(got["return[0]"])) == python(n), n
+
+
+def test_a_name_assigned_in_the_branch_that_does_not_exit_is_visible_after_the_if():
+    from ptoc.driver import check_source
+
+    text = fn("""
+        for i in pl.range(n):
+            if i < 7:
+                y = pl.add(x, 1.0)
+            else:
+                continue
+            x = pl.mul(y, 2.0)
+        return x
+    """)
+    prog = check_source(text, "k.ir", CTX)  # accepted as written; lowered, then made single-assignment
+    loop = prog.function("main").body[0]
+    branch = loop.body[0]
+    assert [type(s).__name__ for s in branch.then_body] == ["AssignStmt", "AssignStmt", "YieldStmt"]
+    assert [type(s).__name__ for s in branch.else_body] == ["YieldStmt"]
