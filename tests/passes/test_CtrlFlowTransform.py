@@ -394,3 +394,16 @@ def test_a_name_assigned_in_the_branch_that_does_not_exit_is_visible_after_the_i
     branch = loop.body[0]
     assert [type(s).__name__ for s in branch.then_body] == ["AssignStmt", "AssignStmt", "YieldStmt"]
     assert [type(s).__name__ for s in branch.else_body] == ["YieldStmt"]
+
+
+def test_break_and_continue_print_as_written_and_parse_back():
+    text = "# pypto.program: p\nimport pypto.language as pl\n\n" + fn("""
+        for i in pl.range(n):
+            if i > 5:
+                break
+            if i == 2:
+                continue
+            x = pl.add(x, 1.0)
+        return x
+    """)
+    assert print_program(parse_program(text, "k.ir", ctx=CTX)) == text
