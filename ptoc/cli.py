@@ -1056,6 +1056,9 @@ def _pass_names() -> list[str]:
               "or after every pass with 'all'.")
 @click.option("--dump-before", metavar="PASS", help="Print the IR just before PASS runs.")
 @click.option("--stop-after", metavar="PASS", help="Run the pipeline up to and including PASS.")
+@click.option("--pipeline", "pipeline_spec", metavar="A,B,...", help="Run exactly these passes in this order "
+              "(with the usual dumps and checks) instead of the whole pipeline; the input must already have "
+              "the IR properties the first passes need.")
 @click.option("--dump-dir", type=click.Path(file_okay=False), help="Write dump files here "
               "(00_frontend.ir, NN_after_<Pass>.ir) instead of printing them.")
 @click.option("--timings", is_flag=True, help="Print per-pass seconds on stderr (and write "
@@ -1074,8 +1077,8 @@ def _pass_names() -> list[str]:
 @sim_options
 @arch_option
 @diagnostics_option
-def passes(file, list_only, dump_after, dump_before, stop_after, dump_dir, timings, roundtrip_check, validate,
-           seed, dims, scalars, sim, ptoas_path, pto_isa_dir, cxx_path, arch, diag_fmt) -> None:
+def passes(file, list_only, dump_after, dump_before, stop_after, pipeline_spec, dump_dir, timings, roundtrip_check,
+           validate, seed, dims, scalars, sim, ptoas_path, pto_isa_dir, cxx_path, arch, diag_fmt) -> None:
     """Show the lowering pipeline, or run it on FILE and show the IR between passes.
 
     \b
@@ -1084,6 +1087,17 @@ def passes(file, list_only, dump_after, dump_before, stop_after, dump_dir, timin
     ptoc passes kernel.ir --dump-after all --dump-dir dumps/ --timings
     """
     names = _pass_names()
+    chosen_passes = None
+    if pipeline_spec is not None:
+        from ptoc.passes.manager import parse_pipeline
+
+        try:
+            chosen_passes = parse_pipeline(pipeline_spec)
+        except ValueError as e:
+            raise click.BadParameter(str(e), param_hint="--pipeline") from None
+        if validate:
+            raise click.UsageError("--validate runs the whole pipeline; it cannot be combined with --pipeline")
+        names = [c.name for c in chosen_passes]
     for opt, val in (("--dump-after", dump_after), ("--dump-before", dump_before), ("--stop-after", stop_after)):
         if val is not None and val not in names and not (opt == "--dump-after" and val == "all"):
             raise click.BadParameter(f"unknown pass {val!r}; passes: {', '.join(names)}", param_hint=opt)
@@ -1125,7 +1139,8 @@ def passes(file, list_only, dump_after, dump_before, stop_after, dump_dir, timin
             stop = dump_after
         try:
             prog = frontend(text, file, ctx)
-            res = lower(prog, ctx, stop_after=stop, dumps=True, timings=timings, roundtrip=roundtrip_check)
+            res = lower(prog, ctx, stop_after=stop, dumps=True, timings=timings, roundtrip=roundtrip_check,
+                        passes=chosen_passes)
         except CompileError as e:
             reporter.emit(e.diagnostics, text)
             return EXIT_USER

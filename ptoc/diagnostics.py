@@ -46,6 +46,9 @@ CODES: dict[str, str] = {
     "PTOC-E0201": "wrong arguments for operator",
     "PTOC-E0202": "operand type rejected by operator",
     "PTOC-E0203": "operator not supported on this target",
+    # pass manager, CtrlFlowTransform, ConvertToSSA (PTOC-E0290..E0299)
+    "PTOC-E0290": "the input of a chosen pipeline lacks a property its first passes need",
+    "PTOC-E0291": "break or continue in a loop form that cannot be lowered",
     # passes: ConvertTensorToTileOps, FlattenTileNdTo2D (PTOC-E0300..E0319)
     "PTOC-E0300": "tensor op not supported in a kernel yet",
     "PTOC-E0301": "tensor op cannot become its tile op here",

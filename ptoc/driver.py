@@ -33,18 +33,39 @@ def frontend(text: str, file: str, ctx: CompileContext) -> Program:
         return parse_program(text, file, ctx=ctx)
 
 
+def check_source(text: str, file: str, ctx: CompileContext) -> Program:
+    """What `ptoc check` checks: the program as written (a name may be assigned again), then, after
+    CtrlFlowTransform and ConvertToSSA, single assignment and that values leave loops and branches only through their
+    yields. Returns the program in SSA form; raises `CompileError` with what is wrong."""
+    from ptoc.diagnostics import CompileError
+    from ptoc.ir.verifier import verify_program
+    from ptoc.passes.ConvertToSSA import ConvertToSSA
+    from ptoc.passes.CtrlFlowTransform import CtrlFlowTransform
+
+    prog = frontend(text, file, ctx)
+    ssa = ConvertToSSA().run(CtrlFlowTransform().run(prog, ctx), ctx)
+    if ssa is not prog:
+        errors = [d for d in verify_program(ssa, ctx=ctx, ssa=True) if d.severity == "error"]
+        if errors:
+            raise CompileError(errors)
+    return ssa
+
+
 def lower(program: Program, ctx: CompileContext, stop_after: str | None = None, dumps: bool = False,
-          timings: bool = False, roundtrip: bool = False, skip: frozenset[str] = frozenset()) -> LowerResult:
+          timings: bool = False, roundtrip: bool = False, skip: frozenset[str] = frozenset(),
+          passes: list | None = None) -> LowerResult:
+    """Run the pipeline, or with `passes` exactly those pass classes in that order (a sub-pipeline:
+    the input's own properties stand in for the passes that did not run)."""
     from ptoc.passes.manager import gc_paused
 
     with gc_paused():
-        return _lower(program, ctx, stop_after, dumps, timings, roundtrip, skip)
+        return _lower(program, ctx, stop_after, dumps, timings, roundtrip, skip, passes)
 
 
 def _lower(program: Program, ctx: CompileContext, stop_after: str | None, dumps: bool, timings: bool,
-           roundtrip: bool, skip: frozenset[str]) -> LowerResult:
+           roundtrip: bool, skip: frozenset[str], passes: list | None = None) -> LowerResult:
     from ptoc.ir.verifier import VerifyCache
-    from ptoc.passes.manager import Dumps, RoundTrip, Timings, run_pipeline
+    from ptoc.passes.manager import Dumps, RoundTrip, Timings, input_properties, run_pipeline
 
     instruments = []
     d = Dumps() if dumps else None
@@ -53,7 +74,9 @@ def _lower(program: Program, ctx: CompileContext, stop_after: str | None, dumps:
         if ins is not None:
             instruments.append(ins)
     cache = VerifyCache(ctx)  # this compile's: handed on to the emitters through the result
-    out = run_pipeline(program, ctx, stop_after=stop_after, instruments=instruments, skip=skip, cache=cache)
+    given = input_properties(program, ctx) if passes is not None else None
+    out = run_pipeline(program, ctx, passes=passes, stop_after=stop_after, instruments=instruments, skip=skip,
+                       cache=cache, given=given)
     return LowerResult(out, d.texts if d else [], d.before if d else {},
                        t.profile() if t else None, t.table() if t else None, cache)
 

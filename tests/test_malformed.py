@@ -14,7 +14,9 @@ import textwrap
 
 import pytest
 
+from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError, Diagnostic
+from ptoc.driver import check_source
 from ptoc.frontend.parser import parse_program
 from ptoc.ir.nodes import IfStmt, Var
 
@@ -37,8 +39,9 @@ def prog(*body: str) -> str:
 
 
 def errors(src: str) -> list[Diagnostic]:
+    """What `ptoc check` reports: the program as written, then its single-assignment form."""
     try:
-        parse_program(src, "t.ir")
+        check_source(src, "t.ir", CompileContext())
     except CompileError as e:
         assert e.diagnostics, "CompileError without diagnostics"
         return e.diagnostics
@@ -115,10 +118,14 @@ CASES = [
     # ---- names and single assignment
     ("undefined_name", prog("y = x + qq", "return y"),
      "PTOC-E0101", BODY, 17, 1),
-    ("name_assigned_twice", prog("y = x + 1", "y = x + 2", "return y"),
-     "PTOC-E0102", BODY + 1, 9, 1),
     ("loop_body_name_used_after_the_loop", prog("for i in pl.range(4):", "    s = x + i", "return s"),
      "PTOC-E0101", BODY + 2, 16, 1),
+    ("break_outside_a_loop", prog("if x > 0:", "    break", "return x"),
+     "PTOC-E0111", BODY + 1, 13, 1),
+    ("continue_outside_a_loop", prog("continue", "return x"),
+     "PTOC-E0111", BODY, 9, 1),
+    ("break_in_a_parallel_loop", prog("for i in pl.parallel(4):", "    if i > 2:", "        break", "return x"),
+     "PTOC-E0291", BODY, 9, 1),
     ("loop_variable_used_after_the_loop", prog("for i in pl.range(4):", "    pass", "return i"),
      "PTOC-E0101", BODY + 2, 16, 1),
     # ---- yields
@@ -264,10 +271,22 @@ def test_name_used_after_its_loop_says_where_it_lives():
     assert "pl.yield_" in d.hint
 
 
-def test_assigned_twice_names_the_first_assignment():
-    d = errors(prog("y = x + 1", "y = x + 2", "return y"))[0]
+def test_assigned_twice_is_accepted_as_written_and_rejected_where_ssa_is_required():
+    src = prog("y = x + 1", "y = y + 2", "return y")
+    checked = check_source(src, "t.ir", CompileContext())  # ConvertToSSA gives the second value a name
+    assert [s.target.name for s in checked.function("f").body[:2]] == ["y", "y_1"]
+    with pytest.raises(CompileError) as e:
+        parse_program(src, "t.ir", ssa=True)
+    d = e.value.diagnostics[0]
+    assert (d.code, d.span.line, d.span.col) == ("PTOC-E0102", BODY + 1, 9)
     assert f"first at line {BODY}" in d.message
     assert "y_1" in d.hint
+
+
+def test_break_in_a_loop_that_runs_every_iteration_says_which_loop_to_use():
+    d = errors(prog("for i in pl.unroll(4):", "    if i > 2:", "        break", "return x"))[0]
+    assert d.message == "`break` in a pl.unroll loop is not supported: it runs every iteration"
+    assert "pl.range" in d.hint
 
 
 def test_fp4_is_rejected_with_the_packed_names_and_rule_fp4_1():
@@ -362,7 +381,7 @@ def test_several_errors_are_all_reported_in_order():
     src = prog(
         "y = x + qq",                 # BODY:     undefined name
         "z = x + 1",
-        "z = x + 2",                  # BODY + 2: assigned twice
+        "z = x + 2",                  # BODY + 2: assigned again (valid)
         "w = self.nope(x)",           # BODY + 3: unknown function
         "u: pl.Scalar[pl.FP16] = x",  # BODY + 4: annotation contradicts the value
         "return x",
@@ -370,8 +389,7 @@ def test_several_errors_are_all_reported_in_order():
     got = [(d.code, d.span.line, d.span.col) for d in errors(src)]
     assert got == [
         ("PTOC-E0101", BODY, 17),
-        ("PTOC-E0102", BODY + 2, 9),
-        ("PTOC-E0106", BODY + 3, 13),
+        ("PTOC-E0106", BODY + 3, 13),  # (z assigned twice is valid: ConvertToSSA renames)
         ("PTOC-E0105", BODY + 4, 12),
     ]
 

@@ -57,6 +57,8 @@ from ptoc.ir.nodes import (
     UnaryOp,
     Var,
     WhileStmt,
+    BreakStmt,
+    ContinueStmt,
     YieldStmt,
 )
 from ptoc.ir.types import ENUM_ALIASES, ENUMS, LAYOUT_SHORTHANDS, normalize_tensor_view, normalize_tile_view
@@ -763,6 +765,10 @@ class Builder:
             if v.k == "call" and self._pl_path(v.a[0]) == ["func_attr"]:
                 self.fail("PTOC-E0111", "pl.func_attr(...) may appear only as the first statement of a function",
                           n)
+            if v.k == "name" and v.a[0] == "break":  # (CtrlFlowTransform lowers both)
+                return BreakStmt(span=n.span)
+            if v.k == "name" and v.a[0] == "continue":
+                return ContinueStmt(span=n.span)
             if v.k != "call":
                 self.fail("PTOC-E0005", "an expression statement must be a call", n,
                           hint="assign the value to a name, or delete the line")
@@ -774,6 +780,9 @@ class Builder:
             return PassStmt(span=n.span)
         if k == "for":
             return self.for_stmt(n)
+        if k == "while":  # as written: ConvertToSSA gives it iter_args for the values its body updates
+            cond, body = n.a
+            return WhileStmt((), (), self.expr(cond), self.block(body), span=n.span)
         if k == "if":
             return self.if_stmt(n)
         if k == "with":
@@ -923,10 +932,11 @@ class Builder:
 
 
 def parse_program(text: str, file: str = "<input>", verify: bool = True, ctx=None,
-                  check_ops: bool = True) -> Program:
-    """Parse IR text. Raises `CompileError` with every diagnostic found."""
+                  check_ops: bool = True, ssa: bool = False) -> Program:
+    """Parse IR text. Raises `CompileError` with every diagnostic found. The program as written may
+    assign a name more than once (ConvertToSSA renames); `ssa` True checks single assignment too."""
     with gc_paused():  # the front end builds large acyclic structures (see syntax.gc_paused)
-        return _parse_program(text, file, verify, ctx, check_ops)
+        return _parse_program(text, file, verify, ctx, check_ops, ssa)
 
 
 def parse_for_format(text: str, file: str = "<input>", ctx=None):
@@ -952,7 +962,7 @@ def parse_for_format(text: str, file: str = "<input>", ctx=None):
         assert prog is not None
         from ptoc.ir.verifier import verify_program
 
-        checks = list(verify_program(prog, ctx=ctx))
+        checks = list(verify_program(prog, ctx=ctx, ssa=False))  # as written: names may be reassigned
     return prog, SourceComments(scan_comments(text), b.anchors), checks
 
 
@@ -964,7 +974,7 @@ def _build(b: Builder, nodes, file: str) -> Program | None:
         return None
 
 
-def _parse_program(text: str, file: str, verify: bool, ctx, check_ops: bool) -> Program:
+def _parse_program(text: str, file: str, verify: bool, ctx, check_ops: bool, ssa: bool = False) -> Program:
     nodes, diags = parse_syntax(text, file)
     if nodes is None:
         raise CompileError(diags)
@@ -974,7 +984,7 @@ def _parse_program(text: str, file: str, verify: bool, ctx, check_ops: bool) -> 
     if prog is not None and verify and not sink.has_errors:
         from ptoc.ir.verifier import verify_program
 
-        for d in verify_program(prog, ctx=ctx, check_ops=check_ops):
+        for d in verify_program(prog, ctx=ctx, check_ops=check_ops, ssa=ssa):
             sink.add(d)
     sink.raise_if_errors()
     assert prog is not None

@@ -500,6 +500,10 @@ class _ToSN:
         kw, target, it, body = ch
         return SN("for", (target, it, body), self._sp(kw))
 
+    def while_stmt(self, ch):
+        kw, cond, body = ch
+        return SN("while", (cond, body), self._sp(kw))
+
     def target_name(self, ch):
         n = ch[0]
         return ("name", str(n), None, self._tok(n))

@@ -316,6 +316,16 @@ class PassStmt(Stmt):
     pass
 
 
+@dataclass(frozen=True)
+class BreakStmt(Stmt):
+    """`break` as written; CtrlFlowTransform lowers it to a flag and a `while` condition."""
+
+
+@dataclass(frozen=True)
+class ContinueStmt(Stmt):
+    """`continue` as written; CtrlFlowTransform lowers it to an `if`/`else` around the rest of the body."""
+
+
 LOOP_KINDS = ("range", "parallel", "unroll", "pipeline", "spmd", "split_aiv")
 
 

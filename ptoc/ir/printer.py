@@ -54,6 +54,8 @@ from ptoc.ir.nodes import (
     MinMax,
     NoneLit,
     PassStmt,
+    BreakStmt,
+    ContinueStmt,
     Program,
     PtrType,
     ReturnStmt,
@@ -384,6 +386,10 @@ class Printer:
                       key)
         elif isinstance(s, PassStmt):
             self._put(out, ind, "pass", key)
+        elif isinstance(s, BreakStmt):
+            self._put(out, ind, "break", key)
+        elif isinstance(s, ContinueStmt):
+            self._put(out, ind, "continue", key)
         elif isinstance(s, ForStmt):
             target = s.var.name
             init = None
@@ -394,6 +400,9 @@ class Printer:
                 target += f", ({names})"
                 init = s.init_values
             self._put(out, ind, f"for {target} in {p}.{s.kind}({self._call_args(s.args, s.kwargs, init)}):", key)
+            self.stmts(s.body, depth + 1, out)
+        elif isinstance(s, WhileStmt) and not s.iter_args and not s.init_values and not s.kwargs:
+            out.append(f"{ind}while {self.expr(s.cond)}:")  # as written (before ConvertToSSA)
             self.stmts(s.body, depth + 1, out)
         elif isinstance(s, WhileStmt):
             names = ", ".join(a.name for a in s.iter_args)

@@ -17,6 +17,8 @@ from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
     Abs,
     AssignStmt,
+    BreakStmt,
+    ContinueStmt,
     BinOp,
     Call,
     Cast,
@@ -483,11 +485,14 @@ class VerifyCache:
 
 class Verifier:
     def __init__(self, program: Program, ctx=None, op_typer: OpTyper | None = None,
-                 cache: VerifyCache | None = None):
+                 cache: VerifyCache | None = None, ssa: bool = True):
         self.program = program
         self.ctx = ctx
         self.op_typer = op_typer
-        self.cache = cache if cache is not None and cache.usable(ctx, op_typer) else None
+        # ssa False: the program as written, before ConvertToSSA: a name may be assigned again, and
+        # a name both branches of an if assign is visible after the if
+        self.ssa = ssa
+        self.cache = cache if ssa and cache is not None and cache.usable(ctx, op_typer) else None
         self.token = self.cache.token(program) if self.cache is not None else -1
         self.calls = False  # the current function calls a function of the program
         self.reads: list[tuple[str, Type | None]] | None = None  # names (and types) read by the statement
@@ -544,6 +549,7 @@ class Verifier:
         self.quiet = set()
         self.calls = False
         self.assigns: list[int] = []  # keys of the assignments the cache remembers for this function
+        self.loop_depth = 0  # loops around the current statement (where break/continue may stand)
         scope = _Scope(None)
         for p in f.params:
             self.check_type(p.type, scope)
@@ -554,6 +560,9 @@ class Verifier:
 
     # ------------------------------------------------------------------ definitions and uses
     def define(self, name: str, t: Type | None, node: Node, scope: _Scope) -> None:
+        if not self.ssa and name in self.defined_at:
+            scope.names[name] = t  # a new value of the name (ConvertToSSA gives it a name of its own)
+            return
         if name in self.defined_at:
             first = self.defined_at[name]
             self.err("PTOC-E0102", f"{name!r} is assigned more than once (first at line {first.line})",
@@ -805,7 +814,9 @@ class Verifier:
             self.define(s.var.name, _scalar(dtypes.INDEX), s.var, inner)
             for a, t in zip(s.iter_args, init_types + [None] * len(s.iter_args)):
                 self.define(a.name, t, a, inner)
+            self.loop_depth += 1
             ys = self.block(s.body, inner, f, "loop", carried=len(s.iter_args), owner=s)
+            self.loop_depth -= 1
             self._leave(inner, f"the body of the loop at line {s.span.line}")
             self._bind_results(s.results, ys, init_types, s, scope)
         elif isinstance(s, WhileStmt):
@@ -817,7 +828,9 @@ class Verifier:
             for a, t in zip(s.iter_args, init_types + [None] * len(s.iter_args)):
                 self.define(a.name, t, a, inner)
             self.expr(s.cond, inner)
+            self.loop_depth += 1
             ys = self.block(s.body, inner, f, "loop", carried=len(s.iter_args), owner=s)
+            self.loop_depth -= 1
             self._leave(inner, f"the body of the while loop at line {s.span.line}")
             self._bind_results(s.results, ys, init_types, s, scope)
         elif isinstance(s, IfStmt):
@@ -828,6 +841,14 @@ class Verifier:
             else_scope = _Scope(scope)
             ey = self.block(s.else_body, else_scope, f, "branch") if s.else_body else None
             self._leave(else_scope, f"the else branch of the if at line {s.span.line}")
+            if not self.ssa:  # as written, a name both branches assign is assigned after the if
+                after = then_scope.names.keys() & else_scope.names.keys()
+                if _exits(s.else_body):  # (a branch that breaks or continues does not reach the end)
+                    after = then_scope.names.keys()
+                elif _exits(s.then_body):
+                    after = else_scope.names.keys()
+                for name in after:
+                    scope.names[name] = then_scope.names.get(name, else_scope.names.get(name))
             tn = tuple(v.name for v in s.results)
             en = tuple(v.name for v in (s.else_body[-1].targets if s.else_body
                                         and isinstance(s.else_body[-1], YieldStmt) else ()))
@@ -844,6 +865,10 @@ class Verifier:
             for i, v in enumerate(s.results):
                 t = types[i] if types is not None and i < len(types) else None
                 self.define(v.name, t, v, scope)
+        elif isinstance(s, (BreakStmt, ContinueStmt)):
+            if not self.loop_depth:
+                word = "break" if isinstance(s, BreakStmt) else "continue"
+                self.err("PTOC-E0111", f"`{word}` outside a loop", s, hint="use it inside a for or while loop body")
         elif isinstance(s, ScopeStmt):
             for a in s.args:
                 self.expr(a, scope)
@@ -858,6 +883,7 @@ class Verifier:
         for name in inner.names:
             self.region_of.setdefault(name, where)
 
+
     def _bind_results(self, results, yielded, init_types, s: Stmt, scope: _Scope) -> None:
         for i, v in enumerate(results):
             t = None
@@ -866,6 +892,11 @@ class Verifier:
             if t is None and i < len(init_types):
                 t = init_types[i]
             self.define(v.name, t, v, scope)
+
+
+def _exits(body: tuple[Stmt, ...]) -> bool:
+    """The body ends with `break` or `continue` (before CtrlFlowTransform)."""
+    return bool(body) and isinstance(body[-1], (BreakStmt, ContinueStmt))
 
 
 def function_types(program: Program, ctx=None,
@@ -881,14 +912,16 @@ def function_types(program: Program, ctx=None,
 
 
 def verify_program(program: Program, ctx=None, op_typer: OpTyper | None = None,
-                   check_ops: bool = True, cache: VerifyCache | None = None) -> list[Diagnostic]:
+                   check_ops: bool = True, cache: VerifyCache | None = None, ssa: bool = True) -> list[Diagnostic]:
     """Structural checks, plus operator type rules when `check_ops` (formatting does not need them:
     any `pl.<namespace>.<op>(...)` call is valid IR text). With the pipeline's `cache`, a function that
     verified clean before (same parts, same signatures) is not checked again (nor are its warnings
-    repeated: the pipeline looks at errors only)."""
+    repeated: the pipeline looks at errors only). `ssa`: also check single assignment and that values
+    leave loops and branches only through `pl.yield_` (false for the program as written, which
+    ConvertToSSA has not seen yet)."""
     if op_typer is None and check_ops:
         op_typer = _default_op_typer()
-    return Verifier(program, ctx, op_typer, cache).run()
+    return Verifier(program, ctx, op_typer, cache, ssa).run()
 
 
 def _default_op_typer() -> OpTyper | None:

@@ -27,6 +27,8 @@ from ptoc.ir.nodes import Program
 
 # The pipeline: (stage, pass name). The module ptoc.passes.<name> defines class <name>.
 PIPELINE: list[tuple[str, str]] = [
+    ("ssa", "CtrlFlowTransform"),
+    ("ssa", "ConvertToSSA"),
     ("tile", "ConvertTensorToTileOps"),
     ("tile", "FlattenTileNdTo2D"),
     ("layout", "BlockNzTensorViews"),
@@ -47,6 +49,9 @@ class Pass:
     summary: str = ""
     requires: frozenset[str] = frozenset()
     produces: frozenset[str] = frozenset()
+    # Every pass needs the `ssa` property (each name assigned once) unless it sets this (CtrlFlowTransform,
+    # ConvertToSSA: they run on the program as written).
+    accepts_non_ssa: bool = False
     # The pipeline run's verifier cache (`ptoc.ir.verifier.VerifyCache`), set by `run_pipeline`; None
     # when the pass runs on its own. Passes hand it to `function_types` (see `types`).
     cache = None
@@ -178,13 +183,14 @@ class RoundTrip(Instrument):
 # --------------------------------------------------------------------------------------------------
 
 
-def check_invariants(program: Program, ctx: CompileContext, p: Pass | None, cache=None) -> None:
+def check_invariants(program: Program, ctx: CompileContext, p: Pass | None, cache=None, ssa: bool = True) -> None:
     """The structural checks and `p`'s produced properties. `cache`: the pipeline run's `VerifyCache`
-    (functions a pass returned unchanged are not checked again)."""
+    (functions a pass returned unchanged are not checked again). `ssa`: the program has the `ssa`
+    property, so single assignment is checked too."""
     from ptoc.ir.verifier import verify_program
 
     who = f"after pass {p.name}" if p is not None else "before the pipeline"
-    diags = [d for d in verify_program(program, ctx=ctx, cache=cache) if d.severity == "error"]
+    diags = [d for d in verify_program(program, ctx=ctx, cache=cache, ssa=ssa) if d.severity == "error"]
     if diags:
         first = diags[0]
         where = f" at {first.span}" if first.span is not None and first.span.known else ""
@@ -221,20 +227,60 @@ def gc_paused():
             gc.enable()
 
 
+def written_properties(program: Program) -> frozenset[str]:
+    """The properties a program can have as written: `structured` (no break/continue where they must
+    be lowered) and, with it, `ssa` (every name assigned once)."""
+    from ptoc.passes.ConvertToSSA import ssa_violations
+    from ptoc.passes.CtrlFlowTransform import unstructured
+
+    if unstructured(program):
+        return frozenset()
+    return frozenset({"structured", "ssa"}) if not ssa_violations(program) else frozenset({"structured"})
+
+
+def input_properties(program: Program, ctx: CompileContext) -> frozenset[str]:
+    """The properties `program` already has: those whose check finds nothing wrong (`ssa` only with
+    `structured`)."""
+    _import_properties()
+    have = frozenset(name for name, check in PROPERTIES.items() if not check(program, ctx, None))
+    return have if "structured" in have else have - {"ssa"}
+
+
+def parse_pipeline(spec: str) -> list[type[Pass]]:
+    """`A,B,...` -> those pass classes in that order; `ValueError` naming an unknown pass."""
+    known = [n for _, n in PIPELINE]
+    names = [n.strip() for n in spec.split(",") if n.strip()]
+    if not names:
+        raise ValueError("the pipeline is empty: give pass names separated by commas")
+    for n in names:
+        if n not in known:
+            raise ValueError(f"unknown pass {n!r}; passes: {', '.join(known)}")
+    return [load_pass(n) for n in names]
+
+
 def run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]] | None = None,
                  stop_after: str | None = None, instruments: list[Instrument] | None = None,
-                 verify: bool = True, skip: frozenset[str] = frozenset(), cache=None) -> Program:
+                 verify: bool = True, skip: frozenset[str] = frozenset(), cache=None,
+                 given: frozenset[str] | None = None) -> Program:
     """Run the passes in order (up to and including `stop_after`). User errors found by a pass raise
     `CompileError`; broken invariants raise `InternalError`. `cache`: the `VerifyCache` to fill (by
     default one of this run's own, dropped when it returns; the driver passes its own to reuse the
-    inferred types when it emits)."""
+    inferred types when it emits). `given`: the properties the input has (`input_properties`) when
+    the passes are a chosen sub-pipeline (`ptoc passes --pipeline`); a pass whose requirement is
+    neither given nor produced by an earlier pass is then the user's error (`CompileError`)."""
     with gc_paused():
-        return _run_pipeline(program, ctx, passes, stop_after, instruments, verify, skip, cache)
+        return _run_pipeline(program, ctx, passes, stop_after, instruments, verify, skip, cache, given)
+
+
+def _requires(p: Pass) -> frozenset[str]:
+    """What `p` needs before it runs: its `requires`, and single assignment unless it makes it."""
+    return p.requires if p.accepts_non_ssa else p.requires | {"ssa"}
 
 
 def _run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]] | None,
                   stop_after: str | None, instruments: list[Instrument] | None, verify: bool,
-                  skip: frozenset[str], cache) -> Program:
+                  skip: frozenset[str], cache, given: frozenset[str] | None = None) -> Program:
+    from ptoc.diagnostics import Diagnostic
     from ptoc.ir.verifier import VerifyCache
 
     passes = available_pipeline() if passes is None else passes
@@ -243,7 +289,7 @@ def _run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]
     names = [p.name for p in passes]
     if stop_after is not None and stop_after not in names:
         raise ValueError(f"unknown pass {stop_after!r}")
-    have: set[str] = set()
+    have: set[str] = set(given) if given is not None else set(written_properties(program))
     for ins in instruments:
         ins.before_pipeline(program, ctx)
     for i, cls in enumerate(passes, start=1):
@@ -252,7 +298,12 @@ def _run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]
             continue
         p.cache = cache
         cache.age()  # what neither the last pass nor its check used is not needed again
-        missing = p.requires - have
+        missing = _requires(p) - have
+        if missing and given is not None:
+            raise CompileError([Diagnostic(
+                "PTOC-E0290", f"pass {p.name} needs the IR property {sorted(missing)[0]!r}, which the input "
+                "does not have and no earlier pass of the pipeline produces", None,
+                hint="start the pipeline earlier: `ptoc passes --list` shows which pass produces it")])
         if missing:
             raise InternalError(f"pass {p.name} requires {sorted(missing)} which no earlier pass produced")
         for ins in instruments:
@@ -265,9 +316,9 @@ def _run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]
         except RecursionError as e:
             raise InternalError(f"pass {p.name} recursed too deeply") from e
         seconds = time.perf_counter() - t0
-        if verify:
-            check_invariants(program, ctx, p, cache)
         have |= p.produces
+        if verify:
+            check_invariants(program, ctx, p, cache, ssa="ssa" in have)
         for ins in instruments:
             ins.after_pass(i, p, program, seconds)
         if p.name == stop_after:

@@ -23,6 +23,22 @@ def tile_types(f: Function, cache=None) -> list[TileType]:
     return NodeIndex.get(f, cache).of(TileType)
 
 
+@property_check("ssa")
+def _ssa(program: Program, ctx: CompileContext, cache=None) -> list[str]:
+    """Every name is assigned once in its function (the two yields of an if bind its results once)."""
+    from ptoc.passes.ConvertToSSA import ssa_violations
+
+    return ssa_violations(program)
+
+
+@property_check("structured")
+def _structured(program: Program, ctx: CompileContext, cache=None) -> list[str]:
+    """No break or continue outside Orchestration functions (CtrlFlowTransform lowered them)."""
+    from ptoc.passes.CtrlFlowTransform import unstructured
+
+    return unstructured(program)
+
+
 @property_check("tile_ops")
 def _tile_ops(program: Program, ctx: CompileContext, cache=None) -> list[str]:
     """Kernels compute on tiles only: no tensor.* operator call survives in them (except the metadata

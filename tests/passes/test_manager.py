@@ -23,10 +23,10 @@ PTOC = [sys.executable, "-m", "ptoc.cli"]
 
 
 def test_pipeline_order_is_pinned():
-    # NZ-5 fixes BlockNzTensorViews after FlattenTileNdTo2D and before LegalizeTileCast and
+    # CtrlFlowTransform and ConvertToSSA first (every later pass needs structured single assignment). NZ-5 fixes BlockNzTensorViews after FlattenTileNdTo2D and before LegalizeTileCast and
     # MaterializeTensorStrides; memory planning comes last.
     assert [n for _, n in PIPELINE] == [
-        "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
+        "CtrlFlowTransform", "ConvertToSSA", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
         "InferTileMemorySpace", "ClassifyKernels", "MaterializeTensorStrides", "InitMemRef", "AllocateMemoryAddr",
     ]
 
@@ -34,7 +34,7 @@ def test_pipeline_order_is_pinned():
 def test_every_pass_name_equals_its_file_and_has_a_summary():
     for cls in available_pipeline():
         assert Path(sys.modules[cls.__module__].__file__).stem == cls.name
-        assert cls.summary and cls.stage in ("tile", "layout", "memory")
+        assert cls.summary and cls.stage in ("ssa", "tile", "layout", "memory")
 
 
 def test_every_pass_file_has_a_test_file():

@@ -1,0 +1,340 @@
+"""ConvertToSSA: give every value its own name, so each name is assigned exactly once.
+
+Purpose
+-------
+Programs are written like Python: `s = pl.mul(s, t)` updates `s`, a loop body updates a value
+defined before the loop, and both branches of an `if` may assign the same name. Every later pass
+and the code generator rely on single assignment (a name identifies its one definition), so this
+pass runs first and rewrites the program into that form, the way PyPTO's ConvertToSSA does:
+
+- a name assigned again gets a new name for the new value (`s`, then `s_1`, `s_2`, ...: the first
+  definition keeps the written name, later ones take the first `<name>_<k>` not used in the
+  function); every later use reads the newest one;
+- a loop (`pl.range` and the other `for` kinds, `pl.while_`) that assigns a name defined before it
+  carries that name: the loop gets an iter_arg for it (initialised with the value before the loop),
+  its body ends by yielding the body's last value, and the loop's result is the name's value after
+  the loop. Carried names come after the loop's own iter_args, in name order;
+- an `if` after which a name has a different value in either branch (or a new name defined in both
+  branches) merges it: each branch yields its value (the value before the `if` when the branch does
+  not assign it; an absent `else` is created for that) and the `if`'s result is the merged value.
+  Merged names come first, in name order, then the `if`'s own yielded names;
+- names assigned inside a loop body or a branch and not merged stay local to it: a use after the
+  loop or branch is reported by the verifier (PTOC-E0101), as before;
+- `with` scopes are regions of the same function: names they assign stay visible after them.
+
+A function that already assigns every name once is returned unchanged (the same object), so the
+pass costs nothing on SSA input and the printed IR is byte-identical.
+
+Before::
+
+    acc: pl.Tile[[32, 128], pl.FP32, pl.Mem.Vec] = pl.tile.full([32, 128], dtype=pl.FP32, value=0.0)
+    for i in pl.range(4):
+        t = pl.tile.load(x, [i * 32, 0], [32, 128])
+        acc = pl.tile.add(acc, t)
+    out = pl.tile.store(acc, [0, 0], out)
+
+After::
+
+    acc: pl.Tile[[32, 128], pl.FP32, pl.Mem.Vec] = pl.tile.full([32, 128], dtype=pl.FP32, value=0.0)
+    for i, (acc_1,) in pl.range(4, init_values=(acc,)):
+        t = pl.tile.load(x, [i * 32, 0], [32, 128])
+        acc_2 = pl.tile.add(acc_1, t)
+        acc_3 = pl.yield_(acc_2)
+    out_1 = pl.tile.store(acc_3, [0, 0], out)
+
+Differences from PyPTO: PyPTO renames every value (`x_0`, `acc_iter_1`, `acc_phi_3`); ptoc keeps
+the written name for a first definition so unchanged code reads as written. A name first assigned
+inside a loop body and used after the loop is reported rather than promoted to an iter_arg with a
+made-up initial value.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ptoc.context import CompileContext
+from ptoc.ir.names import fresh_name
+from ptoc.ir.nodes import (
+    AssignStmt,
+    ForStmt,
+    Function,
+    IfStmt,
+    PassStmt,
+    Program,
+    ReturnStmt,
+    ScopeStmt,
+    Stmt,
+    Var,
+    WhileStmt,
+    YieldStmt,
+)
+from ptoc.ir.visitor import Mutator, walk
+from ptoc.passes.manager import Pass
+
+
+# --------------------------------------------------------------------------------------------------
+# Single assignment: the definitions of a function
+# --------------------------------------------------------------------------------------------------
+
+
+def _body_defs(body: tuple[Stmt, ...], out: list[Var], results_bound: bool) -> None:
+    """Append the names `body` defines. `results_bound`: the body's final yield binds names that its
+    owner already counted (the else branch of an if whose then branch yields the same names)."""
+    for i, s in enumerate(body):
+        cls = s.__class__
+        if cls is AssignStmt:
+            out.append(s.target)
+        elif cls is YieldStmt:
+            if not (results_bound and i == len(body) - 1):
+                out.extend(s.targets)
+        elif cls is ForStmt:
+            out.append(s.var)
+            out.extend(s.iter_args)
+            _body_defs(s.body, out, False)
+        elif cls is WhileStmt:
+            out.extend(s.iter_args)
+            _body_defs(s.body, out, False)
+        elif cls is IfStmt:
+            _body_defs(s.then_body, out, False)
+            _body_defs(s.else_body, out, bool(s.results))
+        elif cls is ScopeStmt:
+            if s.var is not None:
+                out.append(s.var)
+            _body_defs(s.body, out, False)
+
+
+def definitions(f: Function) -> list[Var]:
+    """Every name `f` defines, once per definition (the names both branches of an if yield into count
+    once: they are the if's results)."""
+    out = [Var(p.name, span=p.span) for p in f.params]
+    _body_defs(f.body, out, False)
+    return out
+
+
+def ssa_violations(program: Program) -> list[str]:
+    """The names assigned more than once, per function (empty: the program is in SSA form)."""
+    bad = []
+    for f in program.functions:
+        seen: set[str] = set()
+        for v in definitions(f):
+            if v.name in seen:
+                bad.append(f"{f.name}: {v.name!r} is assigned more than once (line {v.span.line})")
+            seen.add(v.name)
+    return bad
+
+
+def _assigned(body: tuple[Stmt, ...]) -> set[str]:
+    """The names a body assigns anywhere inside it (nested bodies included)."""
+    out: list[Var] = []
+    _body_defs(body, out, False)
+    return {v.name for v in out}
+
+
+# --------------------------------------------------------------------------------------------------
+# The conversion
+# --------------------------------------------------------------------------------------------------
+
+
+class _Uses(Mutator):
+    """Rewrite every name read in an expression or type to its current value's name."""
+
+    def __init__(self, env: dict[str, str]):
+        self.env = env
+
+    def pre_Var(self, v: Var):
+        new = self.env.get(v.name)
+        return v if new is None or new == v.name else replace(v, name=new)
+
+
+def _split_yield(body: tuple[Stmt, ...]) -> tuple[tuple[Stmt, ...], YieldStmt | None]:
+    if body and isinstance(body[-1], YieldStmt):
+        return body[:-1], body[-1]
+    return body, None
+
+
+def _ends_in_return(body: tuple[Stmt, ...]) -> bool:
+    return bool(body) and isinstance(body[-1], ReturnStmt)
+
+
+class _Converter:
+    def __init__(self, f: Function, program: Program):
+        self.taken: set[str] = {d.name for d in program.dynamic_dims}
+        self.taken.update(p.name for p in f.params)
+        for n in walk(f):
+            if n.__class__ is Var:
+                self.taken.add(n.name)
+        self.defined: set[str] = {p.name for p in f.params}
+
+    # ---------------------------------------------------------------- names
+    def define(self, name: str) -> str:
+        """The name of a new value of `name`: `name` itself the first time, else a fresh one."""
+        if name not in self.defined:
+            self.defined.add(name)
+            return name
+        new = fresh_name(name, self.taken)
+        self.defined.add(new)
+        return new
+
+    def bind(self, v: Var, env: dict[str, str]) -> Var:
+        new = self.define(v.name)
+        env[v.name] = new
+        return v if new == v.name else replace(v, name=new)
+
+    @staticmethod
+    def uses(node, env: dict[str, str]):
+        if node is None:
+            return None
+        return _Uses(env).mutate(node)
+
+    # ---------------------------------------------------------------- bodies
+    def block(self, body: tuple[Stmt, ...], env: dict[str, str]) -> list[Stmt]:
+        out: list[Stmt] = []
+        for s in body:
+            out.extend(self.stmt(s, env))
+        return out
+
+    def stmt(self, s: Stmt, env: dict[str, str]) -> list[Stmt]:
+        cls = s.__class__
+        if cls is AssignStmt:
+            value = self.uses(s.value, env)
+            ann = self.uses(s.annotation, env)
+            return [replace(s, target=self.bind(s.target, env), value=value, annotation=ann)]
+        if cls is ForStmt:
+            return [self.for_stmt(s, env)]
+        if cls is WhileStmt:
+            return [self.while_stmt(s, env)]
+        if cls is IfStmt:
+            return [self.if_stmt(s, env)]
+        if cls is ScopeStmt:
+            args = self.uses(s.args, env)
+            kwargs = self.uses(s.kwargs, env)
+            var = self.bind(s.var, env) if s.var is not None else None
+            body = tuple(self.block(s.body, env))  # a scope shares its function's names
+            return [replace(s, args=args, kwargs=kwargs, var=var, body=body)]
+        if cls is YieldStmt:  # a yield that does not end its body: the verifier reports it
+            return [replace(s, values=self.uses(s.values, env), annotation=self.uses(s.annotation, env))]
+        return [self.uses(s, env)]  # EvalStmt, ReturnStmt, PassStmt: uses only
+
+    @staticmethod
+    def _carried(s: ForStmt | WhileStmt, env: dict[str, str], own: list[str]) -> list[str]:
+        """The names a loop carries: assigned in its body and defined before it, in name order (not
+        its loop variable or its own iter_args)."""
+        skip = {a.name for a in s.iter_args} | set(own)
+        return sorted(n for n in _assigned(s.body) if n in env and n not in skip)
+
+    def _loop_end(self, s, body_in: tuple[Stmt, ...], inner: dict[str, str], carried: list[str],
+                  env: dict[str, str]) -> tuple[Stmt, ...]:
+        """Convert the loop body (in `inner`) and end it with the yield of its own and carried values;
+        bind the loop's results in `env`."""
+        stmts, y = _split_yield(body_in)
+        body = self.block(stmts, inner)
+        values = list(self.uses(y.values, inner)) if y is not None else []
+        values += [Var(inner[n], span=s.span) for n in carried]
+        targets = [self.bind(t, env) for t in (y.targets if y is not None else ())]
+        for n in carried:
+            targets.append(Var(self.define(n), span=s.span))
+            env[n] = targets[-1].name
+        if values or y is not None:
+            ann = self.uses(y.annotation, inner) if y is not None and len(targets) == 1 else None
+            body.append(YieldStmt(tuple(targets), tuple(values), ann, span=y.span if y is not None else s.span))
+        return tuple(body)
+
+    def for_stmt(self, s: ForStmt, env: dict[str, str]) -> ForStmt:
+        args = self.uses(s.args, env)
+        kwargs = self.uses(s.kwargs, env)
+        init = list(self.uses(s.init_values, env))
+        carried = self._carried(s, env, [s.var.name])
+        inner = dict(env)
+        var = self.bind(s.var, inner)
+        iter_args = [self.bind(a, inner) for a in s.iter_args]
+        for n in carried:
+            init.append(Var(env[n], span=s.span))
+            iter_args.append(Var(self.define(n), span=s.span))
+            inner[n] = iter_args[-1].name
+        body = self._loop_end(s, s.body, inner, carried, env)
+        return replace(s, var=var, args=args, kwargs=kwargs, iter_args=tuple(iter_args),
+                       init_values=tuple(init), body=body)
+
+    def while_stmt(self, s: WhileStmt, env: dict[str, str]) -> WhileStmt:
+        kwargs = self.uses(s.kwargs, env)
+        init = list(self.uses(s.init_values, env))
+        carried = self._carried(s, env, [])
+        inner = dict(env)
+        iter_args = [self.bind(a, inner) for a in s.iter_args]
+        for n in carried:
+            init.append(Var(env[n], span=s.span))
+            iter_args.append(Var(self.define(n), span=s.span))
+            inner[n] = iter_args[-1].name
+        cond = self.uses(s.cond, inner)
+        body = self._loop_end(s, s.body, inner, carried, env)
+        return replace(s, iter_args=tuple(iter_args), init_values=tuple(init), cond=cond, body=body,
+                       kwargs=kwargs)
+
+    def if_stmt(self, s: IfStmt, env: dict[str, str]) -> IfStmt:
+        cond = self.uses(s.cond, env)
+        then_stmts, ty = _split_yield(s.then_body)
+        else_stmts, ey = _split_yield(s.else_body)
+        then_env, else_env = dict(env), dict(env)
+        then_body = self.block(then_stmts, then_env)
+        else_body = self.block(else_stmts, else_env)
+        # a branch that returns never reaches the merge: it contributes nothing to it
+        then_live = not _ends_in_return(s.then_body)
+        else_live = not _ends_in_return(s.else_body)
+        merged = []
+        for n in sorted(set(then_env) | set(else_env)):
+            before = env.get(n)
+            t, e = then_env.get(n), else_env.get(n)
+            if before is not None:
+                if (then_live and t != before) or (else_live and e != before):
+                    merged.append(n)
+            elif t is not None and e is not None and then_live and else_live:
+                merged.append(n)
+        own = ty.targets if ty is not None else (ey.targets if ey is not None else ())
+        if not merged and not own:
+            return replace(s, cond=cond, then_body=tuple(then_body), else_body=tuple(else_body))
+        targets = [Var(self.define(n), span=s.span) for n in merged]
+        targets += [self.bind(t, env) for t in own]
+        for n, t in zip(merged, targets):
+            env[n] = t.name
+
+        def close(body: list[Stmt], benv: dict[str, str], y: YieldStmt | None, live: bool) -> tuple[Stmt, ...]:
+            if not live:
+                return tuple(body)
+            values = [Var(benv.get(n, n), span=s.span) for n in merged]
+            values += list(self.uses(y.values, benv)) if y is not None else []
+            body = [b for b in body if b.__class__ is not PassStmt]
+            ann = self.uses(y.annotation, benv) if y is not None and len(targets) == 1 else None
+            body.append(YieldStmt(tuple(targets), tuple(values), ann, span=y.span if y is not None else s.span))
+            return tuple(body)
+
+        return replace(s, cond=cond, then_body=close(then_body, then_env, ty, then_live),
+                       else_body=close(else_body, else_env, ey, else_live))
+
+    # ---------------------------------------------------------------- functions
+    def function(self, f: Function) -> Function:
+        env = {p.name: p.name for p in f.params}
+        return replace(f, body=tuple(self.block(f.body, env)))
+
+
+def _is_ssa(f: Function) -> bool:
+    seen: set[str] = set()
+    for v in definitions(f):
+        if v.name in seen:
+            return False
+        seen.add(v.name)
+    return True
+
+
+class ConvertToSSA(Pass):
+    name = "ConvertToSSA"
+    stage = "ssa"
+    summary = "give every value its own name: renames, loop-carried iter_args, if merges"
+    requires = frozenset({"structured"})
+    produces = frozenset({"ssa"})
+    accepts_non_ssa = True
+
+    def run(self, program: Program, ctx: CompileContext) -> Program:
+        funcs = tuple(f if _is_ssa(f) else _Converter(f, program).function(f) for f in program.functions)
+        if all(a is b for a, b in zip(funcs, program.functions)):
+            return program
+        return replace(program, functions=funcs)
