@@ -624,6 +624,16 @@ def _depfile_text(rules: list[tuple[list[str], str]]) -> str:
     return "\n".join(lines) + "\n"
 
 
+class _HeldDiagnostics:
+    """Stands in for a Reporter to keep diagnostics for later (`emit` stores them)."""
+
+    def __init__(self):
+        self.diags: list = []
+
+    def emit(self, diags, _source) -> None:
+        self.diags.extend(diags)
+
+
 def _batch_usage(files, output, header_path, dump_dir, timings, assemble) -> None:
     if output is not None:
         raise click.UsageError("-o and --output-dir cannot be used together")
@@ -746,10 +756,12 @@ def _compile_batch(files, output_dir, jobs, depfile, no_header, arch, version, p
     jobs_in: list = []
     sources: dict[str, str] = {}
     status = EXIT_OK
+    unreadable: dict[str, list] = {}  # read errors, reported in the order of FILEs with the others
     for f, _ in plan:
-        text = _read_source(f, reporter)
+        held = _HeldDiagnostics()
+        text = _read_source(f, held)
         if text is None:
-            status = EXIT_USER
+            unreadable[f] = held.diags
             continue
         sources[f] = text
         jobs_in.append((f, text, arch, version, pto_level, not no_header))
@@ -768,9 +780,14 @@ def _compile_batch(files, output_dir, jobs, depfile, no_header, arch, version, p
     else:
         results = map(_batch_compile_one, jobs_in)
     progress = _Progress(len(jobs_in), "compiling")
+    results = iter(results)
     try:
-        for job, res in zip(jobs_in, results):
-            f = job[0]
+        for f, _ in plan:
+            if f in unreadable:
+                reporter.emit(unreadable[f], None)
+                status = EXIT_USER
+                continue
+            res = next(results)
             progress.advance()
             if res[0] == "error":
                 reporter.emit(res[1], sources[f])
