@@ -582,11 +582,101 @@ def get_parser() -> Lark:
     return p  # type: ignore[return-value]
 
 
+class _ParserPosition:
+    """What Lark's contextual lexer asks of the parser: the state on top of the stack."""
+
+    __slots__ = ("stack",)
+
+    def __init__(self, stack: list):
+        self.stack = stack
+
+    @property
+    def position(self):
+        return self.stack[-1]
+
+
+def _driver_tables(parser: Lark) -> tuple:
+    """Lark's LALR tables recast for `_drive`: for every state, terminal or rule name -> (shift?, next
+    state, reduction), a reduction being (number of symbols, callback, name of the rule's left side).
+    This spares the loop Lark's per-step rule hashing and attribute look-ups; the tables, the lexer, the
+    indenter and the callbacks (`_ToSN`) are Lark's own, so tokens, nodes and errors are the same."""
+    from lark.parsers.lalr_analysis import Shift
+
+    inner = parser.parser.parser.parser  # Lark -> ParsingFrontend -> LALR_Parser -> _Parser
+    table, callbacks = inner.parse_table, inner.callbacks
+    reductions: dict = {}
+    states: dict = {}
+    for st, actions in table.states.items():
+        row = {}
+        for sym, (action, arg) in actions.items():
+            if action is Shift:
+                row[sym] = (True, arg, None)
+            else:
+                r = reductions.get(arg)
+                if r is None:
+                    r = reductions[arg] = (len(arg.expansion), callbacks[arg], arg.origin.name)
+                row[sym] = (False, None, r)
+        states[st] = row
+    token_callbacks = {k: v for k, v in callbacks.items() if isinstance(k, str)}
+    return states, table.start_states["start"], table.end_states["start"], token_callbacks
+
+
+def _drive(parser: Lark, text: str):
+    """Parse `text` with Lark's tables, lexer and callbacks in one tight loop (what `Lark.parse` does,
+    without its per-token method calls). Raises the same `UnexpectedToken` Lark raises."""
+    from lark.lexer import LexerThread
+
+    tables = _GRAMMAR_CACHE.get("t")
+    if tables is None:
+        tables = _GRAMMAR_CACHE["t"] = _driver_tables(parser)
+    states, start_state, end_state, token_callbacks = tables
+    state_stack = [start_state]
+    value_stack: list = []
+    push_state, push_value = state_stack.append, value_stack.append
+    thread = LexerThread.from_text(parser.parser.lexer, text)
+    token = None
+    is_end = False
+    for token in _with_end(thread.lex(_ParserPosition(state_stack))):
+        ty = token.type
+        if ty == "$END":
+            is_end = True
+        while True:
+            try:
+                shift, nxt, red = states[state_stack[-1]][ty]
+            except KeyError:
+                expected = {s for s in states[state_stack[-1]] if s.isupper()}
+                raise UnexpectedToken(token, expected, state=None, interactive_parser=None) from None
+            if shift:
+                push_state(nxt)
+                push_value(token if ty not in token_callbacks else token_callbacks[ty](token))
+                break
+            size, callback, origin = red
+            if size:
+                children = value_stack[-size:]
+                del state_stack[-size:]
+                del value_stack[-size:]
+            else:
+                children = []
+            push_value(callback(children))
+            push_state(states[state_stack[-1]][origin][1])
+            if is_end and state_stack[-1] == end_state:
+                return value_stack[-1]
+    raise AssertionError("the LALR tables did not accept at end of input")  # pragma: no cover
+
+
+def _with_end(tokens):
+    """The token stream followed by Lark's `$END` token (placed where Lark places it)."""
+    token = None
+    for token in tokens:
+        yield token
+    yield Token.new_borrow_pos("$END", "", token) if token is not None else Token("$END", "", 0, 1, 1)
+
+
 def _parse_nodes(text: str, file: str) -> tuple[SN, ...]:
     parser = get_parser()
     builder: _ToSN = _GRAMMAR_CACHE["b"]  # type: ignore[assignment]
     builder.reset(file)
-    nodes = parser.parse(text)
+    nodes = parser.parse(text) if os.environ.get("PTOC_LARK_LOOP") else _drive(parser, text)
     if builder.literal_errors:
         raise builder.literal_errors[0]
     return nodes

@@ -1,0 +1,192 @@
+"""`ptoc compile FILE... --output-dir DIR [-j N]`, `--depfile` and the progress bar, through the real
+`ptoc` script in subprocesses.
+
+Expected outputs come from the single-file form (`compile FILE -o OUT`), which other tests pin to the
+golden files; expected depfile lines are written out by hand from the make format.
+"""
+
+from __future__ import annotations
+
+import os
+import pty
+import select
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+PTOC = Path(sys.executable).with_name("ptoc")
+ROOT = Path(__file__).resolve().parent.parent
+EXAMPLES = sorted((ROOT / "examples").glob("*.ir"))
+PIN = (ROOT / "toolchain" / "versions.env").resolve()
+BROKEN = "import pypto.language as pl\n@pl.program\nclass p:\n    @pl.function\n    def f(self, x: (:\n"
+
+
+def ptoc(*args, cwd=None):
+    env = {k: v for k, v in os.environ.items() if k != "CI"}
+    return subprocess.run([str(PTOC), *map(str, args)], capture_output=True, text=True, cwd=cwd, env=env,
+                          timeout=600)
+
+
+def _tree(d: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(d.iterdir())} if d.exists() else {}
+
+
+def test_batch_outputs_equal_the_single_file_outputs(tmp_path):
+    src = tmp_path / "src"
+    src.mkdir()
+    for p in EXAMPLES[:4]:
+        shutil.copy(p, src / p.name)
+    single = tmp_path / "single"
+    single.mkdir()
+    for p in sorted(src.iterdir()):
+        r = ptoc("compile", p, "-o", single / (p.stem + ".pto"))
+        assert r.returncode == 0, r.stderr
+    for jobs in ("1", "2"):
+        out = tmp_path / f"out{jobs}"
+        r = ptoc("compile", *sorted(src.iterdir()), "--output-dir", out, "-j", jobs)
+        assert r.returncode == 0, r.stderr
+        assert r.stdout == ""
+        assert _tree(out) == _tree(single)
+        assert len(_tree(out)) == 8  # a .pto and a .h per input
+
+
+def test_batch_reports_errors_per_file_and_writes_the_good_ones(tmp_path):
+    good1, good2 = EXAMPLES[0], EXAMPLES[1]
+    bad = tmp_path / "bad.ir"
+    bad.write_text(BROKEN)
+    missing = tmp_path / "missing.ir"
+    out = tmp_path / "out"
+    r = ptoc("compile", good1, bad, missing, good2, "--output-dir", out, "-j", "2", "--diagnostics", "gcc")
+    assert r.returncode == 1
+    assert f"{bad}:5:" in r.stderr and "PTOC-E0001" in r.stderr  # the broken parameter list, line 5
+    assert f"{missing}" in r.stderr and "PTOC-E0004" in r.stderr
+    names = set(_tree(out))
+    assert names == {good1.stem + ".pto", good1.stem + ".h", good2.stem + ".pto", good2.stem + ".h"}
+    # diagnostics follow the order of the inputs whatever the order of completion
+    assert r.stderr.index(str(bad)) < r.stderr.index(str(missing))
+
+
+def test_batch_same_stem_is_refused_before_anything_is_written(tmp_path):
+    (tmp_path / "a").mkdir()
+    (tmp_path / "b").mkdir()
+    shutil.copy(EXAMPLES[0], tmp_path / "a" / "k.ir")
+    shutil.copy(EXAMPLES[1], tmp_path / "b" / "k.ir")
+    shutil.copy(EXAMPLES[2], tmp_path / "first.ir")
+    out = tmp_path / "out"
+    r = ptoc("compile", tmp_path / "first.ir", tmp_path / "a" / "k.ir", tmp_path / "b" / "k.ir",
+             "--output-dir", out, "-j", "2")
+    assert r.returncode == 2
+    assert "PTOC-E0007" in r.stderr and "k.pto" in r.stderr
+    assert not out.exists()  # not even the first file's outputs
+
+
+def test_batch_output_over_an_input_is_refused_before_anything_is_written(tmp_path):
+    shutil.copy(EXAMPLES[0], tmp_path / "one.ir")
+    shutil.copy(EXAMPLES[1], tmp_path / "two.ir")
+    (tmp_path / "two.h").write_text("keep me\n")
+    r = ptoc("compile", tmp_path / "one.ir", tmp_path / "two.ir", "--output-dir", tmp_path,
+             "--depfile", tmp_path / "two.ir")
+    assert r.returncode == 2 and "PTOC-E0007" in r.stderr
+    assert not (tmp_path / "one.pto").exists()
+    assert (tmp_path / "two.h").read_text() == "keep me\n"
+    assert (tmp_path / "two.ir").read_bytes() == EXAMPLES[1].read_bytes()
+
+
+def test_batch_failed_file_leaves_its_old_outputs_untouched(tmp_path):
+    src = tmp_path / "k.ir"
+    shutil.copy(EXAMPLES[0], src)
+    out = tmp_path / "out"
+    assert ptoc("compile", src, "--output-dir", out).returncode == 0
+    before = _tree(out)
+    src.write_text(BROKEN)
+    r = ptoc("compile", src, "--output-dir", out)
+    assert r.returncode == 1
+    assert _tree(out) == before
+
+
+@pytest.mark.parametrize("args, words", [
+    (["a.ir", "b.ir", "-o", "x.pto"], "--output-dir"),
+    (["a.ir"], "-o OUTPUT.pto"),
+    (["a.ir", "-o", "x.pto", "-j", "2"], "-j needs --output-dir"),
+    (["a.ir", "--output-dir", "d", "-o", "x.pto"], "cannot be used together"),
+    (["a.ir", "--output-dir", "d", "--header", "x.h"], "--header"),
+    (["-", "--output-dir", "d"], "standard input"),
+    (["a.ir", "-o", "-", "--no-header", "--depfile", "x.d"], "--depfile needs"),
+])
+def test_usage_errors(tmp_path, args, words):
+    r = ptoc("compile", *args, cwd=tmp_path)
+    assert r.returncode == 2
+    assert words in r.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_depfile_single_file(tmp_path):
+    src = tmp_path / "my kernel.ir"
+    shutil.copy(EXAMPLES[0], src)
+    r = ptoc("compile", src, "-o", tmp_path / "o.pto", "--depfile", tmp_path / "o.d")
+    assert r.returncode == 0, r.stderr
+    esc = str(tmp_path).replace(" ", "\\ ")
+    assert (tmp_path / "o.d").read_text() == f"{esc}/o.pto {esc}/o.h: {esc}/my\\ kernel.ir {PIN}\n"
+
+
+def test_depfile_batch_and_not_written_on_failure(tmp_path):
+    shutil.copy(EXAMPLES[0], tmp_path / "a.ir")
+    shutil.copy(EXAMPLES[1], tmp_path / "b.ir")
+    r = ptoc("compile", "a.ir", "b.ir", "--output-dir", "out", "--no-header", "--depfile", "deps.d", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert (tmp_path / "deps.d").read_text() == f"out/a.pto: a.ir {PIN}\nout/b.pto: b.ir {PIN}\n"
+    (tmp_path / "c.ir").write_text(BROKEN)
+    r = ptoc("compile", "c.ir", "-o", "c.pto", "--depfile", "c.d", cwd=tmp_path)
+    assert r.returncode == 1
+    assert not (tmp_path / "c.d").exists() and not (tmp_path / "c.pto").exists()
+
+
+def _big_batch(tmp_path, n=24):
+    src = tmp_path / "src"
+    src.mkdir()
+    files = []
+    for i in range(n):
+        p = src / f"k{i}.ir"
+        shutil.copy(EXAMPLES[i % len(EXAMPLES)], p)
+        files.append(p)
+    return files
+
+
+def test_no_progress_bar_when_stderr_is_not_a_terminal(tmp_path):
+    files = _big_batch(tmp_path)
+    r = ptoc("compile", *files, "--output-dir", tmp_path / "out", "-j", "2", "--no-header")
+    assert r.returncode == 0
+    assert "compiling" not in r.stderr and "\x1b[" not in r.stderr
+    assert r.stdout == ""
+
+
+def test_progress_bar_on_a_terminal(tmp_path):
+    files = _big_batch(tmp_path, 160)  # well over a second of work
+    pid, fd = pty.fork()
+    if pid == 0:  # the child: stdin, stdout and stderr are the pseudo-terminal
+        env = {k: v for k, v in os.environ.items() if k not in ("CI", "NO_COLOR")}
+        env["TERM"] = "xterm"
+        os.execve(str(PTOC), [str(PTOC), "compile", *map(str, files), "--output-dir", str(tmp_path / "out"),
+                              "-j", "1", "--no-header"], env)
+    data = b""
+    deadline = time.monotonic() + 600
+    while time.monotonic() < deadline:
+        ready, _, _ = select.select([fd], [], [], 1.0)
+        if not ready:
+            continue
+        try:
+            chunk = os.read(fd, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        data += chunk
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, data[-2000:]
+    text = data.decode("utf-8", "replace")
+    assert "compiling" in text and "/160" in text  # the bar: description and done/total
+    assert len(list((tmp_path / "out").iterdir())) == 160
