@@ -178,9 +178,10 @@ def type_mismatch(annotated: Type, actual: Type) -> str | None:
         if isinstance(a, TensorType) and a.layout == b.layout == "NZ" and len(a.shape) != len(b.shape):  # type: ignore
             # a logical NZ type and the blocked rank-5 form BlockNzTensorViews gave it (NZ-2, NZ-16)
             from ptoc.ir.types import nz_blocked_static_shape
+            from ptoc.target import arch
 
             logical, blocked = (a, b) if len(b.shape) == 5 else (b, a)
-            want = nz_blocked_static_shape(logical.shape, logical.dtype.c0)  # type: ignore[union-attr]
+            want = nz_blocked_static_shape(logical.shape, arch.c0_of(logical.dtype))  # type: ignore[union-attr]
             have = tuple(d.value if isinstance(d, ConstInt) else None for d in blocked.shape)  # type: ignore
             if want is None or len(blocked.shape) != 5 or want == have:  # type: ignore[union-attr]
                 return None
@@ -230,7 +231,7 @@ def _tile_view_mismatch(a: TileType, b: TileType, flattened: bool) -> str | None
 
     if flattened:  # the value's view as FlattenTileNdTo2D writes it for the 2-D form
         from ptoc.diagnostics import CompileError
-        from ptoc.passes.FlattenTileNdTo2D import flat_tile
+        from ptoc.ir.flatten import flat_tile
 
         try:
             b = flat_tile(b, b)
@@ -925,8 +926,7 @@ def verify_program(program: Program, ctx=None, op_typer: OpTyper | None = None,
 
 
 def _default_op_typer() -> OpTyper | None:
-    try:
-        from ptoc.ops.registry import infer_call_type
-    except ImportError:  # the operator registry is optional for structural checks
-        return None
-    return infer_call_type
+    """The operator type rules the operator package registered (`ptoc.ir.typing_registry`)."""
+    from ptoc.ir.typing_registry import op_typer
+
+    return op_typer()

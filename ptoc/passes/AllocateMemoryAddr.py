@@ -69,8 +69,10 @@ from ptoc.ir.nodes import (
     Var,
     WhileStmt,
 )
-from ptoc.passes.InitMemRef import KERNEL_TYPES, Flow, Site, align_up
+from ptoc.analysis.flow import Flow, Site
+from ptoc.passes.common import align_up
 from ptoc.passes.manager import Pass
+from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target.arch import KiB, get_arch
 
 

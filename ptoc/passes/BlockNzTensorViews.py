@@ -28,7 +28,7 @@ After::
 
 Rules (docs/rules.md, from seed 000)
 ------------------------------------
-- NZ-1 / NZ-2 shapes. c0 = 256 / bit width (`DType.c0`); `[..., R, C]` -> `[B, C/c0, R/16, 16, c0]`, always
+- NZ-1 / NZ-2 shapes. c0 = 256 / bit width (`ptoc.target.arch.c0_of`); `[..., R, C]` -> `[B, C/c0, R/16, 16, c0]`, always
   rank 5: rank 2 gets B = 1, rank 3 uses its leading axis (which may be dynamic), rank > 3 folds its
   static leading axes into B (their product). Every NZ TensorType of a kernel is rewritten: parameters,
   return types, statement and yield annotations. Strides are left to MaterializeTensorStrides (NZ-3).
@@ -94,6 +94,7 @@ from ptoc.ir.printer import print_expr
 from ptoc.ir.verifier import FastMutator, NodeIndex, iter_nodes
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
+from ptoc.target import arch as _target
 from ptoc.target.arch import FRACTAL_ROWS, get_arch
 
 INDEX = dtypes.INDEX
@@ -183,7 +184,7 @@ def nz_blocking(t: TensorType, at: Node | None = None) -> NzBlocking:
     """The blocking of logical NZ tensor type `t`, or a user error (NZ-10) naming what prevents it."""
     where = _span(t, at)
     dt = t.dtype
-    c0 = dt.c0
+    c0 = _target.c0_of(dt)
     if c0 is None or dt.is_packed_fp4:
         what = "a packed FP4 carrier type" if dt.is_packed_fp4 else "a sub-byte type"
         raise _error("PTOC-E0344", f"an NZ tensor of {dt.name} cannot be blocked: {what} has no NZ lowering",
@@ -369,7 +370,7 @@ class _Kernel(FastMutator):
         return None
 
     def op_of(self, call: Call):
-        from ptoc.passes.ConvertTensorToTileOps import resolve_op
+        from ptoc.passes.common import resolve_op
 
         return resolve_op(call, self.types)
 

@@ -61,7 +61,6 @@ Rules
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 
 from ptoc.ir.names import fresh_name
@@ -69,11 +68,8 @@ from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError, Diagnostic, InternalError
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
-    Abs,
     AssignStmt,
-    BinOp,
     Call,
-    Cast,
     ConstBool,
     ConstFloat,
     ConstInt,
@@ -85,7 +81,6 @@ from ptoc.ir.nodes import (
     Function,
     IfStmt,
     ListExpr,
-    MinMax,
     Node,
     Param,
     Program,
@@ -96,21 +91,18 @@ from ptoc.ir.nodes import (
     TensorType,
     TileType,
     Type,
-    UnaryOp,
     Var,
     WhileStmt,
     YieldStmt,
 )
 from ptoc.ir.verifier import FastMutator, NodeIndex, iter_nodes
+from ptoc.passes.common import TypeEnv, expr_type, resolve_op
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES, TENSOR_QUERIES
 
 INDEX = dtypes.INDEX
 SPACES_ORDER = ("Vec", "Mat")
 MATMUL_OPS = ("tensor.matmul", "tensor.matmul_acc")
-
-
-TypeEnv = Mapping[str, "Type | None"]  # anything with .get(name): a dict or an _Overlay
 
 
 def _c(v: int) -> ConstInt:
@@ -124,42 +116,6 @@ def _mem(space: str) -> EnumLit:
 def _error(code: str, message: str, at: Node | None, hint: str | None = None, rule: str | None = None):
     span = at.span if at is not None else None
     return CompileError([Diagnostic(code, message, span, hint, rule)])
-
-
-def expr_type(e: Expr, env: TypeEnv) -> Type | None:
-    """The type of a simple expression: names from `env`, constants, scalar arithmetic."""
-    if isinstance(e, Var):
-        return env.get(e.name)
-    if isinstance(e, (ConstInt, ConstFloat)):
-        return ScalarType(e.dtype)
-    if isinstance(e, ConstBool):
-        return ScalarType(dtypes.BOOL)
-    if isinstance(e, Cast):
-        return ScalarType(e.dtype)
-    if isinstance(e, BinOp):
-        if e.op in ("==", "!=", "<", "<=", ">", ">=", "and", "or"):
-            return ScalarType(dtypes.BOOL)
-        lt, rt = expr_type(e.lhs, env), expr_type(e.rhs, env)
-        if isinstance(lt, ScalarType) and isinstance(rt, ScalarType):
-            return rt if lt.dtype.name == "INDEX" and rt.dtype.name != "INDEX" else lt
-        return None
-    if isinstance(e, UnaryOp):
-        return ScalarType(dtypes.BOOL) if e.op == "not" else expr_type(e.operand, env)
-    if isinstance(e, MinMax):
-        return expr_type(e.lhs, env)
-    if isinstance(e, Abs):
-        return expr_type(e.operand, env)
-    return None
-
-
-def resolve_op(call: Call, env: TypeEnv):
-    """The registered op a call names (short names resolved by argument types), or None."""
-    from ptoc.ops.registry import resolve
-
-    if call.kind != "op":
-        return None
-    op, _ = resolve(call, [expr_type(a, env) for a in call.args])
-    return op
 
 
 def tensor_op_name(call: Call, env: TypeEnv) -> str | None:
@@ -910,4 +866,4 @@ class ConvertTensorToTileOps(Pass):
         return replace(program, functions=tuple(funcs))
 
 
-__all__ = ["ConvertTensorToTileOps", "expr_type", "resolve_op", "tensor_op_name"]
+__all__ = ["ConvertTensorToTileOps", "tensor_op_name"]

@@ -24,6 +24,7 @@ from dataclasses import dataclass
 KiB = 1024
 
 ALIGNMENT_BYTES = 32  # one C0 line; every tile row / buffer start is a multiple of it
+C0_BYTES = 32  # bytes of one C0 line, the inner row of an NZ fractal (NZ-1)
 FRACTAL_ROWS = 16  # rows of an NZ fractal (NZ-1)
 ACC_ROW_PAD = 16  # the cube's mad rounds M up to this many rows: an Acc tile occupies ceil(M/16)*16 rows
 
@@ -109,12 +110,8 @@ class Arch:
         return self.capacities.of(space)
 
     def c0(self, dtype) -> int | None:
-        """NZ-1: elements per 32-byte C0 line = 256 / bit width (INT8/FP8 32, FP16/BF16 16, FP32/INT32 8).
-        `dtype` is a `ptoc.ir.dtypes.DType` or a bit width. None for sub-byte types (no NZ form)."""
-        bits = dtype if isinstance(dtype, int) else dtype.bits
-        if getattr(dtype, "sub_byte", False) or bits < 8:
-            return None
-        return self.alignment_bytes * 8 // bits
+        """`c0_of(dtype)`: the C0 line is the same on every target."""
+        return c0_of(dtype)
 
     def acc_dtype(self, operand_dtype: str) -> str | None:
         """The accumulator dtype of a matmul whose operands have `operand_dtype`; None if unsupported."""
@@ -190,6 +187,15 @@ A5 = Arch(
 ARCHES: dict[str, Arch] = {a.name: a for a in (A2A3, A5)}
 
 
+def c0_of(dtype) -> int | None:
+    """NZ-1: elements per 32-byte C0 line = 256 / bit width (INT8/FP8 32, FP16/BF16 16, FP32/INT32 8).
+    `dtype` is a `ptoc.ir.dtypes.DType` or a bit width. None for sub-byte types (no NZ form)."""
+    bits = dtype if isinstance(dtype, int) else dtype.bits
+    if getattr(dtype, "sub_byte", False) or bits < 8:
+        return None
+    return C0_BYTES * 8 // bits
+
+
 def get_arch(name: str) -> Arch:
     """The facts of target `name` ("a2a3" or "a5")."""
     try:
@@ -204,6 +210,7 @@ __all__ = [
     "ACC_ROW_PAD",
     "ALIGNMENT_BYTES",
     "ARCHES",
+    "C0_BYTES",
     "CROSS_CORE_MOVES",
     "FRACTAL_ROWS",
     "SPACES",
@@ -211,5 +218,6 @@ __all__ = [
     "KiB",
     "MemoryCapacities",
     "TmovRules",
+    "c0_of",
     "get_arch",
 ]
