@@ -100,12 +100,11 @@ from ptoc.target.arch import FRACTAL_ROWS, get_arch
 INDEX = dtypes.INDEX
 MARK = "nz_tensor_views_blocked"
 
-# NZ-7: field limits of the A2/A3 Acc -> GM NZ store (TStoreAccNz2nz)
-STORE_MAX_ROWS = 65535
-STORE_MAX_COLS = 4095
-STORE_ROW_COL_MULTIPLE = 16
-# NZ-12: the 16-bit gmGap field of TLoadInstrGm2L1 (pto-isa#317)
-GM_GAP_LIMIT = 65535
+# NZ-7 / NZ-12 field limits (ptoc.target.arch)
+STORE_MAX_ROWS = _target.NZ_STORE_MAX_ROWS
+STORE_MAX_COLS = _target.NZ_STORE_MAX_COLS
+STORE_ROW_COL_MULTIPLE = _target.NZ_STORE_ROW_COL_MULTIPLE
+GM_GAP_LIMIT = _target.NZ_LOAD_GM_GAP_LIMIT
 
 # Store keywords that change what is written (NZ-7 rejects them on the NZ write-back).
 _STORE_REJECTED_KWARGS = ("atomic", "pre_quant", "pre_relu")

@@ -30,6 +30,27 @@ ACC_ROW_PAD = 16  # the cube's mad rounds M up to this many rows: an Acc tile oc
 
 SPACES = ("Vec", "Mat", "Left", "Right", "Acc", "Bias", "LeftScale", "RightScale")
 
+# NZ-7: field limits of the A2/A3 Acc -> GM NZ store (TStoreAccNz2nz)
+NZ_STORE_MAX_ROWS = 65535
+NZ_STORE_MAX_COLS = 4095
+NZ_STORE_ROW_COL_MULTIPLE = 16
+# NZ-12: the 16-bit gmGap field of TLoadInstrGm2L1 (pto-isa#317)
+NZ_LOAD_GM_GAP_LIMIT = 65535
+
+# The layout a tile has in each memory space when its TileView leaves it out (pto-format.md, "Implicit
+# layout per memory space"): (blayout, slayout, fractal bytes). Acc boxes are 1024 bytes; the MX scale
+# boxes 32 (OP-7); a space not listed takes the Vec defaults.
+IMPLICIT_TILE_LAYOUT: dict[str, tuple[str, str, int]] = {
+    "Vec": ("row_major", "none_box", 512),
+    "Mat": ("col_major", "row_major", 512),
+    "Left": ("col_major", "row_major", 512),
+    "Right": ("row_major", "col_major", 512),
+    "Acc": ("col_major", "row_major", 1024),
+    "Bias": ("row_major", "none_box", 512),
+    "LeftScale": ("row_major", "row_major", 32),
+    "RightScale": ("col_major", "col_major", 32),
+}
+
 # Moves across the cube <-> vector boundary of a mixed kernel (seed 002: "Vec->Mat 跨核暂存 move"; a
 # cluster's Acc -> Vec hand-off). IR-level tile.move expresses them on every target; where the target
 # has no TMOV path for the pair (A2/A3: the AIC and AIV cores share no buffer) the mixed-kernel expansion
@@ -213,6 +234,11 @@ __all__ = [
     "C0_BYTES",
     "CROSS_CORE_MOVES",
     "FRACTAL_ROWS",
+    "IMPLICIT_TILE_LAYOUT",
+    "NZ_LOAD_GM_GAP_LIMIT",
+    "NZ_STORE_MAX_COLS",
+    "NZ_STORE_MAX_ROWS",
+    "NZ_STORE_ROW_COL_MULTIPLE",
     "SPACES",
     "Arch",
     "KiB",
