@@ -158,50 +158,77 @@ def type_mismatch(annotated: Type, actual: Type) -> str | None:
     if type(a) is not type(b):
         return f"the value is a {_kind(b)}, the annotation says {_kind(a)}"
     if isinstance(a, ScalarType):
-        da, db = a.dtype, b.dtype  # type: ignore[union-attr]
-        if da.is_int and db.is_int and "INDEX" in (da.name, db.name):
-            return None  # INDEX converts to and from every integer scalar
-        if a.dtype != b.dtype:  # type: ignore[union-attr]
-            return f"the value has dtype {b.dtype.name}, the annotation says {a.dtype.name}"  # type: ignore
-        return None
+        return _scalar_mismatch(a, b)  # type: ignore[arg-type]
     if isinstance(a, TupleType):
-        if len(a.types) != len(b.types):  # type: ignore[union-attr]
-            return f"the value is a tuple of {len(b.types)}, the annotation says {len(a.types)}"  # type: ignore
-        for x, y in zip(a.types, b.types):  # type: ignore[union-attr]
-            r = type_mismatch(x, y)
-            if r:
-                return r
-        return None
+        return _tuple_mismatch(a, b)  # type: ignore[arg-type]
     if isinstance(a, (TensorType, TileType)):
-        if a.dtype != b.dtype:  # type: ignore[union-attr]
-            return f"the value has dtype {b.dtype.name}, the annotation says {a.dtype.name}"  # type: ignore
-        if isinstance(a, TensorType) and a.layout == b.layout == "NZ" and len(a.shape) != len(b.shape):  # type: ignore
-            # a logical NZ type and the blocked rank-5 form BlockNzTensorViews gave it (NZ-2, NZ-16)
-            from ptoc.ir.types import nz_blocked_static_shape
-            from ptoc.target import arch
-
-            logical, blocked = (a, b) if len(b.shape) == 5 else (b, a)
-            want = nz_blocked_static_shape(logical.shape, arch.c0_of(logical.dtype))  # type: ignore[union-attr]
-            have = tuple(d.value if isinstance(d, ConstInt) else None for d in blocked.shape)  # type: ignore
-            if want is None or len(blocked.shape) != 5 or want == have:  # type: ignore[union-attr]
-                return None
-            return f"the blocked NZ shape {list(have)} is not the blocking of the logical shape"
-        flattened = isinstance(a, TileType) and _is_2d_flattening(a.shape, b.shape)  # type: ignore[union-attr]
-        # (FlattenTileNdTo2D: a rank-N tile may be annotated as its 2-D form [prod(leading), last])
-        if not flattened and len(a.shape) != len(b.shape):  # type: ignore[union-attr]
-            return f"the value has rank {len(b.shape)}, the annotation says rank {len(a.shape)}"  # type: ignore
-        for i, (x, y) in enumerate(zip(a.shape, b.shape) if not flattened else ()):  # type: ignore[union-attr]
-            if isinstance(x, ConstInt) and isinstance(y, ConstInt) and x.value != y.value:
-                return f"dimension {i} of the value is {y.value}, the annotation says {x.value}"
-        if isinstance(a, TileType) and a.memory and b.memory and a.memory != b.memory:  # type: ignore
-            return f"the value lives in {b.memory}, the annotation says {a.memory}"  # type: ignore
-        if isinstance(a, TileType):
-            why = _tile_view_mismatch(a, b, flattened)  # type: ignore[arg-type]
-            if why:
-                return why
-        if isinstance(a, TensorType) and a.layout != b.layout:  # type: ignore[union-attr]
-            return f"the value has layout {b.layout}, the annotation says {a.layout}"  # type: ignore
+        return _shaped_mismatch(a, b)  # type: ignore[arg-type]
     return None
+
+
+def _scalar_mismatch(a: ScalarType, b: ScalarType) -> str | None:
+    da, db = a.dtype, b.dtype
+    if da.is_int and db.is_int and "INDEX" in (da.name, db.name):
+        return None  # INDEX converts to and from every integer scalar
+    if a.dtype != b.dtype:
+        return f"the value has dtype {b.dtype.name}, the annotation says {a.dtype.name}"
+    return None
+
+
+def _tuple_mismatch(a: TupleType, b: TupleType) -> str | None:
+    if len(a.types) != len(b.types):
+        return f"the value is a tuple of {len(b.types)}, the annotation says {len(a.types)}"
+    for x, y in zip(a.types, b.types):
+        r = type_mismatch(x, y)
+        if r:
+            return r
+    return None
+
+
+def _nz_blocking_mismatch(a: TensorType, b: TensorType) -> str | None:
+    """A logical NZ type and the blocked rank-5 form BlockNzTensorViews gave it (NZ-2, NZ-16)."""
+    from ptoc.ir.types import nz_blocked_static_shape
+    from ptoc.target import arch
+
+    logical, blocked = (a, b) if len(b.shape) == 5 else (b, a)
+    want = nz_blocked_static_shape(logical.shape, arch.c0_of(logical.dtype))
+    have = tuple(d.value if isinstance(d, ConstInt) else None for d in blocked.shape)
+    if want is None or len(blocked.shape) != 5 or want == have:
+        return None
+    return f"the blocked NZ shape {list(have)} is not the blocking of the logical shape"
+
+
+def _shape_mismatch(a: TensorType | TileType, b: TensorType | TileType, flattened: bool) -> str | None:
+    # (FlattenTileNdTo2D: a rank-N tile may be annotated as its 2-D form [prod(leading), last])
+    if flattened:
+        return None
+    if len(a.shape) != len(b.shape):
+        return f"the value has rank {len(b.shape)}, the annotation says rank {len(a.shape)}"
+    for i, (x, y) in enumerate(zip(a.shape, b.shape)):
+        if isinstance(x, ConstInt) and isinstance(y, ConstInt) and x.value != y.value:
+            return f"dimension {i} of the value is {y.value}, the annotation says {x.value}"
+    return None
+
+
+def _shaped_mismatch(a: TensorType | TileType, b: TensorType | TileType) -> str | None:
+    if a.dtype != b.dtype:
+        return f"the value has dtype {b.dtype.name}, the annotation says {a.dtype.name}"
+    if isinstance(a, TensorType):
+        if a.layout == b.layout == "NZ" and len(a.shape) != len(b.shape):  # type: ignore[union-attr]
+            return _nz_blocking_mismatch(a, b)  # type: ignore[arg-type]
+        why = _shape_mismatch(a, b, False)
+        if why:
+            return why
+        if a.layout != b.layout:  # type: ignore[union-attr]
+            return f"the value has layout {b.layout}, the annotation says {a.layout}"  # type: ignore[union-attr]
+        return None
+    flattened = _is_2d_flattening(a.shape, b.shape)
+    why = _shape_mismatch(a, b, flattened)
+    if why:
+        return why
+    if a.memory and b.memory and a.memory != b.memory:  # type: ignore[union-attr]
+        return f"the value lives in {b.memory}, the annotation says {a.memory}"  # type: ignore[union-attr]
+    return _tile_view_mismatch(a, b, flattened)  # type: ignore[arg-type]
 
 
 # The start of the `type_mismatch` answer about valid shapes (annotate() adds the TLOAD fact to its hint).
@@ -248,25 +275,34 @@ def _tile_view_mismatch(a: TileType, b: TileType, flattened: bool) -> str | None
             continue  # both implicit (for valid_shape: each its own shape, compared as dimensions)
         xa = default_a if xa is None else xa
         xb = implicit_b[name] if xb is None else xb
-        if name in ("valid_shape", "stride"):
-            if xa is None or xb is None or len(xa) != len(xb):  # type: ignore[arg-type]
-                same = xa is None and xb is None
-            else:
-                same = all(_same_dim(x, y) for x, y in zip(xa, xb))  # type: ignore[arg-type]
-            if not same:
-                if name == "valid_shape":
-                    return (f"{VALID_SHAPE_MISMATCH}{_dims(xb)}, the annotation's is {_dims(xa)}"  # type: ignore
-                            + (" (without a TileView the whole tile is valid)" if va is None
-                               or va.valid_shape is None else ""))
-                return f"the value's TileView stride is {_dims(xb)}, the annotation's is {_dims(xa)}"  # type: ignore
-        elif name == "start_offset":
-            if not _same_dim(xa, xb):  # type: ignore[arg-type]
-                from ptoc.ir.printer import print_expr
+        why = _view_field_mismatch(name, xa, xb, va)
+        if why:
+            return why
+    return None
 
-                return (f"the value's TileView start_offset is {print_expr(xb)}, the annotation's is "  # type: ignore
-                        f"{print_expr(xa)}")  # type: ignore[arg-type]
-        elif xa != xb:
-            return f"the value's TileView {name} is {xb}, the annotation's is {xa}"
+
+def _view_field_mismatch(name: str, xa, xb, va) -> str | None:
+    """Why TileView field `name` of the annotation (`xa`) and of the value (`xb`) differ, or None."""
+    if name in ("valid_shape", "stride"):
+        if xa is None or xb is None or len(xa) != len(xb):
+            same = xa is None and xb is None
+        else:
+            same = all(_same_dim(x, y) for x, y in zip(xa, xb))
+        if same:
+            return None
+        if name == "valid_shape":
+            return (f"{VALID_SHAPE_MISMATCH}{_dims(xb)}, the annotation's is {_dims(xa)}"
+                    + (" (without a TileView the whole tile is valid)" if va is None
+                       or va.valid_shape is None else ""))
+        return f"the value's TileView stride is {_dims(xb)}, the annotation's is {_dims(xa)}"
+    if name == "start_offset":
+        if _same_dim(xa, xb):
+            return None
+        from ptoc.ir.printer import print_expr
+
+        return f"the value's TileView start_offset is {print_expr(xb)}, the annotation's is {print_expr(xa)}"
+    if xa != xb:
+        return f"the value's TileView {name} is {xb}, the annotation's is {xa}"
     return None
 
 
@@ -619,18 +655,7 @@ class Verifier:
         if cls is ConstBool:
             return _scalar(dtypes.BOOL)
         if cls is Call:
-            arg_types = [self.expr(a, scope, in_type) for a in e.args]
-            kwarg_types = {k: self.expr(v, scope, in_type) for k, v in e.kwargs}
-            if e.kind == "func":
-                return self.func_call(e, arg_types, kwarg_types)
-            if self.op_typer is not None and not in_type:
-                if self.cache is not None:
-                    t, diags = self.cache.op_type(e, arg_types, kwarg_types)
-                else:
-                    t, diags = self.op_typer(e, arg_types, kwarg_types, self.ctx)
-                self.diags.extend(diags)
-                return t
-            return None
+            return self._call(e, scope, in_type)  # type: ignore[arg-type]
         if cls is ListExpr or cls is TupleExpr:  # (a list or tuple value has no type of its own here)
             for x in e.items:  # type: ignore[attr-defined]
                 if x.__class__ is not ConstInt:  # a constant item checks nothing
@@ -638,13 +663,7 @@ class Verifier:
             return None
         sub = [self.expr(x, scope, in_type) for x in iter_subexprs(e)]
         if isinstance(e, BinOp):
-            lt, rt = sub
-            if e.op in ("==", "!=", "<", "<=", ">", ">=", "and", "or"):
-                return _scalar(dtypes.BOOL)
-            if isinstance(lt, ScalarType) and isinstance(rt, ScalarType):
-                return lt if lt.dtype == rt.dtype or rt.dtype.name == "INDEX" else (
-                    rt if lt.dtype.name == "INDEX" else lt)
-            return None
+            return _binop_type(e, sub[0], sub[1])
         if isinstance(e, UnaryOp):
             return _scalar(dtypes.BOOL) if e.op == "not" else sub[0]
         if isinstance(e, (MinMax, Abs)):
@@ -652,18 +671,34 @@ class Verifier:
         if isinstance(e, Cast):
             return _scalar(e.dtype)
         if isinstance(e, GetItem):
-            base = sub[0]
-            if isinstance(base, TupleType) and isinstance(e.index, ConstInt):
-                if not 0 <= e.index.value < len(base.types):
-                    self.err("PTOC-E0113", f"index {e.index.value} is out of range for a tuple of "
-                             f"{len(base.types)}", e.index)
-                    return None
-                return base.types[e.index.value]
-            if base is not None and not isinstance(base, TupleType):
-                self.err("PTOC-E0114", f"only tuple values can be indexed; this value is a {_kind(base)}", e,
-                         hint="t[i] reads element i of a tuple returned by a call; read tensor and tile "
-                         "elements with pl.tensor.read / pl.tile.read")
+            return self._getitem(e, sub[0])
+        return None
+
+    def _call(self, e: Call, scope: _Scope, in_type: bool) -> Type | None:
+        arg_types = [self.expr(a, scope, in_type) for a in e.args]
+        kwarg_types = {k: self.expr(v, scope, in_type) for k, v in e.kwargs}
+        if e.kind == "func":
+            return self.func_call(e, arg_types, kwarg_types)
+        if self.op_typer is None or in_type:
             return None
+        if self.cache is not None:
+            t, diags = self.cache.op_type(e, arg_types, kwarg_types)
+        else:
+            t, diags = self.op_typer(e, arg_types, kwarg_types, self.ctx)
+        self.diags.extend(diags)
+        return t
+
+    def _getitem(self, e: GetItem, base: Type | None) -> Type | None:
+        if isinstance(base, TupleType) and isinstance(e.index, ConstInt):
+            if not 0 <= e.index.value < len(base.types):
+                self.err("PTOC-E0113", f"index {e.index.value} is out of range for a tuple of "
+                         f"{len(base.types)}", e.index)
+                return None
+            return base.types[e.index.value]
+        if base is not None and not isinstance(base, TupleType):
+            self.err("PTOC-E0114", f"only tuple values can be indexed; this value is a {_kind(base)}", e,
+                     hint="t[i] reads element i of a tuple returned by a call; read tensor and tile "
+                     "elements with pl.tensor.read / pl.tile.read")
         return None
 
     def func_call(self, e: Call, arg_types: list | None = None, kwarg_types: dict | None = None) -> Type | None:
@@ -769,116 +804,124 @@ class Verifier:
         return yielded
 
     def stmt(self, s: Stmt, scope: _Scope, f: Function) -> None:
-        if isinstance(s, AssignStmt):
-            cache = self.cache
-            if cache is None:
+        check = _STMT_CHECKS.get(type(s))
+        if check is not None:
+            check(self, s, scope, f)
+
+    def _assign(self, s: AssignStmt, scope: _Scope, f: Function) -> None:
+        cache = self.cache
+        if cache is None:
+            vt = self.expr(s.value, scope)
+            t = self.annotate(s.annotation, vt, s.annotation or s, scope)
+        else:
+            t = cache.assigned_type(s, scope)
+            if t is _UNKNOWN:
+                first, calls = len(self.diags), self.calls
+                self.calls, self.reads = False, []
                 vt = self.expr(s.value, scope)
                 t = self.annotate(s.annotation, vt, s.annotation or s, scope)
-            else:
-                t = cache.assigned_type(s, scope)
-                if t is _UNKNOWN:
-                    first, calls = len(self.diags), self.calls
-                    self.calls, self.reads = False, []
-                    vt = self.expr(s.value, scope)
-                    t = self.annotate(s.annotation, vt, s.annotation or s, scope)
-                    if self.reads is not None and not self.calls and len(self.diags) == first:
-                        cache.remember_assign(s, self.reads, t)
-                        self.assigns.append(id(s))
-                    self.calls, self.reads = self.calls or calls, None
-                else:
+                if self.reads is not None and not self.calls and len(self.diags) == first:
+                    cache.remember_assign(s, self.reads, t)
                     self.assigns.append(id(s))
-            self.define(s.target.name, t, s.target, scope)
-        elif isinstance(s, EvalStmt):
-            self.expr(s.expr, scope)
-        elif isinstance(s, ReturnStmt):
-            ts = [self.expr(v, scope) for v in s.values]
-            if f.returns and len(ts) != len(f.returns):
-                self.err("PTOC-E0113", f"{f.name!r} returns {len(f.returns)} value(s) but this returns "
-                         f"{len(ts)}", s)
-            elif not f.returns and ts and f.func_type != "Opaque":
-                pass  # functions without a declared return type may still return (printer leniency)
-            for decl, t in zip(f.returns, ts):
-                if t is not None:
-                    why = type_mismatch(decl, t)
-                    if why:
-                        self.err("PTOC-E0105", f"returned value contradicts the declared return type: {why}", s)
-        elif isinstance(s, ForStmt):
-            for a in s.args:
-                self.expr(a, scope)
-            for _, v in s.kwargs:
-                self.expr(v, scope)
-            init_types = [self.expr(v, scope) for v in s.init_values]
-            if len(s.iter_args) != len(s.init_values):
-                self.err("PTOC-E0104", f"{len(s.iter_args)} loop-carried name(s) but {len(s.init_values)} "
-                         "init value(s)", s, hint="give one initial value per carried name")
-            inner = _Scope(scope)
+                self.calls, self.reads = self.calls or calls, None
+            else:
+                self.assigns.append(id(s))
+        self.define(s.target.name, t, s.target, scope)
+
+    def _eval(self, s: EvalStmt, scope: _Scope, f: Function) -> None:
+        self.expr(s.expr, scope)
+
+    def _return(self, s: ReturnStmt, scope: _Scope, f: Function) -> None:
+        ts = [self.expr(v, scope) for v in s.values]
+        if f.returns and len(ts) != len(f.returns):
+            self.err("PTOC-E0113", f"{f.name!r} returns {len(f.returns)} value(s) but this returns "
+                     f"{len(ts)}", s)
+        # (functions without a declared return type may still return: printer leniency)
+        for decl, t in zip(f.returns, ts):
+            if t is not None:
+                why = type_mismatch(decl, t)
+                if why:
+                    self.err("PTOC-E0105", f"returned value contradicts the declared return type: {why}", s)
+
+    def _carried(self, s: ForStmt | WhileStmt, scope: _Scope) -> tuple[list, _Scope]:
+        """The init values' types and the loop body's scope holding the carried names."""
+        init_types = [self.expr(v, scope) for v in s.init_values]
+        if len(s.iter_args) != len(s.init_values):
+            self.err("PTOC-E0104", f"{len(s.iter_args)} loop-carried name(s) but {len(s.init_values)} "
+                     "init value(s)", s, hint="give one initial value per carried name")
+        inner = _Scope(scope)
+        if isinstance(s, ForStmt):
             self.define(s.var.name, _scalar(dtypes.INDEX), s.var, inner)
-            for a, t in zip(s.iter_args, init_types + [None] * len(s.iter_args)):
-                self.define(a.name, t, a, inner)
-            self.loop_depth += 1
-            ys = self.block(s.body, inner, f, "loop", carried=len(s.iter_args), owner=s)
-            self.loop_depth -= 1
-            self._leave(inner, f"the body of the loop at line {s.span.line}")
-            self._bind_results(s.results, ys, init_types, s, scope)
-        elif isinstance(s, WhileStmt):
-            init_types = [self.expr(v, scope) for v in s.init_values]
-            if len(s.iter_args) != len(s.init_values):
-                self.err("PTOC-E0104", f"{len(s.iter_args)} loop-carried name(s) but {len(s.init_values)} "
-                         "init value(s)", s, hint="give one initial value per carried name")
-            inner = _Scope(scope)
-            for a, t in zip(s.iter_args, init_types + [None] * len(s.iter_args)):
-                self.define(a.name, t, a, inner)
-            self.expr(s.cond, inner)
-            self.loop_depth += 1
-            ys = self.block(s.body, inner, f, "loop", carried=len(s.iter_args), owner=s)
-            self.loop_depth -= 1
-            self._leave(inner, f"the body of the while loop at line {s.span.line}")
-            self._bind_results(s.results, ys, init_types, s, scope)
-        elif isinstance(s, IfStmt):
-            self.expr(s.cond, scope)
-            then_scope = _Scope(scope)
-            ty = self.block(s.then_body, then_scope, f, "branch")
-            self._leave(then_scope, f"the if branch at line {s.span.line}")
-            else_scope = _Scope(scope)
-            ey = self.block(s.else_body, else_scope, f, "branch") if s.else_body else None
-            self._leave(else_scope, f"the else branch of the if at line {s.span.line}")
-            if not self.ssa:  # as written, a name both branches assign is assigned after the if
-                after = then_scope.names.keys() & else_scope.names.keys()
-                if _exits(s.else_body):  # (a branch that breaks or continues does not reach the end)
-                    after = then_scope.names.keys()
-                elif _exits(s.then_body):
-                    after = else_scope.names.keys()
-                for name in after:
-                    scope.names[name] = then_scope.names.get(name, else_scope.names.get(name))
-            tn = tuple(v.name for v in s.results)
-            en = tuple(v.name for v in (s.else_body[-1].targets if s.else_body
-                                        and isinstance(s.else_body[-1], YieldStmt) else ()))
-            if tn or en:
-                if not s.else_body:
-                    self.err("PTOC-E0103", "an if that yields values needs an else branch that yields them too",
-                             s, hint=f"add `else:` ending with `{', '.join(tn)} = pl.yield_(...)`")
-                elif tn != en:
-                    self.err("PTOC-E0103", f"the branches yield different names: ({', '.join(tn)}) and "
-                             f"({', '.join(en)})", s, hint="both branches must end with pl.yield_ into the same "
-                             "names")
-                    self.quiet.update(n for n in en if n not in tn)
-            types = ty if ty is not None else ey
-            for i, v in enumerate(s.results):
-                t = types[i] if types is not None and i < len(types) else None
-                self.define(v.name, t, v, scope)
-        elif isinstance(s, (BreakStmt, ContinueStmt)):
-            if not self.loop_depth:
-                word = "break" if isinstance(s, BreakStmt) else "continue"
-                self.err("PTOC-E0111", f"`{word}` outside a loop", s, hint="use it inside a for or while loop body")
-        elif isinstance(s, ScopeStmt):
-            for a in s.args:
-                self.expr(a, scope)
-            for _, v in s.kwargs:
-                self.expr(v, scope)
-            # A scope is a region of the same function: names it defines stay visible after it.
-            if s.var is not None:
-                self.define(s.var.name, _scalar(dtypes.INDEX), s.var, scope)
-            self.block(s.body, scope, f, "scope")
+        for a, t in zip(s.iter_args, init_types + [None] * len(s.iter_args)):
+            self.define(a.name, t, a, inner)
+        return init_types, inner
+
+    def _loop_body(self, s: ForStmt | WhileStmt, inner: _Scope, init_types: list, scope: _Scope, f: Function,
+                   what: str) -> None:
+        self.loop_depth += 1
+        ys = self.block(s.body, inner, f, "loop", carried=len(s.iter_args), owner=s)
+        self.loop_depth -= 1
+        self._leave(inner, f"the body of the {what} at line {s.span.line}")
+        self._bind_results(s.results, ys, init_types, s, scope)
+
+    def _for(self, s: ForStmt, scope: _Scope, f: Function) -> None:
+        for a in s.args:
+            self.expr(a, scope)
+        for _, v in s.kwargs:
+            self.expr(v, scope)
+        init_types, inner = self._carried(s, scope)
+        self._loop_body(s, inner, init_types, scope, f, "loop")
+
+    def _while(self, s: WhileStmt, scope: _Scope, f: Function) -> None:
+        init_types, inner = self._carried(s, scope)
+        self.expr(s.cond, inner)
+        self._loop_body(s, inner, init_types, scope, f, "while loop")
+
+    def _if(self, s: IfStmt, scope: _Scope, f: Function) -> None:
+        self.expr(s.cond, scope)
+        then_scope = _Scope(scope)
+        ty = self.block(s.then_body, then_scope, f, "branch")
+        self._leave(then_scope, f"the if branch at line {s.span.line}")
+        else_scope = _Scope(scope)
+        ey = self.block(s.else_body, else_scope, f, "branch") if s.else_body else None
+        self._leave(else_scope, f"the else branch of the if at line {s.span.line}")
+        if not self.ssa:  # as written, a name both branches assign is assigned after the if
+            _join_branches(s, then_scope, else_scope, scope)
+        self._check_if_yields(s)
+        types = ty if ty is not None else ey
+        for i, v in enumerate(s.results):
+            t = types[i] if types is not None and i < len(types) else None
+            self.define(v.name, t, v, scope)
+
+    def _check_if_yields(self, s: IfStmt) -> None:
+        tn = tuple(v.name for v in s.results)
+        en = tuple(v.name for v in (s.else_body[-1].targets if s.else_body
+                                    and isinstance(s.else_body[-1], YieldStmt) else ()))
+        if not (tn or en):
+            return
+        if not s.else_body:
+            self.err("PTOC-E0103", "an if that yields values needs an else branch that yields them too",
+                     s, hint=f"add `else:` ending with `{', '.join(tn)} = pl.yield_(...)`")
+        elif tn != en:
+            self.err("PTOC-E0103", f"the branches yield different names: ({', '.join(tn)}) and "
+                     f"({', '.join(en)})", s, hint="both branches must end with pl.yield_ into the same "
+                     "names")
+            self.quiet.update(n for n in en if n not in tn)
+
+    def _jump(self, s: BreakStmt | ContinueStmt, scope: _Scope, f: Function) -> None:
+        if not self.loop_depth:
+            word = "break" if isinstance(s, BreakStmt) else "continue"
+            self.err("PTOC-E0111", f"`{word}` outside a loop", s, hint="use it inside a for or while loop body")
+
+    def _scope(self, s: ScopeStmt, scope: _Scope, f: Function) -> None:
+        for a in s.args:
+            self.expr(a, scope)
+        for _, v in s.kwargs:
+            self.expr(v, scope)
+        # A scope is a region of the same function: names it defines stay visible after it.
+        if s.var is not None:
+            self.define(s.var.name, _scalar(dtypes.INDEX), s.var, scope)
+        self.block(s.body, scope, f, "scope")
 
     def _leave(self, inner: _Scope, where: str) -> None:
         for name in inner.names:
@@ -893,6 +936,40 @@ class Verifier:
             if t is None and i < len(init_types):
                 t = init_types[i]
             self.define(v.name, t, v, scope)
+
+
+def _binop_type(e: BinOp, lt: Type | None, rt: Type | None) -> Type | None:
+    if e.op in ("==", "!=", "<", "<=", ">", ">=", "and", "or"):
+        return _scalar(dtypes.BOOL)
+    if isinstance(lt, ScalarType) and isinstance(rt, ScalarType):
+        return lt if lt.dtype == rt.dtype or rt.dtype.name == "INDEX" else (
+            rt if lt.dtype.name == "INDEX" else lt)
+    return None
+
+
+_STMT_CHECKS: dict[type, Callable] = {
+    AssignStmt: Verifier._assign,
+    EvalStmt: Verifier._eval,
+    ReturnStmt: Verifier._return,
+    ForStmt: Verifier._for,
+    WhileStmt: Verifier._while,
+    IfStmt: Verifier._if,
+    BreakStmt: Verifier._jump,
+    ContinueStmt: Verifier._jump,
+    ScopeStmt: Verifier._scope,
+}
+
+
+def _join_branches(s: IfStmt, then_scope: _Scope, else_scope: _Scope, scope: _Scope) -> None:
+    """As written (before SSA), a name both branches assign is assigned after the if; a branch that
+    breaks or continues does not reach the end, so the other branch's names are."""
+    after = then_scope.names.keys() & else_scope.names.keys()
+    if _exits(s.else_body):
+        after = then_scope.names.keys()
+    elif _exits(s.then_body):
+        after = else_scope.names.keys()
+    for name in after:
+        scope.names[name] = then_scope.names.get(name, else_scope.names.get(name))
 
 
 def _exits(body: tuple[Stmt, ...]) -> bool:
