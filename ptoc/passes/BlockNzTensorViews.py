@@ -340,6 +340,35 @@ def _absent(e: Expr | None) -> bool:
 # --------------------------------------------------------------------------------------------------
 
 
+def _check_store_kwargs(call: Call) -> None:
+    """NZ-7: the write-back applies none of atomic=, pre_quant=, pre_relu= (nor their attrs)."""
+    for k, v in call.kwargs:
+        bad = k in _STORE_REJECTED_KWARGS and not _absent(v)
+        if k == "attrs" and isinstance(v, DictExpr):
+            bad_keys = [kk.value for kk, vv in v.items if isinstance(kk, StrLit)
+                        and kk.value in _STORE_REJECTED_KWARGS and not _absent(vv)]
+            if bad_keys:
+                k, bad = bad_keys[0], True
+        if bad:
+            raise _error("PTOC-E0358", f"the NZ write-back cannot apply {k}= (atomic, pre_quant and pre_relu are "
+                         "not supported into an NZ tensor)", _span(v, call),
+                         f"drop {k}= or store into an ND tensor", "NZ-7")
+
+
+def _check_store_partition(part: Expr | None, rank: int, rows: int, cols: int, call: Call) -> None:
+    """NZ-7: an explicit partition of an NZ write-back is one panel of the tile's rows x cols."""
+    if _absent(part):
+        return
+    items = _items(part)
+    ok = items is not None and len(items) == rank and all(_cint(x) == 1 for x in items[:-2]) and \
+        _cint(items[-2]) == rows and _cint(items[-1]) == cols
+    if not ok:
+        raise _error("PTOC-E0363", f"an NZ write-back stores one panel (batch extent 1) of {rows} x {cols}; "
+                     f"the partition is {_fmt(items) if items is not None else print_expr(part)}",
+                     _span(part, call), "store one panel per tile.store: leading partition extents 1",
+                     "NZ-7")
+
+
 class _Kernel(FastMutator):
     def __init__(self, f: Function, types: dict[str, Type | None], ctx: CompileContext):
         self.f = f
@@ -577,12 +606,27 @@ class _Kernel(FastMutator):
         out = values["output"]
         t = self.nz_type(out)
         b = nz_blocking(t, out)
+        tile_e = values.get("tile")
+        tt = self.store_source(t, tile_e, call)
+        _check_store_kwargs(call)
+        rows, cols = self.store_extent(tt, tile_e, call)
+        rank = len(b.lead) + 2
+        part = values.get("shapes")
+        _check_store_partition(part, rank, rows, cols, call)
+        offsets, k0 = self.store_offsets(b, values, rank, rows, cols, call)
+        bk = self.trailing(k0, b.c0, "column offset", call)
+        new_off = (self.fold_batch(b, offsets[:-2]), bk, _c(0), _c(0), _c(0))
+        partition = (_c(1), _c(cols // b.c0), _c(b.rows // FRACTAL_ROWS), _c(FRACTAL_ROWS), _c(b.c0))
+        return _with_args(op, call, {"offsets": _like(values["offsets"], new_off),
+                                     "shapes": _like(part if not _absent(part) else None, partition)})
+
+    def store_source(self, t: TensorType, tile_e: Expr | None, call: Call) -> TileType:
+        """The Acc tile an NZ write-back stores, after the target, space and dtype checks (NZ-7)."""
         arch = self.arch
         if not arch.supports_nz_acc_store:
             raise _error("PTOC-E0355", f"storing into an NZ tensor is not supported on {arch.title}; the Acc -> NZ GM "
                          "write-back exists on A2/A3 only", call,
                          "store the result into an ND tensor on this target", "NZ-7")
-        tile_e = values.get("tile")
         tt = self.types.get(tile_e.name) if isinstance(tile_e, Var) else None
         if not isinstance(tt, TileType):
             raise _error("PTOC-E0356", "the source of a store into an NZ tensor must be a named Acc tile",
@@ -597,17 +641,11 @@ class _Kernel(FastMutator):
             raise _error("PTOC-E0357", f"the NZ write-back stores an FP32 Acc tile into an FP32 tensor (c0 = 8); this "
                          f"store writes {tt.dtype.name} into {t.dtype.name}", call,
                          "declare the NZ output FP32 and store the FP32 accumulator without conversion", "NZ-7")
-        for k, v in call.kwargs:
-            bad = k in _STORE_REJECTED_KWARGS and not _absent(v)
-            if k == "attrs" and isinstance(v, DictExpr):
-                bad_keys = [kk.value for kk, vv in v.items if isinstance(kk, StrLit)
-                            and kk.value in _STORE_REJECTED_KWARGS and not _absent(vv)]
-                if bad_keys:
-                    k, bad = bad_keys[0], True
-            if bad:
-                raise _error("PTOC-E0358", f"the NZ write-back cannot apply {k}= (atomic, pre_quant and pre_relu are "
-                             "not supported into an NZ tensor)", _span(v, call),
-                             f"drop {k}= or store into an ND tensor", "NZ-7")
+        return tt
+
+    def store_extent(self, tt: TileType, tile_e: Expr | None, call: Call) -> tuple[int, int]:
+        """The static rows and columns of the stored Acc tile, within the store's limits (NZ-7)."""
+        arch = self.arch
         shape = [_cint(d) for d in tt.shape]
         if tt.rank != 2 or None in shape or any(d <= 0 for d in shape):  # type: ignore[operator]
             raise _error("PTOC-E0359", f"the NZ write-back needs a static, positive 2-D Acc tile; this one is "
@@ -632,17 +670,11 @@ class _Kernel(FastMutator):
                          f"{cap}-byte L0C of {arch.title}", _span(tile_e, call),
                          "split the output along N into column blocks that fit L0C; each store must still cover all "
                          "rows", "NZ-7")
-        rank = len(b.lead) + 2
-        part = values.get("shapes")
-        if not _absent(part):
-            items = _items(part)
-            ok = items is not None and len(items) == rank and all(_cint(x) == 1 for x in items[:-2]) and \
-                _cint(items[-2]) == rows and _cint(items[-1]) == cols
-            if not ok:
-                raise _error("PTOC-E0363", f"an NZ write-back stores one panel (batch extent 1) of {rows} x {cols}; "
-                             f"the partition is {_fmt(items) if items is not None else print_expr(part)}",
-                             _span(part, call), "store one panel per tile.store: leading partition extents 1",
-                             "NZ-7")
+        return rows, cols
+
+    def store_offsets(self, b: NzBlocking, values: dict[str, Expr], rank: int, rows: int, cols: int,
+                      call: Call) -> tuple[tuple[Expr, ...], Expr]:
+        """The store's offsets and its column offset, checked against the whole-panel rule (NZ-7)."""
         offsets = _items(values.get("offsets"))
         if offsets is None or len(offsets) != rank:
             raise _error("PTOC-E0362", f"an NZ store needs a literal list of {rank} offsets", call,
@@ -663,11 +695,7 @@ class _Kernel(FastMutator):
             if kc + cols > b.cols:
                 raise _error("PTOC-E0364", f"the NZ write-back columns [{kc}, {kc + cols}) exceed the target's "
                              f"{b.cols} columns", _span(k0, call), "shrink the tile or its column offset", "NZ-7")
-        bk = self.trailing(k0, b.c0, "column offset", call)
-        new_off = (self.fold_batch(b, offsets[:-2]), bk, _c(0), _c(0), _c(0))
-        partition = (_c(1), _c(cols // b.c0), _c(b.rows // FRACTAL_ROWS), _c(FRACTAL_ROWS), _c(b.c0))
-        return _with_args(op, call, {"offsets": _like(values["offsets"], new_off),
-                                     "shapes": _like(part if not _absent(part) else None, partition)})
+        return offsets, k0
 
     # -- NZ-11: tensor.slice of leading axes ---------------------------------------------------------
     def slice(self, op, call: Call, values: dict[str, Expr]) -> Call:
