@@ -369,6 +369,33 @@ def _check_store_partition(part: Expr | None, rank: int, rows: int, cols: int, c
                      "NZ-7")
 
 
+def _check_slice_kwargs(values: dict[str, Expr], shape: tuple[Expr, ...], rank: int, call: Call) -> None:
+    """NZ-10/11: a slice of an NZ tensor selects whole panels: no pad_value=, clamp= or partial valid_shape."""
+    for k in ("pad_value", "clamp"):
+        v = values.get(k)
+        if not _absent(v):
+            raise _error("PTOC-E0351", f"a slice of an NZ tensor cannot take {k}=", _span(v, call),
+                         f"drop {k}= (an NZ slice selects whole panels)", "NZ-10")
+    valid = values.get("valid_shape")
+    vitems = _items(valid) if not _absent(valid) else None
+    if not _absent(valid) and (vitems is None or len(vitems) != rank or
+                               not all(_same_extent(v, d) for v, d in zip(vitems, shape))):
+        raise _error("PTOC-E0345", "a slice of an NZ tensor cannot be partially valid", _span(valid, call),
+                     "slice whole panels; give partial extents as tile.load valid_shapes", "NZ-10")
+
+
+def _check_slice_leading(b: NzBlocking, lead_ext: tuple[Expr, ...], lead_off: tuple[Expr, ...], call: Call) -> None:
+    """NZ-11: the leading window is one contiguous run of batch panels."""
+    first = next((i for i, s in enumerate(lead_ext) if _cint(s) != 1), None)
+    if first is not None:
+        for i in range(first + 1, len(lead_ext)):
+            if not (_same_extent(lead_ext[i], b.lead[i]) and _cint(lead_off[i]) == 0):
+                raise _error("PTOC-E0351", f"the leading window {_fmt(lead_ext)} at {_fmt(lead_off)} of the NZ "
+                             f"tensor's leading axes {_fmt(b.lead)} is not one contiguous run of batch panels",
+                             call, "narrow the leading axes outermost-first: after the first axis that keeps "
+                             "more than one index every axis must be whole", "NZ-10")
+
+
 class _Kernel(FastMutator):
     def __init__(self, f: Function, types: dict[str, Type | None], ctx: CompileContext):
         self.f = f
@@ -713,26 +740,9 @@ class _Kernel(FastMutator):
                          f"plane; this one windows it (shape {_fmt(shape)}, offset {_fmt(offset)})", call,
                          "stack along a leading axis ([LAYERS, R, C]) and slice only that; window rows and columns "
                          "with tile.load offsets instead", "NZ-10")
-        for k in ("pad_value", "clamp"):
-            v = values.get(k)
-            if not _absent(v):
-                raise _error("PTOC-E0351", f"a slice of an NZ tensor cannot take {k}=", _span(v, call),
-                             f"drop {k}= (an NZ slice selects whole panels)", "NZ-10")
-        valid = values.get("valid_shape")
-        vitems = _items(valid) if not _absent(valid) else None
-        if not _absent(valid) and (vitems is None or len(vitems) != rank or
-                                   not all(_same_extent(v, d) for v, d in zip(vitems, shape))):
-            raise _error("PTOC-E0345", "a slice of an NZ tensor cannot be partially valid", _span(valid, call),
-                         "slice whole panels; give partial extents as tile.load valid_shapes", "NZ-10")
+        _check_slice_kwargs(values, shape, rank, call)
         lead_ext, lead_off = shape[:-2], offset[:-2]
-        first = next((i for i, s in enumerate(lead_ext) if _cint(s) != 1), None)
-        if first is not None:
-            for i in range(first + 1, len(lead_ext)):
-                if not (_same_extent(lead_ext[i], b.lead[i]) and _cint(lead_off[i]) == 0):
-                    raise _error("PTOC-E0351", f"the leading window {_fmt(lead_ext)} at {_fmt(lead_off)} of the NZ "
-                                 f"tensor's leading axes {_fmt(b.lead)} is not one contiguous run of batch panels",
-                                 call, "narrow the leading axes outermost-first: after the first axis that keeps "
-                                 "more than one index every axis must be whole", "NZ-10")
+        _check_slice_leading(b, lead_ext, lead_off, call)
         extent: Expr = _c(1)
         for s in lead_ext:
             extent = s if _cint(extent) == 1 else (extent if _cint(s) == 1 else BinOp("*", extent, s))
