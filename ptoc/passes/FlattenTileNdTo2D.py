@@ -137,57 +137,62 @@ class _Kernel:
         return tuple(self.stmt(s) for s in body)
 
     def stmt(self, s: Stmt) -> Stmt:
-        if isinstance(s, AssignStmt):
-            value = self.rewrite(s.value, s) if isinstance(s.value, Call) else s.value
-            self.define(s.target.name, s)
-            orig = self.types.get(s.target.name)
-            ann = s.annotation
-            if ann is not None and _needs(ann):
-                ann = flat_type(ann, s)
-            elif ann is None and _needs(orig):
-                ann = self.new[s.target.name]  # the value's own rule would give the N-D type
-            if isinstance(value, Call) and value.kind == "op":
-                self.check(value, orig, s)
-            if value is s.value and ann is s.annotation:
-                return s
-            return replace(s, value=value, annotation=ann)
-        if isinstance(s, EvalStmt):
-            if isinstance(s.expr, Call):
-                e = self.rewrite(s.expr, s)
-                if e.kind == "op":
-                    self.check(e, None, s)
-                return s if e is s.expr else replace(s, expr=e)
+        handler = getattr(self, "stmt_" + type(s).__name__, None)
+        return handler(s) if handler is not None else s
+
+    def stmt_AssignStmt(self, s: AssignStmt) -> Stmt:
+        value = self.rewrite(s.value, s) if isinstance(s.value, Call) else s.value
+        self.define(s.target.name, s)
+        orig = self.types.get(s.target.name)
+        ann = s.annotation
+        if ann is not None and _needs(ann):
+            ann = flat_type(ann, s)
+        elif ann is None and _needs(orig):
+            ann = self.new[s.target.name]  # the value's own rule would give the N-D type
+        if isinstance(value, Call) and value.kind == "op":
+            self.check(value, orig, s)
+        if value is s.value and ann is s.annotation:
             return s
-        if isinstance(s, YieldStmt):
-            for t in s.targets:
-                self.define(t.name, s)
-            if s.annotation is not None and _needs(s.annotation):
-                return replace(s, annotation=flat_type(s.annotation, s))
-            if s.annotation is None and len(s.targets) == 1 and _needs(self.types.get(s.targets[0].name)):
-                return replace(s, annotation=self.new[s.targets[0].name])
+        return replace(s, value=value, annotation=ann)
+
+    def stmt_EvalStmt(self, s: EvalStmt) -> Stmt:
+        if not isinstance(s.expr, Call):
             return s
-        if isinstance(s, ForStmt):
-            self.define(s.var.name, s)
-            for a in s.iter_args:
-                self.define(a.name, s)
-            body = self.block(s.body)
-            return s if all(a is b for a, b in zip(body, s.body)) else replace(s, body=body)
-        if isinstance(s, WhileStmt):
-            for a in s.iter_args:
-                self.define(a.name, s)
-            body = self.block(s.body)
-            return s if all(a is b for a, b in zip(body, s.body)) else replace(s, body=body)
-        if isinstance(s, IfStmt):
-            then_b, else_b = self.block(s.then_body), self.block(s.else_body)
-            if all(a is b for a, b in zip(then_b, s.then_body)) and all(a is b for a, b in zip(else_b, s.else_body)):
-                return s
-            return replace(s, then_body=then_b, else_body=else_b)
-        if isinstance(s, ScopeStmt):
-            if s.var is not None:
-                self.define(s.var.name, s)
-            body = self.block(s.body)
-            return s if all(a is b for a, b in zip(body, s.body)) else replace(s, body=body)
+        e = self.rewrite(s.expr, s)
+        if e.kind == "op":
+            self.check(e, None, s)
+        return s if e is s.expr else replace(s, expr=e)
+
+    def stmt_YieldStmt(self, s: YieldStmt) -> Stmt:
+        for t in s.targets:
+            self.define(t.name, s)
+        if s.annotation is not None and _needs(s.annotation):
+            return replace(s, annotation=flat_type(s.annotation, s))
+        if s.annotation is None and len(s.targets) == 1 and _needs(self.types.get(s.targets[0].name)):
+            return replace(s, annotation=self.new[s.targets[0].name])
         return s
+
+    def stmt_ForStmt(self, s: ForStmt) -> Stmt:
+        self.define(s.var.name, s)
+        return self.stmt_WhileStmt(s)  # type: ignore[arg-type]
+
+    def stmt_WhileStmt(self, s: WhileStmt) -> Stmt:
+        for a in s.iter_args:
+            self.define(a.name, s)
+        body = self.block(s.body)
+        return s if all(a is b for a, b in zip(body, s.body)) else replace(s, body=body)
+
+    def stmt_IfStmt(self, s: IfStmt) -> Stmt:
+        then_b, else_b = self.block(s.then_body), self.block(s.else_body)
+        if all(a is b for a, b in zip(then_b, s.then_body)) and all(a is b for a, b in zip(else_b, s.else_body)):
+            return s
+        return replace(s, then_body=then_b, else_body=else_b)
+
+    def stmt_ScopeStmt(self, s: ScopeStmt) -> Stmt:
+        if s.var is not None:
+            self.define(s.var.name, s)
+        body = self.block(s.body)
+        return s if all(a is b for a, b in zip(body, s.body)) else replace(s, body=body)
 
     # ------------------------------------------------------------------ calls
     def orig_of(self, e: Expr) -> Type | None:
