@@ -561,7 +561,14 @@ class _Kernel:
                          hint="move it to the orchestration function, or write the kernel with pl.tile ops")
         if suffix in ("create", "full"):
             return self.convert_create(suffix, call, target, s, out)
+        return self.convert_one_to_one(op, suffix, call, target, ann, s, out, what)
+
+    def convert_one_to_one(self, op, suffix: str, call: Call, target: str, ann: Type | None, s: Stmt,
+                           out: list[Stmt], what: str) -> Var:
+        """A tensor op whose tile twin takes the same parameters (plus, perhaps, a scratch tile)."""
         from ptoc.ops.elementwise import ARITH, SCALAR_FORM
+        from ptoc.ops.registry import lookup
+
 
         if suffix in ARITH and len(call.args) >= 2:
             rt = expr_type(call.args[1], self.types)
@@ -579,20 +586,24 @@ class _Kernel:
                              f"has no parameter {k!r})", v)
             new_kwargs.append((k, self.operand_arg(v, s, out)))
         if "tmp" in twin.param_names and "tmp" not in op.param_names and all(k != "tmp" for k, _ in new_kwargs):
-            first = next((a for a in new_args if isinstance(a, Var) and a.name in self.ttypes), None)
-            ft = self.ttypes.get(first.name) if first is not None else None
-            if ft is None:
-                raise _error("PTOC-E0300", f"{what} without a tile operand is not supported in a kernel yet", call)
-            tmp = self.emit(out, self.fresh(f"{target}_tmp"),
-                            Call("tile.create", (ListExpr(tuple(ft.shape)),),
-                                 (("dtype", DTypeLit(ft.dtype)), ("target_memory", _mem(ft.memory or "Vec"))),
-                                 span=s.span), s, f"the scratch tile of {what}")
+            tmp = self.scratch(new_args, call, target, s, out, what)
             if "tmp" in twin.params:
                 new_args.append(tmp)
             else:
                 new_kwargs.append(("tmp", tmp))
         new = Call(f"tile.{suffix}", tuple(new_args), tuple(new_kwargs), span=call.span)
         return self.finish(new, target, ann, s, out, what)
+
+    def scratch(self, new_args: list, call: Call, target: str, s: Stmt, out: list[Stmt], what: str) -> Var:
+        """A scratch tile shaped like the first tile operand, for a tile op that needs `tmp`."""
+        first = next((a for a in new_args if isinstance(a, Var) and a.name in self.ttypes), None)
+        ft = self.ttypes.get(first.name) if first is not None else None
+        if ft is None:
+            raise _error("PTOC-E0300", f"{what} without a tile operand is not supported in a kernel yet", call)
+        return self.emit(out, self.fresh(f"{target}_tmp"),
+                         Call("tile.create", (ListExpr(tuple(ft.shape)),),
+                              (("dtype", DTypeLit(ft.dtype)), ("target_memory", _mem(ft.memory or "Vec"))),
+                              span=s.span), s, f"the scratch tile of {what}")
 
     def finish(self, call: Call, target: str, ann: Type | None, s: Stmt, out: list[Stmt], what: str) -> Var:
         t = self.infer(call, s, what)
