@@ -32,10 +32,11 @@ class DType:
 
     @property
     def c0(self) -> int | None:
-        """Elements per 32-byte C0 line (NZ-1); None for sub-byte types, which NZ does not support."""
-        if self.sub_byte or self.bits < 8:
-            return None
-        return 256 // self.bits
+        """Elements per 32-byte C0 line (NZ-1); None for sub-byte types, which NZ does not support. A
+        target fact: `ptoc.target.arch.c0_of` answers."""
+        from ptoc.target import arch
+
+        return arch.c0_of(self)
 
     @property
     def is_float(self) -> bool:

@@ -6,6 +6,7 @@ from dataclasses import replace
 
 from ptoc.ir.dtypes import INDEX
 from ptoc.ir.nodes import ConstInt, Expr, TensorView, TileType, TileView
+from ptoc.target.arch import FRACTAL_ROWS, IMPLICIT_TILE_LAYOUT
 
 # Enum families of the IR text and their members. `None` members: the family is known but its
 # member set is open (it is carried through without validation).
@@ -29,16 +30,7 @@ def implicit_tile_view(shape: tuple[Expr, ...], memory: str | None) -> dict[str,
     """The view a tile has when its TileView leaves a field out (pto-format.md, "Implicit layout per
     memory space"). A tile without a memory space has the Vec defaults."""
     space = memory or "Vec"
-    blayout, slayout, fractal = {
-        "Vec": ("row_major", "none_box", 512),
-        "Mat": ("col_major", "row_major", 512),
-        "Left": ("col_major", "row_major", 512),
-        "Right": ("row_major", "col_major", 512),
-        "Acc": ("col_major", "row_major", 1024),
-        "Bias": ("row_major", "none_box", 512),
-        "LeftScale": ("row_major", "row_major", 32),  # MX scale boxes (OP-7)
-        "RightScale": ("col_major", "col_major", 32),
-    }.get(space, ("row_major", "none_box", 512))
+    blayout, slayout, fractal = IMPLICIT_TILE_LAYOUT.get(space, IMPLICIT_TILE_LAYOUT["Vec"])
     if space == "Vec" and len(shape) == 2 and _is_int(shape[1], 1) and not _is_int(shape[0], 1):
         blayout = "col_major"  # an [R, 1] column tile
     return {
@@ -99,9 +91,9 @@ def nz_blocked_static_shape(shape: tuple[Expr, ...], c0: int | None) -> tuple[in
     if c0 is None or len(vals) < 2 or None in vals:
         return None
     *lead, r, col = vals
-    if r % 16 or col % c0:
+    if r % FRACTAL_ROWS or col % c0:
         return None
     b = 1
     for v in lead:
         b *= v
-    return (b, col // c0, r // 16, 16, c0)
+    return (b, col // c0, r // FRACTAL_ROWS, FRACTAL_ROWS, c0)

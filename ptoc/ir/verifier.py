@@ -52,6 +52,8 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.printer import print_type
+from ptoc.ir.type_match import VALID_SHAPE_MISMATCH, type_mismatch
+from ptoc.ir.type_match import kind_of as _kind
 from ptoc.ir.visitor import Mutator, walk
 
 # An operator typing hook: (call, positional arg types, keyword arg types, context) ->
@@ -150,142 +152,6 @@ _NO_NODES: list = []
 # The fast traversal is the visitor's own; the names stay for the passes that import them from here.
 iter_nodes = walk
 FastMutator = Mutator
-
-
-def type_mismatch(annotated: Type, actual: Type) -> str | None:
-    """Why `annotated` contradicts `actual` (None when they agree where both are known)."""
-    a, b = annotated, actual
-    if type(a) is not type(b):
-        return f"the value is a {_kind(b)}, the annotation says {_kind(a)}"
-    if isinstance(a, ScalarType):
-        da, db = a.dtype, b.dtype  # type: ignore[union-attr]
-        if da.is_int and db.is_int and "INDEX" in (da.name, db.name):
-            return None  # INDEX converts to and from every integer scalar
-        if a.dtype != b.dtype:  # type: ignore[union-attr]
-            return f"the value has dtype {b.dtype.name}, the annotation says {a.dtype.name}"  # type: ignore
-        return None
-    if isinstance(a, TupleType):
-        if len(a.types) != len(b.types):  # type: ignore[union-attr]
-            return f"the value is a tuple of {len(b.types)}, the annotation says {len(a.types)}"  # type: ignore
-        for x, y in zip(a.types, b.types):  # type: ignore[union-attr]
-            r = type_mismatch(x, y)
-            if r:
-                return r
-        return None
-    if isinstance(a, (TensorType, TileType)):
-        if a.dtype != b.dtype:  # type: ignore[union-attr]
-            return f"the value has dtype {b.dtype.name}, the annotation says {a.dtype.name}"  # type: ignore
-        if isinstance(a, TensorType) and a.layout == b.layout == "NZ" and len(a.shape) != len(b.shape):  # type: ignore
-            # a logical NZ type and the blocked rank-5 form BlockNzTensorViews gave it (NZ-2, NZ-16)
-            from ptoc.ir.types import nz_blocked_static_shape
-
-            logical, blocked = (a, b) if len(b.shape) == 5 else (b, a)
-            want = nz_blocked_static_shape(logical.shape, logical.dtype.c0)  # type: ignore[union-attr]
-            have = tuple(d.value if isinstance(d, ConstInt) else None for d in blocked.shape)  # type: ignore
-            if want is None or len(blocked.shape) != 5 or want == have:  # type: ignore[union-attr]
-                return None
-            return f"the blocked NZ shape {list(have)} is not the blocking of the logical shape"
-        flattened = isinstance(a, TileType) and _is_2d_flattening(a.shape, b.shape)  # type: ignore[union-attr]
-        # (FlattenTileNdTo2D: a rank-N tile may be annotated as its 2-D form [prod(leading), last])
-        if not flattened and len(a.shape) != len(b.shape):  # type: ignore[union-attr]
-            return f"the value has rank {len(b.shape)}, the annotation says rank {len(a.shape)}"  # type: ignore
-        for i, (x, y) in enumerate(zip(a.shape, b.shape) if not flattened else ()):  # type: ignore[union-attr]
-            if isinstance(x, ConstInt) and isinstance(y, ConstInt) and x.value != y.value:
-                return f"dimension {i} of the value is {y.value}, the annotation says {x.value}"
-        if isinstance(a, TileType) and a.memory and b.memory and a.memory != b.memory:  # type: ignore
-            return f"the value lives in {b.memory}, the annotation says {a.memory}"  # type: ignore
-        if isinstance(a, TileType):
-            why = _tile_view_mismatch(a, b, flattened)  # type: ignore[arg-type]
-            if why:
-                return why
-        if isinstance(a, TensorType) and a.layout != b.layout:  # type: ignore[union-attr]
-            return f"the value has layout {b.layout}, the annotation says {a.layout}"  # type: ignore
-    return None
-
-
-# The start of the `type_mismatch` answer about valid shapes (annotate() adds the TLOAD fact to its hint).
-VALID_SHAPE_MISMATCH = "the value's valid shape is "
-
-
-def _same_dim(x: Expr | None, y: Expr | None) -> bool:
-    """Provably the same extent: equal constants (of any integer dtype) or the same expression."""
-    if isinstance(x, ConstInt) and isinstance(y, ConstInt):
-        return x.value == y.value
-    return x == y
-
-
-def _dims(d: tuple[Expr, ...] | None) -> str:
-    from ptoc.ir.printer import print_expr
-
-    return "none" if d is None else "[" + ", ".join(print_expr(x) for x in d) + "]"
-
-
-def _tile_view_mismatch(a: TileType, b: TileType, flattened: bool) -> str | None:
-    """Why the whole TileView of annotation `a` contradicts the value's `b` (valid shape included; a
-    field left out takes the implicit value of the memory space, so no TileView means the whole tile
-    is valid). Compared in the memory space the tiles share (the annotation's when the value has none)."""
-    if a.view is None and b.view is None:
-        return None  # both fully valid with the implicit layout of the same space
-    from ptoc.ir.types import implicit_tile_view
-
-    if flattened:  # the value's view as FlattenTileNdTo2D writes it for the 2-D form
-        from ptoc.diagnostics import CompileError
-        from ptoc.passes.FlattenTileNdTo2D import flat_tile
-
-        try:
-            b = flat_tile(b, b)
-        except CompileError:
-            return "the value's valid region has no 2-D form"
-    mem = a.memory or b.memory
-    implicit_a = implicit_tile_view(a.shape, mem)
-    implicit_b = implicit_tile_view(b.shape, mem)
-    va, vb = a.view, b.view
-    for name, default_a in implicit_a.items():
-        xa = getattr(va, name) if va is not None else None
-        xb = getattr(vb, name) if vb is not None else None
-        if xa is None and xb is None:
-            continue  # both implicit (for valid_shape: each its own shape, compared as dimensions)
-        xa = default_a if xa is None else xa
-        xb = implicit_b[name] if xb is None else xb
-        if name in ("valid_shape", "stride"):
-            if xa is None or xb is None or len(xa) != len(xb):  # type: ignore[arg-type]
-                same = xa is None and xb is None
-            else:
-                same = all(_same_dim(x, y) for x, y in zip(xa, xb))  # type: ignore[arg-type]
-            if not same:
-                if name == "valid_shape":
-                    return (f"{VALID_SHAPE_MISMATCH}{_dims(xb)}, the annotation's is {_dims(xa)}"  # type: ignore
-                            + (" (without a TileView the whole tile is valid)" if va is None
-                               or va.valid_shape is None else ""))
-                return f"the value's TileView stride is {_dims(xb)}, the annotation's is {_dims(xa)}"  # type: ignore
-        elif name == "start_offset":
-            if not _same_dim(xa, xb):  # type: ignore[arg-type]
-                from ptoc.ir.printer import print_expr
-
-                return (f"the value's TileView start_offset is {print_expr(xb)}, the annotation's is "  # type: ignore
-                        f"{print_expr(xa)}")  # type: ignore[arg-type]
-        elif xa != xb:
-            return f"the value's TileView {name} is {xb}, the annotation's is {xa}"
-    return None
-
-
-def _is_2d_flattening(flat: tuple[Expr, ...], nd: tuple[Expr, ...]) -> bool:
-    """Is `flat` the 2-D form [prod(leading), last] of the static shape `nd` (rank 1: [1, N])?"""
-    if len(flat) != 2 or len(nd) == 2 or not nd:
-        return False
-    vals = [d.value if isinstance(d, ConstInt) else None for d in nd]
-    f = [d.value if isinstance(d, ConstInt) else None for d in flat]
-    if None in vals or None in f:
-        return False
-    lead = 1
-    for v in vals[:-1]:
-        lead *= v  # type: ignore[operator]
-    return f[0] == lead and f[1] == vals[-1]
-
-
-def _kind(t: Type) -> str:
-    return {"ScalarType": "scalar", "TensorType": "tensor", "TileType": "tile", "PtrType": "pointer",
-            "TupleType": "tuple"}.get(type(t).__name__, type(t).__name__)
 
 
 # Keywords of a `self.<function>(...)` call that are call metadata, not arguments: PyPTO prints
@@ -618,18 +484,7 @@ class Verifier:
         if cls is ConstBool:
             return _scalar(dtypes.BOOL)
         if cls is Call:
-            arg_types = [self.expr(a, scope, in_type) for a in e.args]
-            kwarg_types = {k: self.expr(v, scope, in_type) for k, v in e.kwargs}
-            if e.kind == "func":
-                return self.func_call(e, arg_types, kwarg_types)
-            if self.op_typer is not None and not in_type:
-                if self.cache is not None:
-                    t, diags = self.cache.op_type(e, arg_types, kwarg_types)
-                else:
-                    t, diags = self.op_typer(e, arg_types, kwarg_types, self.ctx)
-                self.diags.extend(diags)
-                return t
-            return None
+            return self._call(e, scope, in_type)  # type: ignore[arg-type]
         if cls is ListExpr or cls is TupleExpr:  # (a list or tuple value has no type of its own here)
             for x in e.items:  # type: ignore[attr-defined]
                 if x.__class__ is not ConstInt:  # a constant item checks nothing
@@ -637,13 +492,7 @@ class Verifier:
             return None
         sub = [self.expr(x, scope, in_type) for x in iter_subexprs(e)]
         if isinstance(e, BinOp):
-            lt, rt = sub
-            if e.op in ("==", "!=", "<", "<=", ">", ">=", "and", "or"):
-                return _scalar(dtypes.BOOL)
-            if isinstance(lt, ScalarType) and isinstance(rt, ScalarType):
-                return lt if lt.dtype == rt.dtype or rt.dtype.name == "INDEX" else (
-                    rt if lt.dtype.name == "INDEX" else lt)
-            return None
+            return _binop_type(e, sub[0], sub[1])
         if isinstance(e, UnaryOp):
             return _scalar(dtypes.BOOL) if e.op == "not" else sub[0]
         if isinstance(e, (MinMax, Abs)):
@@ -651,18 +500,34 @@ class Verifier:
         if isinstance(e, Cast):
             return _scalar(e.dtype)
         if isinstance(e, GetItem):
-            base = sub[0]
-            if isinstance(base, TupleType) and isinstance(e.index, ConstInt):
-                if not 0 <= e.index.value < len(base.types):
-                    self.err("PTOC-E0113", f"index {e.index.value} is out of range for a tuple of "
-                             f"{len(base.types)}", e.index)
-                    return None
-                return base.types[e.index.value]
-            if base is not None and not isinstance(base, TupleType):
-                self.err("PTOC-E0114", f"only tuple values can be indexed; this value is a {_kind(base)}", e,
-                         hint="t[i] reads element i of a tuple returned by a call; read tensor and tile "
-                         "elements with pl.tensor.read / pl.tile.read")
+            return self._getitem(e, sub[0])
+        return None
+
+    def _call(self, e: Call, scope: _Scope, in_type: bool) -> Type | None:
+        arg_types = [self.expr(a, scope, in_type) for a in e.args]
+        kwarg_types = {k: self.expr(v, scope, in_type) for k, v in e.kwargs}
+        if e.kind == "func":
+            return self.func_call(e, arg_types, kwarg_types)
+        if self.op_typer is None or in_type:
             return None
+        if self.cache is not None:
+            t, diags = self.cache.op_type(e, arg_types, kwarg_types)
+        else:
+            t, diags = self.op_typer(e, arg_types, kwarg_types, self.ctx)
+        self.diags.extend(diags)
+        return t
+
+    def _getitem(self, e: GetItem, base: Type | None) -> Type | None:
+        if isinstance(base, TupleType) and isinstance(e.index, ConstInt):
+            if not 0 <= e.index.value < len(base.types):
+                self.err("PTOC-E0113", f"index {e.index.value} is out of range for a tuple of "
+                         f"{len(base.types)}", e.index)
+                return None
+            return base.types[e.index.value]
+        if base is not None and not isinstance(base, TupleType):
+            self.err("PTOC-E0114", f"only tuple values can be indexed; this value is a {_kind(base)}", e,
+                     hint="t[i] reads element i of a tuple returned by a call; read tensor and tile "
+                     "elements with pl.tensor.read / pl.tile.read")
         return None
 
     def func_call(self, e: Call, arg_types: list | None = None, kwarg_types: dict | None = None) -> Type | None:
@@ -768,116 +633,124 @@ class Verifier:
         return yielded
 
     def stmt(self, s: Stmt, scope: _Scope, f: Function) -> None:
-        if isinstance(s, AssignStmt):
-            cache = self.cache
-            if cache is None:
+        check = _STMT_CHECKS.get(type(s))
+        if check is not None:
+            check(self, s, scope, f)
+
+    def _assign(self, s: AssignStmt, scope: _Scope, f: Function) -> None:
+        cache = self.cache
+        if cache is None:
+            vt = self.expr(s.value, scope)
+            t = self.annotate(s.annotation, vt, s.annotation or s, scope)
+        else:
+            t = cache.assigned_type(s, scope)
+            if t is _UNKNOWN:
+                first, calls = len(self.diags), self.calls
+                self.calls, self.reads = False, []
                 vt = self.expr(s.value, scope)
                 t = self.annotate(s.annotation, vt, s.annotation or s, scope)
-            else:
-                t = cache.assigned_type(s, scope)
-                if t is _UNKNOWN:
-                    first, calls = len(self.diags), self.calls
-                    self.calls, self.reads = False, []
-                    vt = self.expr(s.value, scope)
-                    t = self.annotate(s.annotation, vt, s.annotation or s, scope)
-                    if self.reads is not None and not self.calls and len(self.diags) == first:
-                        cache.remember_assign(s, self.reads, t)
-                        self.assigns.append(id(s))
-                    self.calls, self.reads = self.calls or calls, None
-                else:
+                if self.reads is not None and not self.calls and len(self.diags) == first:
+                    cache.remember_assign(s, self.reads, t)
                     self.assigns.append(id(s))
-            self.define(s.target.name, t, s.target, scope)
-        elif isinstance(s, EvalStmt):
-            self.expr(s.expr, scope)
-        elif isinstance(s, ReturnStmt):
-            ts = [self.expr(v, scope) for v in s.values]
-            if f.returns and len(ts) != len(f.returns):
-                self.err("PTOC-E0113", f"{f.name!r} returns {len(f.returns)} value(s) but this returns "
-                         f"{len(ts)}", s)
-            elif not f.returns and ts and f.func_type != "Opaque":
-                pass  # functions without a declared return type may still return (printer leniency)
-            for decl, t in zip(f.returns, ts):
-                if t is not None:
-                    why = type_mismatch(decl, t)
-                    if why:
-                        self.err("PTOC-E0105", f"returned value contradicts the declared return type: {why}", s)
-        elif isinstance(s, ForStmt):
-            for a in s.args:
-                self.expr(a, scope)
-            for _, v in s.kwargs:
-                self.expr(v, scope)
-            init_types = [self.expr(v, scope) for v in s.init_values]
-            if len(s.iter_args) != len(s.init_values):
-                self.err("PTOC-E0104", f"{len(s.iter_args)} loop-carried name(s) but {len(s.init_values)} "
-                         "init value(s)", s, hint="give one initial value per carried name")
-            inner = _Scope(scope)
+                self.calls, self.reads = self.calls or calls, None
+            else:
+                self.assigns.append(id(s))
+        self.define(s.target.name, t, s.target, scope)
+
+    def _eval(self, s: EvalStmt, scope: _Scope, f: Function) -> None:
+        self.expr(s.expr, scope)
+
+    def _return(self, s: ReturnStmt, scope: _Scope, f: Function) -> None:
+        ts = [self.expr(v, scope) for v in s.values]
+        if f.returns and len(ts) != len(f.returns):
+            self.err("PTOC-E0113", f"{f.name!r} returns {len(f.returns)} value(s) but this returns "
+                     f"{len(ts)}", s)
+        # (functions without a declared return type may still return: printer leniency)
+        for decl, t in zip(f.returns, ts):
+            if t is not None:
+                why = type_mismatch(decl, t)
+                if why:
+                    self.err("PTOC-E0105", f"returned value contradicts the declared return type: {why}", s)
+
+    def _carried(self, s: ForStmt | WhileStmt, scope: _Scope) -> tuple[list, _Scope]:
+        """The init values' types and the loop body's scope holding the carried names."""
+        init_types = [self.expr(v, scope) for v in s.init_values]
+        if len(s.iter_args) != len(s.init_values):
+            self.err("PTOC-E0104", f"{len(s.iter_args)} loop-carried name(s) but {len(s.init_values)} "
+                     "init value(s)", s, hint="give one initial value per carried name")
+        inner = _Scope(scope)
+        if isinstance(s, ForStmt):
             self.define(s.var.name, _scalar(dtypes.INDEX), s.var, inner)
-            for a, t in zip(s.iter_args, init_types + [None] * len(s.iter_args)):
-                self.define(a.name, t, a, inner)
-            self.loop_depth += 1
-            ys = self.block(s.body, inner, f, "loop", carried=len(s.iter_args), owner=s)
-            self.loop_depth -= 1
-            self._leave(inner, f"the body of the loop at line {s.span.line}")
-            self._bind_results(s.results, ys, init_types, s, scope)
-        elif isinstance(s, WhileStmt):
-            init_types = [self.expr(v, scope) for v in s.init_values]
-            if len(s.iter_args) != len(s.init_values):
-                self.err("PTOC-E0104", f"{len(s.iter_args)} loop-carried name(s) but {len(s.init_values)} "
-                         "init value(s)", s, hint="give one initial value per carried name")
-            inner = _Scope(scope)
-            for a, t in zip(s.iter_args, init_types + [None] * len(s.iter_args)):
-                self.define(a.name, t, a, inner)
-            self.expr(s.cond, inner)
-            self.loop_depth += 1
-            ys = self.block(s.body, inner, f, "loop", carried=len(s.iter_args), owner=s)
-            self.loop_depth -= 1
-            self._leave(inner, f"the body of the while loop at line {s.span.line}")
-            self._bind_results(s.results, ys, init_types, s, scope)
-        elif isinstance(s, IfStmt):
-            self.expr(s.cond, scope)
-            then_scope = _Scope(scope)
-            ty = self.block(s.then_body, then_scope, f, "branch")
-            self._leave(then_scope, f"the if branch at line {s.span.line}")
-            else_scope = _Scope(scope)
-            ey = self.block(s.else_body, else_scope, f, "branch") if s.else_body else None
-            self._leave(else_scope, f"the else branch of the if at line {s.span.line}")
-            if not self.ssa:  # as written, a name both branches assign is assigned after the if
-                after = then_scope.names.keys() & else_scope.names.keys()
-                if _exits(s.else_body):  # (a branch that breaks or continues does not reach the end)
-                    after = then_scope.names.keys()
-                elif _exits(s.then_body):
-                    after = else_scope.names.keys()
-                for name in after:
-                    scope.names[name] = then_scope.names.get(name, else_scope.names.get(name))
-            tn = tuple(v.name for v in s.results)
-            en = tuple(v.name for v in (s.else_body[-1].targets if s.else_body
-                                        and isinstance(s.else_body[-1], YieldStmt) else ()))
-            if tn or en:
-                if not s.else_body:
-                    self.err("PTOC-E0103", "an if that yields values needs an else branch that yields them too",
-                             s, hint=f"add `else:` ending with `{', '.join(tn)} = pl.yield_(...)`")
-                elif tn != en:
-                    self.err("PTOC-E0103", f"the branches yield different names: ({', '.join(tn)}) and "
-                             f"({', '.join(en)})", s, hint="both branches must end with pl.yield_ into the same "
-                             "names")
-                    self.quiet.update(n for n in en if n not in tn)
-            types = ty if ty is not None else ey
-            for i, v in enumerate(s.results):
-                t = types[i] if types is not None and i < len(types) else None
-                self.define(v.name, t, v, scope)
-        elif isinstance(s, (BreakStmt, ContinueStmt)):
-            if not self.loop_depth:
-                word = "break" if isinstance(s, BreakStmt) else "continue"
-                self.err("PTOC-E0111", f"`{word}` outside a loop", s, hint="use it inside a for or while loop body")
-        elif isinstance(s, ScopeStmt):
-            for a in s.args:
-                self.expr(a, scope)
-            for _, v in s.kwargs:
-                self.expr(v, scope)
-            # A scope is a region of the same function: names it defines stay visible after it.
-            if s.var is not None:
-                self.define(s.var.name, _scalar(dtypes.INDEX), s.var, scope)
-            self.block(s.body, scope, f, "scope")
+        for a, t in zip(s.iter_args, init_types + [None] * len(s.iter_args)):
+            self.define(a.name, t, a, inner)
+        return init_types, inner
+
+    def _loop_body(self, s: ForStmt | WhileStmt, inner: _Scope, init_types: list, scope: _Scope, f: Function,
+                   what: str) -> None:
+        self.loop_depth += 1
+        ys = self.block(s.body, inner, f, "loop", carried=len(s.iter_args), owner=s)
+        self.loop_depth -= 1
+        self._leave(inner, f"the body of the {what} at line {s.span.line}")
+        self._bind_results(s.results, ys, init_types, s, scope)
+
+    def _for(self, s: ForStmt, scope: _Scope, f: Function) -> None:
+        for a in s.args:
+            self.expr(a, scope)
+        for _, v in s.kwargs:
+            self.expr(v, scope)
+        init_types, inner = self._carried(s, scope)
+        self._loop_body(s, inner, init_types, scope, f, "loop")
+
+    def _while(self, s: WhileStmt, scope: _Scope, f: Function) -> None:
+        init_types, inner = self._carried(s, scope)
+        self.expr(s.cond, inner)
+        self._loop_body(s, inner, init_types, scope, f, "while loop")
+
+    def _if(self, s: IfStmt, scope: _Scope, f: Function) -> None:
+        self.expr(s.cond, scope)
+        then_scope = _Scope(scope)
+        ty = self.block(s.then_body, then_scope, f, "branch")
+        self._leave(then_scope, f"the if branch at line {s.span.line}")
+        else_scope = _Scope(scope)
+        ey = self.block(s.else_body, else_scope, f, "branch") if s.else_body else None
+        self._leave(else_scope, f"the else branch of the if at line {s.span.line}")
+        if not self.ssa:  # as written, a name both branches assign is assigned after the if
+            _join_branches(s, then_scope, else_scope, scope)
+        self._check_if_yields(s)
+        types = ty if ty is not None else ey
+        for i, v in enumerate(s.results):
+            t = types[i] if types is not None and i < len(types) else None
+            self.define(v.name, t, v, scope)
+
+    def _check_if_yields(self, s: IfStmt) -> None:
+        tn = tuple(v.name for v in s.results)
+        en = tuple(v.name for v in (s.else_body[-1].targets if s.else_body
+                                    and isinstance(s.else_body[-1], YieldStmt) else ()))
+        if not (tn or en):
+            return
+        if not s.else_body:
+            self.err("PTOC-E0103", "an if that yields values needs an else branch that yields them too",
+                     s, hint=f"add `else:` ending with `{', '.join(tn)} = pl.yield_(...)`")
+        elif tn != en:
+            self.err("PTOC-E0103", f"the branches yield different names: ({', '.join(tn)}) and "
+                     f"({', '.join(en)})", s, hint="both branches must end with pl.yield_ into the same "
+                     "names")
+            self.quiet.update(n for n in en if n not in tn)
+
+    def _jump(self, s: BreakStmt | ContinueStmt, scope: _Scope, f: Function) -> None:
+        if not self.loop_depth:
+            word = "break" if isinstance(s, BreakStmt) else "continue"
+            self.err("PTOC-E0111", f"`{word}` outside a loop", s, hint="use it inside a for or while loop body")
+
+    def _scope(self, s: ScopeStmt, scope: _Scope, f: Function) -> None:
+        for a in s.args:
+            self.expr(a, scope)
+        for _, v in s.kwargs:
+            self.expr(v, scope)
+        # A scope is a region of the same function: names it defines stay visible after it.
+        if s.var is not None:
+            self.define(s.var.name, _scalar(dtypes.INDEX), s.var, scope)
+        self.block(s.body, scope, f, "scope")
 
     def _leave(self, inner: _Scope, where: str) -> None:
         for name in inner.names:
@@ -892,6 +765,40 @@ class Verifier:
             if t is None and i < len(init_types):
                 t = init_types[i]
             self.define(v.name, t, v, scope)
+
+
+def _binop_type(e: BinOp, lt: Type | None, rt: Type | None) -> Type | None:
+    if e.op in ("==", "!=", "<", "<=", ">", ">=", "and", "or"):
+        return _scalar(dtypes.BOOL)
+    if isinstance(lt, ScalarType) and isinstance(rt, ScalarType):
+        return lt if lt.dtype == rt.dtype or rt.dtype.name == "INDEX" else (
+            rt if lt.dtype.name == "INDEX" else lt)
+    return None
+
+
+_STMT_CHECKS: dict[type, Callable] = {
+    AssignStmt: Verifier._assign,
+    EvalStmt: Verifier._eval,
+    ReturnStmt: Verifier._return,
+    ForStmt: Verifier._for,
+    WhileStmt: Verifier._while,
+    IfStmt: Verifier._if,
+    BreakStmt: Verifier._jump,
+    ContinueStmt: Verifier._jump,
+    ScopeStmt: Verifier._scope,
+}
+
+
+def _join_branches(s: IfStmt, then_scope: _Scope, else_scope: _Scope, scope: _Scope) -> None:
+    """As written (before SSA), a name both branches assign is assigned after the if; a branch that
+    breaks or continues does not reach the end, so the other branch's names are."""
+    after = then_scope.names.keys() & else_scope.names.keys()
+    if _exits(s.else_body):
+        after = then_scope.names.keys()
+    elif _exits(s.then_body):
+        after = else_scope.names.keys()
+    for name in after:
+        scope.names[name] = then_scope.names.get(name, else_scope.names.get(name))
 
 
 def _exits(body: tuple[Stmt, ...]) -> bool:
@@ -925,8 +832,7 @@ def verify_program(program: Program, ctx=None, op_typer: OpTyper | None = None,
 
 
 def _default_op_typer() -> OpTyper | None:
-    try:
-        from ptoc.ops.registry import infer_call_type
-    except ImportError:  # the operator registry is optional for structural checks
-        return None
-    return infer_call_type
+    """The operator type rules the operator package registered (`ptoc.ir.typing_registry`)."""
+    from ptoc.ir.typing_registry import op_typer
+
+    return op_typer()

@@ -69,8 +69,10 @@ from ptoc.ir.nodes import (
     Var,
     WhileStmt,
 )
-from ptoc.passes.InitMemRef import KERNEL_TYPES, Flow, Site, align_up
+from ptoc.analysis.flow import Flow, Site
+from ptoc.passes.common import align_up
 from ptoc.passes.manager import Pass
+from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target.arch import KiB, get_arch
 
 
@@ -142,6 +144,24 @@ def _bases(t: Type | None) -> list[str]:
 
 def _place(f: Function, env: dict[str, Type | None], arch) -> Function:
     flow = Flow(f)
+    buffers = _buffers(f, flow, arch)
+    _lifetimes(flow, env, buffers)
+    by_space: dict[str, list[_Buffer]] = {}
+    for b in sorted(buffers.values(), key=lambda b: b.start):
+        by_space.setdefault(b.space, []).append(b)
+    diags: list[Diagnostic] = []
+    for space, bs in by_space.items():
+        _first_fit(bs, arch)
+        d = _over_capacity(space, bs, arch)
+        if d is not None:
+            diags.append(d)
+    if diags:
+        raise CompileError(sorted_diagnostics(diags))
+    return replace(f, body=tuple(_with_addr(s, buffers) for s in f.body))
+
+
+def _buffers(f: Function, flow: Flow, arch) -> dict[str, _Buffer]:
+    """One buffer per pl.tile.alloc, its size aligned, its lifetime starting where it is allocated."""
     diags: list[Diagnostic] = []
     buffers: dict[str, _Buffer] = {}
     for s in _allocs(f.body):
@@ -159,6 +179,11 @@ def _place(f: Function, env: dict[str, Type | None], arch) -> Function:
                                          pos, pos, s.span)
     if diags:
         raise CompileError(diags)
+    return buffers
+
+
+def _lifetimes(flow: Flow, env: dict[str, Type | None], buffers: dict[str, _Buffer]) -> None:
+    """Extend each buffer's lifetime over every definition and read of the tiles bound to it."""
 
     def reach(site: Site, b: _Buffer) -> int:
         for loop in site.loops:  # outermost first: the widest loop that the buffer outlives
@@ -178,51 +203,53 @@ def _place(f: Function, env: dict[str, Type | None], arch) -> Function:
             for site in sites:
                 b.end = max(b.end, reach(site, b))
 
-    by_space: dict[str, list[_Buffer]] = {}
-    for b in sorted(buffers.values(), key=lambda b: b.start):
-        by_space.setdefault(b.space, []).append(b)
-    for space, bs in by_space.items():
-        placed: list[_Buffer] = []
-        for b in bs:
-            # buffers come in start order: one that ends before this one starts is free for every later one
-            # too, so it leaves `placed` for good (first fit over the live buffers only, not all so far)
-            placed = [p for p in placed if p.end >= b.start]
-            busy = sorted((p.addr, p.addr + p.size) for p in placed)
-            addr = 0
-            for lo, hi in busy:
-                if addr + b.size <= lo:
-                    break
-                addr = max(addr, align_up(hi, arch.alignment_bytes))
-            b.addr = addr
-            placed.append(b)
-        cap = arch.capacity(space)
-        peak = max(b.addr + b.size for b in bs)
-        if cap is not None and peak > cap:
-            top = next(b for b in bs if b.addr + b.size == peak)
-            live = [p for p in bs if p.start <= top.start <= p.end]
-            where = f" at line {top.span.line}" if top.span.known else ""
-            usable = " usable" if space == "Vec" else ""
-            diags.append(Diagnostic(
-                "PTOC-E0390", f"{space} needs {peak} bytes{where} but holds {cap} ({cap // KiB} KiB{usable})",
-                top.span,
-                hint=f"keep fewer or smaller {space} tiles live at once: split the work into smaller tiles "
-                "processed in a loop, or finish using a tile before the next one is created",
-                notes=tuple((f"{', '.join(p.tiles) or p.name} ({p.name}): {p.size} bytes at offset {p.addr}",
-                             p.span) for p in live)))
-    if diags:
-        raise CompileError(sorted_diagnostics(diags))
 
-    def stmt(s: Stmt) -> Stmt:
-        if _is_alloc(s) and s.target.name in buffers:  # type: ignore[union-attr]
-            call: Call = s.value  # type: ignore[union-attr, assignment]
-            kwargs = tuple((k, v) for k, v in call.kwargs if k != "addr")
-            kwargs += (("addr", ConstInt(buffers[s.target.name].addr, INDEX)),)  # type: ignore[union-attr]
-            return replace(s, value=replace(call, kwargs=kwargs))
-        if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
-            return replace(s, body=tuple(stmt(x) for x in s.body))
-        if isinstance(s, IfStmt):
-            return replace(s, then_body=tuple(stmt(x) for x in s.then_body),
-                           else_body=tuple(stmt(x) for x in s.else_body))
-        return s
+def _first_fit(bs: list[_Buffer], arch) -> None:
+    """Give each buffer of one space (in start order) the lowest aligned address free for its lifetime."""
+    placed: list[_Buffer] = []
+    for b in bs:
+        # buffers come in start order: one that ends before this one starts is free for every later one
+        # too, so it leaves `placed` for good (first fit over the live buffers only, not all so far)
+        placed = [p for p in placed if p.end >= b.start]
+        busy = sorted((p.addr, p.addr + p.size) for p in placed)
+        addr = 0
+        for lo, hi in busy:
+            if addr + b.size <= lo:
+                break
+            addr = max(addr, align_up(hi, arch.alignment_bytes))
+        b.addr = addr
+        placed.append(b)
 
-    return replace(f, body=tuple(stmt(s) for s in f.body))
+
+def _over_capacity(space: str, bs: list[_Buffer], arch) -> Diagnostic | None:
+    """PTOC-E0390 when the placed buffers of `space` peak above the target's capacity of it."""
+    cap = arch.capacity(space)
+    peak = max(b.addr + b.size for b in bs)
+    if cap is None or peak <= cap:
+        return None
+    top = next(b for b in bs if b.addr + b.size == peak)
+    live = [p for p in bs if p.start <= top.start <= p.end]
+    where = f" at line {top.span.line}" if top.span.known else ""
+    usable = " usable" if space == "Vec" else ""
+    return Diagnostic(
+        "PTOC-E0390", f"{space} needs {peak} bytes{where} but holds {cap} ({cap // KiB} KiB{usable})",
+        top.span,
+        hint=f"keep fewer or smaller {space} tiles live at once: split the work into smaller tiles "
+        "processed in a loop, or finish using a tile before the next one is created",
+        notes=tuple((f"{', '.join(p.tiles) or p.name} ({p.name}): {p.size} bytes at offset {p.addr}",
+                     p.span) for p in live))
+
+
+def _with_addr(s: Stmt, buffers: dict[str, _Buffer]) -> Stmt:
+    """`s` with addr= on every pl.tile.alloc it holds."""
+    if _is_alloc(s) and s.target.name in buffers:  # type: ignore[union-attr]
+        call: Call = s.value  # type: ignore[union-attr, assignment]
+        kwargs = tuple((k, v) for k, v in call.kwargs if k != "addr")
+        kwargs += (("addr", ConstInt(buffers[s.target.name].addr, INDEX)),)  # type: ignore[union-attr]
+        return replace(s, value=replace(call, kwargs=kwargs))
+    if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
+        return replace(s, body=tuple(_with_addr(x, buffers) for x in s.body))
+    if isinstance(s, IfStmt):
+        return replace(s, then_body=tuple(_with_addr(x, buffers) for x in s.then_body),
+                       else_body=tuple(_with_addr(x, buffers) for x in s.else_body))
+    return s

@@ -28,7 +28,7 @@ After::
 
 Rules (docs/rules.md, from seed 000)
 ------------------------------------
-- NZ-1 / NZ-2 shapes. c0 = 256 / bit width (`DType.c0`); `[..., R, C]` -> `[B, C/c0, R/16, 16, c0]`, always
+- NZ-1 / NZ-2 shapes. c0 = 256 / bit width (`ptoc.target.arch.c0_of`); `[..., R, C]` -> `[B, C/c0, R/16, 16, c0]`, always
   rank 5: rank 2 gets B = 1, rank 3 uses its leading axis (which may be dynamic), rank > 3 folds its
   static leading axes into B (their product). Every NZ TensorType of a kernel is rewritten: parameters,
   return types, statement and yield annotations. Strides are left to MaterializeTensorStrides (NZ-3).
@@ -94,17 +94,17 @@ from ptoc.ir.printer import print_expr
 from ptoc.ir.verifier import FastMutator, NodeIndex, iter_nodes
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
+from ptoc.target import arch as _target
 from ptoc.target.arch import FRACTAL_ROWS, get_arch
 
 INDEX = dtypes.INDEX
 MARK = "nz_tensor_views_blocked"
 
-# NZ-7: field limits of the A2/A3 Acc -> GM NZ store (TStoreAccNz2nz)
-STORE_MAX_ROWS = 65535
-STORE_MAX_COLS = 4095
-STORE_ROW_COL_MULTIPLE = 16
-# NZ-12: the 16-bit gmGap field of TLoadInstrGm2L1 (pto-isa#317)
-GM_GAP_LIMIT = 65535
+# NZ-7 / NZ-12 field limits (ptoc.target.arch)
+STORE_MAX_ROWS = _target.NZ_STORE_MAX_ROWS
+STORE_MAX_COLS = _target.NZ_STORE_MAX_COLS
+STORE_ROW_COL_MULTIPLE = _target.NZ_STORE_ROW_COL_MULTIPLE
+GM_GAP_LIMIT = _target.NZ_LOAD_GM_GAP_LIMIT
 
 # Store keywords that change what is written (NZ-7 rejects them on the NZ write-back).
 _STORE_REJECTED_KWARGS = ("atomic", "pre_quant", "pre_relu")
@@ -183,7 +183,7 @@ def nz_blocking(t: TensorType, at: Node | None = None) -> NzBlocking:
     """The blocking of logical NZ tensor type `t`, or a user error (NZ-10) naming what prevents it."""
     where = _span(t, at)
     dt = t.dtype
-    c0 = dt.c0
+    c0 = _target.c0_of(dt)
     if c0 is None or dt.is_packed_fp4:
         what = "a packed FP4 carrier type" if dt.is_packed_fp4 else "a sub-byte type"
         raise _error("PTOC-E0344", f"an NZ tensor of {dt.name} cannot be blocked: {what} has no NZ lowering",
@@ -340,6 +340,62 @@ def _absent(e: Expr | None) -> bool:
 # --------------------------------------------------------------------------------------------------
 
 
+def _check_store_kwargs(call: Call) -> None:
+    """NZ-7: the write-back applies none of atomic=, pre_quant=, pre_relu= (nor their attrs)."""
+    for k, v in call.kwargs:
+        bad = k in _STORE_REJECTED_KWARGS and not _absent(v)
+        if k == "attrs" and isinstance(v, DictExpr):
+            bad_keys = [kk.value for kk, vv in v.items if isinstance(kk, StrLit)
+                        and kk.value in _STORE_REJECTED_KWARGS and not _absent(vv)]
+            if bad_keys:
+                k, bad = bad_keys[0], True
+        if bad:
+            raise _error("PTOC-E0358", f"the NZ write-back cannot apply {k}= (atomic, pre_quant and pre_relu are "
+                         "not supported into an NZ tensor)", _span(v, call),
+                         f"drop {k}= or store into an ND tensor", "NZ-7")
+
+
+def _check_store_partition(part: Expr | None, rank: int, rows: int, cols: int, call: Call) -> None:
+    """NZ-7: an explicit partition of an NZ write-back is one panel of the tile's rows x cols."""
+    if _absent(part):
+        return
+    items = _items(part)
+    ok = items is not None and len(items) == rank and all(_cint(x) == 1 for x in items[:-2]) and \
+        _cint(items[-2]) == rows and _cint(items[-1]) == cols
+    if not ok:
+        raise _error("PTOC-E0363", f"an NZ write-back stores one panel (batch extent 1) of {rows} x {cols}; "
+                     f"the partition is {_fmt(items) if items is not None else print_expr(part)}",
+                     _span(part, call), "store one panel per tile.store: leading partition extents 1",
+                     "NZ-7")
+
+
+def _check_slice_kwargs(values: dict[str, Expr], shape: tuple[Expr, ...], rank: int, call: Call) -> None:
+    """NZ-10/11: a slice of an NZ tensor selects whole panels: no pad_value=, clamp= or partial valid_shape."""
+    for k in ("pad_value", "clamp"):
+        v = values.get(k)
+        if not _absent(v):
+            raise _error("PTOC-E0351", f"a slice of an NZ tensor cannot take {k}=", _span(v, call),
+                         f"drop {k}= (an NZ slice selects whole panels)", "NZ-10")
+    valid = values.get("valid_shape")
+    vitems = _items(valid) if not _absent(valid) else None
+    if not _absent(valid) and (vitems is None or len(vitems) != rank or
+                               not all(_same_extent(v, d) for v, d in zip(vitems, shape))):
+        raise _error("PTOC-E0345", "a slice of an NZ tensor cannot be partially valid", _span(valid, call),
+                     "slice whole panels; give partial extents as tile.load valid_shapes", "NZ-10")
+
+
+def _check_slice_leading(b: NzBlocking, lead_ext: tuple[Expr, ...], lead_off: tuple[Expr, ...], call: Call) -> None:
+    """NZ-11: the leading window is one contiguous run of batch panels."""
+    first = next((i for i, s in enumerate(lead_ext) if _cint(s) != 1), None)
+    if first is not None:
+        for i in range(first + 1, len(lead_ext)):
+            if not (_same_extent(lead_ext[i], b.lead[i]) and _cint(lead_off[i]) == 0):
+                raise _error("PTOC-E0351", f"the leading window {_fmt(lead_ext)} at {_fmt(lead_off)} of the NZ "
+                             f"tensor's leading axes {_fmt(b.lead)} is not one contiguous run of batch panels",
+                             call, "narrow the leading axes outermost-first: after the first axis that keeps "
+                             "more than one index every axis must be whole", "NZ-10")
+
+
 class _Kernel(FastMutator):
     def __init__(self, f: Function, types: dict[str, Type | None], ctx: CompileContext):
         self.f = f
@@ -369,7 +425,7 @@ class _Kernel(FastMutator):
         return None
 
     def op_of(self, call: Call):
-        from ptoc.passes.ConvertTensorToTileOps import resolve_op
+        from ptoc.passes.common import resolve_op
 
         return resolve_op(call, self.types)
 
@@ -577,12 +633,27 @@ class _Kernel(FastMutator):
         out = values["output"]
         t = self.nz_type(out)
         b = nz_blocking(t, out)
+        tile_e = values.get("tile")
+        tt = self.store_source(t, tile_e, call)
+        _check_store_kwargs(call)
+        rows, cols = self.store_extent(tt, tile_e, call)
+        rank = len(b.lead) + 2
+        part = values.get("shapes")
+        _check_store_partition(part, rank, rows, cols, call)
+        offsets, k0 = self.store_offsets(b, values, rank, rows, cols, call)
+        bk = self.trailing(k0, b.c0, "column offset", call)
+        new_off = (self.fold_batch(b, offsets[:-2]), bk, _c(0), _c(0), _c(0))
+        partition = (_c(1), _c(cols // b.c0), _c(b.rows // FRACTAL_ROWS), _c(FRACTAL_ROWS), _c(b.c0))
+        return _with_args(op, call, {"offsets": _like(values["offsets"], new_off),
+                                     "shapes": _like(part if not _absent(part) else None, partition)})
+
+    def store_source(self, t: TensorType, tile_e: Expr | None, call: Call) -> TileType:
+        """The Acc tile an NZ write-back stores, after the target, space and dtype checks (NZ-7)."""
         arch = self.arch
         if not arch.supports_nz_acc_store:
             raise _error("PTOC-E0355", f"storing into an NZ tensor is not supported on {arch.title}; the Acc -> NZ GM "
                          "write-back exists on A2/A3 only", call,
                          "store the result into an ND tensor on this target", "NZ-7")
-        tile_e = values.get("tile")
         tt = self.types.get(tile_e.name) if isinstance(tile_e, Var) else None
         if not isinstance(tt, TileType):
             raise _error("PTOC-E0356", "the source of a store into an NZ tensor must be a named Acc tile",
@@ -597,17 +668,11 @@ class _Kernel(FastMutator):
             raise _error("PTOC-E0357", f"the NZ write-back stores an FP32 Acc tile into an FP32 tensor (c0 = 8); this "
                          f"store writes {tt.dtype.name} into {t.dtype.name}", call,
                          "declare the NZ output FP32 and store the FP32 accumulator without conversion", "NZ-7")
-        for k, v in call.kwargs:
-            bad = k in _STORE_REJECTED_KWARGS and not _absent(v)
-            if k == "attrs" and isinstance(v, DictExpr):
-                bad_keys = [kk.value for kk, vv in v.items if isinstance(kk, StrLit)
-                            and kk.value in _STORE_REJECTED_KWARGS and not _absent(vv)]
-                if bad_keys:
-                    k, bad = bad_keys[0], True
-            if bad:
-                raise _error("PTOC-E0358", f"the NZ write-back cannot apply {k}= (atomic, pre_quant and pre_relu are "
-                             "not supported into an NZ tensor)", _span(v, call),
-                             f"drop {k}= or store into an ND tensor", "NZ-7")
+        return tt
+
+    def store_extent(self, tt: TileType, tile_e: Expr | None, call: Call) -> tuple[int, int]:
+        """The static rows and columns of the stored Acc tile, within the store's limits (NZ-7)."""
+        arch = self.arch
         shape = [_cint(d) for d in tt.shape]
         if tt.rank != 2 or None in shape or any(d <= 0 for d in shape):  # type: ignore[operator]
             raise _error("PTOC-E0359", f"the NZ write-back needs a static, positive 2-D Acc tile; this one is "
@@ -632,17 +697,11 @@ class _Kernel(FastMutator):
                          f"{cap}-byte L0C of {arch.title}", _span(tile_e, call),
                          "split the output along N into column blocks that fit L0C; each store must still cover all "
                          "rows", "NZ-7")
-        rank = len(b.lead) + 2
-        part = values.get("shapes")
-        if not _absent(part):
-            items = _items(part)
-            ok = items is not None and len(items) == rank and all(_cint(x) == 1 for x in items[:-2]) and \
-                _cint(items[-2]) == rows and _cint(items[-1]) == cols
-            if not ok:
-                raise _error("PTOC-E0363", f"an NZ write-back stores one panel (batch extent 1) of {rows} x {cols}; "
-                             f"the partition is {_fmt(items) if items is not None else print_expr(part)}",
-                             _span(part, call), "store one panel per tile.store: leading partition extents 1",
-                             "NZ-7")
+        return rows, cols
+
+    def store_offsets(self, b: NzBlocking, values: dict[str, Expr], rank: int, rows: int, cols: int,
+                      call: Call) -> tuple[tuple[Expr, ...], Expr]:
+        """The store's offsets and its column offset, checked against the whole-panel rule (NZ-7)."""
         offsets = _items(values.get("offsets"))
         if offsets is None or len(offsets) != rank:
             raise _error("PTOC-E0362", f"an NZ store needs a literal list of {rank} offsets", call,
@@ -663,11 +722,7 @@ class _Kernel(FastMutator):
             if kc + cols > b.cols:
                 raise _error("PTOC-E0364", f"the NZ write-back columns [{kc}, {kc + cols}) exceed the target's "
                              f"{b.cols} columns", _span(k0, call), "shrink the tile or its column offset", "NZ-7")
-        bk = self.trailing(k0, b.c0, "column offset", call)
-        new_off = (self.fold_batch(b, offsets[:-2]), bk, _c(0), _c(0), _c(0))
-        partition = (_c(1), _c(cols // b.c0), _c(b.rows // FRACTAL_ROWS), _c(FRACTAL_ROWS), _c(b.c0))
-        return _with_args(op, call, {"offsets": _like(values["offsets"], new_off),
-                                     "shapes": _like(part if not _absent(part) else None, partition)})
+        return offsets, k0
 
     # -- NZ-11: tensor.slice of leading axes ---------------------------------------------------------
     def slice(self, op, call: Call, values: dict[str, Expr]) -> Call:
@@ -685,26 +740,9 @@ class _Kernel(FastMutator):
                          f"plane; this one windows it (shape {_fmt(shape)}, offset {_fmt(offset)})", call,
                          "stack along a leading axis ([LAYERS, R, C]) and slice only that; window rows and columns "
                          "with tile.load offsets instead", "NZ-10")
-        for k in ("pad_value", "clamp"):
-            v = values.get(k)
-            if not _absent(v):
-                raise _error("PTOC-E0351", f"a slice of an NZ tensor cannot take {k}=", _span(v, call),
-                             f"drop {k}= (an NZ slice selects whole panels)", "NZ-10")
-        valid = values.get("valid_shape")
-        vitems = _items(valid) if not _absent(valid) else None
-        if not _absent(valid) and (vitems is None or len(vitems) != rank or
-                                   not all(_same_extent(v, d) for v, d in zip(vitems, shape))):
-            raise _error("PTOC-E0345", "a slice of an NZ tensor cannot be partially valid", _span(valid, call),
-                         "slice whole panels; give partial extents as tile.load valid_shapes", "NZ-10")
+        _check_slice_kwargs(values, shape, rank, call)
         lead_ext, lead_off = shape[:-2], offset[:-2]
-        first = next((i for i, s in enumerate(lead_ext) if _cint(s) != 1), None)
-        if first is not None:
-            for i in range(first + 1, len(lead_ext)):
-                if not (_same_extent(lead_ext[i], b.lead[i]) and _cint(lead_off[i]) == 0):
-                    raise _error("PTOC-E0351", f"the leading window {_fmt(lead_ext)} at {_fmt(lead_off)} of the NZ "
-                                 f"tensor's leading axes {_fmt(b.lead)} is not one contiguous run of batch panels",
-                                 call, "narrow the leading axes outermost-first: after the first axis that keeps "
-                                 "more than one index every axis must be whole", "NZ-10")
+        _check_slice_leading(b, lead_ext, lead_off, call)
         extent: Expr = _c(1)
         for s in lead_ext:
             extent = s if _cint(extent) == 1 else (extent if _cint(s) == 1 else BinOp("*", extent, s))

@@ -61,7 +61,6 @@ Rules
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from dataclasses import replace
 
 from ptoc.ir.names import fresh_name
@@ -69,11 +68,8 @@ from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError, Diagnostic, InternalError
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
-    Abs,
     AssignStmt,
-    BinOp,
     Call,
-    Cast,
     ConstBool,
     ConstFloat,
     ConstInt,
@@ -85,7 +81,6 @@ from ptoc.ir.nodes import (
     Function,
     IfStmt,
     ListExpr,
-    MinMax,
     Node,
     Param,
     Program,
@@ -96,21 +91,18 @@ from ptoc.ir.nodes import (
     TensorType,
     TileType,
     Type,
-    UnaryOp,
     Var,
     WhileStmt,
     YieldStmt,
 )
 from ptoc.ir.verifier import FastMutator, NodeIndex, iter_nodes
+from ptoc.passes.common import TypeEnv, expr_type, resolve_op
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES, TENSOR_QUERIES
 
 INDEX = dtypes.INDEX
 SPACES_ORDER = ("Vec", "Mat")
 MATMUL_OPS = ("tensor.matmul", "tensor.matmul_acc")
-
-
-TypeEnv = Mapping[str, "Type | None"]  # anything with .get(name): a dict or an _Overlay
 
 
 def _c(v: int) -> ConstInt:
@@ -124,42 +116,6 @@ def _mem(space: str) -> EnumLit:
 def _error(code: str, message: str, at: Node | None, hint: str | None = None, rule: str | None = None):
     span = at.span if at is not None else None
     return CompileError([Diagnostic(code, message, span, hint, rule)])
-
-
-def expr_type(e: Expr, env: TypeEnv) -> Type | None:
-    """The type of a simple expression: names from `env`, constants, scalar arithmetic."""
-    if isinstance(e, Var):
-        return env.get(e.name)
-    if isinstance(e, (ConstInt, ConstFloat)):
-        return ScalarType(e.dtype)
-    if isinstance(e, ConstBool):
-        return ScalarType(dtypes.BOOL)
-    if isinstance(e, Cast):
-        return ScalarType(e.dtype)
-    if isinstance(e, BinOp):
-        if e.op in ("==", "!=", "<", "<=", ">", ">=", "and", "or"):
-            return ScalarType(dtypes.BOOL)
-        lt, rt = expr_type(e.lhs, env), expr_type(e.rhs, env)
-        if isinstance(lt, ScalarType) and isinstance(rt, ScalarType):
-            return rt if lt.dtype.name == "INDEX" and rt.dtype.name != "INDEX" else lt
-        return None
-    if isinstance(e, UnaryOp):
-        return ScalarType(dtypes.BOOL) if e.op == "not" else expr_type(e.operand, env)
-    if isinstance(e, MinMax):
-        return expr_type(e.lhs, env)
-    if isinstance(e, Abs):
-        return expr_type(e.operand, env)
-    return None
-
-
-def resolve_op(call: Call, env: TypeEnv):
-    """The registered op a call names (short names resolved by argument types), or None."""
-    from ptoc.ops.registry import resolve
-
-    if call.kind != "op":
-        return None
-    op, _ = resolve(call, [expr_type(a, env) for a in call.args])
-    return op
 
 
 def tensor_op_name(call: Call, env: TypeEnv) -> str | None:
@@ -286,58 +242,69 @@ class _Kernel:
 
     # ------------------------------------------------------------------ analysis
     def analyze(self, body: tuple[Stmt, ...]) -> None:
-        env = self.types
         for s in body:
-            if isinstance(s, AssignStmt):
-                if isinstance(s.value, Call):
-                    self.note_calls(s.value)
-                    top = tensor_op_name(s.value, env)
-                    if top is not None and isinstance(self.orig(s.target.name), TensorType):
-                        self.classes.mark(s.target.name)
-                elif isinstance(s.value, Var):
-                    self.carried.add(s.target.name)
-                    self.classes.union(s.target.name, s.value.name)
-                    self.note_flow(s.value.name, s.target.name)
-                if isinstance(self.orig(s.target.name), TileType):
-                    self.classes.mark(s.target.name)
-            elif isinstance(s, EvalStmt):
-                for n in iter_nodes(s.expr):
-                    if isinstance(n, Call):
-                        self.note_calls(n)
-            elif isinstance(s, (ForStmt, WhileStmt)):
-                for a, v in zip(s.iter_args, s.init_values):
-                    self.carried.add(a.name)
-                    if isinstance(v, Var):
-                        self.classes.union(a.name, v.name)
-                        self.note_flow(v.name, a.name)
-                if s.body and isinstance(s.body[-1], YieldStmt):
-                    y = s.body[-1]
-                    for a, v in zip(s.iter_args, y.values):
-                        if isinstance(v, Var):
-                            self.classes.union(a.name, v.name)
-                            self.note_flow(v.name, a.name)
-                    for a, r in zip(s.iter_args, y.targets):
-                        self.carried.add(r.name)
-                        self.classes.union(a.name, r.name)
-                self.analyze(s.body)
-            elif isinstance(s, IfStmt):
-                for branch in (s.then_body, s.else_body):
-                    if branch and isinstance(branch[-1], YieldStmt):
-                        for r, v in zip(branch[-1].targets, branch[-1].values):
-                            self.carried.add(r.name)
-                            if isinstance(v, Var):
-                                self.classes.union(r.name, v.name)
-                                self.note_flow(v.name, r.name)
-                    self.analyze(branch)
-            elif isinstance(s, ScopeStmt):
-                self.analyze(s.body)
-            elif isinstance(s, ReturnStmt):
-                for v in s.values:
-                    if isinstance(v, Var):
-                        self.demand.setdefault(v.name, set()).add("Vec")
+            handler = getattr(self, "analyze_" + type(s).__name__, None)
+            if handler is not None:
+                handler(s)
         for name, into in self.flows:
             if self.classes.is_tile(into):
                 self.demand.setdefault(name, set()).add("Vec")
+
+    def analyze_AssignStmt(self, s: AssignStmt) -> None:
+        env = self.types
+        if isinstance(s.value, Call):
+            self.note_calls(s.value)
+            top = tensor_op_name(s.value, env)
+            if top is not None and isinstance(self.orig(s.target.name), TensorType):
+                self.classes.mark(s.target.name)
+        elif isinstance(s.value, Var):
+            self.carried.add(s.target.name)
+            self.classes.union(s.target.name, s.value.name)
+            self.note_flow(s.value.name, s.target.name)
+        if isinstance(self.orig(s.target.name), TileType):
+            self.classes.mark(s.target.name)
+
+    def analyze_EvalStmt(self, s: EvalStmt) -> None:
+        for n in iter_nodes(s.expr):
+            if isinstance(n, Call):
+                self.note_calls(n)
+
+    def analyze_ForStmt(self, s: ForStmt | WhileStmt) -> None:
+        for a, v in zip(s.iter_args, s.init_values):
+            self.carried.add(a.name)
+            if isinstance(v, Var):
+                self.classes.union(a.name, v.name)
+                self.note_flow(v.name, a.name)
+        if s.body and isinstance(s.body[-1], YieldStmt):
+            y = s.body[-1]
+            for a, v in zip(s.iter_args, y.values):
+                if isinstance(v, Var):
+                    self.classes.union(a.name, v.name)
+                    self.note_flow(v.name, a.name)
+            for a, r in zip(s.iter_args, y.targets):
+                self.carried.add(r.name)
+                self.classes.union(a.name, r.name)
+        self.analyze(s.body)
+
+    analyze_WhileStmt = analyze_ForStmt
+
+    def analyze_IfStmt(self, s: IfStmt) -> None:
+        for branch in (s.then_body, s.else_body):
+            if branch and isinstance(branch[-1], YieldStmt):
+                for r, v in zip(branch[-1].targets, branch[-1].values):
+                    self.carried.add(r.name)
+                    if isinstance(v, Var):
+                        self.classes.union(r.name, v.name)
+                        self.note_flow(v.name, r.name)
+            self.analyze(branch)
+
+    def analyze_ScopeStmt(self, s: ScopeStmt) -> None:
+        self.analyze(s.body)
+
+    def analyze_ReturnStmt(self, s: ReturnStmt) -> None:
+        for v in s.values:
+            if isinstance(v, Var):
+                self.demand.setdefault(v.name, set()).add("Vec")
 
     flows: list[tuple[str, str]]
 
@@ -390,69 +357,80 @@ class _Kernel:
         return moved
 
     def stmt(self, s: Stmt, out: list[Stmt]) -> None:
-        if isinstance(s, AssignStmt):
-            if isinstance(s.value, Call) and tensor_op_name(s.value, self.types) is not None:
-                self.convert(s.value, s.target.name, s.annotation, s, out)
-                return
-            if isinstance(s.value, Var) and s.target.name in self.carried and self.classes.is_tile(s.target.name):
-                v = self.vec_operand(s.value, s, out)
-                t = self.ttypes.get(v.name) or self.orig(v.name)
-                if isinstance(t, TileType):
-                    self.ttypes[s.target.name] = t
-                    self.retyped(s.target.name)
-                out.append(replace(s, value=v, annotation=t if s.annotation is not None else None))
-                return
-            self.check_untouched(s, s)
+        handler = getattr(self, "stmt_" + type(s).__name__, None)
+        if handler is None:
             out.append(s)
-        elif isinstance(s, EvalStmt):
-            if isinstance(s.expr, Call) and tensor_op_name(s.expr, self.types) is not None:
-                self.convert(s.expr, None, None, s, out)
-                return
-            self.check_untouched(s, s)
-            out.append(s)
-        elif isinstance(s, ForStmt):
-            self.check_exprs(tuple(s.args) + tuple(v for _, v in s.kwargs), s)
-            inits = self.carried_inits(s.iter_args, s.init_values, s, out)
-            body = self.block(s.body)
-            out.append(replace(s, init_values=inits, body=body))
-        elif isinstance(s, WhileStmt):
-            inits = self.carried_inits(s.iter_args, s.init_values, s, out)
-            self.check_exprs((s.cond,), s)
-            body = self.block(s.body)
-            out.append(replace(s, init_values=inits, body=body))
-        elif isinstance(s, IfStmt):
-            self.check_exprs((s.cond,), s)
-            out.append(replace(s, then_body=self.block(s.then_body), else_body=self.block(s.else_body)))
-        elif isinstance(s, ScopeStmt):
-            self.check_exprs(tuple(s.args), s)
-            out.append(replace(s, body=self.block(s.body)))
-        elif isinstance(s, YieldStmt):
-            values = []
-            for t, v in zip(s.targets, s.values):
-                if self.classes.is_tile(t.name) and isinstance(v, Var):
-                    v = self.vec_operand(v, s, out)
-                    vt = self.ttypes.get(v.name) or self.orig(v.name)
-                    if isinstance(vt, TileType):
-                        self.ttypes[t.name] = vt
-                        self.retyped(t.name)
-                else:
-                    self.check_exprs((v,), s)
-                values.append(v)
-            ann = s.annotation
-            if ann is not None and len(s.targets) == 1 and s.targets[0].name in self.ttypes:
-                ann = self.ttypes[s.targets[0].name]
-            out.append(replace(s, values=tuple(values), annotation=ann))
-        elif isinstance(s, ReturnStmt):
-            values = []
-            for i, v in enumerate(s.values):
-                if isinstance(v, Var) and v.name in self.converted:
-                    v = self.store_result(i, v, s, out)
-                else:
-                    self.check_exprs((v,), s)
-                values.append(v)
-            out.append(replace(s, values=tuple(values)))
         else:
-            out.append(s)
+            handler(s, out)
+
+    def stmt_AssignStmt(self, s: AssignStmt, out: list[Stmt]) -> None:
+        if isinstance(s.value, Call) and tensor_op_name(s.value, self.types) is not None:
+            self.convert(s.value, s.target.name, s.annotation, s, out)
+            return
+        if isinstance(s.value, Var) and s.target.name in self.carried and self.classes.is_tile(s.target.name):
+            v = self.vec_operand(s.value, s, out)
+            t = self.ttypes.get(v.name) or self.orig(v.name)
+            if isinstance(t, TileType):
+                self.ttypes[s.target.name] = t
+                self.retyped(s.target.name)
+            out.append(replace(s, value=v, annotation=t if s.annotation is not None else None))
+            return
+        self.check_untouched(s, s)
+        out.append(s)
+
+    def stmt_EvalStmt(self, s: EvalStmt, out: list[Stmt]) -> None:
+        if isinstance(s.expr, Call) and tensor_op_name(s.expr, self.types) is not None:
+            self.convert(s.expr, None, None, s, out)
+            return
+        self.check_untouched(s, s)
+        out.append(s)
+
+    def stmt_ForStmt(self, s: ForStmt, out: list[Stmt]) -> None:
+        self.check_exprs(tuple(s.args) + tuple(v for _, v in s.kwargs), s)
+        inits = self.carried_inits(s.iter_args, s.init_values, s, out)
+        body = self.block(s.body)
+        out.append(replace(s, init_values=inits, body=body))
+
+    def stmt_WhileStmt(self, s: WhileStmt, out: list[Stmt]) -> None:
+        inits = self.carried_inits(s.iter_args, s.init_values, s, out)
+        self.check_exprs((s.cond,), s)
+        body = self.block(s.body)
+        out.append(replace(s, init_values=inits, body=body))
+
+    def stmt_IfStmt(self, s: IfStmt, out: list[Stmt]) -> None:
+        self.check_exprs((s.cond,), s)
+        out.append(replace(s, then_body=self.block(s.then_body), else_body=self.block(s.else_body)))
+
+    def stmt_ScopeStmt(self, s: ScopeStmt, out: list[Stmt]) -> None:
+        self.check_exprs(tuple(s.args), s)
+        out.append(replace(s, body=self.block(s.body)))
+
+    def stmt_YieldStmt(self, s: YieldStmt, out: list[Stmt]) -> None:
+        values = []
+        for t, v in zip(s.targets, s.values):
+            if self.classes.is_tile(t.name) and isinstance(v, Var):
+                v = self.vec_operand(v, s, out)
+                vt = self.ttypes.get(v.name) or self.orig(v.name)
+                if isinstance(vt, TileType):
+                    self.ttypes[t.name] = vt
+                    self.retyped(t.name)
+            else:
+                self.check_exprs((v,), s)
+            values.append(v)
+        ann = s.annotation
+        if ann is not None and len(s.targets) == 1 and s.targets[0].name in self.ttypes:
+            ann = self.ttypes[s.targets[0].name]
+        out.append(replace(s, values=tuple(values), annotation=ann))
+
+    def stmt_ReturnStmt(self, s: ReturnStmt, out: list[Stmt]) -> None:
+        values = []
+        for i, v in enumerate(s.values):
+            if isinstance(v, Var) and v.name in self.converted:
+                v = self.store_result(i, v, s, out)
+            else:
+                self.check_exprs((v,), s)
+            values.append(v)
+        out.append(replace(s, values=tuple(values)))
 
     def carried_inits(self, iter_args, inits, s: Stmt, out: list[Stmt]) -> tuple[Expr, ...]:
         new = []
@@ -583,7 +561,14 @@ class _Kernel:
                          hint="move it to the orchestration function, or write the kernel with pl.tile ops")
         if suffix in ("create", "full"):
             return self.convert_create(suffix, call, target, s, out)
+        return self.convert_one_to_one(op, suffix, call, target, ann, s, out, what)
+
+    def convert_one_to_one(self, op, suffix: str, call: Call, target: str, ann: Type | None, s: Stmt,
+                           out: list[Stmt], what: str) -> Var:
+        """A tensor op whose tile twin takes the same parameters (plus, perhaps, a scratch tile)."""
         from ptoc.ops.elementwise import ARITH, SCALAR_FORM
+        from ptoc.ops.registry import lookup
+
 
         if suffix in ARITH and len(call.args) >= 2:
             rt = expr_type(call.args[1], self.types)
@@ -601,20 +586,24 @@ class _Kernel:
                              f"has no parameter {k!r})", v)
             new_kwargs.append((k, self.operand_arg(v, s, out)))
         if "tmp" in twin.param_names and "tmp" not in op.param_names and all(k != "tmp" for k, _ in new_kwargs):
-            first = next((a for a in new_args if isinstance(a, Var) and a.name in self.ttypes), None)
-            ft = self.ttypes.get(first.name) if first is not None else None
-            if ft is None:
-                raise _error("PTOC-E0300", f"{what} without a tile operand is not supported in a kernel yet", call)
-            tmp = self.emit(out, self.fresh(f"{target}_tmp"),
-                            Call("tile.create", (ListExpr(tuple(ft.shape)),),
-                                 (("dtype", DTypeLit(ft.dtype)), ("target_memory", _mem(ft.memory or "Vec"))),
-                                 span=s.span), s, f"the scratch tile of {what}")
+            tmp = self.scratch(new_args, call, target, s, out, what)
             if "tmp" in twin.params:
                 new_args.append(tmp)
             else:
                 new_kwargs.append(("tmp", tmp))
         new = Call(f"tile.{suffix}", tuple(new_args), tuple(new_kwargs), span=call.span)
         return self.finish(new, target, ann, s, out, what)
+
+    def scratch(self, new_args: list, call: Call, target: str, s: Stmt, out: list[Stmt], what: str) -> Var:
+        """A scratch tile shaped like the first tile operand, for a tile op that needs `tmp`."""
+        first = next((a for a in new_args if isinstance(a, Var) and a.name in self.ttypes), None)
+        ft = self.ttypes.get(first.name) if first is not None else None
+        if ft is None:
+            raise _error("PTOC-E0300", f"{what} without a tile operand is not supported in a kernel yet", call)
+        return self.emit(out, self.fresh(f"{target}_tmp"),
+                         Call("tile.create", (ListExpr(tuple(ft.shape)),),
+                              (("dtype", DTypeLit(ft.dtype)), ("target_memory", _mem(ft.memory or "Vec"))),
+                              span=s.span), s, f"the scratch tile of {what}")
 
     def finish(self, call: Call, target: str, ann: Type | None, s: Stmt, out: list[Stmt], what: str) -> Var:
         t = self.infer(call, s, what)
@@ -910,4 +899,4 @@ class ConvertTensorToTileOps(Pass):
         return replace(program, functions=tuple(funcs))
 
 
-__all__ = ["ConvertTensorToTileOps", "expr_type", "resolve_op", "tensor_op_name"]
+__all__ = ["ConvertTensorToTileOps", "tensor_op_name"]

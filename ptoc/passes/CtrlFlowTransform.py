@@ -143,16 +143,8 @@ class _Lowering:
         has_continue, has_break = _holds(body, ContinueStmt), _holds(body, BreakStmt)
         if not (has_continue or has_break):
             return [s if body is s.body else replace(s, body=body)]
-        word = "break" if has_break else "continue"
-        if any(isinstance(x, ScopeStmt) and _holds(x.body, _EXIT) for x in walk_ifs(body)):
-            raise _fail(f"`{word}` inside a `with` scope is not supported", s, "move the exit out of the scope")
-        if has_break and isinstance(s, ForStmt) and s.kind != "range":
-            raise _fail(f"`break` in a pl.{s.kind} loop is not supported: it runs every iteration", s,
-                        "use pl.range for a loop that can stop early")
+        _check_exits(s, body, has_break)
         carried = s.iter_args
-        if carried and not (body and isinstance(body[-1], YieldStmt)):
-            raise _fail(f"`{word}` in a loop whose body does not end with pl.yield_", s,
-                        "end the body with the pl.yield_ of its loop-carried values")
         known = frozenset(a.name for a in carried) | ({s.var.name} if isinstance(s, ForStmt) else set())
         if has_continue:
             body = self.lower_exits(body, ContinueStmt, None, carried, known)
@@ -165,24 +157,7 @@ class _Lowering:
         not_flag = UnaryOp("not", flag, span=s.span)
         if isinstance(s, WhileStmt):
             return [init, replace(s, cond=BinOp("and", s.cond, not_flag, span=s.span), body=body)]
-        step = s.step
-        sign = step.value if isinstance(step, ConstInt) else None
-        if isinstance(step, UnaryOp) and step.op == "-" and isinstance(step.operand, ConstInt):
-            sign = -step.operand.value
-        if not sign:
-            raise _fail("`break` in a pl.range whose step is not a non-zero constant is not supported", s,
-                        "give the loop a constant step")
-        i = s.var
-        start = AssignStmt(i, s.start, ScalarType(dtypes.INDEX) if isinstance(s.start, ConstInt) else None,
-                           span=s.span)
-        cond = BinOp("and", BinOp("<" if sign > 0 else ">", i, s.stop, span=s.span), not_flag, span=s.span)
-        step_up = IfStmt(not_flag, (AssignStmt(i, BinOp("+", i, step, span=s.span), span=s.span),), (),
-                         span=s.span)
-        if carried:  # the counter steps before the body's final yield
-            body = body[:-1] + (step_up, body[-1])
-        else:
-            body = body + (step_up,)
-        return [start, init, WhileStmt(carried, s.init_values, cond, body, s.kwargs, span=s.span)]
+        return _range_to_while(s, body, init, not_flag)
 
     def lower_exits(self, body: tuple[Stmt, ...], cls: type, flag: Var | None, carried: tuple[Var, ...],
                     known: frozenset[str]) -> tuple[Stmt, ...]:
@@ -205,54 +180,101 @@ class _Lowering:
         defined = set(ssa[2]) if ssa is not None else set()
         for k, s in enumerate(body):
             if isinstance(s, cls):
-                head = body[:k]
-                if flag is not None:
-                    head += (AssignStmt(flag, ConstBool(True, span=s.span), ScalarType(dtypes.BOOL),
-                                        span=s.span),)
-                if ssa is None:
-                    return head, None
-                out = []
-                for v, a in zip(ssa[1], ssa[0]):
-                    if isinstance(v, Var) and v.name in defined:
-                        out.append(v)
-                    elif isinstance(a, Var) and a.name in defined:
-                        out.append(a)
-                    else:
-                        raise _fail(f"`{'break' if flag is not None else 'continue'}` here leaves no value for "
-                                    "what its if yields", s, "assign the yielded value before the exit")
-                return head, out
-            if isinstance(s, IfStmt) and s.results and (_holds(s.then_body, cls) or _holds(s.else_body, cls)):
-                # an if that yields values (e.g. one a lowered `continue` made): each branch ends with its
-                # yield; the exit stays inside its branch, whose yield becomes the phi of the path taken
-                if body[k + 1:] or ssa is None:
-                    raise _fail("`break` inside an if that yields values, followed by more statements, is "
-                                "not supported", s, "move the statements after the if into its branches")
-                branches = []
-                for b in (s.then_body, s.else_body):
-                    y = b[-1]
-                    sub = (y.values, y.values, frozenset(defined))
-                    stmts, vals = self.cut(b[:-1], cls, flag, sub) if _holds(b, cls) else (b[:-1], list(y.values))
-                    branches.append(stmts + (replace(y, values=tuple(vals)),))
-                return body[:k] + (replace(s, then_body=branches[0], else_body=branches[1]),), list(ssa[1])
+                return _at_exit(body[:k], s, flag, ssa, defined)
             if isinstance(s, IfStmt) and (_holds(s.then_body, cls) or _holds(s.else_body, cls)):
-                rest = body[k + 1:]
-                sub = (ssa[0], ssa[1], frozenset(defined)) if ssa is not None else None
-                then_body, then_vals = self.cut(s.then_body + rest, cls, flag, sub)
-                else_body, else_vals = self.cut(s.else_body + rest, cls, flag, sub)
-                if ssa is None:
-                    if flag is not None:
-                        then_body += (YieldStmt((), (), span=s.span),)
-                        else_body += (YieldStmt((), (), span=s.span),)
-                    elif not then_body:
-                        then_body = (PassStmt(span=s.span),)
-                    return body[:k] + (replace(s, then_body=then_body, else_body=else_body),), None
-                phis = tuple(Var(fresh_name(f"{a.name}_phi" if isinstance(a, Var) else "phi", self.taken),
-                                 span=s.span) for a in ssa[0])
-                then_body = _drop_pass(then_body) + (YieldStmt(phis, tuple(then_vals), span=s.span),)
-                else_body = _drop_pass(else_body) + (YieldStmt(phis, tuple(else_vals), span=s.span),)
-                return body[:k] + (replace(s, then_body=then_body, else_body=else_body),), list(phis)
+                if s.results:
+                    return self.cut_yielding_if(body, k, s, cls, flag, ssa, defined)
+                return self.cut_if(body, k, s, cls, flag, ssa, defined)
             defined.update(_defines(s))
         return body, (list(ssa[1]) if ssa is not None else None)
+
+    def cut_yielding_if(self, body, k: int, s: IfStmt, cls: type, flag: Var | None, ssa, defined: set):
+        """An if that yields values (e.g. one a lowered `continue` made): each branch ends with its yield;
+        the exit stays inside its branch, whose yield becomes the phi of the path taken."""
+        if body[k + 1:] or ssa is None:
+            raise _fail("`break` inside an if that yields values, followed by more statements, is "
+                        "not supported", s, "move the statements after the if into its branches")
+        branches = []
+        for b in (s.then_body, s.else_body):
+            y = b[-1]
+            sub = (y.values, y.values, frozenset(defined))
+            stmts, vals = self.cut(b[:-1], cls, flag, sub) if _holds(b, cls) else (b[:-1], list(y.values))
+            branches.append(stmts + (replace(y, values=tuple(vals)),))
+        return body[:k] + (replace(s, then_body=branches[0], else_body=branches[1]),), list(ssa[1])
+
+    def cut_if(self, body, k: int, s: IfStmt, cls: type, flag: Var | None, ssa, defined: set):
+        """An if holding an exit: the statements after it move into both branches."""
+        rest = body[k + 1:]
+        sub = (ssa[0], ssa[1], frozenset(defined)) if ssa is not None else None
+        then_body, then_vals = self.cut(s.then_body + rest, cls, flag, sub)
+        else_body, else_vals = self.cut(s.else_body + rest, cls, flag, sub)
+        if ssa is None:
+            if flag is not None:
+                then_body += (YieldStmt((), (), span=s.span),)
+                else_body += (YieldStmt((), (), span=s.span),)
+            elif not then_body:
+                then_body = (PassStmt(span=s.span),)
+            return body[:k] + (replace(s, then_body=then_body, else_body=else_body),), None
+        phis = tuple(Var(fresh_name(f"{a.name}_phi" if isinstance(a, Var) else "phi", self.taken),
+                         span=s.span) for a in ssa[0])
+        then_body = _drop_pass(then_body) + (YieldStmt(phis, tuple(then_vals), span=s.span),)
+        else_body = _drop_pass(else_body) + (YieldStmt(phis, tuple(else_vals), span=s.span),)
+        return body[:k] + (replace(s, then_body=then_body, else_body=else_body),), list(phis)
+
+
+def _at_exit(head: tuple[Stmt, ...], s: Stmt, flag: Var | None, ssa, defined: set):
+    """The statements before an exit (plus the flag it sets) and, with `ssa`, the values its path yields."""
+    if flag is not None:
+        head += (AssignStmt(flag, ConstBool(True, span=s.span), ScalarType(dtypes.BOOL), span=s.span),)
+    if ssa is None:
+        return head, None
+    out = []
+    for v, a in zip(ssa[1], ssa[0]):
+        if isinstance(v, Var) and v.name in defined:
+            out.append(v)
+        elif isinstance(a, Var) and a.name in defined:
+            out.append(a)
+        else:
+            raise _fail(f"`{'break' if flag is not None else 'continue'}` here leaves no value for "
+                        "what its if yields", s, "assign the yielded value before the exit")
+    return head, out
+
+
+def _check_exits(s: ForStmt | WhileStmt, body: tuple[Stmt, ...], has_break: bool) -> None:
+    """The loops whose exits can be lowered: none inside a scope, no break in a parallel loop, a carried
+    loop's body ends with its yield."""
+    word = "break" if has_break else "continue"
+    if any(isinstance(x, ScopeStmt) and _holds(x.body, _EXIT) for x in walk_ifs(body)):
+        raise _fail(f"`{word}` inside a `with` scope is not supported", s, "move the exit out of the scope")
+    if has_break and isinstance(s, ForStmt) and s.kind != "range":
+        raise _fail(f"`break` in a pl.{s.kind} loop is not supported: it runs every iteration", s,
+                    "use pl.range for a loop that can stop early")
+    if s.iter_args and not (body and isinstance(body[-1], YieldStmt)):
+        raise _fail(f"`{word}` in a loop whose body does not end with pl.yield_", s,
+                    "end the body with the pl.yield_ of its loop-carried values")
+
+
+def _range_to_while(s: ForStmt, body: tuple[Stmt, ...], init: AssignStmt, not_flag: UnaryOp) -> list[Stmt]:
+    """A pl.range loop with a break as a while loop over its counter that also stops on the flag."""
+    carried = s.iter_args
+    step = s.step
+    sign = step.value if isinstance(step, ConstInt) else None
+    if isinstance(step, UnaryOp) and step.op == "-" and isinstance(step.operand, ConstInt):
+        sign = -step.operand.value
+    if not sign:
+        raise _fail("`break` in a pl.range whose step is not a non-zero constant is not supported", s,
+                    "give the loop a constant step")
+    i = s.var
+    start = AssignStmt(i, s.start, ScalarType(dtypes.INDEX) if isinstance(s.start, ConstInt) else None,
+                       span=s.span)
+    cond = BinOp("and", BinOp("<" if sign > 0 else ">", i, s.stop, span=s.span), not_flag, span=s.span)
+    step_up = IfStmt(not_flag, (AssignStmt(i, BinOp("+", i, step, span=s.span), span=s.span),), (),
+                     span=s.span)
+    if carried:  # the counter steps before the body's final yield
+        body = body[:-1] + (step_up, body[-1])
+    else:
+        body = body + (step_up,)
+    return [start, init, WhileStmt(carried, s.init_values, cond, body, s.kwargs, span=s.span)]
 
 
 def _drop_pass(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:

@@ -50,7 +50,6 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ptoc.context import CompileContext
-from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
     AssignStmt,
@@ -76,40 +75,16 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.printer import print_type
-from ptoc.ir.types import normalize_tile_view
-from ptoc.passes.ConvertTensorToTileOps import expr_type
+from ptoc.ir.flatten import compile_error as _error
+from ptoc.ir.flatten import const_value as _cint
+from ptoc.ir.flatten import flat_shape, flat_tile, flat_type, flat_valid
+from ptoc.passes.common import expr_type
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 
 INDEX = dtypes.INDEX
 SHAPE_OPS = ("tile.create", "tile.full")
 INDEX_OPS = ("tile.read", "tile.write")
-
-
-def _error(code: str, message: str, at: Node | None, hint: str | None = None, rule: str | None = None):
-    return CompileError([Diagnostic(code, message, at.span if at is not None else None, hint, rule)])
-
-
-def _cint(e: Expr) -> int | None:
-    return e.value if isinstance(e, ConstInt) else None
-
-
-def _product(exprs) -> Expr:
-    """The product of index expressions, constants folded (`v * 16`, `32`)."""
-    const = 1
-    syms: list[Expr] = []
-    for e in exprs:
-        v = _cint(e)
-        if v is None:
-            syms.append(e)
-        else:
-            const *= v
-    if not syms:
-        return ConstInt(const, INDEX)
-    out = syms[0]
-    for s in syms[1:]:
-        out = BinOp("*", out, s)
-    return out if const == 1 else BinOp("*", out, ConstInt(const, INDEX))
 
 
 def _linear(indices, shape) -> Expr:
@@ -126,71 +101,6 @@ def _linear(indices, shape) -> Expr:
         scaled = out if dv == 1 else (ConstInt(0, INDEX) if ov == 0 else BinOp("*", out, d))
         out = i if _cint(scaled) == 0 else (scaled if iv == 0 else BinOp("+", scaled, i))
     return out if out is not None else ConstInt(0, INDEX)
-
-
-def _same(a: Expr, b: Expr) -> bool:
-    va, vb = _cint(a), _cint(b)
-    return va == vb if va is not None and vb is not None else a == b
-
-
-def flat_shape(shape: tuple[Expr, ...], at: Node, what: str = "tile") -> tuple[Expr, ...]:
-    if len(shape) == 1:
-        return (ConstInt(1, INDEX), shape[0])
-    if len(shape) <= 2:
-        return shape
-    for i, d in enumerate(shape[:-1]):
-        if _cint(d) is None:
-            raise _error("PTOC-E0310", f"the rank-{len(shape)} {what} has a dynamic leading extent (axis {i}); "
-                         "it cannot be flattened to 2-D", at,
-                         hint="give the tile a static physical shape and describe the dynamic extent with "
-                         "valid_shape")
-    return (_product(shape[:-1]), shape[-1])
-
-
-def flat_valid(shape: tuple[Expr, ...], valid: tuple[Expr, ...], at: Node) -> tuple[Expr, ...]:
-    if len(shape) == 1:
-        return (ConstInt(1, INDEX), valid[0])
-    free = None  # the first leading axis whose valid extent is not a single row
-    for i, (d, v) in enumerate(zip(shape[:-1], valid[:-1])):
-        if free is None:
-            if _cint(v) != 1:
-                free = i
-        elif not _same(v, d):
-            raise _error("PTOC-E0311", f"the valid region {_fmt(valid)} of a {_fmt(shape)} tile is not a block of "
-                         f"whole rows once flattened: axis {free} keeps more than one index, so axis {i} would have "
-                         "to be fully valid", at,
-                         hint="only the leading-most axes may be partial: split the tile so that every axis "
-                         "after the first partial one is fully valid")
-    return (_product(valid[:-1]), valid[-1])
-
-
-def _fmt(s) -> str:
-    from ptoc.ir.printer import print_expr
-
-    return "[" + ", ".join(print_expr(x) for x in s) + "]"
-
-
-def flat_tile(t: TileType, at: Node) -> TileType:
-    if t.rank == 2 or t.rank == 0:
-        return t
-    shape = flat_shape(t.shape, at)
-    view = t.view
-    if view is not None:
-        if view.stride:
-            raise _error("PTOC-E0311", f"a strided rank-{t.rank} tile cannot be flattened to 2-D", at,
-                         hint="flatten a dense tile")
-        if view.valid_shape is not None:
-            view = replace(view, valid_shape=flat_valid(t.shape, view.valid_shape, at))
-    return TileType(shape, t.dtype, t.memref, t.memory, normalize_tile_view(shape, t.memory, view), span=t.span)
-
-
-def flat_type(t: Type | None, at: Node) -> Type | None:
-    if isinstance(t, TileType):
-        return flat_tile(t, at)
-    if isinstance(t, TupleType):
-        items = tuple(flat_type(x, at) for x in t.types)
-        return t if all(a is b for a, b in zip(items, t.types)) else replace(t, types=items)
-    return t
 
 
 def _needs(t: Type | None) -> bool:
@@ -227,57 +137,62 @@ class _Kernel:
         return tuple(self.stmt(s) for s in body)
 
     def stmt(self, s: Stmt) -> Stmt:
-        if isinstance(s, AssignStmt):
-            value = self.rewrite(s.value, s) if isinstance(s.value, Call) else s.value
-            self.define(s.target.name, s)
-            orig = self.types.get(s.target.name)
-            ann = s.annotation
-            if ann is not None and _needs(ann):
-                ann = flat_type(ann, s)
-            elif ann is None and _needs(orig):
-                ann = self.new[s.target.name]  # the value's own rule would give the N-D type
-            if isinstance(value, Call) and value.kind == "op":
-                self.check(value, orig, s)
-            if value is s.value and ann is s.annotation:
-                return s
-            return replace(s, value=value, annotation=ann)
-        if isinstance(s, EvalStmt):
-            if isinstance(s.expr, Call):
-                e = self.rewrite(s.expr, s)
-                if e.kind == "op":
-                    self.check(e, None, s)
-                return s if e is s.expr else replace(s, expr=e)
+        handler = getattr(self, "stmt_" + type(s).__name__, None)
+        return handler(s) if handler is not None else s
+
+    def stmt_AssignStmt(self, s: AssignStmt) -> Stmt:
+        value = self.rewrite(s.value, s) if isinstance(s.value, Call) else s.value
+        self.define(s.target.name, s)
+        orig = self.types.get(s.target.name)
+        ann = s.annotation
+        if ann is not None and _needs(ann):
+            ann = flat_type(ann, s)
+        elif ann is None and _needs(orig):
+            ann = self.new[s.target.name]  # the value's own rule would give the N-D type
+        if isinstance(value, Call) and value.kind == "op":
+            self.check(value, orig, s)
+        if value is s.value and ann is s.annotation:
             return s
-        if isinstance(s, YieldStmt):
-            for t in s.targets:
-                self.define(t.name, s)
-            if s.annotation is not None and _needs(s.annotation):
-                return replace(s, annotation=flat_type(s.annotation, s))
-            if s.annotation is None and len(s.targets) == 1 and _needs(self.types.get(s.targets[0].name)):
-                return replace(s, annotation=self.new[s.targets[0].name])
+        return replace(s, value=value, annotation=ann)
+
+    def stmt_EvalStmt(self, s: EvalStmt) -> Stmt:
+        if not isinstance(s.expr, Call):
             return s
-        if isinstance(s, ForStmt):
-            self.define(s.var.name, s)
-            for a in s.iter_args:
-                self.define(a.name, s)
-            body = self.block(s.body)
-            return s if all(a is b for a, b in zip(body, s.body)) else replace(s, body=body)
-        if isinstance(s, WhileStmt):
-            for a in s.iter_args:
-                self.define(a.name, s)
-            body = self.block(s.body)
-            return s if all(a is b for a, b in zip(body, s.body)) else replace(s, body=body)
-        if isinstance(s, IfStmt):
-            then_b, else_b = self.block(s.then_body), self.block(s.else_body)
-            if all(a is b for a, b in zip(then_b, s.then_body)) and all(a is b for a, b in zip(else_b, s.else_body)):
-                return s
-            return replace(s, then_body=then_b, else_body=else_b)
-        if isinstance(s, ScopeStmt):
-            if s.var is not None:
-                self.define(s.var.name, s)
-            body = self.block(s.body)
-            return s if all(a is b for a, b in zip(body, s.body)) else replace(s, body=body)
+        e = self.rewrite(s.expr, s)
+        if e.kind == "op":
+            self.check(e, None, s)
+        return s if e is s.expr else replace(s, expr=e)
+
+    def stmt_YieldStmt(self, s: YieldStmt) -> Stmt:
+        for t in s.targets:
+            self.define(t.name, s)
+        if s.annotation is not None and _needs(s.annotation):
+            return replace(s, annotation=flat_type(s.annotation, s))
+        if s.annotation is None and len(s.targets) == 1 and _needs(self.types.get(s.targets[0].name)):
+            return replace(s, annotation=self.new[s.targets[0].name])
         return s
+
+    def stmt_ForStmt(self, s: ForStmt) -> Stmt:
+        self.define(s.var.name, s)
+        return self.stmt_WhileStmt(s)  # type: ignore[arg-type]
+
+    def stmt_WhileStmt(self, s: WhileStmt) -> Stmt:
+        for a in s.iter_args:
+            self.define(a.name, s)
+        body = self.block(s.body)
+        return s if all(a is b for a, b in zip(body, s.body)) else replace(s, body=body)
+
+    def stmt_IfStmt(self, s: IfStmt) -> Stmt:
+        then_b, else_b = self.block(s.then_body), self.block(s.else_body)
+        if all(a is b for a, b in zip(then_b, s.then_body)) and all(a is b for a, b in zip(else_b, s.else_body)):
+            return s
+        return replace(s, then_body=then_b, else_body=else_b)
+
+    def stmt_ScopeStmt(self, s: ScopeStmt) -> Stmt:
+        if s.var is not None:
+            self.define(s.var.name, s)
+        body = self.block(s.body)
+        return s if all(a is b for a, b in zip(body, s.body)) else replace(s, body=body)
 
     # ------------------------------------------------------------------ calls
     def orig_of(self, e: Expr) -> Type | None:

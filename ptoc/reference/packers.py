@@ -159,10 +159,11 @@ def _fmt(shape) -> str:
 
 
 def _c0(dt: _dt.DType) -> int:
-    c0 = dt.c0
-    if c0 is None:  # unreachable for SUPPORTED_DTYPES; kept for the NZ-10 wording
+    """Elements per 32-byte C0 line (NZ-1), computed here from the element size: the reference checks
+    the compiler's c0, so it does not borrow it."""
+    if dt.sub_byte or dt.bits < 8:  # unreachable for SUPPORTED_DTYPES; kept for the NZ-10 wording
         raise ValueError(f"{dt.name} has no NZ form (NZ-10: sub-byte types are not supported)")
-    return c0
+    return C0_BYTES // dt.bytes
 
 
 # --------------------------------------------------------------------------------------------------
@@ -251,6 +252,31 @@ def blocked_shape(logical_shape, dtype, layout: str = "NZ") -> tuple[int, ...]:
     the 4-D shapes of the module docstring.
     """
     return _physical_shape(_plan(_shape(logical_shape), _layout(layout), _dtype(dtype)))
+
+
+def packed_strides(physical_shape, layout: str = "ND") -> tuple[int, ...]:
+    """Element strides of a packed (gap-free) tensor of `physical_shape` as a tensor type spells them.
+
+    ND and a blocked NZ shape `[B, C/c0, R/16, 16, c0]`: row-major (`stride[i] = prod(shape[i+1:])`; for
+    NZ these are NZ-3's `[C*R, R*c0, 16*c0, c0, 1]`). DN, column-major in the last two axes of `[.., R, C]`:
+    `stride[-2] = 1`, `stride[-1] = R`, leading axes row-major over the `[R, C]` planes."""
+    shape = tuple(int(d) for d in physical_shape)
+    layout = _layout(layout)
+
+    def row_major(dims):
+        out, acc = [], 1
+        for d in reversed(dims):
+            out.append(acc)
+            acc *= d
+        return tuple(reversed(out))
+
+    if layout == "DN":
+        if len(shape) < 2:
+            raise ValueError(f"a DN tensor needs rank >= 2; shape {_fmt(shape)} has rank {len(shape)}")
+        plane = shape[-2] * shape[-1]
+        lead = tuple(s * plane for s in row_major(shape[:-2]))
+        return lead + (1, shape[-2])
+    return row_major(shape)
 
 
 def nz_offset(logical_index, logical_shape, dtype) -> int:
@@ -501,6 +527,6 @@ def unpack_file(in_path, out_path, layout: str, dtype_name: str, shape) -> FileR
 __all__ = [
     "FRACTAL_ROWS", "FileResult", "LAYOUTS", "SUPPORTED_DTYPES", "ZN_DTYPES", "ZZ_DTYPES", "blocked_shape",
     "convert_exact",
-    "load_npy", "nz_offset", "pack", "pack_file", "parse_shape", "save_bin", "save_npy", "unpack",
+    "load_npy", "nz_offset", "pack", "packed_strides", "pack_file", "parse_shape", "save_bin", "save_npy", "unpack",
     "unpack_file",
 ]

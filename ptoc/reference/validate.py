@@ -150,6 +150,10 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
             if p.function(fn.name) is None:
                 rep.rows.append(StageResult(name, False, "the kernel disappeared"))
                 continue
+            wrong = layout_problems(fn, p.function(fn.name), dims)
+            if wrong:
+                rep.rows.append(StageResult(name, False, "; ".join(wrong[:3])))
+                continue
             try:
                 got = run_function(p, fn.name, _adapt_inputs(p.function(fn.name), inputs, dims), ctx)
                 diffs = compare_outputs(reference, got, rtol=rtol, atol=atol)
@@ -161,6 +165,48 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
             rep.rows.append(_run_simulated(simulator, stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol))
         reports.append(rep)
     return reports
+
+
+def layout_problems(logical_fn: Function, stage_fn: Function, dims: dict) -> list[str]:
+    """How the tensor parameters of a later stage's kernel disagree with the reference's own packing of
+    the front end's logical tensors (`ptoc.reference.packers`, which computes c0 from the element size):
+    a blocked NZ shape that is not the blocking of the logical shape, or strides a pass made explicit
+    that are not the packed strides of the layout. The interpreter runs a stage on the layout its types
+    describe, so a wrong stride or c0 would agree with itself there; this check names the stage that
+    made it. Parameters the front end does not have, and strides the front end declared, are the
+    stage's own business."""
+    from ptoc.reference.packers import blocked_shape, packed_strides
+
+    logical = {p.name: p.type for p in logical_fn.params if isinstance(p.type, TensorType)}
+    blocked = stage_fn.has_attr("nz_tensor_views_blocked")
+    out: list[str] = []
+    for p in stage_fn.params:
+        lt, st = logical.get(p.name), p.type
+        if lt is None or not isinstance(st, TensorType):
+            continue
+        lshape = tuple(_eval_dim(d, dims) for d in lt.shape)
+        have = tuple(_eval_dim(d, dims) for d in st.shape)
+        want = lshape
+        if blocked and lt.layout == "NZ":
+            try:
+                want = blocked_shape(lshape, lt.dtype.name, "NZ")
+            except ValueError as e:
+                out.append(f"parameter {p.name}: the reference cannot block it: {e}")
+                continue
+        if have != want:
+            what = "blocked NZ shape" if want != lshape else "shape"
+            out.append(f"parameter {p.name}: {what} {list(have)}, the reference's packing of the logical "
+                       f"{list(lshape)} {lt.dtype.name} is {list(want)}")
+            continue
+        declared = lt.view is not None and lt.view.stride
+        if st.view is None or not st.view.stride or declared:
+            continue
+        strides = tuple(_eval_dim(d, dims) for d in st.view.stride)
+        packed = packed_strides(want, st.layout)
+        if strides != packed:
+            out.append(f"parameter {p.name}: strides {list(strides)}, the packed {st.layout} strides of "
+                       f"{list(want)} are {list(packed)}")
+    return out
 
 
 def _snapshots():
@@ -293,5 +339,5 @@ def format_table(reports: list[KernelReport]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["KernelReport", "SIM_STAGE", "StageResult", "error_summary", "format_table", "pto_arguments",
-           "random_inputs", "validate_program"]
+__all__ = ["KernelReport", "SIM_STAGE", "StageResult", "error_summary", "format_table", "layout_problems",
+           "pto_arguments", "random_inputs", "validate_program"]

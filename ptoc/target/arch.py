@@ -24,10 +24,32 @@ from dataclasses import dataclass
 KiB = 1024
 
 ALIGNMENT_BYTES = 32  # one C0 line; every tile row / buffer start is a multiple of it
+C0_BYTES = 32  # bytes of one C0 line, the inner row of an NZ fractal (NZ-1)
 FRACTAL_ROWS = 16  # rows of an NZ fractal (NZ-1)
 ACC_ROW_PAD = 16  # the cube's mad rounds M up to this many rows: an Acc tile occupies ceil(M/16)*16 rows
 
 SPACES = ("Vec", "Mat", "Left", "Right", "Acc", "Bias", "LeftScale", "RightScale")
+
+# NZ-7: field limits of the A2/A3 Acc -> GM NZ store (TStoreAccNz2nz)
+NZ_STORE_MAX_ROWS = 65535
+NZ_STORE_MAX_COLS = 4095
+NZ_STORE_ROW_COL_MULTIPLE = 16
+# NZ-12: the 16-bit gmGap field of TLoadInstrGm2L1 (pto-isa#317)
+NZ_LOAD_GM_GAP_LIMIT = 65535
+
+# The layout a tile has in each memory space when its TileView leaves it out (pto-format.md, "Implicit
+# layout per memory space"): (blayout, slayout, fractal bytes). Acc boxes are 1024 bytes; the MX scale
+# boxes 32 (OP-7); a space not listed takes the Vec defaults.
+IMPLICIT_TILE_LAYOUT: dict[str, tuple[str, str, int]] = {
+    "Vec": ("row_major", "none_box", 512),
+    "Mat": ("col_major", "row_major", 512),
+    "Left": ("col_major", "row_major", 512),
+    "Right": ("row_major", "col_major", 512),
+    "Acc": ("col_major", "row_major", 1024),
+    "Bias": ("row_major", "none_box", 512),
+    "LeftScale": ("row_major", "row_major", 32),
+    "RightScale": ("col_major", "col_major", 32),
+}
 
 # Moves across the cube <-> vector boundary of a mixed kernel (seed 002: "Vec->Mat 跨核暂存 move"; a
 # cluster's Acc -> Vec hand-off). IR-level tile.move expresses them on every target; where the target
@@ -109,12 +131,8 @@ class Arch:
         return self.capacities.of(space)
 
     def c0(self, dtype) -> int | None:
-        """NZ-1: elements per 32-byte C0 line = 256 / bit width (INT8/FP8 32, FP16/BF16 16, FP32/INT32 8).
-        `dtype` is a `ptoc.ir.dtypes.DType` or a bit width. None for sub-byte types (no NZ form)."""
-        bits = dtype if isinstance(dtype, int) else dtype.bits
-        if getattr(dtype, "sub_byte", False) or bits < 8:
-            return None
-        return self.alignment_bytes * 8 // bits
+        """`c0_of(dtype)`: the C0 line is the same on every target."""
+        return c0_of(dtype)
 
     def acc_dtype(self, operand_dtype: str) -> str | None:
         """The accumulator dtype of a matmul whose operands have `operand_dtype`; None if unsupported."""
@@ -190,6 +208,15 @@ A5 = Arch(
 ARCHES: dict[str, Arch] = {a.name: a for a in (A2A3, A5)}
 
 
+def c0_of(dtype) -> int | None:
+    """NZ-1: elements per 32-byte C0 line = 256 / bit width (INT8/FP8 32, FP16/BF16 16, FP32/INT32 8).
+    `dtype` is a `ptoc.ir.dtypes.DType` or a bit width. None for sub-byte types (no NZ form)."""
+    bits = dtype if isinstance(dtype, int) else dtype.bits
+    if getattr(dtype, "sub_byte", False) or bits < 8:
+        return None
+    return C0_BYTES * 8 // bits
+
+
 def get_arch(name: str) -> Arch:
     """The facts of target `name` ("a2a3" or "a5")."""
     try:
@@ -204,12 +231,19 @@ __all__ = [
     "ACC_ROW_PAD",
     "ALIGNMENT_BYTES",
     "ARCHES",
+    "C0_BYTES",
     "CROSS_CORE_MOVES",
     "FRACTAL_ROWS",
+    "IMPLICIT_TILE_LAYOUT",
+    "NZ_LOAD_GM_GAP_LIMIT",
+    "NZ_STORE_MAX_COLS",
+    "NZ_STORE_MAX_ROWS",
+    "NZ_STORE_ROW_COL_MULTIPLE",
     "SPACES",
     "Arch",
     "KiB",
     "MemoryCapacities",
     "TmovRules",
+    "c0_of",
     "get_arch",
 ]

@@ -560,3 +560,23 @@ def test_bf16_survives_npy_files_as_raw_records(tmp_path):
     assert P.pack(P.load_npy(path), "NZ", "BF16") == P.pack(x, "NZ", "BF16")
     with pytest.raises(ValueError, match="raw 2-byte records"):
         P.pack(P.load_npy(path), "NZ", "FP32")
+
+
+def test_packed_strides_follow_the_spec_formulas():
+    # NZ-3: a blocked [B, C/c0, R/16, 16, c0] tensor has strides [C*R, R*c0, 16*c0, c0, 1];
+    # [256, 512] INT8: C*R = 131072, R*c0 = 8192, 16*c0 = 512, c0 = 32
+    from ptoc.reference.packers import packed_strides
+
+    assert packed_strides((1, 16, 16, 16, 32), "NZ") == (131072, 8192, 512, 32, 1)
+    assert packed_strides((4, 8), "ND") == (8, 1)
+    # DN [2, 16, 64]: column-major planes of 16 rows, 1024 elements a plane
+    assert packed_strides((2, 16, 64), "DN") == (1024, 1, 16)
+
+
+def test_the_reference_c0_does_not_follow_the_compiler_c0(monkeypatch):
+    from ptoc.reference.packers import blocked_shape
+    from ptoc.target import arch
+
+    monkeypatch.setattr(arch, "C0_BYTES", 16)  # a wrong compiler fact
+    assert arch.c0_of(D.INT8) == 16
+    assert blocked_shape((256, 512), "int8") == (1, 16, 16, 16, 32)  # NZ-1: 32 bytes / 1 byte

@@ -189,3 +189,68 @@ def test_random_nz_windows_read_exactly_the_logical_window(case, seed):
                                               2: (np.zeros((nr * tr, tc), dtype=out_dt), "ND")})
     expected = w[tuple(lead_off)][r0:r0 + nr * tr, k0:k0 + tc].astype(out_dt)
     assert np.array_equal(res[2], expected)
+
+
+# --------------------------------------------------------------------------------------------------
+# Independence: a wrong fact or stride in the compiler is named at the stage that made it, because the
+# reference packs the logical tensors itself (ptoc.reference.packers) instead of trusting the types.
+# --------------------------------------------------------------------------------------------------
+
+
+def _column_major_strides(t):
+    """Test-only fault: ND strides written column-major in the last two axes (a transposed stride bug)."""
+    from ptoc.passes import MaterializeTensorStrides as mts
+
+    good = mts.row_major_strides(t.shape) if t.layout == "ND" else _ORIGINAL_PACKED(t)
+    if t.layout != "ND" or t.rank < 2:
+        return good
+    return good[:-2] + (ConstInt(1, dtypes.INDEX), t.shape[-2])
+
+
+from ptoc.ir import dtypes  # noqa: E402
+from ptoc.ir.nodes import ConstInt  # noqa: E402
+from ptoc.passes import MaterializeTensorStrides as _mts  # noqa: E402
+
+_ORIGINAL_PACKED = _mts.packed_strides
+
+
+def _stages_that_differ(path, **kw):
+    prog = frontend(path.read_text(), path.name, CTX)
+    (rep,) = validate_program(prog, CTX, seed=5, **kw)
+    return rep, [r.stage for r in rep.rows if not r.ok]
+
+
+def test_wrong_strides_are_named_at_materialize_tensor_strides(monkeypatch):
+    monkeypatch.setattr(_mts, "packed_strides", _column_major_strides)
+    rep, differ = _stages_that_differ(ROOT / "examples" / "vector_add.ir")
+    assert rep.first_failure.stage == "MaterializeTensorStrides"
+    assert "strides" in rep.first_failure.detail and "packed ND strides" in rep.first_failure.detail
+    assert all(r.ok for r in rep.rows[:[r.stage for r in rep.rows].index("MaterializeTensorStrides")])
+
+
+def test_wrong_c0_is_named_at_block_nz_tensor_views(monkeypatch):
+    from ptoc.target import arch
+
+    monkeypatch.setattr(arch, "C0_BYTES", 16)  # the compiler's C0 line halved: INT8 c0 = 16, not 32
+    rep, differ = _stages_that_differ(ROOT / "examples" / "nz_weight_int8.ir")
+    assert rep.first_failure.stage == "BlockNzTensorViews"
+    # the reference's own c0 (32 bytes / 1 byte): [256, 512] INT8 blocks to [1, 16, 16, 16, 32] (NZ-2)
+    assert "[1, 16, 16, 16, 32]" in rep.first_failure.detail
+    assert all(r.ok for r in rep.rows[:[r.stage for r in rep.rows].index("BlockNzTensorViews")])
+
+
+def test_without_the_layout_check_the_faults_are_blamed_on_the_emitter_or_missed(monkeypatch):
+    """What the check buys: the interpreter alone runs a stage on the layout its types give, so the stage
+    agrees with itself. The wrong c0 then shows only on the emitted .pto row; the column-major strides of
+    an elementwise add on square tensors show nowhere."""
+    from ptoc.reference import validate
+    from ptoc.target import arch
+
+    monkeypatch.setattr(validate, "layout_problems", lambda *a: [])
+    monkeypatch.setattr(arch, "C0_BYTES", 16)
+    _, differ = _stages_that_differ(ROOT / "examples" / "nz_weight_int8.ir")
+    assert differ == [".pto (emitted)"]
+    monkeypatch.setattr(arch, "C0_BYTES", 32)
+    monkeypatch.setattr(_mts, "packed_strides", _column_major_strides)
+    _, differ = _stages_that_differ(ROOT / "examples" / "vector_add.ir")
+    assert differ == []

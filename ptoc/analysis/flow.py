@@ -1,0 +1,148 @@
+"""The linear order of a function: every statement numbered in pre-order, every definition and read of
+every name placed in it (what the memory planners, InitMemRef and AllocateMemoryAddr, reason about)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ptoc.ir.nodes import (
+    AssignStmt,
+    EvalStmt,
+    Expr,
+    ForStmt,
+    Function,
+    IfStmt,
+    ReturnStmt,
+    ScopeStmt,
+    Stmt,
+    Var,
+    WhileStmt,
+    YieldStmt,
+)
+from ptoc.ir.visitor import walk as iter_nodes
+
+
+@dataclass(frozen=True)
+class Site:
+    """Where a value is defined or read: the statement's position in the linear order, its source line,
+    the loops around it (by their start position, outermost first) and the if branches around it
+    ((if start position, 0 for then / 1 for else), outermost first)."""
+
+    pos: float  # an int for a statement; a copy InitMemRef plans sits between two statements
+    line: int
+    loops: tuple[int, ...] = ()
+    branches: tuple[tuple[int, int], ...] = ()
+
+
+def nested_blocks(s: Stmt) -> tuple[tuple[Stmt, ...], ...]:
+    """The bodies nested in a statement, in the one order every walk of this module uses."""
+    if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
+        return (s.body,)
+    if isinstance(s, IfStmt):
+        return (s.then_body, s.else_body)
+    return ()
+
+
+def _vars(e: Expr | None) -> list[str]:
+    if e is None:
+        return []
+    return [n.name for n in iter_nodes(e) if isinstance(n, Var)]
+
+
+class Flow:
+    """Numbers a function's statements in pre-order: a statement gets one position; a loop, if or scope
+    gets a start position before its bodies and an end position after them. Records every definition
+    (site and block path) and every read (site) of every name, each loop's (start, end) and, per block
+    (numbered in walk order, the function body is 0), each statement's start position.
+
+    A definition's path is ((block, index), ...) from the function body down to the statement that
+    defines it; iter_args and the results of loops and ifs are defined by their compound statement."""
+
+    def __init__(self, f: Function):
+        self.defs: dict[str, Site] = {}
+        self.paths: dict[str, tuple[tuple[int, int], ...]] = {}
+        self.def_stmt: dict[str, Stmt] = {}
+        self.uses: dict[str, list[Site]] = {}
+        self.loops: dict[int, tuple[int, int]] = {}
+        self.stmt_pos: dict[tuple[int, int], int] = {}
+        self.stmt_at: dict[tuple[int, int], Stmt] = {}
+        self.site_at: dict[tuple[int, int], Site] = {}  # (block, index) -> the statement's start site
+        self.path_at: dict[tuple[int, int], tuple[tuple[int, int], ...]] = {}
+        self.body_keys: dict[tuple[int, int], tuple[int, ...]] = {}  # blocks nested in a statement
+        self._pos = 0
+        self._blocks = 0
+        for p in f.params:
+            self._def(p.name, Site(-1, f.span.line), (), None)
+        self._block(f.body, (), (), ())
+
+    def _next(self) -> int:
+        self._pos += 1
+        return self._pos
+
+    def _def(self, name: str, site: Site, path, stmt: Stmt | None) -> None:
+        self.defs[name] = site
+        self.paths[name] = path
+        if stmt is not None:
+            self.def_stmt[name] = stmt
+
+    def _use(self, names: list[str], site: Site) -> None:
+        for n in names:
+            self.uses.setdefault(n, []).append(site)
+
+    def _block(self, body: tuple[Stmt, ...], path, loops, branches) -> int:
+        key = self._blocks
+        self._blocks += 1
+        for i, s in enumerate(body):
+            self._stmt(s, key, i, path + ((key, i),), loops, branches)
+        return key
+
+    def _stmt(self, s: Stmt, key: int, i: int, path, loops, branches) -> None:
+        start = self._next()
+        self.stmt_pos[(key, i)] = start
+        self.stmt_at[(key, i)] = s
+        self.path_at[(key, i)] = path
+        line = s.span.line
+        here = Site(start, line, loops, branches)
+        self.site_at[(key, i)] = here
+        if isinstance(s, AssignStmt):
+            self._use(_vars(s.value), here)
+            self._def(s.target.name, here, path, s)
+        elif isinstance(s, EvalStmt):
+            self._use(_vars(s.expr), here)
+        elif isinstance(s, (ReturnStmt, YieldStmt)):
+            for v in s.values:
+                self._use(_vars(v), here)
+        elif isinstance(s, (ForStmt, WhileStmt)):
+            header = list(s.args) if isinstance(s, ForStmt) else []
+            header += list(s.init_values) + [v for _, v in s.kwargs]
+            for e in header:
+                self._use(_vars(e), here)
+            inner = loops + (start,)
+            if isinstance(s, ForStmt):
+                self._def(s.var.name, Site(start, line, inner, branches), path, s)
+            for a in s.iter_args:
+                self._def(a.name, Site(start, line, inner, branches), path, s)
+            if isinstance(s, WhileStmt):  # the condition runs once per iteration
+                self._use(_vars(s.cond), Site(start, line, inner, branches))
+            self.body_keys[(key, i)] = (self._block(s.body, path, inner, branches),)
+            end = self._next()
+            self.loops[start] = (start, end)
+            for r in s.results:
+                self._def(r.name, Site(end, line, loops, branches), path, s)
+        elif isinstance(s, IfStmt):
+            self._use(_vars(s.cond), here)
+            self.body_keys[(key, i)] = (self._block(s.then_body, path, loops, branches + ((start, 0),)),
+                                        self._block(s.else_body, path, loops, branches + ((start, 1),)))
+            end = self._next()
+            for r in s.results:
+                self._def(r.name, Site(end, line, loops, branches), path, s)
+        elif isinstance(s, ScopeStmt):
+            for e in list(s.args) + [v for _, v in s.kwargs]:
+                self._use(_vars(e), here)
+            if s.var is not None:
+                self._def(s.var.name, here, path, s)
+            self.body_keys[(key, i)] = (self._block(s.body, path, loops, branches),)
+            self._next()
+
+
+__all__ = ["Flow", "Site", "nested_blocks"]

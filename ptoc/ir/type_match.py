@@ -1,0 +1,182 @@
+"""Does a value's type agree with its annotation? (`type_mismatch`: the verifier's answer for an
+annotated assignment, a returned value and a call argument.)"""
+
+from __future__ import annotations
+
+from ptoc.ir.nodes import ConstInt, Expr, ScalarType, TensorType, TileType, TupleType, Type
+
+
+def type_mismatch(annotated: Type, actual: Type) -> str | None:
+    """Why `annotated` contradicts `actual` (None when they agree where both are known)."""
+    a, b = annotated, actual
+    if type(a) is not type(b):
+        return f"the value is a {kind_of(b)}, the annotation says {kind_of(a)}"
+    if isinstance(a, ScalarType):
+        return _scalar_mismatch(a, b)  # type: ignore[arg-type]
+    if isinstance(a, TupleType):
+        return _tuple_mismatch(a, b)  # type: ignore[arg-type]
+    if isinstance(a, (TensorType, TileType)):
+        return _shaped_mismatch(a, b)  # type: ignore[arg-type]
+    return None
+
+
+def _scalar_mismatch(a: ScalarType, b: ScalarType) -> str | None:
+    da, db = a.dtype, b.dtype
+    if da.is_int and db.is_int and "INDEX" in (da.name, db.name):
+        return None  # INDEX converts to and from every integer scalar
+    if a.dtype != b.dtype:
+        return f"the value has dtype {b.dtype.name}, the annotation says {a.dtype.name}"
+    return None
+
+
+def _tuple_mismatch(a: TupleType, b: TupleType) -> str | None:
+    if len(a.types) != len(b.types):
+        return f"the value is a tuple of {len(b.types)}, the annotation says {len(a.types)}"
+    for x, y in zip(a.types, b.types):
+        r = type_mismatch(x, y)
+        if r:
+            return r
+    return None
+
+
+def _nz_blocking_mismatch(a: TensorType, b: TensorType) -> str | None:
+    """A logical NZ type and the blocked rank-5 form BlockNzTensorViews gave it (NZ-2, NZ-16)."""
+    from ptoc.ir.types import nz_blocked_static_shape
+    from ptoc.target import arch
+
+    logical, blocked = (a, b) if len(b.shape) == 5 else (b, a)
+    want = nz_blocked_static_shape(logical.shape, arch.c0_of(logical.dtype))
+    have = tuple(d.value if isinstance(d, ConstInt) else None for d in blocked.shape)
+    if want is None or len(blocked.shape) != 5 or want == have:
+        return None
+    return f"the blocked NZ shape {list(have)} is not the blocking of the logical shape"
+
+
+def _shape_mismatch(a: TensorType | TileType, b: TensorType | TileType, flattened: bool) -> str | None:
+    # (FlattenTileNdTo2D: a rank-N tile may be annotated as its 2-D form [prod(leading), last])
+    if flattened:
+        return None
+    if len(a.shape) != len(b.shape):
+        return f"the value has rank {len(b.shape)}, the annotation says rank {len(a.shape)}"
+    for i, (x, y) in enumerate(zip(a.shape, b.shape)):
+        if isinstance(x, ConstInt) and isinstance(y, ConstInt) and x.value != y.value:
+            return f"dimension {i} of the value is {y.value}, the annotation says {x.value}"
+    return None
+
+
+def _shaped_mismatch(a: TensorType | TileType, b: TensorType | TileType) -> str | None:
+    if a.dtype != b.dtype:
+        return f"the value has dtype {b.dtype.name}, the annotation says {a.dtype.name}"
+    if isinstance(a, TensorType):
+        if a.layout == b.layout == "NZ" and len(a.shape) != len(b.shape):  # type: ignore[union-attr]
+            return _nz_blocking_mismatch(a, b)  # type: ignore[arg-type]
+        why = _shape_mismatch(a, b, False)
+        if why:
+            return why
+        if a.layout != b.layout:  # type: ignore[union-attr]
+            return f"the value has layout {b.layout}, the annotation says {a.layout}"  # type: ignore[union-attr]
+        return None
+    flattened = _is_2d_flattening(a.shape, b.shape)
+    why = _shape_mismatch(a, b, flattened)
+    if why:
+        return why
+    if a.memory and b.memory and a.memory != b.memory:  # type: ignore[union-attr]
+        return f"the value lives in {b.memory}, the annotation says {a.memory}"  # type: ignore[union-attr]
+    return _tile_view_mismatch(a, b, flattened)  # type: ignore[arg-type]
+
+
+# The start of the `type_mismatch` answer about valid shapes (annotate() adds the TLOAD fact to its hint).
+VALID_SHAPE_MISMATCH = "the value's valid shape is "
+
+
+def _same_dim(x: Expr | None, y: Expr | None) -> bool:
+    """Provably the same extent: equal constants (of any integer dtype) or the same expression."""
+    if isinstance(x, ConstInt) and isinstance(y, ConstInt):
+        return x.value == y.value
+    return x == y
+
+
+def _dims(d: tuple[Expr, ...] | None) -> str:
+    from ptoc.ir.printer import print_expr
+
+    return "none" if d is None else "[" + ", ".join(print_expr(x) for x in d) + "]"
+
+
+def _tile_view_mismatch(a: TileType, b: TileType, flattened: bool) -> str | None:
+    """Why the whole TileView of annotation `a` contradicts the value's `b` (valid shape included; a
+    field left out takes the implicit value of the memory space, so no TileView means the whole tile
+    is valid). Compared in the memory space the tiles share (the annotation's when the value has none)."""
+    if a.view is None and b.view is None:
+        return None  # both fully valid with the implicit layout of the same space
+    from ptoc.ir.types import implicit_tile_view
+
+    if flattened:  # the value's view as FlattenTileNdTo2D writes it for the 2-D form
+        from ptoc.diagnostics import CompileError
+        from ptoc.ir.flatten import flat_tile
+
+        try:
+            b = flat_tile(b, b)
+        except CompileError:
+            return "the value's valid region has no 2-D form"
+    mem = a.memory or b.memory
+    implicit_a = implicit_tile_view(a.shape, mem)
+    implicit_b = implicit_tile_view(b.shape, mem)
+    va, vb = a.view, b.view
+    for name, default_a in implicit_a.items():
+        xa = getattr(va, name) if va is not None else None
+        xb = getattr(vb, name) if vb is not None else None
+        if xa is None and xb is None:
+            continue  # both implicit (for valid_shape: each its own shape, compared as dimensions)
+        xa = default_a if xa is None else xa
+        xb = implicit_b[name] if xb is None else xb
+        why = _view_field_mismatch(name, xa, xb, va)
+        if why:
+            return why
+    return None
+
+
+def _view_field_mismatch(name: str, xa, xb, va) -> str | None:
+    """Why TileView field `name` of the annotation (`xa`) and of the value (`xb`) differ, or None."""
+    if name in ("valid_shape", "stride"):
+        if xa is None or xb is None or len(xa) != len(xb):
+            same = xa is None and xb is None
+        else:
+            same = all(_same_dim(x, y) for x, y in zip(xa, xb))
+        if same:
+            return None
+        if name == "valid_shape":
+            return (f"{VALID_SHAPE_MISMATCH}{_dims(xb)}, the annotation's is {_dims(xa)}"
+                    + (" (without a TileView the whole tile is valid)" if va is None
+                       or va.valid_shape is None else ""))
+        return f"the value's TileView stride is {_dims(xb)}, the annotation's is {_dims(xa)}"
+    if name == "start_offset":
+        if _same_dim(xa, xb):
+            return None
+        from ptoc.ir.printer import print_expr
+
+        return f"the value's TileView start_offset is {print_expr(xb)}, the annotation's is {print_expr(xa)}"
+    if xa != xb:
+        return f"the value's TileView {name} is {xb}, the annotation's is {xa}"
+    return None
+
+
+def _is_2d_flattening(flat: tuple[Expr, ...], nd: tuple[Expr, ...]) -> bool:
+    """Is `flat` the 2-D form [prod(leading), last] of the static shape `nd` (rank 1: [1, N])?"""
+    if len(flat) != 2 or len(nd) == 2 or not nd:
+        return False
+    vals = [d.value if isinstance(d, ConstInt) else None for d in nd]
+    f = [d.value if isinstance(d, ConstInt) else None for d in flat]
+    if None in vals or None in f:
+        return False
+    lead = 1
+    for v in vals[:-1]:
+        lead *= v  # type: ignore[operator]
+    return f[0] == lead and f[1] == vals[-1]
+
+
+def kind_of(t: Type) -> str:
+    return {"ScalarType": "scalar", "TensorType": "tensor", "TileType": "tile", "PtrType": "pointer",
+            "TupleType": "tuple"}.get(type(t).__name__, type(t).__name__)
+
+
+__all__ = ["VALID_SHAPE_MISMATCH", "kind_of", "type_mismatch"]

@@ -1,0 +1,68 @@
+"""Helpers more than one pass uses. A pass module imports shared code from here (or from ptoc.analysis),
+never from another pass module."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from ptoc.ir import dtypes
+from ptoc.ir.nodes import (
+    Abs,
+    BinOp,
+    Call,
+    Cast,
+    ConstBool,
+    ConstFloat,
+    ConstInt,
+    Expr,
+    MinMax,
+    ScalarType,
+    Type,
+    UnaryOp,
+    Var,
+)
+
+TypeEnv = Mapping[str, "Type | None"]  # anything with .get(name): a dict or an overlay of one
+
+
+def align_up(n: int, unit: int) -> int:
+    return -(-n // unit) * unit
+
+
+def expr_type(e: Expr, env: TypeEnv) -> Type | None:
+    """The type of a simple expression: names from `env`, constants, scalar arithmetic."""
+    if isinstance(e, Var):
+        return env.get(e.name)
+    if isinstance(e, (ConstInt, ConstFloat)):
+        return ScalarType(e.dtype)
+    if isinstance(e, ConstBool):
+        return ScalarType(dtypes.BOOL)
+    if isinstance(e, Cast):
+        return ScalarType(e.dtype)
+    if isinstance(e, BinOp):
+        if e.op in ("==", "!=", "<", "<=", ">", ">=", "and", "or"):
+            return ScalarType(dtypes.BOOL)
+        lt, rt = expr_type(e.lhs, env), expr_type(e.rhs, env)
+        if isinstance(lt, ScalarType) and isinstance(rt, ScalarType):
+            return rt if lt.dtype.name == "INDEX" and rt.dtype.name != "INDEX" else lt
+        return None
+    if isinstance(e, UnaryOp):
+        return ScalarType(dtypes.BOOL) if e.op == "not" else expr_type(e.operand, env)
+    if isinstance(e, MinMax):
+        return expr_type(e.lhs, env)
+    if isinstance(e, Abs):
+        return expr_type(e.operand, env)
+    return None
+
+
+def resolve_op(call: Call, env: TypeEnv):
+    """The registered op a call names (short names resolved by argument types), or None."""
+    from ptoc.ops.registry import resolve
+
+    if call.kind != "op":
+        return None
+    op, _ = resolve(call, [expr_type(a, env) for a in call.args])
+    return op
+
+
+__all__ = ["TypeEnv", "align_up", "expr_type", "resolve_op"]
