@@ -94,30 +94,6 @@ LOC = {"Vec": "vec", "Mat": "mat", "Left": "left", "Right": "right", "Acc": "acc
 PAD = {"null": 0, "zero": 1, "max": 2, "min": 3}
 COMPACT = {"null": None, "normal": 1, "row_plus_one": 2}
 
-# tile op -> PTO op, by operand form (PTOAS PTOOps.td / PTOTileVector*Ops.td, DPS form)
-BINARY = {
-    "tile.add": "tadd", "tile.sub": "tsub", "tile.mul": "tmul", "tile.div": "tdiv",
-    "tile.maximum": "tmax", "tile.minimum": "tmin", "tile.and_": "tand", "tile.or_": "tor",
-    "tile.shl": "tshl", "tile.shr": "tshr",
-    "tile.row_expand_add": "trowexpandadd", "tile.row_expand_sub": "trowexpandsub",
-    "tile.row_expand_mul": "trowexpandmul", "tile.row_expand_div": "trowexpanddiv",
-    "tile.row_expand_max": "trowexpandmax", "tile.row_expand_min": "trowexpandmin",
-    "tile.col_expand_add": "tcolexpandadd", "tile.col_expand_sub": "tcolexpandsub",
-    "tile.col_expand_mul": "tcolexpandmul", "tile.col_expand_div": "tcolexpanddiv",
-    "tile.col_expand_max": "tcolexpandmax", "tile.col_expand_min": "tcolexpandmin",
-}
-SCALAR_FORM = {
-    "tile.adds": "tadds", "tile.subs": "tsubs", "tile.muls": "tmuls", "tile.divs": "tdivs",
-    "tile.maximums": "tmaxs", "tile.minimums": "tmins", "tile.ands": "tands", "tile.ors": "tors",
-    "tile.shls": "tshls", "tile.shrs": "tshrs",
-}
-UNARY = {
-    "tile.exp": "texp", "tile.sqrt": "tsqrt", "tile.abs": "tabs", "tile.neg": "tneg", "tile.relu": "trelu",
-    "tile.log": "tlog", "tile.recip": "trecip", "tile.rsqrt": "trsqrt", "tile.not_": "tnot",
-    "tile.col_max": "tcolmax", "tile.col_min": "tcolmin", "tile.col_prod": "tcolprod",
-}
-ROW_REDUCE = {"tile.row_sum": "trowsum", "tile.row_max": "trowmax", "tile.row_min": "trowmin",
-              "tile.row_prod": "trowprod"}
 ROUND_MODE = {"none": "NONE", "rint": "RINT", "round": "ROUND", "floor": "FLOOR", "ceil": "CEIL",
               "trunc": "TRUNC", "odd": "ODD", "cast_rint": "CAST_RINT"}
 ROUND_MODE_BY_INT = dict(enumerate(("NONE", "RINT", "ROUND", "FLOOR", "CEIL", "TRUNC", "ODD", "CAST_RINT")))
@@ -617,157 +593,129 @@ class _FunctionEmitter:
         self.env[name] = r
 
     def tile_op(self, s: AssignStmt, c: Call) -> None:
-        op = c.op
-        name = s.target.name
-        span = s.span
-        if op == "tile.alloc":
-            self._on_alloc(name, span)
-            return
-        if op == "tile.store":
-            self.store(c, span)
-            self.env[name] = _Tensor(self.parts[id(c)].tensor)
-            return
-        if op == "tile.load":
-            tr = c.kwarg("transpose")
-            if tr is not None and not (isinstance(tr, ConstBool) and not tr.value) and not isinstance(tr, NoneLit):
-                raise unsupported("pl.tile.load with transpose=True", span)
-            pv, pt = self.partition(c, span)
-            h = self.define_tile(name, span)
-            self.emit(f"pto.tload ins(%{pv} : {pt}) outs(%{h.ssa} : {h.type})")
-            return
-        if op == "tile.create":
-            self.define_tile(name, span)
-            return
-        if op == "tile.set_validshape":
-            self.set_validshape(name, c, span)
-            return
-        if op in ("tile.reshape", "tile.reinterpret_view"):
-            self.reshape(name, c, span)
-            return
-        if op == "tile.slice":
-            self.subview(name, c, span)
-            return
-        if op == "tile.read":
-            t = self.types.get(name)
-            if not isinstance(t, ScalarType):
-                raise InternalError(f"tile.read result {name} is not a scalar")
-            self.env[name] = self.expr(c, want=t.dtype, name=name)
-            return
-        args = c.args
-        if op in BINARY:
-            a, b = self.tile(args[0], span), self.tile(args[1], span)
-            self.dps(name, BINARY[op], [(a.ssa, a.type), (b.ssa, b.type)], span)
-        elif op in SCALAR_FORM:
-            a = self.tile(args[0], span)
-            sc = self.scalar_operand(args[1], self._tile_dtype(args[0]), span)
-            self.dps(name, SCALAR_FORM[op], [(a.ssa, a.type), sc], span)
-        elif op in ("tile.xor", "tile.xors"):
-            tmp = c.args[2] if len(c.args) > 2 else c.kwarg("tmp")
-            if tmp is None or isinstance(tmp, NoneLit):
-                raise unsupported(f"pl.{op} without tmp=", span, hint="PTOAS's txor/txors need a scratch tile: "
-                                  "pass tmp=<a tile like the operands>")
-            a, t = self.tile(args[0], span), self.tile(tmp, span)
-            if op == "tile.xor":
-                b = self.tile(args[1], span)
-                ins = [(a.ssa, a.type), (b.ssa, b.type), (t.ssa, t.type)]
-            else:
-                ins = [(a.ssa, a.type), self.scalar_operand(args[1], self._tile_dtype(args[0]), span), (t.ssa, t.type)]
-            self.dps(name, "txor" if op == "tile.xor" else "txors", ins, span)
-        elif op in UNARY:
-            a = self.tile(args[0], span)
-            self.dps(name, UNARY[op], [(a.ssa, a.type)], span)
-        elif op in ROW_REDUCE:
-            a, t = self.tile(args[0], span), self.tile(args[1] if len(args) > 1 else c.kwarg("tmp"), span)
-            self.dps(name, ROW_REDUCE[op], [(a.ssa, a.type), (t.ssa, t.type)], span)
-        elif op == "tile.col_sum":
-            a = self.tile(args[0], span)
-            tmp = args[1] if len(args) > 1 else c.kwarg("tmp")
-            if tmp is None or isinstance(tmp, NoneLit):
-                self.dps(name, "tcolsum", [(a.ssa, a.type)], span)
-            else:
-                t = self.tile(tmp, span)
-                h = self.define_tile(name, span)
-                self.emit(f"pto.tcolsum ins(%{a.ssa}, %{t.ssa} {{isBinary = false}} : {a.type}, {t.type}) "
-                          f"outs(%{h.ssa} : {h.type})")
-        elif op == "tile.cast":
-            a = self.tile(args[0], span)
-            mode = c.kwarg("mode") if len(args) < 3 else args[2]
-            rmode = self.round_mode(mode, span)
-            h = self.define_tile(name, span)
-            self.emit(f"pto.tcvt ins(%{a.ssa} {{rmode = #pto<round_mode {rmode}>}} : {a.type}) "
-                      f"outs(%{h.ssa} : {h.type})")
-        elif op == "tile.move":
-            a = self.tile(args[0], span)
-            h = self.dps(name, "tmov", [(a.ssa, a.type)], span)
-            if h.ssa == a.ssa:
-                raise InternalError(f"tile.move into its own buffer ({name})")
-        elif op == "tile.matmul":
-            a, b = self.tile(args[0], span), self.tile(args[1], span)
-            self.dps(name, "tmatmul", [(a.ssa, a.type), (b.ssa, b.type)], span)
-        elif op == "tile.matmul_acc":
-            acc, a, b = (self.tile(x, span) for x in args[:3])
-            h = self.dps(name, "tmatmul.acc", [(acc.ssa, acc.type), (a.ssa, a.type), (b.ssa, b.type)], span)
-            if h.ssa != acc.ssa:
-                raise InternalError(f"tile.matmul_acc result {name} does not share its accumulator's buffer")
-        elif op == "tile.matmul_bias":
-            a, b, bias = (self.tile(x, span) for x in args[:3])
-            self.dps(name, "tmatmul.bias", [(a.ssa, a.type), (b.ssa, b.type), (bias.ssa, bias.type)], span)
-        elif op == "tile.extract":
-            a = self.tile(args[0], span)
-            r, col = self.index_value(args[1], span), self.index_value(args[2], span)
-            self.dps(name, "textract", [(a.ssa, a.type), (r, "index"), (col, "index")], span)
-        elif op == "tile.fillpad":
-            a = self.tile(args[0], span)
-            self.dps(name, "tfillpad", [(a.ssa, a.type)], span)
-        elif op == "tile.transpose":
-            tmp = c.kwarg("tmp")
-            if tmp is None or isinstance(tmp, NoneLit):
-                raise unsupported("pl.tile.transpose without tmp=", span,
-                                  hint="PTOAS's ttrans needs a scratch tile: pass tmp=<tile>")
-            a, t = self.tile(args[0], span), self.tile(tmp, span)
-            self.dps(name, "ttrans", [(a.ssa, a.type), (t.ssa, t.type)], span)
-        elif op == "tile.gather_mask":
-            a = self.tile(args[0], span)
-            pat = self.mask_pattern(c.kwarg("mask_pattern") if len(args) < 2 else args[1], span)
-            h = self.define_tile(name, span)
-            self.emit(f"pto.tgather ins(%{a.ssa}, {{maskPattern = #pto.mask_pattern<{pat}>}} : {a.type}) "
-                      f"outs(%{h.ssa} : {h.type})")
-        elif op == "tile.full":
-            value = c.kwarg("value")
-            h = self.define_tile(name, span)
-            t = self.types.get(name)
-            sc = self.scalar_operand(value, t.dtype, span)
-            self.emit(f"pto.texpands ins(%{sc[0]} : {sc[1]}) outs(%{h.ssa} : {h.type})")
-        elif op == "tile.gather":
-            # index form, PTOAS TGatherOp custom assembly: ins(%src, %indices, %tmp : S, I, T) outs(%dst : D)
-            src, idx = self.tile(_arg(c, 0, "src"), span), self.tile(_arg(c, 1, "indices"), span)
-            tmp = _arg(c, 2, "tmp")
-            if tmp is None or isinstance(tmp, NoneLit):
-                raise unsupported("pl.tile.gather without tmp", span,
-                                  hint="PTOAS's index-form tgather needs a scratch tile like the indices")
-            t = self.tile(tmp, span)
-            self.dps(name, "tgather", [(src.ssa, src.type), (idx.ssa, idx.type), (t.ssa, t.type)], span)
-        elif op == "tile.scatter":
-            self.scatter(name, c, span)
-        elif op == "tile.gatherb":
-            src, off = self.tile(_arg(c, 0, "src"), span), self.tile(_arg(c, 1, "offsets"), span)
-            self.dps(name, "tgatherb", [(src.ssa, src.type), (off.ssa, off.type)], span)
-        elif op == "tile.ci":
-            self.ci(name, c, span)
-        elif op == "tile.tri":
-            self.tri(name, c, span)
-        elif op == "tile.write":
-            self.tile_write(c, span, name)
-        elif op == "tile.sel":
-            raise unsupported("pl.tile.sel", span, hint="pto.tsel reads its mask as packed predicate bits (one bit "
-                              "per column), while pl.tile.sel selects by a same-shaped element mask; ptoc has no "
-                              "lowering between the two encodings yet")
-        elif op == "tile.scatter_mask":
-            raise unsupported("pl.tile.scatter_mask", span, hint="PTOAS's mask-form pto.tscatter does not keep the "
-                              "unmarked destination columns the way pl.tile.scatter_mask defines; use "
-                              "pl.tile.scatter with explicit indexes")
+        """One tile op, by its declaration in its family file (`ptoc/ops/<family>.py`): a plain
+        destination-passing form (`Pto`), an emitter method (`Emitter`) or no PTO form (`NoPto`)."""
+        from ptoc.ops.registry import Emitter, NoPto, Pto, lookup
+
+        name, span = s.target.name, s.span
+        op = lookup(c.op)
+        form = op.pto if op is not None else None
+        if isinstance(form, Emitter):
+            getattr(self, form.method)(name, c, span)
+        elif isinstance(form, Pto):
+            self.dps_form(name, c, op, form, span)
+        elif isinstance(form, NoPto):
+            raise unsupported(f"pl.{c.op}", span, hint=form.hint)
         else:
-            raise unsupported(f"pl.{op}", span)
+            raise unsupported(f"pl.{c.op}", span)
+
+    def dps_form(self, name: str, c: Call, op, form, span: Span | None) -> _Handle:
+        """`pto.<form.name> ins(<operands>) outs(%dst)`, the operands as the declaration lists them."""
+        positions = {p: i for i, p in enumerate(op.param_names)}
+        values: list[tuple[str, str] | None] = []
+        first_tile: Expr | None = None
+        for spec in form.operands:
+            kind, _, param = spec.partition(":")
+            e = _arg(c, positions[param], param)
+            absent = e is None or isinstance(e, NoneLit)
+            if kind == "tile!" and absent:
+                eq = "" if param in op.params else "="
+                raise unsupported(f"pl.{c.op} without {param}{eq}", span, hint=form.hint or None)
+            if kind == "tile?" and absent:
+                continue
+            if kind.startswith("tile"):
+                first_tile = e if first_tile is None else first_tile
+                h = self.tile(e, span)
+                values.append((h.ssa, h.type))
+            elif kind == "scalar":
+                values.append(self.scalar_operand(e, self._tile_dtype(first_tile), span))
+            elif kind == "f32":
+                values.append(self.f32_operand(e, c.op, span))
+            elif kind == "index":
+                values.append((self.index_value(e, span), "index"))
+            else:
+                raise InternalError(f"{c.op}: unknown operand kind {kind!r} in its .pto declaration")
+        return self.dps(name, form.name, values, span)
+
+    def f32_operand(self, e: Expr | None, op: str, span: Span | None) -> tuple[str, str]:
+        """A scalar operand PTOAS types f32 (e.g. tlrelu's slope): literals become f32 constants."""
+        v = self.scalar_operand(e, dtypes.FP32, span)
+        if v[1] != "f32":
+            raise unsupported(f"pl.{op} with a {v[1]} scalar operand", span,
+                              hint="this operand is f32 in PTO: cast it with pl.cast(x, pl.FP32)")
+        return v
+
+    # ------------------------------------------------------------------ ops with their own form
+    def op_alloc(self, name: str, c: Call, span: Span | None) -> None:
+        self._on_alloc(name, span)
+
+    def op_store(self, name: str, c: Call, span: Span | None) -> None:
+        self.store(c, span)
+        self.env[name] = _Tensor(self.parts[id(c)].tensor)
+
+    def op_load(self, name: str, c: Call, span: Span | None) -> None:
+        tr = c.kwarg("transpose")
+        if tr is not None and not (isinstance(tr, ConstBool) and not tr.value) and not isinstance(tr, NoneLit):
+            raise unsupported("pl.tile.load with transpose=True", span)
+        pv, pt = self.partition(c, span)
+        h = self.define_tile(name, span)
+        self.emit(f"pto.tload ins(%{pv} : {pt}) outs(%{h.ssa} : {h.type})")
+
+    def op_create(self, name: str, c: Call, span: Span | None) -> None:
+        self.define_tile(name, span)
+
+    def op_read(self, name: str, c: Call, span: Span | None) -> None:
+        t = self.types.get(name)
+        if not isinstance(t, ScalarType):
+            raise InternalError(f"tile.read result {name} is not a scalar")
+        self.env[name] = self.expr(c, want=t.dtype, name=name)
+
+    def op_write(self, name: str, c: Call, span: Span | None) -> None:
+        self.tile_write(c, span, name)
+
+    def op_col_sum(self, name: str, c: Call, span: Span | None) -> None:
+        a = self.tile(c.args[0], span)
+        tmp = _arg(c, 1, "tmp")
+        if tmp is None or isinstance(tmp, NoneLit):
+            self.dps(name, "tcolsum", [(a.ssa, a.type)], span)
+            return
+        t = self.tile(tmp, span)
+        h = self.define_tile(name, span)
+        self.emit(f"pto.tcolsum ins(%{a.ssa}, %{t.ssa} {{isBinary = false}} : {a.type}, {t.type}) "
+                  f"outs(%{h.ssa} : {h.type})")
+
+    def op_cast(self, name: str, c: Call, span: Span | None) -> None:
+        a = self.tile(c.args[0], span)
+        rmode = self.round_mode(_arg(c, 2, "mode"), span)
+        h = self.define_tile(name, span)
+        self.emit(f"pto.tcvt ins(%{a.ssa} {{rmode = #pto<round_mode {rmode}>}} : {a.type}) "
+                  f"outs(%{h.ssa} : {h.type})")
+
+    def op_move(self, name: str, c: Call, span: Span | None) -> None:
+        a = self.tile(c.args[0], span)
+        h = self.dps(name, "tmov", [(a.ssa, a.type)], span)
+        if h.ssa == a.ssa:
+            raise InternalError(f"tile.move into its own buffer ({name})")
+
+    def op_matmul_acc(self, name: str, c: Call, span: Span | None) -> None:
+        acc, a, b = (self.tile(x, span) for x in c.args[:3])
+        h = self.dps(name, "tmatmul.acc", [(acc.ssa, acc.type), (a.ssa, a.type), (b.ssa, b.type)], span)
+        if h.ssa != acc.ssa:
+            raise InternalError(f"tile.matmul_acc result {name} does not share its accumulator's buffer")
+
+    def op_gather_mask(self, name: str, c: Call, span: Span | None) -> None:
+        a = self.tile(c.args[0], span)
+        pat = self.mask_pattern(_arg(c, 1, "mask_pattern"), span)
+        h = self.define_tile(name, span)
+        self.emit(f"pto.tgather ins(%{a.ssa}, {{maskPattern = #pto.mask_pattern<{pat}>}} : {a.type}) "
+                  f"outs(%{h.ssa} : {h.type})")
+
+    def op_full(self, name: str, c: Call, span: Span | None) -> None:
+        value = c.kwarg("value")
+        h = self.define_tile(name, span)
+        t = self.types.get(name)
+        sc = self.scalar_operand(value, t.dtype, span)
+        self.emit(f"pto.texpands ins(%{sc[0]} : {sc[1]}) outs(%{h.ssa} : {h.type})")
 
     # ------------------------------------------------------------------ gather / scatter / generators
     def scatter(self, name: str, c: Call, span: Span | None) -> None:

@@ -20,7 +20,7 @@ from ptoc.ops.common import (
     shapes_equal,
     valid_shape_of,
 )
-from ptoc.ops.registry import Args, register, short_name
+from ptoc.ops.registry import Args, Emitter, NoPto, Pto, declare, register, short_name
 
 ARITH = ("add", "sub", "mul", "div", "maximum", "minimum")
 SCALAR_FORM = {"add": "adds", "sub": "subs", "mul": "muls", "div": "divs", "maximum": "maximums",
@@ -227,5 +227,22 @@ def _sel(args: Args) -> Type | None:
 
 
 short_name("sel", tile="tile.sel")
+
+# `.pto` spellings (PTOAS PTOOps.td, destination-passing form)
+_PTO_ARITH = {"add": "tadd", "sub": "tsub", "mul": "tmul", "div": "tdiv", "maximum": "tmax", "minimum": "tmin"}
+_PTO_UNARY = {"exp": "texp", "sqrt": "tsqrt", "abs": "tabs", "neg": "tneg", "relu": "trelu", "log": "tlog",
+              "recip": "trecip", "rsqrt": "trsqrt"}
+for _n, _p in _PTO_ARITH.items():
+    declare(f"tile.{_n}", pto=Pto(_p, ("tile:lhs", "tile:rhs")))
+    declare(f"tile.{SCALAR_FORM[_n]}", pto=Pto(_p + "s", ("tile:lhs", "scalar:rhs")))
+for _n, _p in _PTO_UNARY.items():
+    declare(f"tile.{_n}", pto=Pto(_p, ("tile:input",)))
+for _n in EXPAND:
+    declare(f"tile.row_expand_{_n}", pto=Pto(f"trowexpand{_n}", ("tile:input", "tile:row")))
+    declare(f"tile.col_expand_{_n}", pto=Pto(f"tcolexpand{_n}", ("tile:input", "tile:col")))
+declare("tile.cast", pto=Emitter("op_cast"))
+declare("tile.sel", pto=NoPto("pto.tsel reads its mask as packed predicate bits (one bit per column), while "
+                              "pl.tile.sel selects by a same-shaped element mask; ptoc has no lowering between "
+                              "the two encodings yet"))
 
 __all__ = ["binary_result", "scalar_result", "scalar_operand_dtype", "TensorType"]

@@ -43,7 +43,7 @@ from ptoc.ops.common import (
     static_shape,
     valid_shape_of,
 )
-from ptoc.ops.registry import Args, kind_of, register, short_name
+from ptoc.ops.registry import Args, Emitter, NoPto, Pto, declare, kind_of, register, short_name
 
 # --------------------------------------------------------------------------------------------------
 # Mask patterns (OP-9)
@@ -717,5 +717,15 @@ short_name("scatter_mask", tensor="tensor.scatter_mask", tile="tile.scatter_mask
 short_name("scatter", tensor="tensor.scatter", tile="tile.scatter")
 short_name("gatherb", tile="tile.gatherb")
 short_name("mgather", tensor="tile.mgather", tile="tile.mgather")
+
+# `.pto` spellings (PTOAS PTOOps.td, destination-passing form)
+declare("tile.gather", pto=Pto("tgather", ("tile:src", "tile:indices", "tile!:tmp"),
+                                "PTOAS's index-form tgather needs a scratch tile like the indices"))
+declare("tile.gather_mask", pto=Emitter("op_gather_mask"))
+declare("tile.scatter", pto=Emitter("scatter"))
+declare("tile.gatherb", pto=Pto("tgatherb", ("tile:src", "tile:offsets")))
+declare("tile.scatter_mask", pto=NoPto("PTOAS's mask-form pto.tscatter does not keep the unmarked destination "
+                                       "columns the way pl.tile.scatter_mask defines; use pl.tile.scatter with "
+                                       "explicit indexes"))
 
 __all__ = ["MASK_PATTERNS", "mask_columns", "mask_stride"]

@@ -46,7 +46,7 @@ from ptoc.ops.common import (
     static_shape,
     valid_shape_of,
 )
-from ptoc.ops.registry import Args, register, short_name
+from ptoc.ops.registry import Args, Emitter, Pto, declare, register, short_name
 
 # --------------------------------------------------------------------------------------------------
 # Index arithmetic on shape expressions (folds constants, keeps symbolic terms as IR expressions)
@@ -1010,5 +1010,17 @@ short_name("set_validshape", tensor="tensor.set_validshape", tile="tile.set_vali
 short_name("arange", tensor="tensor.ci")
 short_name("extract", tile="tile.extract")
 short_name("fillpad", tile="tile.fillpad")
+
+# `.pto` spellings (PTOAS PTOOps.td, destination-passing form)
+declare("tile.set_validshape", pto=Emitter("set_validshape"))
+declare("tile.reshape", pto=Emitter("reshape"))
+declare("tile.reinterpret_view", pto=Emitter("reshape"))
+declare("tile.slice", pto=Emitter("subview"))
+declare("tile.extract", pto=Pto("textract", ("tile:tile", "index:index_row", "index:index_col")))
+declare("tile.fillpad", pto=Pto("tfillpad", ("tile:tile",)))
+declare("tile.transpose", pto=Pto("ttrans", ("tile:tile", "tile!:tmp"),
+                                  "PTOAS's ttrans needs a scratch tile: pass tmp=<tile>"))
+declare("tile.ci", pto=Emitter("ci"))
+declare("tile.tri", pto=Emitter("tri"))
 
 __all__ = ["INDEX", "ConstInt", "RegionError", "narrow_region", "reshape_valid_region"]

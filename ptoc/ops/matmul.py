@@ -34,7 +34,7 @@ from ptoc.ops.common import (
     new_tile,
     valid_shape_of,
 )
-from ptoc.ops.registry import Args, register, short_name
+from ptoc.ops.registry import Args, Emitter, Pto, declare, register, short_name
 from ptoc.target.arch import get_arch
 
 BOXED_SPACES = ("Mat", "Left", "Right", "Acc")
@@ -357,6 +357,11 @@ def _tile_matmul_mx(args: Args) -> Type | None:
 short_name("matmul", tensor="tensor.matmul", tile="tile.matmul")
 short_name("matmul_acc", tensor="tensor.matmul_acc", tile="tile.matmul_acc")
 short_name("matmul_bias", tile="tile.matmul_bias")
+
+# `.pto` spellings (PTOAS PTOOps.td, destination-passing form)
+declare("tile.matmul", pto=Pto("tmatmul", ("tile:lhs", "tile:rhs")))
+declare("tile.matmul_acc", pto=Emitter("op_matmul_acc"))
+declare("tile.matmul_bias", pto=Pto("tmatmul.bias", ("tile:lhs", "tile:rhs", "tile:bias")))
 
 __all__ = ["boxed_dims_problem", "check_boxed_tile_dims", "inner_box"]
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 from ptoc.ir.nodes import TileType, TileView, Type
 from ptoc.ir.types import effective_tile_view, implicit_tile_view, normalize_tile_view
 from ptoc.ops.common import cint, enum_arg, fmt_shape
-from ptoc.ops.registry import Args, register, short_name
+from ptoc.ops.registry import Args, Emitter, declare, register, short_name
 from ptoc.target.arch import Arch, get_arch
 
 LAYOUT_SPACES = ("Mat", "Acc", "Left", "Right", "LeftScale", "RightScale")  # spaces with their own layout
@@ -370,6 +370,9 @@ def _check_transform(args: Args, src: TileType, result: TileType) -> None:
 
 
 short_name("move", tile="tile.move")
+
+# `.pto` spellings (PTOAS PTOOps.td, destination-passing form)
+declare("tile.move", pto=Emitter("op_move"))
 
 __all__ = [
     "check_move_not_in_place",
