@@ -1,4 +1,5 @@
-"""The `.pto` executor's elementwise family: Elementwise binary / scalar / unary ops, bitwise ops, tcvt, expands."""
+"""The `.pto` executor's elementwise family: elementwise binary / scalar / unary ops, bitwise ops, tcvt,
+expands, tlrelu."""
 
 from __future__ import annotations
 
@@ -81,6 +82,22 @@ class ElementwiseOps:
             else np.asarray(int(ins[1]), dtype=wt)
         self._write(dst, _elementwise("xor", x, y, dst.dtype, op.line))
 
+    def tlrelu(self, op: Op) -> None:
+        """`pto.tlrelu ins(%src, %slope : T, f32) outs(%dst : T)`: dst = src > 0 ? src : src * slope over dst's
+        valid region (pto-isa TLRELU); PTOAS accepts f16 / f32 tiles and an f32 slope."""
+        a, slope = self._ins(op, 2)
+        dst = self._dst(op)
+        types = op.p["ins_t"]
+        if len(types) == 2 and types[1] != "f32":
+            raise PtoExecError(f"pto.tlrelu: the slope is {types[1]}, PTOAS requires f32", op.line)
+        if isinstance(slope, Tile) or dst.dtype not in (np.float16, np.float32) or a.dtype != dst.dtype:
+            raise PtoExecError("pto.tlrelu takes an f16/f32 tile, an f32 slope and a destination of the same type",
+                               op.line)
+        x = self._region(a, dst.vr, dst.vc, op.line, "tlrelu").astype(np.float32)
+        with np.errstate(all="ignore"):
+            r = np.where(x > 0, x, x * np.float32(slope))
+        self._write(dst, r)
+
     def unary(self, op: Op) -> None:
         kind = op.name[len("pto.t"):]
         (a,) = self._ins(op, 1)
@@ -146,7 +163,8 @@ class ElementwiseOps:
         dst.arr[:dst.vr, :dst.vc] = np.asarray(s).astype(dst.dtype)
 
 
-HANDLERS = {"pto.tcvt": "tcvt", "pto.texpands": "texpands", "pto.txor": "txor", "pto.txors": "txor"}
+HANDLERS = {"pto.tcvt": "tcvt", "pto.tlrelu": "tlrelu", "pto.texpands": "texpands", "pto.txor": "txor",
+            "pto.txors": "txor"}
 for _k in ("add", "sub", "mul", "div", "max", "min", "and", "or", "shl", "shr"):
     HANDLERS[f"pto.t{_k}"] = "binary"
     HANDLERS[f"pto.t{_k}s"] = "scalar_binary"
