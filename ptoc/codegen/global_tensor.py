@@ -38,6 +38,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from ptoc.target.facts import C0_BYTES, FRACTAL_ROWS
 from ptoc.diagnostics import DiagnosticSink, InternalError, Span
 from ptoc.ir.dtypes import DType
 from ptoc.ir.nodes import ConstInt, Expr, Function, Program
@@ -45,8 +46,8 @@ from ptoc.ir.nodes import ConstInt, Expr, Function, Program
 KERNEL_TYPES = ("AIC", "AIV", "InCore")
 RANK = 5
 INT_MAX = 2**31 - 1  # pto-isa's Shape/Stride template parameters are `int`
-NZ_FRACTAL_ROWS = 16
-NZ_C0_BYTES = 32
+NZ_FRACTAL_ROWS = FRACTAL_ROWS
+NZ_C0_BYTES = C0_BYTES
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 

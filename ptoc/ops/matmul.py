@@ -34,11 +34,11 @@ from ptoc.ops.common import (
     new_tile,
     valid_shape_of,
 )
+from ptoc.target.facts import FRACTAL_ROWS, c0 as c0_of
 from ptoc.ops.registry import Args, Emitter, Pto, declare, register, short_name
 from ptoc.target.arch import get_arch
 
 BOXED_SPACES = ("Mat", "Left", "Right", "Acc")
-FRACTAL_ROWS = 16
 # Result dtypes tensor.matmul's out_dtype may ask for (the Acc -> GM store converts on the way out)
 FLOAT_OUT = ("FP32", "FP16", "BF16")
 INT_OUT = ("INT32",)
@@ -58,7 +58,7 @@ def inner_box(dtype: dtypes.DType, slayout: str | None, fractal: int | None) -> 
         return (FRACTAL_ROWS, FRACTAL_ROWS)
     if fractal not in (None, 512):
         return None
-    c0 = dtype.c0
+    c0 = c0_of(dtype)
     if c0 is None:
         return None
     return (FRACTAL_ROWS, c0) if slayout == "row_major" else (c0, FRACTAL_ROWS)

@@ -121,6 +121,7 @@ from ptoc.ir.nodes import (
     WhileStmt,
     YieldStmt,
 )
+from ptoc.target.facts import c0 as c0_of
 from ptoc.reference.values import (
     BOOL,
     FRACTAL_ROWS,
@@ -481,7 +482,7 @@ def _bind_dims(m: _Machine, frame: _Frame, fn: Function, inputs: dict) -> None:
             continue
         have = tuple(v.shape)
         if t.layout == "NZ" and len(t.shape) == 5 and frame.blocked:
-            c0 = t.dtype.c0
+            c0 = c0_of(t.dtype)
             if len(have) < 2 or c0 is None or have[-2] % FRACTAL_ROWS or have[-1] % c0:
                 _fault(f"input {p.name!r} of shape {list(have)} is not a whole number of NZ fractals",
                        p.span, code="PTOC-E0502")
@@ -506,10 +507,10 @@ def _param_tensor(frame: _Frame, name: str, t: TensorType, inp, span) -> GTensor
     pad = _pad_name(view.pad) if view is not None else None
     blocked = layout == "NZ" and len(shape) == 5 and frame.blocked
     if layout == "NZ" and not blocked:
-        if len(shape) < 2 or dt.c0 is None:
+        if len(shape) < 2 or c0_of(dt) is None:
             _fault(f"parameter {name!r}: an NZ tensor needs rank >= 2 and a byte-sized dtype", span)
         rows, cols = shape[-2:]
-        g = GTensor(None, dt, shape, None, 0, layout, valid, pad, nz=(_row_major(shape[:-2]), rows, cols, dt.c0))
+        g = GTensor(None, dt, shape, None, 0, layout, valid, pad, nz=(_row_major(shape[:-2]), rows, cols, c0_of(dt)))
     else:
         g = GTensor(None, dt, shape, stride or _packed_strides(shape, layout), 0, layout, valid, pad,
                     blocked=blocked)

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from ptoc.target.facts import FRACTAL_ROWS
 from ptoc.diagnostics import CompileError, Diagnostic, Span
 from ptoc.ir import dtypes
 from ptoc.ir.dtypes import DType
@@ -15,7 +16,6 @@ from ptoc.ir.dtypes import DType
 RETURN_KEY = "return[{}]"
 INDEX = dtypes.INDEX
 BOOL = dtypes.BOOL
-FRACTAL_ROWS = 16
 
 # --------------------------------------------------------------------------------------------------
 # Errors
