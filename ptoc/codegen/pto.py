@@ -560,14 +560,7 @@ class _FunctionEmitter(TileOpEmitter):
                                 f"({init.ssa} -> {y.ssa}); InitMemRef must give it one buffer")
 
     def if_stmt(self, s: IfStmt) -> None:
-        cond = self.expr(s.cond)
-        c = cond.ssa
-        if cond.dtype.kind != "bool":
-            zero = self.zero(cond.dtype)
-            c = self.temp()
-            pred = "une" if cond.dtype.is_float else "ne"
-            self.emit(f"%{c} = arith.{'cmpf' if cond.dtype.is_float else 'cmpi'} {pred}, %{cond.ssa}, %{zero} : "
-                      f"{scalar_type(cond.dtype)}")
+        c = self.predicate(self.expr(s.cond))
         results = s.results
         scalars = [(i, self.types[r.name].dtype) for i, r in enumerate(results)
                    if isinstance(self.types.get(r.name), ScalarType)]
@@ -580,6 +573,27 @@ class _FunctionEmitter(TileOpEmitter):
                 res_names[i] = r if len(scalars) == 1 else f"{r}#{k}"
         rtypes = f" -> ({', '.join(scalar_type(dt) for _, dt in scalars)})" if scalars else ""
         self.emit(f"{prefix}scf.if %{c}{rtypes} {{")
+        yields = self.if_branches(s, scalars)
+        self.emit("}")
+        for i, r in enumerate(results):
+            if i in res_names:
+                self.env[r.name] = _Scalar(res_names[i], dict(scalars)[i])
+            else:
+                self.env[r.name] = self.if_result(r.name, i, yields, s.span)
+
+    def predicate(self, cond: _Scalar) -> str:
+        """An i1 SSA value for the condition `cond` (a non-bool value is compared with zero)."""
+        if cond.dtype.kind == "bool":
+            return cond.ssa
+        zero = self.zero(cond.dtype)
+        c = self.temp()
+        pred = "une" if cond.dtype.is_float else "ne"
+        self.emit(f"%{c} = arith.{'cmpf' if cond.dtype.is_float else 'cmpi'} {pred}, %{cond.ssa}, %{zero} : "
+                  f"{scalar_type(cond.dtype)}")
+        return c
+
+    def if_branches(self, s: IfStmt, scalars: list[tuple[int, DType]]) -> list[YieldStmt | None]:
+        """Emit the then / else bodies (each ending in scf.yield of the scalar results); their yields."""
         yields = []
         for k, body in enumerate((s.then_body, s.else_body)):
             if k == 1:
@@ -596,18 +610,17 @@ class _FunctionEmitter(TileOpEmitter):
                 self.emit(f"scf.yield {', '.join('%' + v for v in vals)} : "
                           f"{', '.join(scalar_type(dt) for _, dt in scalars)}")
             self.depth -= 1
-        self.emit("}")
-        for i, r in enumerate(results):
-            if i in res_names:
-                self.env[r.name] = _Scalar(res_names[i], dict(scalars)[i])
-                continue
-            then_v = self.value_of(yields[0].values[i], s.span)
-            if len(yields) > 1 and yields[1] is not None:
-                else_v = self.value_of(yields[1].values[i], s.span)
-                if isinstance(then_v, _Handle) and isinstance(else_v, _Handle) and then_v.ssa != else_v.ssa:
-                    raise InternalError(f"if result {r.name} comes from two different buffers "
-                                        f"({then_v.ssa}, {else_v.ssa}); InitMemRef must give it one buffer")
-            self.env[r.name] = then_v
+        return yields
+
+    def if_result(self, name: str, i: int, yields: list[YieldStmt | None], span: Span | None):
+        """A tile or tensor result of an if: the handle both branches yield (they must share it)."""
+        then_v = self.value_of(yields[0].values[i], span)
+        if len(yields) > 1 and yields[1] is not None:
+            else_v = self.value_of(yields[1].values[i], span)
+            if isinstance(then_v, _Handle) and isinstance(else_v, _Handle) and then_v.ssa != else_v.ssa:
+                raise InternalError(f"if result {name} comes from two different buffers "
+                                    f"({then_v.ssa}, {else_v.ssa}); InitMemRef must give it one buffer")
+        return then_v
 
     def value_of(self, e: Expr, span: Span | None):
         if isinstance(e, Var) and e.name in self.env:
@@ -684,15 +697,7 @@ class _FunctionEmitter(TileOpEmitter):
         """Emit `e`; convert it to `want` when given. `name`: the SSA name of the final op (a leaf that
         needs no op is returned as it is)."""
         if isinstance(e, (ConstInt, ConstFloat, ConstBool)):
-            dt = want or self.dtype_of(e)
-            v = e.value
-            if dt.is_float:
-                return _Scalar(self.const_float(float(v), dt), dt)
-            if isinstance(v, float):
-                if not v.is_integer():
-                    raise unsupported(f"the float literal {v} as a {dt.name} value", e.span)
-                v = int(v)
-            return _Scalar(self.const_int(int(v), dt), dt)
+            return self.literal(e, want or self.dtype_of(e))
         if isinstance(e, Var):
             v = self.env.get(e.name)
             if not isinstance(v, _Scalar):
@@ -701,33 +706,50 @@ class _FunctionEmitter(TileOpEmitter):
         own = self.dtype_of(e)
         # the final op takes `name` unless a conversion to `want` follows it
         inner = name if want is None or scalar_type(want) == scalar_type(own) else None
-        if isinstance(e, BinOp):
-            r = self.binop(e, inner)
-        elif isinstance(e, UnaryOp):
-            r = self.unary(e, inner)
-        elif isinstance(e, MinMax):
-            a, b = self.expr(e.lhs, own), self.expr(e.rhs, own)
-            op = ("minimumf" if e.op == "min" else "maximumf") if own.is_float else \
-                (("minui" if e.op == "min" else "maxui") if own.kind == "uint" else
-                 ("minsi" if e.op == "min" else "maxsi"))
-            out = self._name(inner)
-            self.emit(f"%{out} = arith.{op} %{a.ssa}, %{b.ssa} : {scalar_type(own)}")
-            r = _Scalar(out, own)
-        elif isinstance(e, Abs):
-            r = self.absolute(self.expr(e.operand, own), inner)
-        elif isinstance(e, Cast):
-            r = self.convert(self.expr(e.operand), e.dtype, inner)
-        elif isinstance(e, Call) and e.kind == "op" and e.op == "scalar.cast":
-            r = self.convert(self.expr(e.args[0]), own, inner)
-        elif isinstance(e, Call) and e.kind == "op" and e.op in CORE_ID:
-            out = self._name(inner)
-            self.emit(f"%{out} = pto.{CORE_ID[e.op]}")
-            r = _Scalar(out, own)
-        elif isinstance(e, Call) and e.kind == "op" and e.op == "tile.read":
-            r = self.tile_read(e, inner)
-        else:
-            raise unsupported(self._describe(e), e.span)
+        r = self.compound(e, own, inner)
         return self.convert(r, want, name) if want is not None else r
+
+    def literal(self, e: ConstInt | ConstFloat | ConstBool, dt: DType) -> _Scalar:
+        v = e.value
+        if dt.is_float:
+            return _Scalar(self.const_float(float(v), dt), dt)
+        if isinstance(v, float):
+            if not v.is_integer():
+                raise unsupported(f"the float literal {v} as a {dt.name} value", e.span)
+            v = int(v)
+        return _Scalar(self.const_int(int(v), dt), dt)
+
+    def compound(self, e: Expr, own: DType, inner: str | None) -> _Scalar:
+        """A scalar expression that needs an op, computed in its own dtype `own`; `inner` names the op."""
+        if isinstance(e, BinOp):
+            return self.binop(e, inner)
+        if isinstance(e, UnaryOp):
+            return self.unary(e, inner)
+        if isinstance(e, MinMax):
+            return self.minmax(e, own, inner)
+        if isinstance(e, Abs):
+            return self.absolute(self.expr(e.operand, own), inner)
+        if isinstance(e, Cast):
+            return self.convert(self.expr(e.operand), e.dtype, inner)
+        if isinstance(e, Call) and e.kind == "op":
+            if e.op == "scalar.cast":
+                return self.convert(self.expr(e.args[0]), own, inner)
+            if e.op in CORE_ID:
+                out = self._name(inner)
+                self.emit(f"%{out} = pto.{CORE_ID[e.op]}")
+                return _Scalar(out, own)
+            if e.op == "tile.read":
+                return self.tile_read(e, inner)
+        raise unsupported(self._describe(e), e.span)
+
+    def minmax(self, e: MinMax, own: DType, inner: str | None) -> _Scalar:
+        a, b = self.expr(e.lhs, own), self.expr(e.rhs, own)
+        op = ("minimumf" if e.op == "min" else "maximumf") if own.is_float else \
+            (("minui" if e.op == "min" else "maxui") if own.kind == "uint" else
+             ("minsi" if e.op == "min" else "maxsi"))
+        out = self._name(inner)
+        self.emit(f"%{out} = arith.{op} %{a.ssa}, %{b.ssa} : {scalar_type(own)}")
+        return _Scalar(out, own)
 
     def convert(self, v: _Scalar, to: DType | None, name: str | None = None) -> _Scalar:
         """`v` as a value of dtype `to` (no op when the MLIR types agree)."""

@@ -206,57 +206,30 @@ class _Frame:
 
     # ------------------------------------------------------------------ expressions
     def eval(self, e: Expr):
-        if isinstance(e, Var):
-            if e.name in self.env:
-                return self.env[e.name]
-            if e.name in self.m.dims:
-                return Scalar(self.m.dims[e.name], INDEX)
-            _fault(f"{e.name!r} has no value here (a dynamic dimension no input fixes?)", e.span,
-                   code="PTOC-E0502", hint="pass the dimension in inputs, e.g. inputs={'M': 96}")
-        if isinstance(e, ConstInt):
-            return _scalar(e.value, e.dtype)
-        if isinstance(e, ConstFloat):
-            return _scalar(e.value, e.dtype)
-        if isinstance(e, ConstBool):
-            return Scalar(bool(e.value), BOOL)
-        if isinstance(e, StrLit):
-            return e.value
-        if isinstance(e, NoneLit):
-            return None
-        if isinstance(e, DTypeLit):
-            return e.dtype
-        if isinstance(e, EnumLit):
-            return e
-        if isinstance(e, TypeLit):
-            return e.type
-        if isinstance(e, ListExpr):
-            return [self.eval(x) for x in e.items]
-        if isinstance(e, TupleExpr):
-            return tuple(self.eval(x) for x in e.items)
-        if isinstance(e, DictExpr):
-            return {_key(self.eval(k)): self.eval(v) for k, v in e.items}
-        if isinstance(e, BinOp):
-            return _binop(e.op, self.eval(e.lhs), self.eval(e.rhs), e.span)
-        if isinstance(e, UnaryOp):
-            return _unop(e.op, self.eval(e.operand), e.span)
-        if isinstance(e, MinMax):
-            a, b = self.eval(e.lhs), self.eval(e.rhs)
-            return _minmax(e.op, a, b, e.span)
-        if isinstance(e, Abs):
-            v = self.eval(e.operand)
-            _need_scalar(v, "abs", e.span)
-            return _scalar(abs(v.value), v.dtype)
-        if isinstance(e, Cast):
-            return _scalar_cast(self.eval(e.operand), e.dtype, "none", e.span)
-        if isinstance(e, GetItem):
-            base = self.eval(e.value)
-            i = _as_int(self.eval(e.index), "a tuple index", e.span)
-            if not isinstance(base, (tuple, list)) or not -len(base) <= i < len(base):
-                _fault(f"cannot take element {i} of {type(base).__name__}", e.span)
-            return base[i]
-        if isinstance(e, Call):
-            return self.call(e)
-        raise Unsupported(type(e).__name__, "expression form", e.span)
+        form = _EVAL.get(type(e)) or next((f for t, f in _EVAL.items() if isinstance(e, t)), None)
+        if form is None:
+            raise Unsupported(type(e).__name__, "expression form", e.span)
+        return form(self, e)
+
+    def var(self, e: Var):
+        if e.name in self.env:
+            return self.env[e.name]
+        if e.name in self.m.dims:
+            return Scalar(self.m.dims[e.name], INDEX)
+        _fault(f"{e.name!r} has no value here (a dynamic dimension no input fixes?)", e.span,
+               code="PTOC-E0502", hint="pass the dimension in inputs, e.g. inputs={'M': 96}")
+
+    def absolute(self, e: Abs):
+        v = self.eval(e.operand)
+        _need_scalar(v, "abs", e.span)
+        return _scalar(abs(v.value), v.dtype)
+
+    def get_item(self, e: GetItem):
+        base = self.eval(e.value)
+        i = _as_int(self.eval(e.index), "a tuple index", e.span)
+        if not isinstance(base, (tuple, list)) or not -len(base) <= i < len(base):
+            _fault(f"cannot take element {i} of {type(base).__name__}", e.span)
+        return base[i]
 
     def ints(self, items, what: str = "an extent") -> tuple[int, ...]:
         if items is None:
@@ -454,6 +427,30 @@ def _key(k):
         return k.value
     return k
 
+
+
+# expression form -> how a frame evaluates it
+_EVAL = {
+    Var: _Frame.var,
+    ConstInt: lambda f, e: _scalar(e.value, e.dtype),
+    ConstFloat: lambda f, e: _scalar(e.value, e.dtype),
+    ConstBool: lambda f, e: Scalar(bool(e.value), BOOL),
+    StrLit: lambda f, e: e.value,
+    NoneLit: lambda f, e: None,
+    DTypeLit: lambda f, e: e.dtype,
+    EnumLit: lambda f, e: e,
+    TypeLit: lambda f, e: e.type,
+    ListExpr: lambda f, e: [f.eval(x) for x in e.items],
+    TupleExpr: lambda f, e: tuple(f.eval(x) for x in e.items),
+    DictExpr: lambda f, e: {_key(f.eval(k)): f.eval(v) for k, v in e.items},
+    BinOp: lambda f, e: _binop(e.op, f.eval(e.lhs), f.eval(e.rhs), e.span),
+    UnaryOp: lambda f, e: _unop(e.op, f.eval(e.operand), e.span),
+    MinMax: lambda f, e: _minmax(e.op, f.eval(e.lhs), f.eval(e.rhs), e.span),
+    Abs: _Frame.absolute,
+    Cast: lambda f, e: _scalar_cast(f.eval(e.operand), e.dtype, "none", e.span),
+    GetItem: _Frame.get_item,
+    Call: lambda f, e: f.call(e),
+}
 
 def _fake_type(v) -> Type | None:
     if isinstance(v, Tile):

@@ -649,51 +649,32 @@ def _result_dtype(a: DType, b: DType) -> DType:
     return a
 
 
-def _binop(op: str, a, b, span):
-    _need_scalar(a, op, span)
-    _need_scalar(b, op, span)
-    x, y = a.value, b.value
-    if op in ("==", "!=", "<", "<=", ">", ">="):
-        r = {"==": x == y, "!=": x != y, "<": x < y, "<=": x <= y, ">": x > y, ">=": x >= y}[op]
-        return Scalar(bool(r), BOOL)
-    if op == "and":
-        return Scalar(bool(x) and bool(y), BOOL)
-    if op == "or":
-        return Scalar(bool(x) or bool(y), BOOL)
-    dt = _result_dtype(a.dtype, b.dtype)
-    if dt == BOOL and op in ("&", "|", "^"):
-        return Scalar(bool({"&": x & y, "|": x | y, "^": x ^ y}[op]), BOOL)
-    if _is_float(dt):
-        x, y = float(x), float(y)
-        try:
-            if op == "+":
-                r = x + y
-            elif op == "-":
-                r = x - y
-            elif op == "*":
-                r = x * y
-            elif op == "/":
-                r = x / y
-            elif op == "//":
-                r = float(np.floor(x / y))
-            elif op == "%":
-                r = x % y
-            elif op == "**":
-                r = x ** y
-            else:
-                raise Unsupported(f"operator {op}", "on floating-point scalars", span)
-        except ZeroDivisionError:
-            r = float("nan") if x == 0 or x != x else float(np.copysign(np.inf, x) * np.copysign(1.0, y))
-        except OverflowError:
-            r = float("inf")
-        return _scalar(r, dt)
-    x, y = int(x), int(y)
-    if op == "+":
-        r = x + y
-    elif op == "-":
-        r = x - y
-    elif op == "*":
-        r = x * y
+_COMPARE = {"==": lambda x, y: x == y, "!=": lambda x, y: x != y, "<": lambda x, y: x < y,
+            "<=": lambda x, y: x <= y, ">": lambda x, y: x > y, ">=": lambda x, y: x >= y,
+            "and": lambda x, y: bool(x) and bool(y), "or": lambda x, y: bool(x) or bool(y)}
+_FLOAT_OPS = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y,
+              "/": lambda x, y: x / y, "//": lambda x, y: float(np.floor(x / y)), "%": lambda x, y: x % y,
+              "**": lambda x, y: x ** y}
+_INT_OPS = {"+": lambda x, y: x + y, "-": lambda x, y: x - y, "*": lambda x, y: x * y,
+            "&": lambda x, y: x & y, "|": lambda x, y: x | y, "^": lambda x, y: x ^ y}
+
+
+def _float_binop(op: str, x: float, y: float, dt: DType, span):
+    fn = _FLOAT_OPS.get(op)
+    if fn is None:
+        raise Unsupported(f"operator {op}", "on floating-point scalars", span)
+    try:
+        r = fn(x, y)
+    except ZeroDivisionError:
+        r = float("nan") if x == 0 or x != x else float(np.copysign(np.inf, x) * np.copysign(1.0, y))
+    except OverflowError:
+        r = float("inf")
+    return _scalar(r, dt)
+
+
+def _int_binop(op: str, x: int, y: int, dt: DType, span):
+    if op in _INT_OPS:
+        r = _INT_OPS[op](x, y)
     elif op in ("/", "//", "%"):
         if y == 0:
             _fault(f"integer {'modulo' if op == '%' else 'division'} by zero", span)
@@ -706,15 +687,23 @@ def _binop(op: str, a, b, span):
         r = x << y if 0 <= y < dt.bits else 0
     elif op == ">>":
         r = x >> y if 0 <= y < dt.bits else (-1 if x < 0 else 0)
-    elif op == "&":
-        r = x & y
-    elif op == "|":
-        r = x | y
-    elif op == "^":
-        r = x ^ y
     else:
         raise Unsupported(f"operator {op}", "on integer scalars", span)
     return _scalar(r, dt)
+
+
+def _binop(op: str, a, b, span):
+    _need_scalar(a, op, span)
+    _need_scalar(b, op, span)
+    x, y = a.value, b.value
+    if op in _COMPARE:
+        return Scalar(bool(_COMPARE[op](x, y)), BOOL)
+    dt = _result_dtype(a.dtype, b.dtype)
+    if dt == BOOL and op in ("&", "|", "^"):
+        return Scalar(bool(_INT_OPS[op](x, y)), BOOL)
+    if _is_float(dt):
+        return _float_binop(op, float(x), float(y), dt, span)
+    return _int_binop(op, int(x), int(y), dt, span)
 
 
 def _unop(op: str, a, span):

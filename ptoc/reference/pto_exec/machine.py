@@ -43,6 +43,40 @@ from ptoc.reference.pto_exec import layout as layout_ops
 from ptoc.reference.pto_exec import gather as gather_ops
 
 
+
+def _divsi(a: int, b: int) -> int:
+    q = abs(a) // abs(b)
+    return q if (a >= 0) == (b >= 0) else -q
+
+
+def _remsi(a: int, b: int) -> int:
+    r = abs(a) % abs(b)
+    return r if a >= 0 else -r
+
+
+# arith integer ops on Python ints (operands already wrapped to `bits`); the result is wrapped after
+_INT_OPS = {
+    "addi": lambda a, b, bits: a + b,
+    "subi": lambda a, b, bits: a - b,
+    "muli": lambda a, b, bits: a * b,
+    "divsi": lambda a, b, bits: _divsi(a, b),
+    "divui": lambda a, b, bits: _unsigned(a, bits) // _unsigned(b, bits),
+    "floordivsi": lambda a, b, bits: a // b,
+    "ceildivsi": lambda a, b, bits: -((-a) // b),
+    "remsi": lambda a, b, bits: _remsi(a, b),
+    "remui": lambda a, b, bits: _unsigned(a, bits) % _unsigned(b, bits),
+    "minsi": lambda a, b, bits: min(a, b),
+    "maxsi": lambda a, b, bits: max(a, b),
+    "minui": lambda a, b, bits: a if _unsigned(a, bits) <= _unsigned(b, bits) else b,
+    "maxui": lambda a, b, bits: a if _unsigned(a, bits) >= _unsigned(b, bits) else b,
+    "andi": lambda a, b, bits: a & b,
+    "ori": lambda a, b, bits: a | b,
+    "xori": lambda a, b, bits: a ^ b,
+    "shli": lambda a, b, bits: a << b if 0 <= b < bits else 0,
+    "shrsi": lambda a, b, bits: a >> min(b, bits - 1),
+    "shrui": lambda a, b, bits: _unsigned(a, bits) >> b if b < bits else 0,
+}
+
 class Interpreter(MemoryOps, ElementwiseOps, ReductionOps, MatmulOps, LayoutOps, GatherOps):
     def __init__(self, module: Module, func: Func, buffers: list[bytearray], env: dict[str, Any],
                  block_idx: int = 0, block_num: int = 1, poison: int = 0xFF):
@@ -254,49 +288,10 @@ class Interpreter(MemoryOps, ElementwiseOps, ReductionOps, MatmulOps, LayoutOps,
         b = v[1] if len(v) > 1 else None
         if kind in ("divsi", "divui", "floordivsi", "ceildivsi", "remsi", "remui") and b == 0:
             raise PtoExecError(f"arith.{kind} by zero", line)
-        if kind == "addi":
-            r = a + b
-        elif kind == "subi":
-            r = a - b
-        elif kind == "muli":
-            r = a * b
-        elif kind == "divsi":
-            q = abs(a) // abs(b)
-            r = q if (a >= 0) == (b >= 0) else -q
-        elif kind == "divui":
-            r = _unsigned(a, bits) // _unsigned(b, bits)
-        elif kind == "floordivsi":
-            r = a // b
-        elif kind == "ceildivsi":
-            r = -((-a) // b)
-        elif kind == "remsi":
-            r = abs(a) % abs(b)
-            r = r if a >= 0 else -r
-        elif kind == "remui":
-            r = _unsigned(a, bits) % _unsigned(b, bits)
-        elif kind == "minsi":
-            r = min(a, b)
-        elif kind == "maxsi":
-            r = max(a, b)
-        elif kind == "minui":
-            r = a if _unsigned(a, bits) <= _unsigned(b, bits) else b
-        elif kind == "maxui":
-            r = a if _unsigned(a, bits) >= _unsigned(b, bits) else b
-        elif kind == "andi":
-            r = a & b
-        elif kind == "ori":
-            r = a | b
-        elif kind == "xori":
-            r = a ^ b
-        elif kind == "shli":
-            r = a << b if 0 <= b < bits else 0
-        elif kind == "shrsi":
-            r = a >> min(b, bits - 1)
-        elif kind == "shrui":
-            r = _unsigned(a, bits) >> b if b < bits else 0
-        else:
+        fn = _INT_OPS.get(kind)
+        if fn is None:
             raise PtoExecError(f"unsupported op arith.{kind}", line)
-        return _wrap(r, bits)
+        return _wrap(fn(a, b, bits), bits)
 
     def compare(self, kind: str, pred: str, a, b, t: str, line: int) -> bool:
         if kind == "cmpi":
