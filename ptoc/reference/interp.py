@@ -121,6 +121,7 @@ from ptoc.ir.nodes import (
     WhileStmt,
     YieldStmt,
 )
+from ptoc.ir.dtypes import DType
 from ptoc.target.facts import c0 as c0_of
 from ptoc.reference.values import (
     BOOL,
@@ -496,31 +497,8 @@ def _bind_dims(m: _Machine, frame: _Frame, fn: Function, inputs: dict) -> None:
 def _param_tensor(frame: _Frame, name: str, t: TensorType, inp, span) -> GTensor:
     dt = t.dtype
     _np(dt)
-    shape = frame.dims(t.shape)
-    view = t.view
-    layout = t.layout
-    stride = frame.dims(view.stride) if view is not None and view.stride else None
-    valid = frame.dims(view.valid_shape) if view is not None and view.valid_shape else None
-    pad = _pad_name(view.pad) if view is not None else None
-    blocked = layout == "NZ" and len(shape) == 5 and frame.blocked
-    if layout == "NZ" and not blocked:
-        if len(shape) < 2 or c0_of(dt) is None:
-            _fault(f"parameter {name!r}: an NZ tensor needs rank >= 2 and a byte-sized dtype", span)
-        rows, cols = shape[-2:]
-        g = GTensor(None, dt, shape, None, 0, layout, valid, pad, nz=(_row_major(shape[:-2]), rows, cols, c0_of(dt)))
-    else:
-        g = GTensor(None, dt, shape, stride or _packed_strides(shape, layout), 0, layout, valid, pad,
-                    blocked=blocked)
-    if blocked:
-        lshape = tuple(inp.shape) if isinstance(inp, np.ndarray) else _blocked_logical_shape(shape)
-        lead = int(np.prod(lshape[:-2], dtype=np.int64)) if len(lshape) > 2 else 1
-        c0 = shape[4]
-        if len(lshape) < 2 or lshape[-2] % FRACTAL_ROWS or lshape[-1] % c0 or \
-                (lead, lshape[-1] // c0, lshape[-2] // FRACTAL_ROWS, FRACTAL_ROWS, c0) != tuple(shape):
-            _fault(f"input {name!r} of logical shape {list(lshape)} does not block to the parameter's "
-                   f"{list(shape)}", span, code="PTOC-E0502")
-    else:
-        lshape = shape
+    g = _param_layout(frame, name, t, span)
+    lshape = _param_logical_shape(g, name, inp, span) if g.blocked else g.shape
     addr = _logical_addr(g, lshape)
     need = int(addr.max()) + dt.bytes if addr.size else 0
     if isinstance(inp, (bytes, bytearray)):
@@ -533,17 +511,54 @@ def _param_tensor(frame: _Frame, name: str, t: TensorType, inp, span) -> GTensor
         el = buf.elems(dt)
         el[:] = _undef_value(dt)
         if inp is not None:
-            arr = np.asarray(inp)
-            if tuple(arr.shape) != tuple(lshape):
-                _fault(f"input {name!r} has shape {list(arr.shape)}, the parameter is {list(lshape)}", span,
-                       code="PTOC-E0502")
-            if dt.is_packed_fp4 and arr.dtype != np.uint8:
-                _fault(f"input {name!r}: packed {dt.name} takes uint8 carrier arrays (two values a byte)", span,
-                       code="PTOC-E0502")
-            with np.errstate(all="ignore"):
-                el[addr // dt.bytes] = arr.astype(_np(dt))
+            el[addr // dt.bytes] = _input_array(name, inp, lshape, dt, span)
     g.buf = buf
     return g
+
+
+def _param_layout(frame: _Frame, name: str, t: TensorType, span) -> GTensor:
+    """A GM tensor (no buffer yet) with the parameter's shape, layout, strides and view at this stage."""
+    dt = t.dtype
+    shape = frame.dims(t.shape)
+    view = t.view
+    layout = t.layout
+    stride = frame.dims(view.stride) if view is not None and view.stride else None
+    valid = frame.dims(view.valid_shape) if view is not None and view.valid_shape else None
+    pad = _pad_name(view.pad) if view is not None else None
+    blocked = layout == "NZ" and len(shape) == 5 and frame.blocked
+    if layout == "NZ" and not blocked:
+        if len(shape) < 2 or c0_of(dt) is None:
+            _fault(f"parameter {name!r}: an NZ tensor needs rank >= 2 and a byte-sized dtype", span)
+        rows, cols = shape[-2:]
+        return GTensor(None, dt, shape, None, 0, layout, valid, pad,
+                       nz=(_row_major(shape[:-2]), rows, cols, c0_of(dt)))
+    return GTensor(None, dt, shape, stride or _packed_strides(shape, layout), 0, layout, valid, pad,
+                   blocked=blocked)
+
+
+def _param_logical_shape(g: GTensor, name: str, inp, span) -> tuple[int, ...]:
+    """The logical shape of a blocked NZ parameter: the input's, checked to block to the parameter's shape."""
+    shape = g.shape
+    lshape = tuple(inp.shape) if isinstance(inp, np.ndarray) else _blocked_logical_shape(shape)
+    lead = int(np.prod(lshape[:-2], dtype=np.int64)) if len(lshape) > 2 else 1
+    c0 = shape[4]
+    if len(lshape) < 2 or lshape[-2] % FRACTAL_ROWS or lshape[-1] % c0 or \
+            (lead, lshape[-1] // c0, lshape[-2] // FRACTAL_ROWS, FRACTAL_ROWS, c0) != tuple(shape):
+        _fault(f"input {name!r} of logical shape {list(lshape)} does not block to the parameter's "
+               f"{list(shape)}", span, code="PTOC-E0502")
+    return lshape
+
+
+def _input_array(name: str, inp, lshape, dt: DType, span) -> np.ndarray:
+    arr = np.asarray(inp)
+    if tuple(arr.shape) != tuple(lshape):
+        _fault(f"input {name!r} has shape {list(arr.shape)}, the parameter is {list(lshape)}", span,
+               code="PTOC-E0502")
+    if dt.is_packed_fp4 and arr.dtype != np.uint8:
+        _fault(f"input {name!r}: packed {dt.name} takes uint8 carrier arrays (two values a byte)", span,
+               code="PTOC-E0502")
+    with np.errstate(all="ignore"):
+        return arr.astype(_np(dt))
 
 
 def _output_array(v, params: dict[str, tuple[GTensor, tuple[int, ...]]]):
@@ -567,26 +582,8 @@ class Outputs(dict):
     unwritten: frozenset[str] = frozenset()
 
 
-def run_function(program: Program, fn_name: str, inputs: dict, ctx=None, *, block_idx: int = 0,
-                 block_num: int = 1, subblock_idx: int = 0, all_blocks: bool = False,
-                 max_iterations: int = 1_000_000, layout_bytes: bool = False) -> Outputs:
-    """Execute function `fn_name` of `program` on `inputs` (parameter name -> logical numpy array, raw
-    bytes, or a Python / numpy scalar; dynamic dimensions may be given by name). Returns parameter name ->
-    final logical contents for every Out/InOut tensor parameter and every tensor the kernel wrote, plus
-    `return[i]` -> each returned value. `all_blocks` runs block indices 0..block_num-1 in turn on the same
-    global memory. `layout_bytes` reports parameters as their raw GM byte image (uint8) instead."""
-    fn = program.function(fn_name)
-    if fn is None:
-        _fault(f"the program has no function {fn_name!r}", code="PTOC-E0502")
-    m = _Machine(program, ctx, block_idx, block_num, subblock_idx, max_iterations)
-    frame = _Frame(m, fn)
-    names = {p.name for p in fn.params}
-    dyn = {d.name for d in program.dynamic_dims}
-    unknown = [k for k in inputs if k not in names and k not in dyn]
-    if unknown:
-        _fault(f"{fn_name} has no parameter {unknown[0]!r} (parameters: {', '.join(p.name for p in fn.params)})",
-               code="PTOC-E0502")
-    _bind_dims(m, frame, fn, inputs)
+def _bind_params(frame: _Frame, fn: Function, inputs: dict) -> dict[str, tuple[GTensor, tuple[int, ...]]]:
+    """Bind every parameter of `fn` in `frame` from `inputs`; the tensor parameters with their logical shapes."""
     params: dict[str, tuple[GTensor, tuple[int, ...]]] = {}
     for p in fn.params:
         t, v = p.type, inputs.get(p.name)
@@ -609,6 +606,30 @@ def run_function(program: Program, fn_name: str, inputs: dict, ctx=None, *, bloc
             frame.env[p.name] = _tile(np.asarray(v).astype(_np(t.dtype)), t.dtype, memory=t.memory)
         else:
             frame.env[p.name] = v
+    return params
+
+
+def run_function(program: Program, fn_name: str, inputs: dict, ctx=None, *, block_idx: int = 0,
+                 block_num: int = 1, subblock_idx: int = 0, all_blocks: bool = False,
+                 max_iterations: int = 1_000_000, layout_bytes: bool = False) -> Outputs:
+    """Execute function `fn_name` of `program` on `inputs` (parameter name -> logical numpy array, raw
+    bytes, or a Python / numpy scalar; dynamic dimensions may be given by name). Returns parameter name ->
+    final logical contents for every Out/InOut tensor parameter and every tensor the kernel wrote, plus
+    `return[i]` -> each returned value. `all_blocks` runs block indices 0..block_num-1 in turn on the same
+    global memory. `layout_bytes` reports parameters as their raw GM byte image (uint8) instead."""
+    fn = program.function(fn_name)
+    if fn is None:
+        _fault(f"the program has no function {fn_name!r}", code="PTOC-E0502")
+    m = _Machine(program, ctx, block_idx, block_num, subblock_idx, max_iterations)
+    frame = _Frame(m, fn)
+    names = {p.name for p in fn.params}
+    dyn = {d.name for d in program.dynamic_dims}
+    unknown = [k for k in inputs if k not in names and k not in dyn]
+    if unknown:
+        _fault(f"{fn_name} has no parameter {unknown[0]!r} (parameters: {', '.join(p.name for p in fn.params)})",
+               code="PTOC-E0502")
+    _bind_dims(m, frame, fn, inputs)
+    params = _bind_params(frame, fn, inputs)
     env0 = dict(frame.env)
     if all_blocks:
         values: tuple = ()
