@@ -181,6 +181,37 @@ def _tensor_result(src: TensorType, shape, valid, *, layout: str | None = None, 
     return TensorType(tuple(shape), src.dtype, view)
 
 
+def _slice_region(args: Args, t: TensorType, shape, offset, explicit, clamp: bool) -> tuple[Expr, ...]:
+    """The valid region of a tensor.slice window: the source's, shifted and cut (clamped to the source
+    when clamp=True), then narrowed by an explicit valid_shape."""
+    region = _window_region(t.shape, valid_shape_of(t), offset, shape)
+    if clamp:
+        region = tuple(emin(r, emax(sub(s, o), c(0))) if cint(s) is not None and cint(o) is not None else r
+                       for r, s, o in zip(region, t.shape, offset))
+    if explicit is not None:
+        if len(explicit) != len(shape):
+            args.fail(f"tensor.slice: valid_shape has {len(explicit)} extents for rank {len(shape)}", "valid_shape")
+        region = tuple(e if dim_eq(r, s) is True else emin(e, r) for e, r, s in zip(explicit, region, shape))
+    return region
+
+
+def _dropped_axes(args: Args, drop, shape, region) -> set[int]:
+    """drop_dims of tensor.slice: constant axes of extent 1 that are fully valid."""
+    axes = set()
+    for d in drop:
+        a = cint(d)
+        if a is None or not -len(shape) <= a < len(shape):
+            args.fail("tensor.slice: drop_dims must list constant axes of the window", "drop_dims")
+        a %= len(shape)  # type: ignore[operator]
+        if cint(shape[a]) != 1:
+            args.fail(f"tensor.slice: dropped axis {a} must have extent 1, got {fmt_shape((shape[a],))[1:-1]}",
+                      "drop_dims")
+        if cint(region[a]) != 1:
+            args.fail(f"tensor.slice: dropped axis {a} must be fully valid", "drop_dims")
+        axes.add(a)
+    return axes
+
+
 @register("tensor.slice", ("tensor", "shape", "offset"),
           optional=(("valid_shape", None), ("drop_dims", None), ("pad_value", None), ("clamp", None)),
           unit="any", family="layout")
@@ -206,28 +237,10 @@ def _tensor_slice(args: Args) -> Type | None:
                   "shape", rule="NZ-10",
                   hint="narrow only the leading (batch) axes of an NZ tensor; window rows/columns with "
                   "tile.load offsets instead")
-    region = _window_region(t.shape, valid_shape_of(t), offset, shape)
-    if clamp:
-        region = tuple(emin(r, emax(sub(s, o), c(0))) if cint(s) is not None and cint(o) is not None else r
-                       for r, s, o in zip(region, t.shape, offset))
-    if explicit is not None:
-        if len(explicit) != len(shape):
-            args.fail(f"tensor.slice: valid_shape has {len(explicit)} extents for rank {len(shape)}", "valid_shape")
-        region = tuple(e if dim_eq(r, s) is True else emin(e, r) for e, r, s in zip(explicit, region, shape))
+    region = _slice_region(args, t, shape, offset, explicit, clamp)
     out_shape, out_valid = list(shape), list(region)
     if drop:
-        axes = set()
-        for d in drop:
-            a = cint(d)
-            if a is None or not -len(shape) <= a < len(shape):
-                args.fail("tensor.slice: drop_dims must list constant axes of the window", "drop_dims")
-            a %= len(shape)  # type: ignore[operator]
-            if cint(shape[a]) != 1:
-                args.fail(f"tensor.slice: dropped axis {a} must have extent 1, got {fmt_shape((shape[a],))[1:-1]}",
-                          "drop_dims")
-            if cint(region[a]) != 1:
-                args.fail(f"tensor.slice: dropped axis {a} must be fully valid", "drop_dims")
-            axes.add(a)
+        axes = _dropped_axes(args, drop, shape, region)
         out_shape = [d for i, d in enumerate(shape) if i not in axes]
         out_valid = [d for i, d in enumerate(region) if i not in axes]
     p = None if pad == "null" else pad
@@ -308,21 +321,7 @@ def _tensor_view(args: Args) -> Type | None:
     _nz_view_rejected(args, t, "tensor.view")
     target_layout = layout or t.layout
     if shape is None:  # layout-only flip: the trailing pair swaps over the same memory
-        if t.rank < 2:
-            args.fail(f"tensor.view: a layout flip needs rank >= 2, got rank {t.rank}", "layout", rule="OP-4",
-                      hint="reshape to [1, N] first")
-        if target_layout == t.layout:
-            return t
-        new_shape = t.shape[:-2] + (t.shape[-1], t.shape[-2])
-        vs = valid_shape_of(t)
-        new_valid = vs[:-2] + (vs[-1], vs[-2])
-        stride = None
-        if t.view is not None and t.view.stride and not is_packed(t):
-            st = t.view.stride
-            stride = st[:-2] + (st[-1], st[-2])
-        if explicit is not None:
-            new_valid = narrow_region(args, new_valid, explicit, new_shape, "OP-4")
-        return _tensor_result(t, new_shape, new_valid, layout=target_layout, stride=stride)
+        return _layout_flip(args, t, target_layout, explicit)
     shape = tuple(shape)
     if len(shape) < 1:
         args.fail("tensor.view: the target shape must have rank >= 1", "shape", rule="OP-4")
@@ -337,9 +336,33 @@ def _tensor_view(args: Args) -> Type | None:
     if not has_partial_valid(t):
         valid = narrow_region(args, None, explicit, shape, "OP-4")
         return _tensor_result(t, shape, valid, layout=target_layout)
-    # partially valid source (OP-4): fold leading dims of packed ND into 2-D, or a prefix into [1, N]
     if same_shape and target_layout == t.layout:
         return _tensor_result(t, shape, narrow_region(args, valid_shape_of(t), explicit, shape, "OP-4"))
+    return _partial_view(args, t, shape, target_layout, explicit)
+
+
+def _layout_flip(args: Args, t: TensorType, target_layout: str, explicit) -> Type:
+    """tensor.view with only layout=: the trailing pair of shape, valid region and strides swaps."""
+    if t.rank < 2:
+        args.fail(f"tensor.view: a layout flip needs rank >= 2, got rank {t.rank}", "layout", rule="OP-4",
+                  hint="reshape to [1, N] first")
+    if target_layout == t.layout:
+        return t
+    new_shape = t.shape[:-2] + (t.shape[-1], t.shape[-2])
+    vs = valid_shape_of(t)
+    new_valid = vs[:-2] + (vs[-1], vs[-2])
+    stride = None
+    if t.view is not None and t.view.stride and not is_packed(t):
+        st = t.view.stride
+        stride = st[:-2] + (st[-1], st[-2])
+    if explicit is not None:
+        new_valid = narrow_region(args, new_valid, explicit, new_shape, "OP-4")
+    return _tensor_result(t, new_shape, new_valid, layout=target_layout, stride=stride)
+
+
+def _partial_view(args: Args, t: TensorType, shape, target_layout: str, explicit) -> Type:
+    """tensor.view of a partially valid source (OP-4): leading dims of packed ND folded into 2-D, or a
+    prefix into [1, N], with an explicit target valid_shape."""
     fold2d = (product(t.shape[:-1]), t.shape[-1])
     flat = (c(1), product(t.shape))
     if t.layout != "ND" or target_layout != "ND" or not (

@@ -228,6 +228,29 @@ def _materialize(t: GTensor) -> GTensor:
     return n
 
 
+def _window_view(ctx: _OpCtx, t: GTensor, offs, sizes, valid) -> GTensor:
+    """The view of window (offs, sizes) of `t`: NZ tensors by whole [R, C] planes, others by strides."""
+    if t.nz is not None:
+        lead, rows, cols, c0 = t.nz
+        if tuple(offs[-2:]) != (0, 0) or tuple(sizes[-2:]) != t.shape[-2:]:
+            ctx.fault("a slice of an NZ tensor must keep the whole [R, C] plane")
+        base = t.base + sum(o * s for o, s in zip(offs[:-2], lead)) * rows * cols * t.dtype.bytes
+    else:
+        base = t.base + sum(o * s for o, s in zip(offs, t.strides)) * t.dtype.bytes
+    return _view(t, shape=tuple(sizes), base=base, valid=tuple(valid))
+
+
+def _drop_dims(v: GTensor, drop: set[int], rank: int) -> None:
+    keep = [i for i in range(rank) if i not in drop]
+    v.shape = tuple(v.shape[i] for i in keep)
+    v.valid = tuple(v.valid[i] for i in keep)
+    if v.nz is not None:
+        lead = [v.nz[0][i] for i in keep if i < rank - 2]
+        v.nz = (tuple(lead),) + tuple(v.nz[1:])
+    else:
+        v.strides = tuple(v.strides[i] for i in keep)
+
+
 @_op("tensor.slice")
 def _tensor_slice(ctx: _OpCtx, a: dict):
     t = _need_tensor(ctx, a["tensor"], "tensor")
@@ -244,25 +267,9 @@ def _tensor_slice(ctx: _OpCtx, a: dict):
     if a["valid_shape"] is not None and len(a["valid_shape"]):
         ex = ctx.frame.ints(a["valid_shape"], "a valid extent")
         valid = [min(v, e) for v, e in zip(valid, ex)]
-    if t.nz is not None:
-        lead, rows, cols, c0 = t.nz
-        if tuple(offs[-2:]) != (0, 0) or tuple(sizes[-2:]) != t.shape[-2:]:
-            ctx.fault("a slice of an NZ tensor must keep the whole [R, C] plane")
-        base = t.base + sum(o * s for o, s in zip(offs[:-2], lead)) * rows * cols * t.dtype.bytes
-        v = _view(t, shape=tuple(sizes), base=base, valid=tuple(valid))
-    else:
-        base = t.base + sum(o * s for o, s in zip(offs, t.strides)) * t.dtype.bytes
-        v = _view(t, shape=tuple(sizes), base=base, valid=tuple(valid))
+    v = _window_view(ctx, t, offs, sizes, valid)
     if a["drop_dims"] is not None:
-        drop = {d % len(sizes) for d in ctx.frame.ints(a["drop_dims"], "an axis")}
-        keep = [i for i in range(len(sizes)) if i not in drop]
-        v.shape = tuple(v.shape[i] for i in keep)
-        v.valid = tuple(v.valid[i] for i in keep)
-        if v.nz is not None:
-            lead = [v.nz[0][i] for i in keep if i < len(sizes) - 2]
-            v.nz = (tuple(lead),) + tuple(v.nz[1:])
-        else:
-            v.strides = tuple(v.strides[i] for i in keep)
+        _drop_dims(v, {d % len(sizes) for d in ctx.frame.ints(a["drop_dims"], "an axis")}, len(sizes))
     if v.valid == v.shape:
         v.valid = None
     pad = _enum_member(a["pad_value"])
