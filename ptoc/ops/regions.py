@@ -217,18 +217,9 @@ def _strip_units(shape: tuple[Expr, ...]) -> list[int]:
     return [i for i, d in enumerate(shape) if cint(d) != 1]
 
 
-def reshape_valid_region(shape: tuple[Expr, ...], valid: tuple[Expr, ...] | None,
-                         new_shape: tuple[Expr, ...]) -> tuple[Expr, ...] | None:
-    """OP-8: the valid region of `shape` (extents `valid`) reshaped to `new_shape`.
-
-    Returns None when the result is fully valid, else the result's valid extents. Raises RegionError
-    when no origin-anchored box of `new_shape` holds exactly the source's elements (or it cannot be
-    proven). Shared by tensor.reshape and tile.reshape (and used by tensor.view)."""
-    if valid is None or shapes_equal(valid, shape) is True:
-        return None  # fully valid -> the new shape
-    if any(cint(v) == 0 for v in valid):
-        return tuple(c(0) for _ in new_shape)  # provably empty -> zero box
-    # adding or removing fully valid unit axes: the kept axes map 1:1
+def _unit_axes_region(shape, valid, new_shape) -> tuple[Expr, ...] | None:
+    """The region when the reshape only adds or removes fully valid unit axes (the kept axes map 1:1);
+    None when it does more."""
     keep_old, keep_new = _strip_units(shape), _strip_units(new_shape)
     if (len(keep_old) == len(keep_new)
             and all(dim_eq(shape[i], new_shape[j]) for i, j in zip(keep_old, keep_new))
@@ -237,12 +228,11 @@ def reshape_valid_region(shape: tuple[Expr, ...], valid: tuple[Expr, ...] | None
         for i, j in zip(keep_old, keep_new):
             out[j] = valid[i]
         return tuple(out)
-    # general case: runs of the source region against the axis groups of the new shape
-    runs = _source_runs(shape, valid)
-    if static_shape(new_shape) is None:
-        raise RegionError("the new shape must be static to map a partial valid region", definite=False)
-    if len(runs) > 1 and any(r.cap is None for r in runs):
-        raise RegionError("a region that splits into several runs needs static run capacities", definite=False)
+    return None
+
+
+def _axis_groups(runs: list[_Run], new_shape) -> list[list[int]]:
+    """The axes of the new shape each run of the source region occupies, lowest run first."""
     groups: list[list[int]] = []
     axis = len(new_shape) - 1
     for j, run in enumerate(runs):
@@ -265,6 +255,30 @@ def reshape_valid_region(shape: tuple[Expr, ...], valid: tuple[Expr, ...] | None
                                   "new shape falls there")
         groups.append(dims)
         axis = (dims[0] - 1) if dims else axis
+    return groups
+
+
+def reshape_valid_region(shape: tuple[Expr, ...], valid: tuple[Expr, ...] | None,
+                         new_shape: tuple[Expr, ...]) -> tuple[Expr, ...] | None:
+    """OP-8: the valid region of `shape` (extents `valid`) reshaped to `new_shape`.
+
+    Returns None when the result is fully valid, else the result's valid extents. Raises RegionError
+    when no origin-anchored box of `new_shape` holds exactly the source's elements (or it cannot be
+    proven). Shared by tensor.reshape and tile.reshape (and used by tensor.view)."""
+    if valid is None or shapes_equal(valid, shape) is True:
+        return None  # fully valid -> the new shape
+    if any(cint(v) == 0 for v in valid):
+        return tuple(c(0) for _ in new_shape)  # provably empty -> zero box
+    units = _unit_axes_region(shape, valid, new_shape)
+    if units is not None:
+        return units
+    # general case: runs of the source region against the axis groups of the new shape
+    runs = _source_runs(shape, valid)
+    if static_shape(new_shape) is None:
+        raise RegionError("the new shape must be static to map a partial valid region", definite=False)
+    if len(runs) > 1 and any(r.cap is None for r in runs):
+        raise RegionError("a region that splits into several runs needs static run capacities", definite=False)
+    groups = _axis_groups(runs, new_shape)
     result: list[Expr] = [c(1)] * len(new_shape)
     for run, dims in zip(runs, groups):
         for i, e in zip(dims, _box_in_group(run, dims, new_shape)):
