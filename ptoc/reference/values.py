@@ -31,7 +31,7 @@ class Unsupported(CompileError):
         super().__init__([Diagnostic("PTOC-E0500", msg, span,
                                      hint="this kernel cannot be validated numerically; "
                                      "run the passes without --validate, or implement the op in "
-                                     "ptoc/reference/interp.py")])
+                                     "its family file (see CONTRIBUTING.md)")])
 
 
 class ReferenceFault(CompileError):
