@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from ptoc.context import CompileContext
 from ptoc.ir.nodes import Program
+from ptoc.ops import registry as _op_rules  # noqa: F401  (installs the type rules the verifier asks)
 
 
 @dataclass

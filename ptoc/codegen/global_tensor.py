@@ -38,6 +38,7 @@ import json
 import re
 from dataclasses import dataclass
 
+from ptoc.target.facts import C0_BYTES, FRACTAL_ROWS
 from ptoc.diagnostics import DiagnosticSink, InternalError, Span
 from ptoc.ir.dtypes import DType
 from ptoc.ir.nodes import ConstInt, Expr, Function, Program
@@ -45,8 +46,8 @@ from ptoc.ir.nodes import ConstInt, Expr, Function, Program
 KERNEL_TYPES = ("AIC", "AIV", "InCore")
 RANK = 5
 INT_MAX = 2**31 - 1  # pto-isa's Shape/Stride template parameters are `int`
-NZ_FRACTAL_ROWS = 16
-NZ_C0_BYTES = 32
+NZ_FRACTAL_ROWS = FRACTAL_ROWS
+NZ_C0_BYTES = C0_BYTES
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -168,6 +169,72 @@ def _check_nz(entry: GlobalTensorEntry, dtype: DType, fn: str) -> None:
             f"shape[3] == {NZ_FRACTAL_ROWS} and shape[4] == 32 / sizeof({entry.cpp_type}) == {want_c0}")
 
 
+def _check_views(fn, views, spans, sink: DiagnosticSink) -> set[str]:
+    """Report GM tensor parameters pto-isa cannot type (E0420, E0421); the names of those reported."""
+    bad: set[str] = set()
+    for v in views:
+        span = spans.get(v.param)
+        if v.dtype.cpp is None:
+            bad.add(v.param)
+            sink.error("PTOC-E0420", f"GM tensor {v.param} of kernel {fn.name} has element type "
+                                     f"pl.{v.dtype.name}, which pto-isa has no C++ type for", span,
+                       hint=_dtype_hint(v.dtype))
+        if len(v.shape) > RANK:
+            bad.add(v.param)
+            sink.error("PTOC-E0421", f"GM tensor {v.param} of kernel {fn.name} has rank {len(v.shape)}; "
+                                     f"a pto-isa GlobalTensor has at most {RANK} dims", span,
+                       hint="reshape the tensor to at most 5 dims before passing it to the kernel")
+        if len(v.strides) != len(v.shape):
+            raise InternalError(f"{fn.name}: tensor {v.param} has {len(v.shape)} dims but "
+                                f"{len(v.strides)} strides")
+        if v.layout == "NZ" and len(v.shape) != RANK:
+            raise InternalError(f"{fn.name}: NZ tensor {v.param} reached codegen with rank "
+                                f"{len(v.shape)} (BlockNzTensorViews makes every NZ view rank 5)")
+    return bad
+
+
+def _raw_entries(fn, views, parts, spans) -> list[tuple[str, str, DType, tuple, tuple, tuple, str, Span | None]]:
+    """(param, comment, dtype, shape, strides, sizes, layout, span) of every view and partition, in order."""
+    by_param = {v.param: v for v in views}
+    raw: list[tuple[str, str, DType, tuple, tuple, tuple, str, Span | None]] = []
+    for v in views:
+        raw.append((v.param, f"{v.param}: GM tensor parameter, {v.layout}, pl.{v.dtype.name}", v.dtype,
+                    v.shape, v.strides, v.shape, v.layout, spans.get(v.param)))
+    for p in parts:
+        v = by_param.get(p.tensor)
+        if v is None:
+            raise InternalError(f"{fn.name}: partition {p.name} of unknown tensor {p.tensor}")
+        if len(p.sizes) != len(v.shape):
+            raise InternalError(f"{fn.name}: partition {p.name} has {len(p.sizes)} sizes for a rank "
+                                f"{len(v.shape)} tensor {v.param}")
+        raw.append((v.param, f"{p.name}: tile.{p.kind} window of {v.param}", v.dtype, v.shape, v.strides,
+                    p.sizes, v.layout, p.call.span))
+    return raw
+
+
+def _entries(fn, names, raw, bad: set[str], sink: DiagnosticSink) -> list[GlobalTensorEntry]:
+    """The 5-D GlobalTensor entries; shapes / strides outside C++ int are reported (E0422)."""
+    entries: list[GlobalTensorEntry] = []
+    for name, (param, what, dtype, pshape, pstrides, sizes, layout, span) in zip(names, raw):
+        if param in bad:  # reported once, at the parameter
+            continue
+        shape5, stride5 = _pad(tuple(_static(e) for e in pshape), tuple(_static(e) for e in pstrides),
+                               tuple(_static(e) for e in sizes))
+        wrong = [f"shape {d}" for d in _out_of_range(shape5)] + [f"stride {d}" for d in _out_of_range(stride5)]
+        if wrong:
+            bad.add(param)
+            sink.error("PTOC-E0422", f"GM tensor {param} of kernel {fn.name} needs a 5-D GlobalTensor with "
+                                     f"{', '.join(wrong)}, outside pto-isa's int range 0..{INT_MAX}", span,
+                       hint="pto-isa's GlobalTensor shapes and strides are C++ `int`: split the tensor into "
+                            "smaller ones (e.g. a leading batch axis indexed per call)")
+            continue
+        e = GlobalTensorEntry(name, what, dtype.cpp, shape5, stride5, layout)
+        if layout == "NZ":
+            _check_nz(e, dtype, fn.name)
+        entries.append(e)
+    return entries
+
+
 def kernel_types(program: Program, ctx, types: dict | None = None) -> list[KernelTypes]:
     """The GlobalTensor types of every kernel of `program` (raises CompileError for user errors).
     `types`: `function_types(program, ctx)` when the caller already has it."""
@@ -185,59 +252,11 @@ def kernel_types(program: Program, ctx, types: dict | None = None) -> list[Kerne
     for fn in kernels:
         views = tensor_views(fn)
         parts = partitions(fn, types.get(fn.name, {}))
-        by_param = {v.param: v for v in views}
         spans = {p.name: p.span for p in fn.params}
-        bad: set[str] = set()
-        for v in views:
-            span = spans.get(v.param)
-            if v.dtype.cpp is None:
-                bad.add(v.param)
-                sink.error("PTOC-E0420", f"GM tensor {v.param} of kernel {fn.name} has element type "
-                                         f"pl.{v.dtype.name}, which pto-isa has no C++ type for", span,
-                           hint=_dtype_hint(v.dtype))
-            if len(v.shape) > RANK:
-                bad.add(v.param)
-                sink.error("PTOC-E0421", f"GM tensor {v.param} of kernel {fn.name} has rank {len(v.shape)}; "
-                                         f"a pto-isa GlobalTensor has at most {RANK} dims", span,
-                           hint="reshape the tensor to at most 5 dims before passing it to the kernel")
-            if len(v.strides) != len(v.shape):
-                raise InternalError(f"{fn.name}: tensor {v.param} has {len(v.shape)} dims but "
-                                    f"{len(v.strides)} strides")
-            if v.layout == "NZ" and len(v.shape) != RANK:
-                raise InternalError(f"{fn.name}: NZ tensor {v.param} reached codegen with rank "
-                                    f"{len(v.shape)} (BlockNzTensorViews makes every NZ view rank 5)")
+        bad = _check_views(fn, views, spans, sink)
         names = _entry_names([v.param for v in views] + [p.name for p in parts])
-        raw: list[tuple[str, str, DType, tuple, tuple, tuple, str, Span | None]] = []
-        for v in views:
-            raw.append((v.param, f"{v.param}: GM tensor parameter, {v.layout}, pl.{v.dtype.name}", v.dtype,
-                        v.shape, v.strides, v.shape, v.layout, spans.get(v.param)))
-        for p in parts:
-            v = by_param.get(p.tensor)
-            if v is None:
-                raise InternalError(f"{fn.name}: partition {p.name} of unknown tensor {p.tensor}")
-            if len(p.sizes) != len(v.shape):
-                raise InternalError(f"{fn.name}: partition {p.name} has {len(p.sizes)} sizes for a rank "
-                                    f"{len(v.shape)} tensor {v.param}")
-            raw.append((v.param, f"{p.name}: tile.{p.kind} window of {v.param}", v.dtype, v.shape, v.strides,
-                        p.sizes, v.layout, p.call.span))
-        entries: list[GlobalTensorEntry] = []
-        for name, (param, what, dtype, pshape, pstrides, sizes, layout, span) in zip(names, raw):
-            if param in bad:  # reported once, at the parameter
-                continue
-            shape5, stride5 = _pad(tuple(_static(e) for e in pshape), tuple(_static(e) for e in pstrides),
-                                   tuple(_static(e) for e in sizes))
-            wrong = [f"shape {d}" for d in _out_of_range(shape5)] + [f"stride {d}" for d in _out_of_range(stride5)]
-            if wrong:
-                bad.add(param)
-                sink.error("PTOC-E0422", f"GM tensor {param} of kernel {fn.name} needs a 5-D GlobalTensor with "
-                                         f"{', '.join(wrong)}, outside pto-isa's int range 0..{INT_MAX}", span,
-                           hint="pto-isa's GlobalTensor shapes and strides are C++ `int`: split the tensor into "
-                                "smaller ones (e.g. a leading batch axis indexed per call)")
-                continue
-            e = GlobalTensorEntry(name, what, dtype.cpp, shape5, stride5, layout)
-            if layout == "NZ":
-                _check_nz(e, dtype, fn.name)
-            entries.append(e)
+        raw = _raw_entries(fn, views, parts, spans)
+        entries = _entries(fn, names, raw, bad, sink)
         out.append(KernelTypes(fn.name, namespaces[fn.name], tuple(entries)))
     sink.raise_if_errors()
     return out

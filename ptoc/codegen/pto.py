@@ -42,11 +42,9 @@ Output is deterministic: every table is filled and read in program order.
 from __future__ import annotations
 
 import math
-import struct
-from dataclasses import dataclass
 
 from ptoc.ir.names import fresh_name
-from ptoc.diagnostics import CompileError, Diagnostic, InternalError, Span
+from ptoc.diagnostics import CompileError, InternalError, Span
 from ptoc.ir import dtypes
 from ptoc.ir.dtypes import DType
 from ptoc.ir.nodes import (
@@ -58,18 +56,14 @@ from ptoc.ir.nodes import (
     ConstBool,
     ConstFloat,
     ConstInt,
-    DictExpr,
     DTypeLit,
-    EnumLit,
     EvalStmt,
     Expr,
     ForStmt,
     Function,
     IfStmt,
-    ListExpr,
     MemRef,
     MinMax,
-    NoneLit,
     PassStmt,
     Program,
     ReturnStmt,
@@ -79,67 +73,32 @@ from ptoc.ir.nodes import (
     StrLit,
     TensorType,
     TileType,
-    TupleExpr,
     UnaryOp,
     Var,
     WhileStmt,
     YieldStmt,
 )
 from ptoc.ir.types import effective_tile_view
-
-KERNEL_KIND = {"AIC": "cube", "AIV": "vector", "InCore": None}
-LEVELS = ("level3", "level2")
-
-LOC = {"Vec": "vec", "Mat": "mat", "Left": "left", "Right": "right", "Acc": "acc", "Bias": "bias"}
-PAD = {"null": 0, "zero": 1, "max": 2, "min": 3}
-COMPACT = {"null": None, "normal": 1, "row_plus_one": 2}
-
-# tile op -> PTO op, by operand form (PTOAS PTOOps.td / PTOTileVector*Ops.td, DPS form)
-BINARY = {
-    "tile.add": "tadd", "tile.sub": "tsub", "tile.mul": "tmul", "tile.div": "tdiv",
-    "tile.maximum": "tmax", "tile.minimum": "tmin", "tile.and_": "tand", "tile.or_": "tor",
-    "tile.shl": "tshl", "tile.shr": "tshr",
-    "tile.row_expand_add": "trowexpandadd", "tile.row_expand_sub": "trowexpandsub",
-    "tile.row_expand_mul": "trowexpandmul", "tile.row_expand_div": "trowexpanddiv",
-    "tile.row_expand_max": "trowexpandmax", "tile.row_expand_min": "trowexpandmin",
-    "tile.col_expand_add": "tcolexpandadd", "tile.col_expand_sub": "tcolexpandsub",
-    "tile.col_expand_mul": "tcolexpandmul", "tile.col_expand_div": "tcolexpanddiv",
-    "tile.col_expand_max": "tcolexpandmax", "tile.col_expand_min": "tcolexpandmin",
-}
-SCALAR_FORM = {
-    "tile.adds": "tadds", "tile.subs": "tsubs", "tile.muls": "tmuls", "tile.divs": "tdivs",
-    "tile.maximums": "tmaxs", "tile.minimums": "tmins", "tile.ands": "tands", "tile.ors": "tors",
-    "tile.shls": "tshls", "tile.shrs": "tshrs",
-}
-UNARY = {
-    "tile.exp": "texp", "tile.sqrt": "tsqrt", "tile.abs": "tabs", "tile.neg": "tneg", "tile.relu": "trelu",
-    "tile.log": "tlog", "tile.recip": "trecip", "tile.rsqrt": "trsqrt", "tile.not_": "tnot",
-    "tile.col_max": "tcolmax", "tile.col_min": "tcolmin", "tile.col_prod": "tcolprod",
-}
-ROW_REDUCE = {"tile.row_sum": "trowsum", "tile.row_max": "trowmax", "tile.row_min": "trowmin",
-              "tile.row_prod": "trowprod"}
-ROUND_MODE = {"none": "NONE", "rint": "RINT", "round": "ROUND", "floor": "FLOOR", "ceil": "CEIL",
-              "trunc": "TRUNC", "odd": "ODD", "cast_rint": "CAST_RINT"}
-ROUND_MODE_BY_INT = dict(enumerate(("NONE", "RINT", "ROUND", "FLOOR", "CEIL", "TRUNC", "ODD", "CAST_RINT")))
-CORE_ID = {"tile.get_block_idx": "get_block_idx", "tile.get_block_num": "get_block_num",
-           "tile.get_subblock_idx": "get_subblock_idx"}
-# ops whose result is a view of their source tile (pto.treshape / pto.subview / set_validshape), never
-# a buffer of its own: the prescan does not allocate handles for them
-VIEW_OPS = ("tile.set_validshape", "tile.reshape", "tile.reinterpret_view", "tile.slice")
-
-# tstore attributes: IR key -> (PTO attribute, enum mnemonic, IR value -> PTO member)
-ST_PHASE = {"unspecified": "unspecified", "partial": "partial", "final": "final"}
-ATOMIC = {"none": "atomic_none", "atomic_none": "atomic_none", "add": "atomic_add", "atomic_add": "atomic_add"}
-RELU_PRE = {"none": "no_relu", "no_relu": "no_relu", "norelu": "no_relu", "normal": "normal_relu",
-            "normal_relu": "normal_relu", "relu": "normal_relu"}
-STORE_ATTRS = {
-    "st_phase": ("stPhase", "st_phase", ST_PHASE), "stPhase": ("stPhase", "st_phase", ST_PHASE),
-    "atomic": ("atomicType", "atomic_type", ATOMIC), "atomic_type": ("atomicType", "atomic_type", ATOMIC),
-    "atomicType": ("atomicType", "atomic_type", ATOMIC),
-    "relu_pre_mode": ("reluPreMode", "relu_pre_mode", RELU_PRE),
-    "reluPreMode": ("reluPreMode", "relu_pre_mode", RELU_PRE),
-    "pre_relu": ("reluPreMode", "relu_pre_mode", RELU_PRE),
-}
+from ptoc.codegen.pto_forms import (
+    COMPACT,
+    CORE_ID,
+    KERNEL_KIND,
+    LEVELS,
+    LOC,
+    PAD,
+    VIEW_OPS,
+    _Handle,
+    _Scalar,
+    _Tensor,
+    _arg,
+    _enum_text,
+    _float_hex,
+    _int,
+    element_type,
+    scalar_type,
+    unsupported,
+)
+from ptoc.codegen.tile_ops import TileOpEmitter
 
 
 def dynamic_dims(program: Program, fn: Function, defined: set[str] | None = None) -> list[str]:
@@ -198,94 +157,7 @@ def emit_module(program: Program, ctx, pto_level: str = "level3") -> tuple[str, 
     return "\n".join(out) + "\n", skipped
 
 
-def unsupported(what: str, span: Span | None, hint: str | None = None) -> CompileError:
-    """The user-facing error for anything without a PTO form: `cannot emit <what> yet`."""
-    return CompileError([Diagnostic(
-        "PTOC-E0400", f"cannot emit {what} yet", span if span is not None and span.known else span,
-        hint or "ptoc's .pto emitter has no PTO form for it; express the computation with supported tile "
-        "operations, or report the need")])
-
-
-# --------------------------------------------------------------------------------------------------
-# Values
-# --------------------------------------------------------------------------------------------------
-
-
-@dataclass
-class _Scalar:
-    ssa: str
-    dtype: DType
-
-
-@dataclass
-class _Handle:
-    ssa: str
-    type: str
-    key: tuple
-    dynamic: bool
-    valid: tuple[str, str] | None  # the valid_row / valid_col values last set (dynamic handles)
-
-
-@dataclass
-class _Tensor:
-    root: str
-
-
-def scalar_type(dt: DType, span: Span | None = None) -> str:
-    """The MLIR type of a scalar of dtype `dt` (arith works on signless integers: UINT32 -> i32)."""
-    if dt.kind == "index":
-        return "index"
-    if dt.kind == "bool":
-        return "i1"
-    if dt.kind in ("int", "uint"):
-        return f"i{dt.bits}"
-    if dt.pto is None or dt.packed_values != 1:
-        raise unsupported(f"a {dt.name} scalar", span)
-    return dt.pto
-
-
-def element_type(dt: DType, span: Span | None = None) -> str:
-    if dt.pto is None:
-        raise unsupported(f"a {dt.name} tensor or tile", span, hint=f"{dt.name} has no .pto element type")
-    return dt.pto
-
-
-def _int(e: Expr) -> int | None:
-    return e.value if isinstance(e, ConstInt) else None
-
-
-def _float_hex(v: float, t: str) -> str | None:
-    """MLIR spells non-finite float constants as their bit pattern."""
-    if t == "f32":
-        return "0x%08X" % struct.unpack("<I", struct.pack("<f", v))[0]
-    if t == "f16":
-        return "0x%04X" % struct.unpack("<H", struct.pack("<e", v))[0]
-    if t == "bf16":
-        return "0x%04X" % (struct.unpack("<I", struct.pack("<f", v))[0] >> 16)
-    if t == "f64":
-        return "0x%016X" % struct.unpack("<Q", struct.pack("<d", v))[0]
-    return None
-
-
-def _arg(c: Call, i: int, name: str) -> Expr | None:
-    """Argument `name` of a call: positional `i`, else the keyword."""
-    return c.args[i] if len(c.args) > i else c.kwarg(name)
-
-
-def _enum_text(e: Expr | None) -> str | None:
-    if isinstance(e, StrLit):
-        return e.value
-    if isinstance(e, EnumLit):
-        return e.member
-    return None
-
-
-# --------------------------------------------------------------------------------------------------
-# One function
-# --------------------------------------------------------------------------------------------------
-
-
-class _FunctionEmitter:
+class _FunctionEmitter(TileOpEmitter):
     def __init__(self, program: Program, fn: Function, types: dict, level: str):
         from ptoc.codegen.views import partitions, tensor_views
 
@@ -616,442 +488,6 @@ class _FunctionEmitter:
         r = self.expr(v, want=t.dtype, name=name)
         self.env[name] = r
 
-    def tile_op(self, s: AssignStmt, c: Call) -> None:
-        op = c.op
-        name = s.target.name
-        span = s.span
-        if op == "tile.alloc":
-            self._on_alloc(name, span)
-            return
-        if op == "tile.store":
-            self.store(c, span)
-            self.env[name] = _Tensor(self.parts[id(c)].tensor)
-            return
-        if op == "tile.load":
-            tr = c.kwarg("transpose")
-            if tr is not None and not (isinstance(tr, ConstBool) and not tr.value) and not isinstance(tr, NoneLit):
-                raise unsupported("pl.tile.load with transpose=True", span)
-            pv, pt = self.partition(c, span)
-            h = self.define_tile(name, span)
-            self.emit(f"pto.tload ins(%{pv} : {pt}) outs(%{h.ssa} : {h.type})")
-            return
-        if op == "tile.create":
-            self.define_tile(name, span)
-            return
-        if op == "tile.set_validshape":
-            self.set_validshape(name, c, span)
-            return
-        if op in ("tile.reshape", "tile.reinterpret_view"):
-            self.reshape(name, c, span)
-            return
-        if op == "tile.slice":
-            self.subview(name, c, span)
-            return
-        if op == "tile.read":
-            t = self.types.get(name)
-            if not isinstance(t, ScalarType):
-                raise InternalError(f"tile.read result {name} is not a scalar")
-            self.env[name] = self.expr(c, want=t.dtype, name=name)
-            return
-        args = c.args
-        if op in BINARY:
-            a, b = self.tile(args[0], span), self.tile(args[1], span)
-            self.dps(name, BINARY[op], [(a.ssa, a.type), (b.ssa, b.type)], span)
-        elif op in SCALAR_FORM:
-            a = self.tile(args[0], span)
-            sc = self.scalar_operand(args[1], self._tile_dtype(args[0]), span)
-            self.dps(name, SCALAR_FORM[op], [(a.ssa, a.type), sc], span)
-        elif op in ("tile.xor", "tile.xors"):
-            tmp = c.args[2] if len(c.args) > 2 else c.kwarg("tmp")
-            if tmp is None or isinstance(tmp, NoneLit):
-                raise unsupported(f"pl.{op} without tmp=", span, hint="PTOAS's txor/txors need a scratch tile: "
-                                  "pass tmp=<a tile like the operands>")
-            a, t = self.tile(args[0], span), self.tile(tmp, span)
-            if op == "tile.xor":
-                b = self.tile(args[1], span)
-                ins = [(a.ssa, a.type), (b.ssa, b.type), (t.ssa, t.type)]
-            else:
-                ins = [(a.ssa, a.type), self.scalar_operand(args[1], self._tile_dtype(args[0]), span), (t.ssa, t.type)]
-            self.dps(name, "txor" if op == "tile.xor" else "txors", ins, span)
-        elif op in UNARY:
-            a = self.tile(args[0], span)
-            self.dps(name, UNARY[op], [(a.ssa, a.type)], span)
-        elif op in ROW_REDUCE:
-            a, t = self.tile(args[0], span), self.tile(args[1] if len(args) > 1 else c.kwarg("tmp"), span)
-            self.dps(name, ROW_REDUCE[op], [(a.ssa, a.type), (t.ssa, t.type)], span)
-        elif op == "tile.col_sum":
-            a = self.tile(args[0], span)
-            tmp = args[1] if len(args) > 1 else c.kwarg("tmp")
-            if tmp is None or isinstance(tmp, NoneLit):
-                self.dps(name, "tcolsum", [(a.ssa, a.type)], span)
-            else:
-                t = self.tile(tmp, span)
-                h = self.define_tile(name, span)
-                self.emit(f"pto.tcolsum ins(%{a.ssa}, %{t.ssa} {{isBinary = false}} : {a.type}, {t.type}) "
-                          f"outs(%{h.ssa} : {h.type})")
-        elif op == "tile.cast":
-            a = self.tile(args[0], span)
-            mode = c.kwarg("mode") if len(args) < 3 else args[2]
-            rmode = self.round_mode(mode, span)
-            h = self.define_tile(name, span)
-            self.emit(f"pto.tcvt ins(%{a.ssa} {{rmode = #pto<round_mode {rmode}>}} : {a.type}) "
-                      f"outs(%{h.ssa} : {h.type})")
-        elif op == "tile.move":
-            a = self.tile(args[0], span)
-            h = self.dps(name, "tmov", [(a.ssa, a.type)], span)
-            if h.ssa == a.ssa:
-                raise InternalError(f"tile.move into its own buffer ({name})")
-        elif op == "tile.matmul":
-            a, b = self.tile(args[0], span), self.tile(args[1], span)
-            self.dps(name, "tmatmul", [(a.ssa, a.type), (b.ssa, b.type)], span)
-        elif op == "tile.matmul_acc":
-            acc, a, b = (self.tile(x, span) for x in args[:3])
-            h = self.dps(name, "tmatmul.acc", [(acc.ssa, acc.type), (a.ssa, a.type), (b.ssa, b.type)], span)
-            if h.ssa != acc.ssa:
-                raise InternalError(f"tile.matmul_acc result {name} does not share its accumulator's buffer")
-        elif op == "tile.matmul_bias":
-            a, b, bias = (self.tile(x, span) for x in args[:3])
-            self.dps(name, "tmatmul.bias", [(a.ssa, a.type), (b.ssa, b.type), (bias.ssa, bias.type)], span)
-        elif op == "tile.extract":
-            a = self.tile(args[0], span)
-            r, col = self.index_value(args[1], span), self.index_value(args[2], span)
-            self.dps(name, "textract", [(a.ssa, a.type), (r, "index"), (col, "index")], span)
-        elif op == "tile.fillpad":
-            a = self.tile(args[0], span)
-            self.dps(name, "tfillpad", [(a.ssa, a.type)], span)
-        elif op == "tile.transpose":
-            tmp = c.kwarg("tmp")
-            if tmp is None or isinstance(tmp, NoneLit):
-                raise unsupported("pl.tile.transpose without tmp=", span,
-                                  hint="PTOAS's ttrans needs a scratch tile: pass tmp=<tile>")
-            a, t = self.tile(args[0], span), self.tile(tmp, span)
-            self.dps(name, "ttrans", [(a.ssa, a.type), (t.ssa, t.type)], span)
-        elif op == "tile.gather_mask":
-            a = self.tile(args[0], span)
-            pat = self.mask_pattern(c.kwarg("mask_pattern") if len(args) < 2 else args[1], span)
-            h = self.define_tile(name, span)
-            self.emit(f"pto.tgather ins(%{a.ssa}, {{maskPattern = #pto.mask_pattern<{pat}>}} : {a.type}) "
-                      f"outs(%{h.ssa} : {h.type})")
-        elif op == "tile.full":
-            value = c.kwarg("value")
-            h = self.define_tile(name, span)
-            t = self.types.get(name)
-            sc = self.scalar_operand(value, t.dtype, span)
-            self.emit(f"pto.texpands ins(%{sc[0]} : {sc[1]}) outs(%{h.ssa} : {h.type})")
-        elif op == "tile.gather":
-            # index form, PTOAS TGatherOp custom assembly: ins(%src, %indices, %tmp : S, I, T) outs(%dst : D)
-            src, idx = self.tile(_arg(c, 0, "src"), span), self.tile(_arg(c, 1, "indices"), span)
-            tmp = _arg(c, 2, "tmp")
-            if tmp is None or isinstance(tmp, NoneLit):
-                raise unsupported("pl.tile.gather without tmp", span,
-                                  hint="PTOAS's index-form tgather needs a scratch tile like the indices")
-            t = self.tile(tmp, span)
-            self.dps(name, "tgather", [(src.ssa, src.type), (idx.ssa, idx.type), (t.ssa, t.type)], span)
-        elif op == "tile.scatter":
-            self.scatter(name, c, span)
-        elif op == "tile.gatherb":
-            src, off = self.tile(_arg(c, 0, "src"), span), self.tile(_arg(c, 1, "offsets"), span)
-            self.dps(name, "tgatherb", [(src.ssa, src.type), (off.ssa, off.type)], span)
-        elif op == "tile.ci":
-            self.ci(name, c, span)
-        elif op == "tile.tri":
-            self.tri(name, c, span)
-        elif op == "tile.write":
-            self.tile_write(c, span, name)
-        elif op == "tile.sel":
-            raise unsupported("pl.tile.sel", span, hint="pto.tsel reads its mask as packed predicate bits (one bit "
-                              "per column), while pl.tile.sel selects by a same-shaped element mask; ptoc has no "
-                              "lowering between the two encodings yet")
-        elif op == "tile.scatter_mask":
-            raise unsupported("pl.tile.scatter_mask", span, hint="PTOAS's mask-form pto.tscatter does not keep the "
-                              "unmarked destination columns the way pl.tile.scatter_mask defines; use "
-                              "pl.tile.scatter with explicit indexes")
-        else:
-            raise unsupported(f"pl.{op}", span)
-
-    # ------------------------------------------------------------------ gather / scatter / generators
-    def scatter(self, name: str, c: Call, span: Span | None) -> None:
-        """`out = tile.scatter(dst, src, indexes)`: DPS into dst's buffer (a tmov first when the result
-        lives elsewhere); PTOAS TScatterOp index form `ins(%src, %indexes : S, I) outs(%dst : D)`."""
-        dst = self.tile(_arg(c, 0, "dst"), span)
-        src, idx = self.tile(_arg(c, 1, "src"), span), self.tile(_arg(c, 2, "indexes"), span)
-        ts, ti = (self.types.get(e.name) if isinstance(e, Var) else None
-                  for e in (_arg(c, 1, "src"), _arg(c, 2, "indexes")))
-        if not isinstance(ts, TileType) or not isinstance(ti, TileType):
-            raise InternalError("tile.scatter operands have no tile types")
-        vs, vi = (tuple(_int(x) for x in effective_tile_view(t)["valid_shape"]) for t in (ts, ti))
-        if None in vs or None in vi or vs != vi:
-            raise unsupported("pl.tile.scatter whose indexes valid shape differs from the source's", span,
-                              hint="PTOAS's tscatter takes one row index per source element: give indexes the "
-                              "source's (static) valid shape")
-        h = self.define_tile(name, span)
-        if h.ssa != dst.ssa:
-            self.emit(f"pto.tmov ins(%{dst.ssa} : {dst.type}) outs(%{h.ssa} : {h.type})")
-        self.emit(f"pto.tscatter ins(%{src.ssa}, %{idx.ssa} : {src.type}, {idx.type}) outs(%{h.ssa} : {h.type})")
-
-    def ci(self, name: str, c: Call, span: Span | None) -> None:
-        """`tile.ci(start, shape)`: PTOAS TCIOp `ins(%start[, %tmp] : iN[, T]) outs(%dst : D)`, with a trailing
-        `{descending = true}`. pto-isa's TCI fills row 0 only, so the tile must have one row."""
-        t = self.types.get(name)
-        if not isinstance(t, TileType) or _int(t.shape[0]) != 1:
-            raise unsupported("pl.tile.ci of a tile with more than one row", span,
-                              hint="TCI writes the first row only: generate a [1, N] tile")
-        start = self.scalar_operand(_arg(c, 0, "start"), t.dtype, span)
-        if start[1] != scalar_type(t.dtype):
-            raise unsupported(f"pl.tile.ci with a {start[1]} start for a {t.dtype.name} tile", span)
-        ins = [start]
-        tmp = _arg(c, 2, "tmp")
-        if tmp is not None and not isinstance(tmp, NoneLit):
-            tt = self.tile(tmp, span)
-            ins.append((tt.ssa, tt.type))
-        desc = _arg(c, 4, "descending")
-        if desc is not None and not isinstance(desc, (ConstBool, NoneLit)):
-            raise unsupported("pl.tile.ci with a non-constant descending=", span)
-        h = self.define_tile(name, span)
-        tail = " {descending = true}" if isinstance(desc, ConstBool) and desc.value else ""
-        self.emit(f"pto.tci ins({', '.join('%' + v for v, _ in ins)} : {', '.join(ty for _, ty in ins)}) "
-                  f"outs(%{h.ssa} : {h.type}){tail}")
-
-    def tri(self, name: str, c: Call, span: Span | None) -> None:
-        """`tile.tri(diagonal, shape)`: PTOAS TTriOp `ins(%d {upperOrLower = 1 : i32} : i32) outs(%dst : D)`
-        (the attribute only for upper=True; its default 0 is the lower triangle)."""
-        d = _arg(c, 0, "diagonal")
-        dt = self.dtype_of(d) if not isinstance(d, ConstInt) else dtypes.INT32
-        if not dt.is_int:
-            raise unsupported(f"pl.tile.tri with a {dt.name} diagonal", span)
-        dv = self.expr(d, want=dt)
-        upper = _arg(c, 4, "upper")
-        if upper is not None and not isinstance(upper, (ConstBool, NoneLit)):
-            raise unsupported("pl.tile.tri with a non-constant upper=", span)
-        attr = " {upperOrLower = 1 : i32}" if isinstance(upper, ConstBool) and upper.value else ""
-        h = self.define_tile(name, span)
-        self.emit(f"pto.ttri ins(%{dv.ssa}{attr} : {scalar_type(dt)}) outs(%{h.ssa} : {h.type})")
-
-    # ------------------------------------------------------------------ scalar element access
-    def element_offset(self, c: Call, span: Span | None) -> tuple[_Handle, TileType, str]:
-        """The handle, type and `index` storage offset of the element `tile.read` / `tile.write` address
-        (PTOAS tgetval / tsetval take a linear offset in [0, rows * cols))."""
-        src = _arg(c, 0, "tile")
-        h = self.tile(src, span)
-        t = self.types.get(src.name) if isinstance(src, Var) else None
-        if not isinstance(t, TileType) or t.rank != 2:
-            raise unsupported(f"pl.{c.op} of a tile that is not 2-D", span)
-        eff = effective_tile_view(t)
-        rows, cols = _int(t.shape[0]), _int(t.shape[1])
-        if (t.memory or "Vec") != "Vec" or eff["slayout"] != "none_box" or eff["stride"] or \
-                (eff["blayout"] != "row_major" and cols != 1 and rows != 1):
-            raise unsupported(f"pl.{c.op} of a {t.memory or 'Vec'} {eff['blayout']}/{eff['slayout']} tile", span,
-                              hint="tgetval / tsetval address a Vec tile by its row-major storage offset")
-        if element_type(t.dtype, span) != scalar_type(t.dtype, span):
-            raise unsupported(f"pl.{c.op} of a {t.dtype.name} tile", span,
-                              hint="tgetval / tsetval take signless integer or float elements")
-        idx = _arg(c, 1, "indices")
-        items = idx.items if isinstance(idx, (ListExpr, TupleExpr)) else None
-        if items is None or len(items) != 2:
-            raise unsupported(f"pl.{c.op} without two constant-length indices", span)
-        r, col = items
-        if _int(r) is not None and _int(col) is not None:
-            return h, t, self.index(_int(r) * cols + _int(col))
-        rv, cv = self.index_value(r, span), self.index_value(col, span)
-        if _int(r) == 0:
-            return h, t, cv
-        scaled = self.temp()
-        self.emit(f"%{scaled} = arith.muli %{rv}, %{self.index(cols)} : index")
-        if _int(col) == 0:
-            return h, t, scaled
-        off = self.temp()
-        self.emit(f"%{off} = arith.addi %{scaled}, %{cv} : index")
-        return h, t, off
-
-    def tile_read(self, c: Call, name: str | None) -> _Scalar:
-        h, t, off = self.element_offset(c, c.span)
-        out = self._name(name)
-        self.emit(f"%{out} = pto.tgetval ins(%{h.ssa}, %{off} : {h.type}, index) outs : {scalar_type(t.dtype)}")
-        return _Scalar(out, t.dtype)
-
-    def tile_write(self, c: Call, span: Span | None, name: str | None = None) -> None:
-        """`tile.write(t, [i, j], v)`: `pto.tsetval ins(%off, %v : index, T) outs(%t : ...)`; with a result
-        in another buffer, the tile is first copied there (tmov)."""
-        src, t, off = self.element_offset(c, span)
-        v = self.expr(_arg(c, 2, "value"), want=t.dtype)
-        h = src
-        if name is not None:
-            h = self.define_tile(name, span)
-            if h.ssa != src.ssa:
-                self.emit(f"pto.tmov ins(%{src.ssa} : {src.type}) outs(%{h.ssa} : {h.type})")
-        self.emit(f"pto.tsetval ins(%{off}, %{v.ssa} : index, {scalar_type(t.dtype)}) outs(%{h.ssa} : {h.type})")
-
-    # ------------------------------------------------------------------ views: treshape, subview
-    def reshape(self, name: str, c: Call, span: Span | None) -> None:
-        """`tile.reshape` / `tile.reinterpret_view`: `%r = pto.treshape %src : S -> R` (an SSA view of the
-        same bytes); a dynamic valid shape of the result is then set with pto.set_validshape."""
-        src = self.tile(c.args[0], span)
-        t = self.types.get(name)
-        if not isinstance(t, TileType) or t.memref is None:
-            raise InternalError(f"tile {name} has no MemRef (run InitMemRef)")
-        tstr, dyn = self.tile_type(t, span)
-        key = self._key(t.memref, tstr)
-        if tstr == src.type and not dyn:
-            self.env[name] = src
-            return
-        ssa = self.fresh(name)
-        self.emit(f"%{ssa} = pto.treshape %{src.ssa} : {src.type} -> {tstr}")
-        h = _Handle(ssa, tstr, key, dyn, None)
-        if dyn:
-            valid = self._valid_values(t, span)
-            self.emit(f"pto.set_validshape %{ssa}, %{valid[0]}, %{valid[1]} : {tstr}")
-            h.valid = valid
-        self.handles[key] = h
-        self.env[name] = h
-
-    def subview(self, name: str, c: Call, span: Span | None) -> None:
-        """`tile.slice(t, shape, offset)`: `%s = pto.subview %t[%r, %c] sizes [R, C] [valid [%vr, %vc]] : T -> S`
-        for an unboxed tile; the result keeps the parent's layout, fractal and pad."""
-        src = self.tile(c.args[0], span)
-        t = self.types.get(name)
-        pt = self.types.get(c.args[0].name) if isinstance(c.args[0], Var) else None
-        if not isinstance(t, TileType) or not isinstance(pt, TileType) or t.rank != 2 or pt.rank != 2:
-            raise unsupported("pl.tile.slice of a tile that is not 2-D", span)
-        e, pe = effective_tile_view(t), effective_tile_view(pt)
-        if pe["slayout"] != "none_box":
-            raise unsupported("pl.tile.slice of a boxed (fractal) tile", span)
-        if any(str(e[k]) != str(pe[k]) for k in ("blayout", "slayout", "fractal", "pad", "compact")):
-            raise unsupported("pl.tile.slice that changes the layout or pad value", span,
-                              hint="pto.subview keeps the parent's tile config; drop pad_value=")
-        tstr, dyn = self.tile_type(t, span, view=True)
-        offs = _arg(c, 2, "offset")
-        items = offs.items if isinstance(offs, (ListExpr, TupleExpr)) else None
-        if items is None or len(items) != 2:
-            raise unsupported("pl.tile.slice without a 2-D offset list", span)
-        ov = [self.index_value(x, span) for x in items]
-        valid = ""
-        vals = None
-        if dyn:
-            vals = self._valid_values(t, span)
-            valid = f" valid [%{vals[0]}, %{vals[1]}]"
-        ssa = self.fresh(name)
-        self.emit(f"%{ssa} = pto.subview %{src.ssa}[%{ov[0]}, %{ov[1]}] sizes [{_int(t.shape[0])}, "
-                  f"{_int(t.shape[1])}]{valid} : {src.type} -> {tstr}")
-        self.env[name] = _Handle(ssa, tstr, ("subview", ssa), dyn, vals)
-
-    def dps(self, name: str, pto_op: str, ins: list[tuple[str, str]], span: Span | None) -> _Handle:
-        h = self.define_tile(name, span)
-        self.emit(f"pto.{pto_op} ins({', '.join('%' + s for s, _ in ins)} : {', '.join(t for _, t in ins)}) "
-                  f"outs(%{h.ssa} : {h.type})")
-        return h
-
-    def _tile_dtype(self, e: Expr) -> DType:
-        t = self.types.get(e.name) if isinstance(e, Var) else None
-        if not isinstance(t, TileType):
-            raise InternalError(f"operand {e} has no tile type")
-        return t.dtype
-
-    def scalar_operand(self, e: Expr | None, tile_dtype: DType, span: Span | None) -> tuple[str, str]:
-        """A scalar operand of a tile op: a value keeps its own type; a literal takes the tile's dtype,
-        except a float literal on an integer tile, which stays FP32 (OP-6)."""
-        if e is None:
-            raise InternalError("missing scalar operand")
-        if isinstance(e, ConstFloat) and not tile_dtype.is_float:
-            return self.const_float(e.value, dtypes.FP32), "f32"
-        if isinstance(e, (ConstInt, ConstFloat, ConstBool)):
-            r = self.expr(e, want=tile_dtype)
-            return r.ssa, scalar_type(tile_dtype, span)
-        r = self.expr(e)
-        return r.ssa, scalar_type(r.dtype, span)
-
-    def round_mode(self, mode: Expr | None, span: Span | None) -> str:
-        if mode is None or isinstance(mode, NoneLit):
-            return "ROUND"  # PyPTO's default rounding mode of pl.cast
-        if isinstance(mode, ConstInt) and mode.value in ROUND_MODE_BY_INT:
-            return ROUND_MODE_BY_INT[mode.value]
-        text = _enum_text(mode)
-        if text is not None and text.lower() in ROUND_MODE:
-            return ROUND_MODE[text.lower()]
-        raise unsupported(f"pl.tile.cast with rounding mode {mode}", span)
-
-    def mask_pattern(self, e: Expr | None, span: Span | None) -> str:
-        from ptoc.ops.gather import MASK_BY_NAME, MASK_PATTERNS
-
-        if isinstance(e, EnumLit) and e.member in MASK_BY_NAME:
-            return e.member
-        if isinstance(e, StrLit) and e.value in MASK_BY_NAME:
-            return e.value
-        v = _int(e) if e is not None else None
-        if v in MASK_PATTERNS:
-            return MASK_PATTERNS[v][0]
-        raise unsupported("pl.tile.gather_mask without a constant mask pattern", span)
-
-    def set_validshape(self, name: str, c: Call, span: Span | None) -> None:
-        """`x = tile.set_validshape(t, r, c)`: updates the valid shape of t's handle in place when t's
-        handle already has a dynamic (`?`) valid shape; otherwise x is a second handle on t's bytes
-        (level3: an alloc at the same addr; level2: a `pto.treshape` view of t's handle)."""
-        self.tile(c.args[0], span)  # the source must be a tile handle
-        t = self.types.get(name)
-        if not isinstance(t, TileType) or t.memref is None:
-            raise InternalError(f"tile {name} has no MemRef (run InitMemRef)")
-        tstr, dyn = self.tile_type(t, span)
-        key = self._key(t.memref, tstr)
-        h = self.handles.get(key)
-        if h is not None and h.dynamic:
-            valid = (self.index_value(c.args[1], span), self.index_value(c.args[2], span))
-            self.emit(f"pto.set_validshape %{h.ssa}, %{valid[0]}, %{valid[1]} : {h.type}")
-            h.valid = valid
-            self.env[name] = h
-            return
-        if h is not None:
-            self.env[name] = h  # same static valid shape: nothing changes
-            return
-        if self.level == "level2":
-            # no addresses to share: an aliasing view of the source (pto.treshape), its valid shape set
-            # with pto.set_validshape when it is dynamic
-            self.reshape(name, c, span)
-            return
-        self._alloc(key, name, t, tstr, dyn, span)
-        self.env[name] = self.handles[key]
-
-    def _on_alloc(self, name: str, span: Span | None) -> None:
-        for key, first, t in self.pending.get(name, ()):
-            if key not in self.handles:
-                tstr, dyn = self.tile_type(t, span)
-                self._alloc(key, first, t, tstr, dyn, span)
-
-    def store(self, c: Call, span: Span | None) -> None:
-        a = self.tile(c.args[0], span)
-        attrs = self.store_attrs(c, span)
-        pv, pt = self.partition(c, span)
-        tail = f" {{{', '.join(f'{k} = {v}' for k, v in sorted(attrs.items()))}}}" if attrs else ""
-        self.emit(f"pto.tstore ins(%{a.ssa} : {a.type}) outs(%{pv} : {pt}){tail}")
-
-    def store_attrs(self, c: Call, span: Span | None) -> dict[str, str]:
-        items: list[tuple[str, Expr]] = []
-        for k, v in c.kwargs:
-            if k == "attrs":
-                if not isinstance(v, DictExpr):
-                    raise unsupported("pl.tile.store attrs= that is not a dict", span)
-                for dk, dv in v.items:
-                    if not isinstance(dk, StrLit):
-                        raise unsupported("pl.tile.store attrs= with a non-string key", span)
-                    items.append((dk.value, dv))
-            elif k != "shapes":
-                items.append((k, v))
-        out: dict[str, str] = {}
-        for k, v in items:
-            spec = STORE_ATTRS.get(k)
-            if spec is None:
-                raise unsupported(f"pl.tile.store with {k}=", span)
-            attr, mnemonic, table = spec
-            if isinstance(v, NoneLit):
-                continue
-            if isinstance(v, ConstBool):
-                text = ("add" if v.value else "none") if attr == "atomicType" else \
-                    ("normal" if v.value else "none") if attr == "reluPreMode" else None
-            else:
-                text = _enum_text(v)
-            member = table.get(text.lower()) if text is not None else None
-            if member is None:
-                raise unsupported(f"pl.tile.store with {k}={v}", span)
-            out[attr] = f"#pto<{mnemonic} {member}>"
-        return out
 
     # ------------------------------------------------------------------ control flow
     def for_stmt(self, s: ForStmt) -> None:
@@ -1124,14 +560,7 @@ class _FunctionEmitter:
                                 f"({init.ssa} -> {y.ssa}); InitMemRef must give it one buffer")
 
     def if_stmt(self, s: IfStmt) -> None:
-        cond = self.expr(s.cond)
-        c = cond.ssa
-        if cond.dtype.kind != "bool":
-            zero = self.zero(cond.dtype)
-            c = self.temp()
-            pred = "une" if cond.dtype.is_float else "ne"
-            self.emit(f"%{c} = arith.{'cmpf' if cond.dtype.is_float else 'cmpi'} {pred}, %{cond.ssa}, %{zero} : "
-                      f"{scalar_type(cond.dtype)}")
+        c = self.predicate(self.expr(s.cond))
         results = s.results
         scalars = [(i, self.types[r.name].dtype) for i, r in enumerate(results)
                    if isinstance(self.types.get(r.name), ScalarType)]
@@ -1144,6 +573,27 @@ class _FunctionEmitter:
                 res_names[i] = r if len(scalars) == 1 else f"{r}#{k}"
         rtypes = f" -> ({', '.join(scalar_type(dt) for _, dt in scalars)})" if scalars else ""
         self.emit(f"{prefix}scf.if %{c}{rtypes} {{")
+        yields = self.if_branches(s, scalars)
+        self.emit("}")
+        for i, r in enumerate(results):
+            if i in res_names:
+                self.env[r.name] = _Scalar(res_names[i], dict(scalars)[i])
+            else:
+                self.env[r.name] = self.if_result(r.name, i, yields, s.span)
+
+    def predicate(self, cond: _Scalar) -> str:
+        """An i1 SSA value for the condition `cond` (a non-bool value is compared with zero)."""
+        if cond.dtype.kind == "bool":
+            return cond.ssa
+        zero = self.zero(cond.dtype)
+        c = self.temp()
+        pred = "une" if cond.dtype.is_float else "ne"
+        self.emit(f"%{c} = arith.{'cmpf' if cond.dtype.is_float else 'cmpi'} {pred}, %{cond.ssa}, %{zero} : "
+                  f"{scalar_type(cond.dtype)}")
+        return c
+
+    def if_branches(self, s: IfStmt, scalars: list[tuple[int, DType]]) -> list[YieldStmt | None]:
+        """Emit the then / else bodies (each ending in scf.yield of the scalar results); their yields."""
         yields = []
         for k, body in enumerate((s.then_body, s.else_body)):
             if k == 1:
@@ -1160,18 +610,17 @@ class _FunctionEmitter:
                 self.emit(f"scf.yield {', '.join('%' + v for v in vals)} : "
                           f"{', '.join(scalar_type(dt) for _, dt in scalars)}")
             self.depth -= 1
-        self.emit("}")
-        for i, r in enumerate(results):
-            if i in res_names:
-                self.env[r.name] = _Scalar(res_names[i], dict(scalars)[i])
-                continue
-            then_v = self.value_of(yields[0].values[i], s.span)
-            if len(yields) > 1 and yields[1] is not None:
-                else_v = self.value_of(yields[1].values[i], s.span)
-                if isinstance(then_v, _Handle) and isinstance(else_v, _Handle) and then_v.ssa != else_v.ssa:
-                    raise InternalError(f"if result {r.name} comes from two different buffers "
-                                        f"({then_v.ssa}, {else_v.ssa}); InitMemRef must give it one buffer")
-            self.env[r.name] = then_v
+        return yields
+
+    def if_result(self, name: str, i: int, yields: list[YieldStmt | None], span: Span | None):
+        """A tile or tensor result of an if: the handle both branches yield (they must share it)."""
+        then_v = self.value_of(yields[0].values[i], span)
+        if len(yields) > 1 and yields[1] is not None:
+            else_v = self.value_of(yields[1].values[i], span)
+            if isinstance(then_v, _Handle) and isinstance(else_v, _Handle) and then_v.ssa != else_v.ssa:
+                raise InternalError(f"if result {name} comes from two different buffers "
+                                    f"({then_v.ssa}, {else_v.ssa}); InitMemRef must give it one buffer")
+        return then_v
 
     def value_of(self, e: Expr, span: Span | None):
         if isinstance(e, Var) and e.name in self.env:
@@ -1248,15 +697,7 @@ class _FunctionEmitter:
         """Emit `e`; convert it to `want` when given. `name`: the SSA name of the final op (a leaf that
         needs no op is returned as it is)."""
         if isinstance(e, (ConstInt, ConstFloat, ConstBool)):
-            dt = want or self.dtype_of(e)
-            v = e.value
-            if dt.is_float:
-                return _Scalar(self.const_float(float(v), dt), dt)
-            if isinstance(v, float):
-                if not v.is_integer():
-                    raise unsupported(f"the float literal {v} as a {dt.name} value", e.span)
-                v = int(v)
-            return _Scalar(self.const_int(int(v), dt), dt)
+            return self.literal(e, want or self.dtype_of(e))
         if isinstance(e, Var):
             v = self.env.get(e.name)
             if not isinstance(v, _Scalar):
@@ -1265,33 +706,50 @@ class _FunctionEmitter:
         own = self.dtype_of(e)
         # the final op takes `name` unless a conversion to `want` follows it
         inner = name if want is None or scalar_type(want) == scalar_type(own) else None
-        if isinstance(e, BinOp):
-            r = self.binop(e, inner)
-        elif isinstance(e, UnaryOp):
-            r = self.unary(e, inner)
-        elif isinstance(e, MinMax):
-            a, b = self.expr(e.lhs, own), self.expr(e.rhs, own)
-            op = ("minimumf" if e.op == "min" else "maximumf") if own.is_float else \
-                (("minui" if e.op == "min" else "maxui") if own.kind == "uint" else
-                 ("minsi" if e.op == "min" else "maxsi"))
-            out = self._name(inner)
-            self.emit(f"%{out} = arith.{op} %{a.ssa}, %{b.ssa} : {scalar_type(own)}")
-            r = _Scalar(out, own)
-        elif isinstance(e, Abs):
-            r = self.absolute(self.expr(e.operand, own), inner)
-        elif isinstance(e, Cast):
-            r = self.convert(self.expr(e.operand), e.dtype, inner)
-        elif isinstance(e, Call) and e.kind == "op" and e.op == "scalar.cast":
-            r = self.convert(self.expr(e.args[0]), own, inner)
-        elif isinstance(e, Call) and e.kind == "op" and e.op in CORE_ID:
-            out = self._name(inner)
-            self.emit(f"%{out} = pto.{CORE_ID[e.op]}")
-            r = _Scalar(out, own)
-        elif isinstance(e, Call) and e.kind == "op" and e.op == "tile.read":
-            r = self.tile_read(e, inner)
-        else:
-            raise unsupported(self._describe(e), e.span)
+        r = self.compound(e, own, inner)
         return self.convert(r, want, name) if want is not None else r
+
+    def literal(self, e: ConstInt | ConstFloat | ConstBool, dt: DType) -> _Scalar:
+        v = e.value
+        if dt.is_float:
+            return _Scalar(self.const_float(float(v), dt), dt)
+        if isinstance(v, float):
+            if not v.is_integer():
+                raise unsupported(f"the float literal {v} as a {dt.name} value", e.span)
+            v = int(v)
+        return _Scalar(self.const_int(int(v), dt), dt)
+
+    def compound(self, e: Expr, own: DType, inner: str | None) -> _Scalar:
+        """A scalar expression that needs an op, computed in its own dtype `own`; `inner` names the op."""
+        if isinstance(e, BinOp):
+            return self.binop(e, inner)
+        if isinstance(e, UnaryOp):
+            return self.unary(e, inner)
+        if isinstance(e, MinMax):
+            return self.minmax(e, own, inner)
+        if isinstance(e, Abs):
+            return self.absolute(self.expr(e.operand, own), inner)
+        if isinstance(e, Cast):
+            return self.convert(self.expr(e.operand), e.dtype, inner)
+        if isinstance(e, Call) and e.kind == "op":
+            if e.op == "scalar.cast":
+                return self.convert(self.expr(e.args[0]), own, inner)
+            if e.op in CORE_ID:
+                out = self._name(inner)
+                self.emit(f"%{out} = pto.{CORE_ID[e.op]}")
+                return _Scalar(out, own)
+            if e.op == "tile.read":
+                return self.tile_read(e, inner)
+        raise unsupported(self._describe(e), e.span)
+
+    def minmax(self, e: MinMax, own: DType, inner: str | None) -> _Scalar:
+        a, b = self.expr(e.lhs, own), self.expr(e.rhs, own)
+        op = ("minimumf" if e.op == "min" else "maximumf") if own.is_float else \
+            (("minui" if e.op == "min" else "maxui") if own.kind == "uint" else
+             ("minsi" if e.op == "min" else "maxsi"))
+        out = self._name(inner)
+        self.emit(f"%{out} = arith.{op} %{a.ssa}, %{b.ssa} : {scalar_type(own)}")
+        return _Scalar(out, own)
 
     def convert(self, v: _Scalar, to: DType | None, name: str | None = None) -> _Scalar:
         """`v` as a value of dtype `to` (no op when the MLIR types agree)."""

@@ -62,6 +62,7 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.types import ENUM_ALIASES, ENUMS, LAYOUT_SHORTHANDS, normalize_tensor_view, normalize_tile_view
+from ptoc.ops import registry as _op_rules  # noqa: F401  (installs the type rules the verifier asks)
 
 
 class _Fail(Exception):

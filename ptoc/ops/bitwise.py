@@ -12,7 +12,7 @@ from __future__ import annotations
 from ptoc.ir.nodes import ScalarType, Type
 from ptoc.ops.common import fmt_shape, new_tensor, new_tile, shapes_equal, valid_shape_of
 from ptoc.ops.elementwise import scalar_operand_dtype
-from ptoc.ops.registry import Args, register, short_name
+from ptoc.ops.registry import Args, Pto, declare, register, short_name
 
 LOGIC = ("and_", "or_", "xor")  # same 8/16/32-bit dtype
 SHIFT = ("shl", "shr")  # keep the lhs dtype
@@ -118,3 +118,12 @@ for _n in LOGIC + SHIFT:
                tile_scalar=f"tile.{SCALAR[_n]}")
     short_name(SCALAR[_n], tensor=f"tensor.{SCALAR[_n]}", tile=f"tile.{SCALAR[_n]}")
 short_name("not_", tensor="tensor.not_", tile="tile.not_")
+
+# `.pto` spellings (PTOAS PTOOps.td, destination-passing form)
+_XOR_TMP = "PTOAS's txor/txors need a scratch tile: pass tmp=<a tile like the operands>"
+for _n, _p in {"and_": "tand", "or_": "tor", "shl": "tshl", "shr": "tshr"}.items():
+    declare(f"tile.{_n}", pto=Pto(_p, ("tile:lhs", "tile:rhs")))
+    declare(f"tile.{SCALAR[_n]}", pto=Pto(_p + "s", ("tile:lhs", "scalar:rhs")))
+declare("tile.xor", pto=Pto("txor", ("tile:lhs", "tile:rhs", "tile!:tmp"), _XOR_TMP))
+declare("tile.xors", pto=Pto("txors", ("tile:lhs", "scalar:rhs", "tile!:tmp"), _XOR_TMP))
+declare("tile.not_", pto=Pto("tnot", ("tile:input",)))

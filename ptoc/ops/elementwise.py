@@ -20,7 +20,7 @@ from ptoc.ops.common import (
     shapes_equal,
     valid_shape_of,
 )
-from ptoc.ops.registry import Args, register, short_name
+from ptoc.ops.registry import Args, Emitter, NoPto, Pto, TileScalarKernel, declare, register, short_name
 
 ARITH = ("add", "sub", "mul", "div", "maximum", "minimum")
 SCALAR_FORM = {"add": "adds", "sub": "subs", "mul": "muls", "div": "divs", "maximum": "maximums",
@@ -227,5 +227,52 @@ def _sel(args: Args) -> Type | None:
 
 
 short_name("sel", tile="tile.sel")
+
+# `.pto` spellings (PTOAS PTOOps.td, destination-passing form)
+_PTO_ARITH = {"add": "tadd", "sub": "tsub", "mul": "tmul", "div": "tdiv", "maximum": "tmax", "minimum": "tmin"}
+_PTO_UNARY = {"exp": "texp", "sqrt": "tsqrt", "abs": "tabs", "neg": "tneg", "relu": "trelu", "log": "tlog",
+              "recip": "trecip", "rsqrt": "trsqrt"}
+for _n, _p in _PTO_ARITH.items():
+    declare(f"tile.{_n}", pto=Pto(_p, ("tile:lhs", "tile:rhs")))
+    declare(f"tile.{SCALAR_FORM[_n]}", pto=Pto(_p + "s", ("tile:lhs", "scalar:rhs")))
+for _n, _p in _PTO_UNARY.items():
+    declare(f"tile.{_n}", pto=Pto(_p, ("tile:input",)))
+for _n in EXPAND:
+    declare(f"tile.row_expand_{_n}", pto=Pto(f"trowexpand{_n}", ("tile:input", "tile:row")))
+    declare(f"tile.col_expand_{_n}", pto=Pto(f"tcolexpand{_n}", ("tile:input", "tile:col")))
+declare("tile.cast", pto=Emitter("op_cast"))
+declare("tile.sel", pto=NoPto("pto.tsel reads its mask as packed predicate bits (one bit per column), while "
+                              "pl.tile.sel selects by a same-shaped element mask; ptoc has no lowering between "
+                              "the two encodings yet"))
+
+
+
+# tile.lrelu: leaky ReLU with a scalar slope. Everything about the op is here: signature, type rule,
+# `.pto` spelling (PTOAS TLReluOp: `pto.tlrelu ins(%src, %slope : T, f32) outs(%dst : T)`, f16/f32 Vec
+# tiles, an f32 slope) and the semantics the numeric reference runs (pto-isa TLRELU:
+# dst = src > 0 ? src : src * slope, over the valid region).
+@register("tile.lrelu", ("tile", "slope"), family="elementwise",
+          pto=Pto("tlrelu", ("tile:tile", "f32:slope")),
+          interp=TileScalarKernel(lambda np, x, s: np.where(x > 0, x, x * s)))
+def _lrelu(args: Args) -> Type | None:
+    """leaky ReLU with a scalar slope: x > 0 ? x : x * slope (FP16/FP32 Vec tiles)"""
+    x = args.tile("tile")
+    st = args.type("slope")
+    if st is not None and not isinstance(st, ScalarType):
+        args.fail("tile.lrelu: the slope must be a scalar", "slope", hint="pass a number or a scalar value")
+    if isinstance(st, ScalarType) and not (st.dtype.is_float or st.dtype.is_int):
+        args.fail(f"tile.lrelu: the slope must be a number, got {st.dtype.name}", "slope")
+    if x is None:
+        return None
+    if x.dtype.name not in ("FP16", "FP32"):
+        args.fail(f"tile.lrelu supports FP16 and FP32 tiles (like TLRELU), got {x.dtype.name}", "tile",
+                  hint="cast the tile first: pl.cast(t, target_type=pl.FP32)")
+    if (x.memory or "Vec") != "Vec":
+        args.fail(f"tile.lrelu runs on Vec tiles, got a {x.memory} tile", "tile",
+                  hint="move the tile to Vec first: pl.tile.move(t, target_memory=pl.Mem.Vec)")
+    return new_tile(x.shape, x.dtype, x.memory, valid_shape_of(x))
+
+
+short_name("lrelu", tile="tile.lrelu")
 
 __all__ = ["binary_result", "scalar_result", "scalar_operand_dtype", "TensorType"]

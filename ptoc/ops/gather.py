@@ -43,7 +43,8 @@ from ptoc.ops.common import (
     static_shape,
     valid_shape_of,
 )
-from ptoc.ops.registry import Args, kind_of, register, short_name
+from ptoc.target.facts import C0_BYTES, FRACTAL_ROWS
+from ptoc.ops.registry import Args, Emitter, NoPto, Pto, declare, kind_of, register, short_name
 
 # --------------------------------------------------------------------------------------------------
 # Mask patterns (OP-9)
@@ -588,47 +589,57 @@ def _mgather_mat(args: Args, mem: TensorType, coalesce: str) -> Type | None:
     if idx.dtype != dtypes.INT32 or idx.rank != 2 or idx.layout != "ND":
         args.fail(f"tile.mgather: Mat output needs a 2-D ND INT32 index tensor, got {idx.dtype.name} "
                   f"{fmt_shape(idx.shape)}", "idx", rule="OP-6")
-    if coalesce == "elem":
-        scratch = args.tensor("scratch")
-        if scratch is None:
-            args.fail("tile.mgather: Mat elem mode needs a GM scratch= tensor", rule="OP-6",
-                      hint="pass a contiguous ND tensor of the source dtype with at least as many elements")
-        if scratch.dtype != mem.dtype or scratch.layout != "ND" or (scratch.view is not None and scratch.view.stride):
-            args.fail("tile.mgather: the scratch tensor must be a contiguous ND tensor of the source dtype",
-                      "scratch", rule="OP-6")
-        shape = idx.shape
-    else:
-        if args.has("scratch") and not args.has("valid_shape") and isinstance(args.get("scratch"),
-                                                                                (ListExpr, TupleExpr)):
-            args.values["valid_shape"] = args.values.pop("scratch")  # positional [rows, cols] in row mode
-        elif args.has("scratch"):
-            args.fail("tile.mgather: scratch= belongs to Mat elem mode", "scratch", rule="OP-6")
-        if mem.rank < 2 or cint(idx.shape[0]) != 1:
-            args.fail("tile.mgather: Mat row mode needs a [1, R] index tensor and a source of rank >= 2", "idx",
-                      rule="OP-6")
-        shape = (idx.shape[1], mem.shape[-1])
+    shape = _mgather_elem_shape(args, mem, idx) if coalesce == "elem" else _mgather_row_shape(args, mem, idx)
     st = static_shape(shape)
-    c0 = 32 // mem.dtype.bytes
-    if st is None or st[0] % 16 != 0 or st[1] % c0 != 0:
-        args.fail(f"tile.mgather: a Mat output must be static with rows a multiple of 16 and columns a multiple of "
-                  f"{c0}, got {fmt_shape(shape)}", "idx", rule="OP-6",
+    c0 = C0_BYTES // mem.dtype.bytes
+    if st is None or st[0] % FRACTAL_ROWS != 0 or st[1] % c0 != 0:
+        args.fail(f"tile.mgather: a Mat output must be static with rows a multiple of {FRACTAL_ROWS} and columns "
+                  f"a multiple of {c0}, got {fmt_shape(shape)}", "idx", rule="OP-6",
                   hint="pad the output and give the written region with valid_shape=[rows, cols]")
     if coalesce == "elem" and args.tensor("scratch") is not None:
         ss = static_shape(args.tensor("scratch").shape)
         need = st[0] * st[1]
         if ss is None or _prod(ss) < need:
             args.fail(f"tile.mgather: the scratch tensor needs at least {need} elements", "scratch", rule="OP-6")
-    valid = None
-    if args.has("valid_shape"):
-        e = args.get("valid_shape")
-        items = e.items if isinstance(e, (ListExpr, TupleExpr)) else None
-        vals = [cint(x) for x in items] if items is not None else None
-        if vals is None or len(vals) != 2 or any(v is None for v in vals) or not all(
-                0 < v <= p for v, p in zip(vals, st)):
-            args.fail(f"tile.mgather: valid_shape must be two constants within (0, {st[0]}] x (0, {st[1]}]",
-                      "valid_shape", rule="OP-6")
-        valid = tuple(items)
-    return new_tile(shape, mem.dtype, "Mat", valid)
+    return new_tile(shape, mem.dtype, "Mat", _mgather_valid(args, st))
+
+
+def _mgather_elem_shape(args: Args, mem: TensorType, idx: TensorType):
+    """Mat elem mode: one element per index, staged through a GM scratch tensor; the output is idx's shape."""
+    scratch = args.tensor("scratch")
+    if scratch is None:
+        args.fail("tile.mgather: Mat elem mode needs a GM scratch= tensor", rule="OP-6",
+                  hint="pass a contiguous ND tensor of the source dtype with at least as many elements")
+    if scratch.dtype != mem.dtype or scratch.layout != "ND" or (scratch.view is not None and scratch.view.stride):
+        args.fail("tile.mgather: the scratch tensor must be a contiguous ND tensor of the source dtype",
+                  "scratch", rule="OP-6")
+    return idx.shape
+
+
+def _mgather_row_shape(args: Args, mem: TensorType, idx: TensorType):
+    """Mat row mode: a [1, R] index tensor gathers R rows of the source."""
+    if args.has("scratch") and not args.has("valid_shape") and isinstance(args.get("scratch"),
+                                                                            (ListExpr, TupleExpr)):
+        args.values["valid_shape"] = args.values.pop("scratch")  # positional [rows, cols] in row mode
+    elif args.has("scratch"):
+        args.fail("tile.mgather: scratch= belongs to Mat elem mode", "scratch", rule="OP-6")
+    if mem.rank < 2 or cint(idx.shape[0]) != 1:
+        args.fail("tile.mgather: Mat row mode needs a [1, R] index tensor and a source of rank >= 2", "idx",
+                  rule="OP-6")
+    return (idx.shape[1], mem.shape[-1])
+
+
+def _mgather_valid(args: Args, st) -> tuple | None:
+    if not args.has("valid_shape"):
+        return None
+    e = args.get("valid_shape")
+    items = e.items if isinstance(e, (ListExpr, TupleExpr)) else None
+    vals = [cint(x) for x in items] if items is not None else None
+    if vals is None or len(vals) != 2 or any(v is None for v in vals) or not all(
+            0 < v <= p for v, p in zip(vals, st)):
+        args.fail(f"tile.mgather: valid_shape must be two constants within (0, {st[0]}] x (0, {st[1]}]",
+                  "valid_shape", rule="OP-6")
+    return tuple(items)
 
 
 def _prod(xs) -> int:
@@ -717,5 +728,15 @@ short_name("scatter_mask", tensor="tensor.scatter_mask", tile="tile.scatter_mask
 short_name("scatter", tensor="tensor.scatter", tile="tile.scatter")
 short_name("gatherb", tile="tile.gatherb")
 short_name("mgather", tensor="tile.mgather", tile="tile.mgather")
+
+# `.pto` spellings (PTOAS PTOOps.td, destination-passing form)
+declare("tile.gather", pto=Pto("tgather", ("tile:src", "tile:indices", "tile!:tmp"),
+                                "PTOAS's index-form tgather needs a scratch tile like the indices"))
+declare("tile.gather_mask", pto=Emitter("op_gather_mask"))
+declare("tile.scatter", pto=Emitter("scatter"))
+declare("tile.gatherb", pto=Pto("tgatherb", ("tile:src", "tile:offsets")))
+declare("tile.scatter_mask", pto=NoPto("PTOAS's mask-form pto.tscatter does not keep the unmarked destination "
+                                       "columns the way pl.tile.scatter_mask defines; use pl.tile.scatter with "
+                                       "explicit indexes"))
 
 __all__ = ["MASK_PATTERNS", "mask_columns", "mask_stride"]

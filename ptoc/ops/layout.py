@@ -12,7 +12,7 @@ accepted iff the new shape splits its axes the same way, with each prefix ending
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
@@ -21,7 +21,6 @@ from ptoc.ir.nodes import (
     ConstInt,
     EnumLit,
     Expr,
-    MinMax,
     ScalarType,
     TensorType,
     TensorView,
@@ -46,256 +45,19 @@ from ptoc.ops.common import (
     static_shape,
     valid_shape_of,
 )
-from ptoc.ops.registry import Args, register, short_name
-
-# --------------------------------------------------------------------------------------------------
-# Index arithmetic on shape expressions (folds constants, keeps symbolic terms as IR expressions)
-# --------------------------------------------------------------------------------------------------
-
-
-def mul(a: Expr, b: Expr) -> Expr:
-    x, y = cint(a), cint(b)
-    if x is not None and y is not None:
-        return c(x * y)
-    if x == 1:
-        return b
-    if y == 1:
-        return a
-    return BinOp("*", a, b)
-
-
-def sub(a: Expr, b: Expr) -> Expr:
-    x, y = cint(a), cint(b)
-    if x is not None and y is not None:
-        return c(x - y)
-    if y == 0:
-        return a
-    return BinOp("-", a, b)
-
-
-def emin(a: Expr, b: Expr) -> Expr:
-    x, y = cint(a), cint(b)
-    if x is not None and y is not None:
-        return c(min(x, y))
-    if dim_eq(a, b):
-        return a
-    return MinMax("min", a, b)
-
-
-def emax(a: Expr, b: Expr) -> Expr:
-    x, y = cint(a), cint(b)
-    if x is not None and y is not None:
-        return c(max(x, y))
-    if dim_eq(a, b):
-        return a
-    return MinMax("max", a, b)
-
-
-def product(shape) -> Expr:
-    out: Expr = c(1)
-    for d in shape:
-        out = mul(out, d)
-    return out
-
-
-def provably_le(a: Expr, b: Expr) -> bool:
-    x, y = cint(a), cint(b)
-    if x is not None and y is not None:
-        return x <= y
-    return dim_eq(a, b) is True
-
-
-def row_major_strides(shape: tuple[Expr, ...]) -> tuple[Expr, ...]:
-    out: list[Expr] = []
-    acc: Expr = c(1)
-    for d in reversed(shape):
-        out.append(acc)
-        acc = mul(acc, d)
-    return tuple(reversed(out))
-
-
-def packed_strides(shape: tuple[Expr, ...], layout: str) -> tuple[Expr, ...]:
-    """Canonical packed strides: row-major for ND, trailing pair swapped (column-major) for DN."""
-    if layout == "DN" and len(shape) >= 2:
-        lead = row_major_strides(shape[:-2] + (mul(shape[-2], shape[-1]),))[:-1]
-        return lead + (c(1), shape[-2])
-    return row_major_strides(shape)
-
-
-def is_packed(t: TensorType) -> bool:
-    if t.view is None or not t.view.stride:
-        return True
-    return shapes_equal(t.view.stride, packed_strides(t.shape, t.layout)) is True
-
-
-# --------------------------------------------------------------------------------------------------
-# OP-8: the valid region of a reshape
-# --------------------------------------------------------------------------------------------------
-
-
-class RegionError(Exception):
-    """The source region cannot be described in the new shape. `definite`: rejected on static
-    geometry (no box exists); otherwise the rule could not prove a mapping (symbolic extents)."""
-
-    def __init__(self, message: str, definite: bool = True):
-        super().__init__(message)
-        self.message = message
-        self.definite = definite
-
-
-@dataclass
-class _Run:
-    """One run: a maximal group of adjacent source axes whose region is a flat prefix of the group.
-    cap: the group's element count (None when symbolic). The prefix is `full` (the whole group), a
-    static length `length`, or `free * tail` with a symbolic `free` extent on the axis of size `free_dim`
-    above `tail` fully valid elements."""
-
-    cap: int | None
-    full: bool = False
-    length: int | None = None
-    free: Expr | None = None
-    tail: int = 1
-    free_dim: Expr | None = None
-
-
-def _start_run(s: Expr, v: Expr) -> _Run:
-    cap = cint(s)
-    if dim_eq(v, s):
-        return _Run(cap, full=True)
-    vv = cint(v)
-    if vv is not None:
-        return _Run(cap, length=vv)
-    return _Run(cap, free=v, tail=1, free_dim=s)
-
-
-def _source_runs(shape: tuple[Expr, ...], valid: tuple[Expr, ...]) -> list[_Run]:
-    """The runs of the region, lowest (innermost) first. Adjacent axes share a run when the lower part
-    is fully valid or the higher axis is pinned to one coordinate (valid extent 1)."""
-    runs: list[_Run] = []
-    cur: _Run | None = None
-    for s, v in zip(reversed(shape), reversed(valid)):
-        if cur is None:
-            cur = _start_run(s, v)
-            continue
-        cs = cint(s)
-        if cur.full:
-            below = cur.cap
-            cap = None if below is None or cs is None else below * cs
-            if dim_eq(v, s):
-                cur = _Run(cap, full=True)
-            elif cint(v) is not None and below is not None:
-                cur = _Run(cap, length=cint(v) * below)
-            elif below is None:
-                raise RegionError("the extents below a partially valid axis must be static", definite=False)
-            else:
-                cur = _Run(cap, free=v, tail=below, free_dim=s)
-        elif cint(v) == 1:  # pinned: the run keeps its prefix, its capacity grows
-            cur.cap = None if cur.cap is None or cs is None else cur.cap * cs
-        else:
-            runs.append(cur)
-            cur = _start_run(s, v)
-    assert cur is not None
-    runs.append(cur)
-    return runs
-
-
-def _box_in_group(run: _Run, dims: list[int], new_shape: tuple[Expr, ...]) -> list[Expr]:
-    """The origin-anchored box of target axes `dims` (static extents) that holds the run's prefix."""
-    ext = [cint(new_shape[i]) for i in dims]
-    if run.full:
-        return [c(e) for e in ext]  # type: ignore[arg-type]
-    out: list[Expr] = [c(1)] * len(dims)
-    tail = 1
-    if run.length is not None:
-        n = run.length
-        for k in range(len(dims) - 1, -1, -1):
-            e = ext[k]
-            assert e is not None
-            if n <= tail * e:
-                if n % tail:
-                    raise RegionError(f"{n} valid elements are not a whole number of {tail}-element rows "
-                                      "of the new shape")
-                out[k] = c(n // tail)
-                return out
-            out[k] = c(e)
-            tail *= e
-        raise RegionError("the region does not fit the new shape")
-    # symbolic free extent: it rides on the target axis whose stride equals the run's tail volume
-    for k in range(len(dims) - 1, -1, -1):
-        e = ext[k]
-        assert e is not None
-        if tail == run.tail and e != 1:
-            assert run.free is not None and run.free_dim is not None
-            if not provably_le(run.free_dim, c(e)):
-                raise RegionError(f"the symbolic valid extent {fmt_shape((run.free,))[1:-1]} may exceed the "
-                                  f"target axis of extent {e}", definite=False)
-            out[k] = run.free
-            return out
-        if tail > run.tail:
-            break
-        out[k] = c(e)
-        tail *= e
-    raise RegionError(f"no axis of the new shape has stride {run.tail}, so the symbolic valid extent "
-                      f"{fmt_shape((run.free,))[1:-1]} cannot be carried", definite=False)
-
-
-def _strip_units(shape: tuple[Expr, ...]) -> list[int]:
-    return [i for i, d in enumerate(shape) if cint(d) != 1]
-
-
-def reshape_valid_region(shape: tuple[Expr, ...], valid: tuple[Expr, ...] | None,
-                         new_shape: tuple[Expr, ...]) -> tuple[Expr, ...] | None:
-    """OP-8: the valid region of `shape` (extents `valid`) reshaped to `new_shape`.
-
-    Returns None when the result is fully valid, else the result's valid extents. Raises RegionError
-    when no origin-anchored box of `new_shape` holds exactly the source's elements (or it cannot be
-    proven). Shared by tensor.reshape and tile.reshape (and used by tensor.view)."""
-    if valid is None or shapes_equal(valid, shape) is True:
-        return None  # fully valid -> the new shape
-    if any(cint(v) == 0 for v in valid):
-        return tuple(c(0) for _ in new_shape)  # provably empty -> zero box
-    # adding or removing fully valid unit axes: the kept axes map 1:1
-    keep_old, keep_new = _strip_units(shape), _strip_units(new_shape)
-    if (len(keep_old) == len(keep_new)
-            and all(dim_eq(shape[i], new_shape[j]) for i, j in zip(keep_old, keep_new))
-            and all(cint(valid[i]) == 1 for i in range(len(shape)) if i not in keep_old)):
-        out: list[Expr] = [c(1)] * len(new_shape)
-        for i, j in zip(keep_old, keep_new):
-            out[j] = valid[i]
-        return tuple(out)
-    # general case: runs of the source region against the axis groups of the new shape
-    runs = _source_runs(shape, valid)
-    if static_shape(new_shape) is None:
-        raise RegionError("the new shape must be static to map a partial valid region", definite=False)
-    if len(runs) > 1 and any(r.cap is None for r in runs):
-        raise RegionError("a region that splits into several runs needs static run capacities", definite=False)
-    groups: list[list[int]] = []
-    axis = len(new_shape) - 1
-    for j, run in enumerate(runs):
-        if j == len(runs) - 1:  # the highest run takes every remaining axis
-            dims = list(range(axis + 1))
-            if run.cap is not None and len(runs) > 1:
-                prod = 1
-                for i in dims:
-                    prod *= cint(new_shape[i])  # type: ignore[operator]
-                if prod != run.cap:
-                    raise RegionError("the new shape does not split its axes like the source region")
-        else:
-            dims, prod = [], 1
-            while axis >= 0 and prod < run.cap:  # type: ignore[operator]
-                prod *= cint(new_shape[axis])  # type: ignore[operator]
-                dims.insert(0, axis)
-                axis -= 1
-            if prod != run.cap:
-                raise RegionError(f"the region repeats every {run.cap} elements, but no axis boundary of the "
-                                  "new shape falls there")
-        groups.append(dims)
-        axis = (dims[0] - 1) if dims else axis
-    result: list[Expr] = [c(1)] * len(new_shape)
-    for run, dims in zip(runs, groups):
-        for i, e in zip(dims, _box_in_group(run, dims, new_shape)):
-            result[i] = e
-    return tuple(result)
+from ptoc.ops.registry import Args, Emitter, Pto, declare, register, short_name
+from ptoc.ops.regions import (
+    RegionError,
+    emax,
+    emin,
+    is_packed,
+    mul,
+    product,
+    provably_le,
+    reshape_valid_region,
+    row_major_strides,
+    sub,
+)
 
 
 def narrow_region(args: Args, derived: tuple[Expr, ...] | None, explicit: tuple[Expr, ...] | None,
@@ -419,6 +181,37 @@ def _tensor_result(src: TensorType, shape, valid, *, layout: str | None = None, 
     return TensorType(tuple(shape), src.dtype, view)
 
 
+def _slice_region(args: Args, t: TensorType, shape, offset, explicit, clamp: bool) -> tuple[Expr, ...]:
+    """The valid region of a tensor.slice window: the source's, shifted and cut (clamped to the source
+    when clamp=True), then narrowed by an explicit valid_shape."""
+    region = _window_region(t.shape, valid_shape_of(t), offset, shape)
+    if clamp:
+        region = tuple(emin(r, emax(sub(s, o), c(0))) if cint(s) is not None and cint(o) is not None else r
+                       for r, s, o in zip(region, t.shape, offset))
+    if explicit is not None:
+        if len(explicit) != len(shape):
+            args.fail(f"tensor.slice: valid_shape has {len(explicit)} extents for rank {len(shape)}", "valid_shape")
+        region = tuple(e if dim_eq(r, s) is True else emin(e, r) for e, r, s in zip(explicit, region, shape))
+    return region
+
+
+def _dropped_axes(args: Args, drop, shape, region) -> set[int]:
+    """drop_dims of tensor.slice: constant axes of extent 1 that are fully valid."""
+    axes = set()
+    for d in drop:
+        a = cint(d)
+        if a is None or not -len(shape) <= a < len(shape):
+            args.fail("tensor.slice: drop_dims must list constant axes of the window", "drop_dims")
+        a %= len(shape)  # type: ignore[operator]
+        if cint(shape[a]) != 1:
+            args.fail(f"tensor.slice: dropped axis {a} must have extent 1, got {fmt_shape((shape[a],))[1:-1]}",
+                      "drop_dims")
+        if cint(region[a]) != 1:
+            args.fail(f"tensor.slice: dropped axis {a} must be fully valid", "drop_dims")
+        axes.add(a)
+    return axes
+
+
 @register("tensor.slice", ("tensor", "shape", "offset"),
           optional=(("valid_shape", None), ("drop_dims", None), ("pad_value", None), ("clamp", None)),
           unit="any", family="layout")
@@ -444,28 +237,10 @@ def _tensor_slice(args: Args) -> Type | None:
                   "shape", rule="NZ-10",
                   hint="narrow only the leading (batch) axes of an NZ tensor; window rows/columns with "
                   "tile.load offsets instead")
-    region = _window_region(t.shape, valid_shape_of(t), offset, shape)
-    if clamp:
-        region = tuple(emin(r, emax(sub(s, o), c(0))) if cint(s) is not None and cint(o) is not None else r
-                       for r, s, o in zip(region, t.shape, offset))
-    if explicit is not None:
-        if len(explicit) != len(shape):
-            args.fail(f"tensor.slice: valid_shape has {len(explicit)} extents for rank {len(shape)}", "valid_shape")
-        region = tuple(e if dim_eq(r, s) is True else emin(e, r) for e, r, s in zip(explicit, region, shape))
+    region = _slice_region(args, t, shape, offset, explicit, clamp)
     out_shape, out_valid = list(shape), list(region)
     if drop:
-        axes = set()
-        for d in drop:
-            a = cint(d)
-            if a is None or not -len(shape) <= a < len(shape):
-                args.fail("tensor.slice: drop_dims must list constant axes of the window", "drop_dims")
-            a %= len(shape)  # type: ignore[operator]
-            if cint(shape[a]) != 1:
-                args.fail(f"tensor.slice: dropped axis {a} must have extent 1, got {fmt_shape((shape[a],))[1:-1]}",
-                          "drop_dims")
-            if cint(region[a]) != 1:
-                args.fail(f"tensor.slice: dropped axis {a} must be fully valid", "drop_dims")
-            axes.add(a)
+        axes = _dropped_axes(args, drop, shape, region)
         out_shape = [d for i, d in enumerate(shape) if i not in axes]
         out_valid = [d for i, d in enumerate(region) if i not in axes]
     p = None if pad == "null" else pad
@@ -546,21 +321,7 @@ def _tensor_view(args: Args) -> Type | None:
     _nz_view_rejected(args, t, "tensor.view")
     target_layout = layout or t.layout
     if shape is None:  # layout-only flip: the trailing pair swaps over the same memory
-        if t.rank < 2:
-            args.fail(f"tensor.view: a layout flip needs rank >= 2, got rank {t.rank}", "layout", rule="OP-4",
-                      hint="reshape to [1, N] first")
-        if target_layout == t.layout:
-            return t
-        new_shape = t.shape[:-2] + (t.shape[-1], t.shape[-2])
-        vs = valid_shape_of(t)
-        new_valid = vs[:-2] + (vs[-1], vs[-2])
-        stride = None
-        if t.view is not None and t.view.stride and not is_packed(t):
-            st = t.view.stride
-            stride = st[:-2] + (st[-1], st[-2])
-        if explicit is not None:
-            new_valid = narrow_region(args, new_valid, explicit, new_shape, "OP-4")
-        return _tensor_result(t, new_shape, new_valid, layout=target_layout, stride=stride)
+        return _layout_flip(args, t, target_layout, explicit)
     shape = tuple(shape)
     if len(shape) < 1:
         args.fail("tensor.view: the target shape must have rank >= 1", "shape", rule="OP-4")
@@ -575,9 +336,33 @@ def _tensor_view(args: Args) -> Type | None:
     if not has_partial_valid(t):
         valid = narrow_region(args, None, explicit, shape, "OP-4")
         return _tensor_result(t, shape, valid, layout=target_layout)
-    # partially valid source (OP-4): fold leading dims of packed ND into 2-D, or a prefix into [1, N]
     if same_shape and target_layout == t.layout:
         return _tensor_result(t, shape, narrow_region(args, valid_shape_of(t), explicit, shape, "OP-4"))
+    return _partial_view(args, t, shape, target_layout, explicit)
+
+
+def _layout_flip(args: Args, t: TensorType, target_layout: str, explicit) -> Type:
+    """tensor.view with only layout=: the trailing pair of shape, valid region and strides swaps."""
+    if t.rank < 2:
+        args.fail(f"tensor.view: a layout flip needs rank >= 2, got rank {t.rank}", "layout", rule="OP-4",
+                  hint="reshape to [1, N] first")
+    if target_layout == t.layout:
+        return t
+    new_shape = t.shape[:-2] + (t.shape[-1], t.shape[-2])
+    vs = valid_shape_of(t)
+    new_valid = vs[:-2] + (vs[-1], vs[-2])
+    stride = None
+    if t.view is not None and t.view.stride and not is_packed(t):
+        st = t.view.stride
+        stride = st[:-2] + (st[-1], st[-2])
+    if explicit is not None:
+        new_valid = narrow_region(args, new_valid, explicit, new_shape, "OP-4")
+    return _tensor_result(t, new_shape, new_valid, layout=target_layout, stride=stride)
+
+
+def _partial_view(args: Args, t: TensorType, shape, target_layout: str, explicit) -> Type:
+    """tensor.view of a partially valid source (OP-4): leading dims of packed ND folded into 2-D, or a
+    prefix into [1, N], with an explicit target valid_shape."""
     fold2d = (product(t.shape[:-1]), t.shape[-1])
     flat = (c(1), product(t.shape))
     if t.layout != "ND" or target_layout != "ND" or not (
@@ -1010,5 +795,17 @@ short_name("set_validshape", tensor="tensor.set_validshape", tile="tile.set_vali
 short_name("arange", tensor="tensor.ci")
 short_name("extract", tile="tile.extract")
 short_name("fillpad", tile="tile.fillpad")
+
+# `.pto` spellings (PTOAS PTOOps.td, destination-passing form)
+declare("tile.set_validshape", pto=Emitter("set_validshape"))
+declare("tile.reshape", pto=Emitter("reshape"))
+declare("tile.reinterpret_view", pto=Emitter("reshape"))
+declare("tile.slice", pto=Emitter("subview"))
+declare("tile.extract", pto=Pto("textract", ("tile:tile", "index:index_row", "index:index_col")))
+declare("tile.fillpad", pto=Pto("tfillpad", ("tile:tile",)))
+declare("tile.transpose", pto=Pto("ttrans", ("tile:tile", "tile!:tmp"),
+                                  "PTOAS's ttrans needs a scratch tile: pass tmp=<tile>"))
+declare("tile.ci", pto=Emitter("ci"))
+declare("tile.tri", pto=Emitter("tri"))
 
 __all__ = ["INDEX", "ConstInt", "RegionError", "narrow_region", "reshape_valid_region"]

@@ -34,11 +34,11 @@ from ptoc.ops.common import (
     new_tile,
     valid_shape_of,
 )
-from ptoc.ops.registry import Args, register, short_name
+from ptoc.target.facts import FRACTAL_ROWS, c0 as c0_of
+from ptoc.ops.registry import Args, Emitter, Pto, declare, register, short_name
 from ptoc.target.arch import get_arch
 
 BOXED_SPACES = ("Mat", "Left", "Right", "Acc")
-FRACTAL_ROWS = 16
 # Result dtypes tensor.matmul's out_dtype may ask for (the Acc -> GM store converts on the way out)
 FLOAT_OUT = ("FP32", "FP16", "BF16")
 INT_OUT = ("INT32",)
@@ -58,7 +58,7 @@ def inner_box(dtype: dtypes.DType, slayout: str | None, fractal: int | None) -> 
         return (FRACTAL_ROWS, FRACTAL_ROWS)
     if fractal not in (None, 512):
         return None
-    c0 = dtype.c0
+    c0 = c0_of(dtype)
     if c0 is None:
         return None
     return (FRACTAL_ROWS, c0) if slayout == "row_major" else (c0, FRACTAL_ROWS)
@@ -311,18 +311,8 @@ def _tensor_matmul_acc(args: Args) -> Type | None:
     return new_tensor(acc_t.shape, acc_t.dtype, valid_shape_of(acc_t))
 
 
-@register("tile.matmul_mx", ("lhs", "lhs_scale", "rhs", "rhs_scale"), unit="cube")
-def _tile_matmul_mx(args: Args) -> Type | None:
-    """MX block-scaled matmul (Ascend950): Left x Right with FP8E8M0 scales per 32 values -> FP32 Acc"""
-    from ptoc.ops.common import cint
-
-    if args.arch != "a5":
-        args.fail("tile.matmul_mx (MX block-scaled matmul) is supported on Ascend950 (a5) only", rule="OP-6",
-                  code="PTOC-E0203", hint="compile with --arch a5")
-    lhs, rhs = args.tile("lhs"), args.tile("rhs")
-    ls, rs = args.tile("lhs_scale"), args.tile("rhs_scale")
-    if lhs is None or rhs is None:
-        return None
+def _mx_operands(args: Args, lhs, rhs, ls, rs) -> None:
+    """tile.matmul_mx operands: 2-D tiles in Left / Right / LeftScale / RightScale, MX data and E8M0 scales."""
     for t, n, want in ((lhs, "lhs", "Left"), (rhs, "rhs", "Right"), (ls, "lhs_scale", "LeftScale"),
                        (rs, "rhs_scale", "RightScale")):
         if t is not None:
@@ -335,6 +325,21 @@ def _tile_matmul_mx(args: Args) -> Type | None:
     for t, n in ((ls, "lhs_scale"), (rs, "rhs_scale")):
         if t is not None and t.dtype.name != "FP8E8M0":
             args.fail(f"tile.matmul_mx: {n} must be FP8E8M0 scales, got {t.dtype.name}", n)
+
+
+@register("tile.matmul_mx", ("lhs", "lhs_scale", "rhs", "rhs_scale"), unit="cube")
+def _tile_matmul_mx(args: Args) -> Type | None:
+    """MX block-scaled matmul (Ascend950): Left x Right with FP8E8M0 scales per 32 values -> FP32 Acc"""
+    from ptoc.ops.common import cint
+
+    if args.arch != "a5":
+        args.fail("tile.matmul_mx (MX block-scaled matmul) is supported on Ascend950 (a5) only", rule="OP-6",
+                  code="PTOC-E0203", hint="compile with --arch a5")
+    lhs, rhs = args.tile("lhs"), args.tile("rhs")
+    ls, rs = args.tile("lhs_scale"), args.tile("rhs_scale")
+    if lhs is None or rhs is None:
+        return None
+    _mx_operands(args, lhs, rhs, ls, rs)
     m, kc, kr, nc = (cint(lhs.shape[0]), cint(lhs.shape[1]), cint(rhs.shape[0]), cint(rhs.shape[1]))
     k = kc * lhs.dtype.packed_values if kc is not None else None
     n_vals = nc * rhs.dtype.packed_values if nc is not None else None
@@ -357,6 +362,11 @@ def _tile_matmul_mx(args: Args) -> Type | None:
 short_name("matmul", tensor="tensor.matmul", tile="tile.matmul")
 short_name("matmul_acc", tensor="tensor.matmul_acc", tile="tile.matmul_acc")
 short_name("matmul_bias", tile="tile.matmul_bias")
+
+# `.pto` spellings (PTOAS PTOOps.td, destination-passing form)
+declare("tile.matmul", pto=Pto("tmatmul", ("tile:lhs", "tile:rhs")))
+declare("tile.matmul_acc", pto=Emitter("op_matmul_acc"))
+declare("tile.matmul_bias", pto=Pto("tmatmul.bias", ("tile:lhs", "tile:rhs", "tile:bias")))
 
 __all__ = ["boxed_dims_problem", "check_boxed_tile_dims", "inner_box"]
 

@@ -20,7 +20,7 @@ from ptoc.ops.common import (
     new_tile,
     static_shape,
 )
-from ptoc.ops.registry import Args, register, short_name
+from ptoc.ops.registry import Args, Emitter, declare, register, short_name
 
 MEM_SPACES = ("Vec", "Mat", "Left", "Right", "Acc", "Bias", "LeftScale", "RightScale")
 
@@ -251,5 +251,14 @@ short_name("dim", tensor="tensor.dim")
 short_name("get_block_idx", scalar="tile.get_block_idx")
 short_name("get_block_num", scalar="tile.get_block_num")
 short_name("get_subblock_idx", scalar="tile.get_subblock_idx")
+
+# `.pto` spellings (PTOAS PTOOps.td, destination-passing form)
+declare("tile.load", pto=Emitter("op_load"))
+declare("tile.store", pto=Emitter("op_store"))
+declare("tile.create", pto=Emitter("op_create"))
+declare("tile.alloc", pto=Emitter("op_alloc"))
+declare("tile.full", pto=Emitter("op_full"))
+declare("tile.read", pto=Emitter("op_read"))
+declare("tile.write", pto=Emitter("op_write"))
 
 __all__ = ["MEM_SPACES", "TileType", "blocked_nz_logical"]

@@ -28,7 +28,8 @@ from __future__ import annotations
 from ptoc.ir.nodes import TileType, TileView, Type
 from ptoc.ir.types import effective_tile_view, implicit_tile_view, normalize_tile_view
 from ptoc.ops.common import cint, enum_arg, fmt_shape
-from ptoc.ops.registry import Args, register, short_name
+from ptoc.target.facts import FRACTAL_ROWS, c0 as c0_of
+from ptoc.ops.registry import Args, Emitter, declare, register, short_name
 from ptoc.target.arch import Arch, get_arch
 
 LAYOUT_SPACES = ("Mat", "Acc", "Left", "Right", "LeftScale", "RightScale")  # spaces with their own layout
@@ -38,7 +39,6 @@ MX_SCALE_LAYOUT = {"LeftScale": ("row_major", "row_major"), "RightScale": ("col_
 ACC_FRACTAL = 1024
 MX_FRACTAL = 32
 FRACTAL = 512
-FRACTAL_ROWS = 16
 
 # MOV-2: element types ND->ZN supports (all 1/2/4-byte storage types)
 ZN_DTYPES = ("FP16", "BF16", "FP32", "INT32", "INT8", "UINT8", "FP8E4M3FN", "FP8E5M2", "HF8",
@@ -351,7 +351,7 @@ def _check_transform(args: Args, src: TileType, result: TileType) -> None:
     rows, cols = cint(src.shape[0]), cint(src.shape[1])
     if rows is None or cols is None:
         return
-    c0 = src.dtype.c0
+    c0 = c0_of(src.dtype)
     if form == "ND->NZ":
         if c0 is None:
             return
@@ -370,6 +370,9 @@ def _check_transform(args: Args, src: TileType, result: TileType) -> None:
 
 
 short_name("move", tile="tile.move")
+
+# `.pto` spellings (PTOAS PTOOps.td, destination-passing form)
+declare("tile.move", pto=Emitter("op_move"))
 
 __all__ = [
     "check_move_not_in_place",

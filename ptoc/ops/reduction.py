@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from ptoc.ir.nodes import Expr, TensorType, TileType, Type
 from ptoc.ops.common import ONE, cint, dim_eq, fmt_shape, new_tensor, new_tile, valid_shape_of
-from ptoc.ops.registry import Args, register, short_name
+from ptoc.ops.registry import Args, Emitter, Pto, declare, register, short_name
 
 TENSOR_OPS = ("row_sum", "row_max", "row_min", "col_sum", "col_max", "col_min")
 TILE_ROW = ("row_sum", "row_max", "row_min", "row_prod")
@@ -129,5 +129,12 @@ for _n in TILE_ROW + TILE_COL:
         short_name(_n, tensor=f"tensor.{_n}", tile=f"tile.{_n}")
     else:
         short_name(_n, tile=f"tile.{_n}")
+
+# `.pto` spellings (PTOAS PTOOps.td, destination-passing form)
+for _n in TILE_ROW:
+    declare(f"tile.{_n}", pto=Pto("t" + _n.replace("_", ""), ("tile:input", "tile:tmp")))
+for _n in ("col_max", "col_min", "col_prod"):
+    declare(f"tile.{_n}", pto=Pto("t" + _n.replace("_", ""), ("tile:input",)))
+declare("tile.col_sum", pto=Emitter("op_col_sum"))
 
 __all__ = ["TensorType"]

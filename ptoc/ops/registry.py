@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from ptoc.diagnostics import Diagnostic
 from ptoc.ir.nodes import Call, Expr, Node, ScalarType, TensorType, TileType, Type
+from ptoc.ir.typing_registry import register_op_typer
 
 
 class OpError(Exception):
@@ -115,10 +116,57 @@ class OpDef:
     family: str = ""
     summary: str = ""
     open_kwargs: bool = False  # accepts kwargs beyond its declared parameters (carried through)
+    pto: Pto | Emitter | NoPto | None = None  # the `.pto` form (tile ops)
+    interp: object | None = None  # a declared semantics kernel for the numeric reference
 
     @functools.cached_property
     def param_names(self) -> tuple[str, ...]:
         return self.params + tuple(n for n, _ in self.optional)
+
+
+@dataclass(frozen=True)
+class Pto:
+    """A destination-passing `.pto` op: `pto.<name> ins(<operands> : <types>) outs(%dst : <type>)`.
+
+    Each operand is `"<kind>:<param>"`, the op parameter it comes from and how it is passed: `tile` (a
+    tile handle), `scalar` (a scalar operand: a literal takes the first tile operand's dtype, OP-6),
+    `f32` (a scalar passed as f32), `index` (an index value). A `tile?` operand is left out when the
+    argument is absent; a `tile!` operand is required in `.pto` even where the IR makes it optional,
+    and its absence is reported with `hint`."""
+
+    name: str
+    operands: tuple[str, ...]
+    hint: str = ""
+
+
+@dataclass(frozen=True)
+class Emitter:
+    """An op whose `.pto` form is not a plain destination-passing op: codegen's method `method`."""
+
+    method: str
+
+
+@dataclass(frozen=True)
+class NoPto:
+    """An op with no `.pto` form (codegen reports PTOC-E0400 with this hint)."""
+
+    hint: str
+
+
+@dataclass(frozen=True)
+class UnaryKernel:
+    """Semantics `out = fn(np, x)` over the operand's values (float64 for float dtypes, rounded once
+    to the dtype afterwards); the result keeps the operand's valid region."""
+
+    fn: Callable
+
+
+@dataclass(frozen=True)
+class TileScalarKernel:
+    """Semantics `out = fn(np, x, s)` for a tile `x` and a scalar `s` (both float64 for float tiles,
+    rounded once to the tile dtype afterwards); the result keeps the tile's valid region."""
+
+    fn: Callable
 
 
 REGISTRY: dict[str, OpDef] = {}
@@ -127,7 +175,7 @@ SHORT: dict[str, dict[str, str]] = {}
 
 
 def register(name: str, params: tuple[str, ...] | list[str] = (), optional=(), unit: str = "vector",
-             family: str = "", summary: str = "", open_kwargs: bool = False):
+             family: str = "", summary: str = "", open_kwargs: bool = False, pto=None, interp=None):
     """Decorator: declare op `name` with the decorated function as its type rule."""
 
     def deco(fn: TypeRule) -> TypeRule:
@@ -137,10 +185,19 @@ def register(name: str, params: tuple[str, ...] | list[str] = (), optional=(), u
             raise ValueError(f"op {name}: unknown unit {unit}")
         REGISTRY[name] = OpDef(name, tuple(params), tuple(optional), fn, unit,
                                family or fn.__module__.rsplit(".", 1)[-1], summary or (fn.__doc__ or "").strip(),
-                               open_kwargs)
+                               open_kwargs, pto, interp)
         return fn
 
     return deco
+
+
+def declare(name: str, *, pto: Pto | Emitter | NoPto | None = None, interp: object | None = None) -> None:
+    """Attach the `.pto` form and/or the reference semantics to the registered op `name`."""
+    import dataclasses
+
+    op = REGISTRY[name]
+    changes = {k: v for k, v in (("pto", pto), ("interp", interp)) if v is not None}
+    REGISTRY[name] = dataclasses.replace(op, **changes)
 
 
 def short_name(short: str, **targets: str) -> None:
@@ -309,3 +366,8 @@ def infer_call_type(call: Call, arg_types: list[Type | None], kwarg_types: dict[
     except OpError as e:
         span = e.at.span if e.at is not None and e.at.span.known else call.span
         return None, [Diagnostic(e.code, e.message, span, e.hint, e.rule)]
+
+
+# The verifier (ptoc.ir, below ops in the package graph) finds the operator type rules here: importing
+# the registry installs them. The front end, the pass manager and the driver import this module.
+register_op_typer(infer_call_type)

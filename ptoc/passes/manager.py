@@ -24,6 +24,7 @@ from dataclasses import dataclass, field
 from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError, InternalError
 from ptoc.ir.nodes import Program
+from ptoc.ops import registry as _op_rules  # noqa: F401  (installs the type rules the verifier asks)
 
 # The pipeline: (stage, pass name). The module ptoc.passes.<name> defines class <name>.
 PIPELINE: list[tuple[str, str]] = [

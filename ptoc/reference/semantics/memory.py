@@ -1,0 +1,259 @@
+"""Reference semantics of the memory family: load, store, create, full, read, write, move, alloc,
+core ids, synchronisation and cross-core push/pop."""
+
+from __future__ import annotations
+
+
+import numpy as np
+
+from ptoc.ir import dtypes
+from ptoc.ir.dtypes import DType
+
+from ptoc.reference.values import (
+    BOOL,
+    FRACTAL_ROWS,
+    INDEX,
+    Ptr,
+    Scalar,
+    Tile,
+    Unsupported,
+    _addr,
+    _as_int,
+    _block,
+    _box_mask,
+    _clip_valid,
+    _gm_read,
+    _gm_write,
+    _is_float,
+    _is_partition,
+    _new_tensor,
+    _np,
+    _scalar,
+    _tile,
+    _truthy,
+    _unblock,
+    _window_addr,
+    _wrap_int,
+    cast_array,
+)
+from ptoc.reference.semantics.common import _OpCtx, _enum_member, _need_tensor, _need_tile, _op
+
+
+# --------------------------------------------------------------------------------------------------
+# Memory: load, store, create, full, read, write, move, alloc
+# --------------------------------------------------------------------------------------------------
+
+
+@_op("tile.load")
+def _load(ctx: _OpCtx, a: dict):
+    t = _need_tensor(ctx, a["tensor"], "tensor")
+    offs = ctx.frame.ints(a["offsets"], "an offset")
+    sizes = ctx.frame.ints(a["shapes"], "an extent")
+    vs = ctx.frame.ints(a["valid_shapes"], "a valid extent") if a["valid_shapes"] is not None else sizes
+    if len(vs) != len(sizes):
+        ctx.fault("valid_shapes and shapes differ in rank")
+    addr = _window_addr(t, offs, sizes)
+    wmask = _box_mask(sizes, _clip_valid(sizes, vs))
+    data = _gm_read(t, addr, wmask, f"pl.tile.load from {t.buf.name or 'a tensor'}", ctx.span)
+    if _is_partition(t, sizes):
+        data, wmask = _unblock(data), _unblock(wmask)
+    if a["transpose"] is not None and _truthy(a["transpose"]) and data.ndim >= 2:
+        data, wmask = np.swapaxes(data, -1, -2), np.swapaxes(wmask, -1, -2)
+    mem = _enum_member(a["target_memory"]) or "Vec"
+    return _tile(data, t.dtype, mask=wmask, pad=t.pad, memory=mem,
+                 blayout="col_major" if t.layout == "DN" and mem == "Vec" else None)
+
+
+@_op("tile.store")
+def _store(ctx: _OpCtx, a: dict):
+    tile = _need_tile(ctx, a["tile"], "tile")
+    t = _need_tensor(ctx, a["output"], "output")
+    offs = ctx.frame.ints(a["offsets"], "an offset")
+    data, mask = tile.data, _box_mask(tile.shape, tile.valid)
+    if a["shapes"] is not None:
+        sizes = ctx.frame.ints(a["shapes"], "an extent")
+    elif tile.rank < t.rank:
+        sizes = (1,) * (t.rank - tile.rank) + tile.shape
+    else:
+        sizes = tile.shape
+    if _is_partition(t, sizes) and tile.rank == 2 and tile.shape == (sizes[2] * FRACTAL_ROWS, sizes[1] * sizes[4]):
+        data, mask = _block(data, sizes[4]), _block(mask, sizes[4])
+    elif tuple(sizes) != tile.shape:
+        if data.size != int(np.prod(sizes, dtype=np.int64)):
+            ctx.fault(f"a {list(tile.shape)} tile does not fill the window {list(sizes)}", code="PTOC-E0503")
+        data, mask = data.reshape(sizes), mask.reshape(sizes)
+    if tile.dtype != t.dtype:
+        data = cast_array(data, tile.dtype, t.dtype, "rint")
+    atomic = ctx.extra.get("atomic")
+    if isinstance(atomic, Scalar):
+        atomic_add = bool(atomic.value)
+    else:
+        member = _enum_member(atomic)
+        atomic_add = member is not None and member.lower() not in ("none", "null", "false")
+    addr = _window_addr(t, offs, sizes)
+    _gm_write(t, addr, mask, data, f"pl.tile.store into {t.buf.name or 'a tensor'}", ctx.span, atomic=atomic_add)
+    return t
+
+
+def _fill_value(ctx: _OpCtx, v, dt: DType):
+    if isinstance(v, Scalar):
+        v = v.value
+    if v is None:
+        ctx.fault("needs value=")
+    if dt.is_packed_fp4:
+        return _wrap_int(int(v), dtypes.UINT8)
+    return _scalar(v, dt).value
+
+
+@_op("tile.create")
+def _tile_create(ctx: _OpCtx, a: dict):
+    shape = ctx.frame.ints(a["shape"])
+    dt = a["dtype"]
+    if not isinstance(dt, DType):
+        ctx.fault("needs dtype=")
+    return _tile(np.zeros(shape, dtype=_np(dt)), dt, memory=_enum_member(a["target_memory"]) or "Vec")
+
+
+@_op("tile.full")
+def _tile_full(ctx: _OpCtx, a: dict):
+    shape = ctx.frame.ints(a["shape"])
+    dt = a["dtype"]
+    if not isinstance(dt, DType):
+        ctx.fault("needs dtype=")
+    return _tile(np.full(shape, _fill_value(ctx, a["value"], dt), dtype=_np(dt)), dt,
+                 memory=_enum_member(a["target_memory"]) or "Vec")
+
+
+@_op("tensor.create")
+def _tensor_create(ctx: _OpCtx, a: dict):
+    shape = ctx.frame.ints(a["shape"])
+    dt = a["dtype"]
+    if not isinstance(dt, DType):
+        ctx.fault("needs dtype=")
+    layout = _enum_member(a["layout"]) or "ND"
+    if layout != "ND":
+        raise Unsupported("tensor.create", f"layout {layout}", ctx.span)
+    return _new_tensor(shape, dt, fill=np.zeros((), _np(dt)))
+
+
+@_op("tensor.full")
+def _tensor_full(ctx: _OpCtx, a: dict):
+    shape = ctx.frame.ints(a["shape"])
+    dt = a["dtype"]
+    if not isinstance(dt, DType):
+        ctx.fault("needs dtype=")
+    return _new_tensor(shape, dt, fill=_fill_value(ctx, a["value"], dt))
+
+
+@_op("tile.alloc", "tensor.alloc")
+def _alloc(ctx: _OpCtx, a: dict):
+    return Ptr()
+
+
+def _index_tuple(ctx: _OpCtx, v, shape) -> tuple[int, ...]:
+    idx = ctx.frame.ints(v, "an index")
+    if len(idx) != len(shape) or any(not 0 <= i < s for i, s in zip(idx, shape)):
+        ctx.fault(f"index {list(idx)} is outside the shape {list(shape)}", code="PTOC-E0503")
+    return idx
+
+
+@_op("tile.read")
+def _tile_read(ctx: _OpCtx, a: dict):
+    t = _need_tile(ctx, a["tile"], "tile")
+    idx = _index_tuple(ctx, a["indices"], t.shape)
+    v = t.data[idx]
+    return Scalar(float(v) if _is_float(t.dtype) else (bool(v) if t.dtype == BOOL else int(v)), t.dtype)
+
+
+@_op("tile.write")
+def _tile_write(ctx: _OpCtx, a: dict):
+    t = _need_tile(ctx, a["tile"], "tile")
+    idx = _index_tuple(ctx, a["indices"], t.shape)
+    data = t.data.copy()
+    data[idx] = _fill_value(ctx, a["value"], t.dtype)
+    return Tile(data, t.dtype, t.valid, t.pad, t.memory, t.blayout)
+
+
+@_op("tensor.read")
+def _tensor_read(ctx: _OpCtx, a: dict):
+    t = _need_tensor(ctx, a["tensor"], "tensor")
+    idx = _index_tuple(ctx, a["indices"], t.shape)
+    addr = _addr(t, [np.array([i], dtype=np.int64) for i in idx])
+    v = _gm_read(t, addr.reshape(1), None, "pl.tensor.read", ctx.span)[0]
+    return Scalar(float(v) if _is_float(t.dtype) else (bool(v) if t.dtype == BOOL else int(v)), t.dtype)
+
+
+@_op("tensor.dim")
+def _tensor_dim(ctx: _OpCtx, a: dict):
+    t = _need_tensor(ctx, a["tensor"], "tensor")
+    ax = _as_int(a["axis"], "an axis")
+    if not -t.rank <= ax < t.rank:
+        ctx.fault(f"axis {ax} is out of range for rank {t.rank}")
+    return Scalar(t.shape[ax], INDEX)
+
+
+@_op("tile.move")
+def _move(ctx: _OpCtx, a: dict):
+    t = _need_tile(ctx, a["tile"], "tile")
+    mem = _enum_member(a["target_memory"]) or t.memory
+    return Tile(t.data.copy(), t.dtype, t.valid, t.pad, mem, _enum_member(a["blayout"]) or t.blayout)
+
+
+@_op("tile.get_block_idx")
+def _block_idx(ctx: _OpCtx, a: dict):
+    return Scalar(ctx.frame.m.block_idx, dtypes.BY_NAME["UINT64"])
+
+
+@_op("tile.get_block_num")
+def _block_num(ctx: _OpCtx, a: dict):
+    return Scalar(ctx.frame.m.block_num, dtypes.BY_NAME["UINT64"])
+
+
+@_op("tile.get_subblock_idx")
+def _subblock_idx(ctx: _OpCtx, a: dict):
+    return Scalar(ctx.frame.m.subblock_idx, dtypes.BY_NAME["UINT64"])
+
+
+# synchronisation: nothing to do ------------------------------------------------------------------------
+
+@_op("system.bar_v", "system.bar_m", "system.bar_all", "system.fence", "system.sync_src", "system.sync_dst",
+     "system.syncall", "system.aic_initialize_pipe", "system.aiv_initialize_pipe", "system.reserve_buffer",
+     "system.import_peer_buffer", "system.sync_set", "system.sync_wait", "system.set_ffts",
+     "system.cacheinvalid", "system.tfree_to_aic", "system.tfree_to_aiv", "split")
+def _nothing(ctx: _OpCtx, a: dict):
+    return None
+
+
+def _split_mode(v) -> int:
+    if v is None:
+        return 0
+    m = _enum_member(v)
+    if m is not None:
+        return {"NONE": 0, "UP_DOWN": 1, "LEFT_RIGHT": 2}.get(m, 0)
+    return _as_int(v, "a split mode")
+
+
+@_op("tile.tpush_to_aiv", "tile.tpush_to_aic")
+def _tpush(ctx: _OpCtx, a: dict):
+    t = _need_tile(ctx, a["tile"], "tile")
+    split = _split_mode(ctx.extra.get("split"))
+    if split in (1, 2) and t.rank == 2:
+        ax = 0 if split == 1 else 1
+        h = t.shape[ax] // 2
+        for i in range(2):
+            sl = [slice(None), slice(None)]
+            sl[ax] = slice(i * h, (i + 1) * h)
+            valid = list(t.valid)
+            valid[ax] = max(0, min(h, t.valid[ax] - i * h))
+            ctx.frame.m.fifo.append(_tile(t.data[tuple(sl)], t.dtype, valid, pad=t.pad, memory=t.memory))
+    else:
+        ctx.frame.m.fifo.append(t)
+    return None
+
+
+@_op("tile.tpop_from_aic", "tile.tpop_from_aiv")
+def _tpop(ctx: _OpCtx, a: dict):
+    if not ctx.frame.m.fifo:
+        raise Unsupported(ctx.name, "nothing was pushed in this run: the producer runs in another kernel", ctx.span)
+    t = ctx.frame.m.fifo.pop(0)
+    return Tile(t.data.copy(), t.dtype, t.valid, t.pad, "Vec" if ctx.name.endswith("aic") else "Mat", t.blayout)
