@@ -720,19 +720,7 @@ def _parse_syntax(text: str, file: str) -> tuple[tuple[SN, ...] | None, list[Dia
         except _IndentError as e:
             d = Diagnostic("PTOC-E0003", e.message, Span(file, e.line, e.start, e.line, e.col), hint=e.hint)
         except UnexpectedCharacters as e:
-            ch = e.char if hasattr(e, "char") else "?"
-            hint = None
-            msg = f"unexpected character {ch!r}"
-            if ch == "\t":
-                hint = "use spaces, not tabs"
-            elif ch in (";",):
-                hint = "put each statement on its own line"
-            elif ch in ("'", '"'):
-                msg = "unterminated string literal"
-                hint = f"close the string with {ch} on the same line"
-            elif ch in ("!", "?", "$", "`"):
-                hint = "this character has no meaning in the IR text"
-            d = Diagnostic("PTOC-E0002", msg, Span(file, e.line, e.column, e.line, e.column + 1), hint=hint)
+            d = _character_error(e, file)
         except UnexpectedToken as e:
             d, stop = _token_error(e, current, lines, file)
         except UnexpectedEOF:
@@ -767,6 +755,30 @@ def _parse_syntax(text: str, file: str) -> tuple[tuple[SN, ...] | None, list[Dia
     return None, diags
 
 
+_CHARACTER_HINTS = {
+    "\t": "use spaces, not tabs",
+    ";": "put each statement on its own line",
+    "!": "this character has no meaning in the IR text",
+    "?": "this character has no meaning in the IR text",
+    "$": "this character has no meaning in the IR text",
+    "`": "this character has no meaning in the IR text",
+}
+
+
+def _character_error(e: UnexpectedCharacters, file: str) -> Diagnostic:
+    """A character no token starts with: a tab, a `;`, an unterminated string, a stray symbol."""
+    ch = e.char if hasattr(e, "char") else "?"
+    at = Span(file, e.line, e.column, e.line, e.column + 1)
+    if ch in ("'", '"'):
+        return Diagnostic("PTOC-E0002", "unterminated string literal", at,
+                          hint=f"close the string with {ch} on the same line")
+    return Diagnostic("PTOC-E0002", f"unexpected character {ch!r}", at, hint=_CHARACTER_HINTS.get(ch))
+
+
+_LINE_END_TOKENS = ("_NEWLINE", "_DEDENT", "$END")
+_ITEM_START_TOKENS = ("NAME", "DEC_NUMBER", "HEX_NUMBER", "FLOAT_NUMBER", "STRING", "LPAR", "LSQB", "LBRACE")
+
+
 def _token_error(e: UnexpectedToken, text: str, lines: list[str], file: str) -> tuple[Diagnostic, bool]:
     """The diagnostic for an unexpected token, and whether parsing should stop after it.
 
@@ -774,11 +786,7 @@ def _token_error(e: UnexpectedToken, text: str, lines: list[str], file: str) -> 
     (the parser only notices it lines later), a closing bracket that matches nothing where it stands.
     """
     tok = e.token
-    line = tok.line if tok.line is not None else e.line
-    col = tok.column if tok.column is not None else e.column
-    if line is None or line < 1:
-        line = len(lines)
-    col = col or 1
+    line, col = _token_position(e, lines)
     if tok.type == "_INDENT":
         line = tok.end_line or line
         return Diagnostic("PTOC-E0003", "unexpected indentation", Span(file, line, 1, line, len(tok.value) + 1),
@@ -788,39 +796,69 @@ def _token_error(e: UnexpectedToken, text: str, lines: list[str], file: str) -> 
         pos = len(text)
     pairs, stray = _scan_brackets(text)
     if stray is not None and stray[3] == pos:
-        ch, sline, scol, _, opener = stray
-        if opener is None:
-            return Diagnostic("PTOC-E0001", f"unmatched {ch!r}", Span(file, sline, scol, sline, scol + 1),
-                              hint=f"delete it, or add the {_CLOSE[ch]!r} it should close"), True
-        o = pairs[opener]
-        return Diagnostic("PTOC-E0001", f"closing {ch!r} does not match {o[0]!r} opened at line {o[1]}, "
-                          f"column {o[2]}", Span(file, sline, scol, sline, scol + 1),
-                          hint=f"close {o[0]!r} with {_OPEN[o[0]]!r}"), True
+        return _stray_bracket(stray, pairs, file), True
     open_here = [p for p in pairs if p[3] < pos and (p[4] is None or p[4] >= pos)]
-    if open_here:
-        o = open_here[-1]
-        if o[4] is None and (tok.type in ("_NEWLINE", "_DEDENT", "$END") or line > o[1]):
-            return Diagnostic("PTOC-E0001", f"{o[0]!r} was never closed", Span(file, o[1], o[2], o[1], o[2] + 1),
-                              hint=f"add the matching {_OPEN[o[0]]!r}"), True
+    never_closed = _never_closed(open_here, tok, line, file)
+    if never_closed is not None:
+        return never_closed, True
     end = tok.end_column if getattr(tok, "end_column", None) else col + 1
-    if tok.type in ("_NEWLINE", "_DEDENT", "$END") or (tok.end_line or line) != line:
+    if tok.type in _LINE_END_TOKENS or (tok.end_line or line) != line:
         end = col + 1
+    span = Span(file, line, col, line, end)
     # A block header (`def ...:`, `for ...:`, `if ...:`) whose body is missing: the file ends after it,
     # or the next statement is not indented deeper.
     header = None if open_here else _header_without_body(tok, lines)
-    if header is not None or (e.expected and "_INDENT" in e.expected and tok.type in ("_NEWLINE", "_DEDENT", "$END")):
+    if header is not None or (e.expected and "_INDENT" in e.expected and tok.type in _LINE_END_TOKENS):
         where = f"line {header}" if header is not None else "this line"
-        return Diagnostic("PTOC-E0003", f"expected an indented block after {where}", Span(file, line, col, line, end),
+        return Diagnostic("PTOC-E0003", f"expected an indented block after {where}", span,
                           hint="indent the block's statements one level (4 spaces) deeper, or write `pass`"), True
+    return _unexpected(e, open_here, span), bool(open_here)
+
+
+def _token_position(e: UnexpectedToken, lines: list[str]) -> tuple[int, int]:
+    """Line and column of the unexpected token (the last line when the token has none)."""
+    tok = e.token
+    line = tok.line if tok.line is not None else e.line
+    col = tok.column if tok.column is not None else e.column
+    if line is None or line < 1:
+        line = len(lines)
+    return line, col or 1
+
+
+def _never_closed(open_here: list, tok: Token, line: int, file: str) -> Diagnostic | None:
+    """The innermost bracket open at the token, when it is never closed and the parser has run past it."""
+    if not open_here:
+        return None
+    o = open_here[-1]
+    if o[4] is None and (tok.type in _LINE_END_TOKENS or line > o[1]):
+        return Diagnostic("PTOC-E0001", f"{o[0]!r} was never closed", Span(file, o[1], o[2], o[1], o[2] + 1),
+                          hint=f"add the matching {_OPEN[o[0]]!r}")
+    return None
+
+
+def _stray_bracket(stray, pairs, file: str) -> Diagnostic:
+    """A closing bracket that closes nothing, or closes a bracket of another kind."""
+    ch, sline, scol, _, opener = stray
+    at = Span(file, sline, scol, sline, scol + 1)
+    if opener is None:
+        return Diagnostic("PTOC-E0001", f"unmatched {ch!r}", at,
+                          hint=f"delete it, or add the {_CLOSE[ch]!r} it should close")
+    o = pairs[opener]
+    return Diagnostic("PTOC-E0001", f"closing {ch!r} does not match {o[0]!r} opened at line {o[1]}, column {o[2]}",
+                      at, hint=f"close {o[0]!r} with {_OPEN[o[0]]!r}")
+
+
+def _unexpected(e: UnexpectedToken, open_here: list, span: Span) -> Diagnostic:
+    """The general case: which token was found and what the grammar expected there."""
+    tok = e.token
     exp = _describe_expected(e.expected, open_here[-1][0] if open_here else "") if e.expected else ""
     msg = f"unexpected {_describe_token(tok)}"
     if exp:
         msg += f"; {exp}"
     hint = None
-    if open_here and "COMMA" in (e.expected or ()) and tok.type in (
-            "NAME", "DEC_NUMBER", "HEX_NUMBER", "FLOAT_NUMBER", "STRING", "LPAR", "LSQB", "LBRACE"):
+    if open_here and "COMMA" in (e.expected or ()) and tok.type in _ITEM_START_TOKENS:
         hint = "is a ',' missing before it?"
-    return Diagnostic("PTOC-E0001", msg, Span(file, line, col, line, end), hint=hint), bool(open_here)
+    return Diagnostic("PTOC-E0001", msg, span, hint=hint)
 
 
 def _header_without_body(tok: Token, lines: list[str]) -> int | None:
