@@ -227,7 +227,7 @@ def _quant_rule(kind: str):
             args.fail(f"{args.op.name}: quant_scale_alg must be 'ocp' or 'nv'", "quant_scale_alg",
                       code="PTOC-E0201")
         dt = _quant_dtype(args)
-        if args.arch != "a5":
+        if not args.target.supports_mx:
             args.fail(f"{args.op.name} is supported on Ascend950 (a5) only; the target is {args.arch}", rule="OP-6",
                       hint="compile with --arch a5")
         if x is None:

@@ -540,7 +540,7 @@ def _tile_mgather(args: Args) -> Type | None:
         return None
     dt = mem.dtype
     if dt.name in MGATHER_A5_DTYPES:
-        if args.arch != "a5":
+        if not args.target.supports_wide_mgather:
             args.fail(f"tile.mgather: {dt.name} payloads are supported on Ascend950 (a5) only", "mem", rule="OP-6",
                       hint="compile with --arch a5")
     elif dt.name not in MGATHER_DTYPES:
@@ -570,7 +570,7 @@ def _mgather_vec(args: Args, mem: TensorType, coalesce: str) -> Type | None:
     if r0 == 1:
         axis = 1
     elif r1 == 1 and r0 is not None:
-        if args.arch != "a5":
+        if not args.target.supports_wide_mgather:
             args.fail(f"tile.mgather: an [{r0}, 1] index is supported on Ascend950 (a5) only", "idx", rule="OP-6",
                       hint=f"use a [1, {r0}] index tile")
         axis = 0

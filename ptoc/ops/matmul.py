@@ -332,7 +332,7 @@ def _tile_matmul_mx(args: Args) -> Type | None:
     """MX block-scaled matmul (Ascend950): Left x Right with FP8E8M0 scales per 32 values -> FP32 Acc"""
     from ptoc.ops.common import cint
 
-    if args.arch != "a5":
+    if not args.target.supports_mx:
         args.fail("tile.matmul_mx (MX block-scaled matmul) is supported on Ascend950 (a5) only", rule="OP-6",
                   code="PTOC-E0203", hint="compile with --arch a5")
     lhs, rhs = args.tile("lhs"), args.tile("rhs")

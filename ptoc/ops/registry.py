@@ -53,6 +53,13 @@ class Args:
     def arch(self) -> str:
         return getattr(self.ctx, "arch", "a2a3") if self.ctx is not None else "a2a3"
 
+    @property
+    def target(self):
+        """The facts of the target (`ptoc.target.arch.Arch`): what it supports, its capacities."""
+        from ptoc.target.arch import get_arch
+
+        return get_arch(self.arch)
+
     def has(self, name: str) -> bool:
         return name in self.values and self.values[name] is not None
 
@@ -335,7 +342,7 @@ def _short_repr(d) -> str:
 
 def _check_packed_fp4_target(args: Args, result: Type | None) -> None:
     """FP4-3: packed FP4 executes on Ascend950 (a5) only; A2/A3 rejects every op that touches it."""
-    if args.arch == "a5":
+    if args.target.supports_packed_fp4:
         return
     for name, t in (*args.types.items(), ("result", result)):
         dt = getattr(t, "dtype", None)

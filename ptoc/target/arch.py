@@ -121,6 +121,8 @@ class Arch:
     capacities: MemoryCapacities
     supports_packed_fp4: bool  # FP4-3
     supports_nz_acc_store: bool  # NZ-7: the FP32 Acc -> NZ GM write-back (TStoreAccNz2nz)
+    supports_mx: bool  # OP-6: MX block scaling (tile.quant_mx, tile.matmul_mx)
+    supports_wide_mgather: bool  # OP-6: mgather's extra payload dtypes and its [N, 1] (column) index
     matmul_dtypes: tuple[tuple[str, str], ...]  # (operand dtype, accumulator dtype)
     tmov: TmovRules
     alignment_bytes: int = ALIGNMENT_BYTES
@@ -156,6 +158,8 @@ A2A3 = Arch(
                                 acc=128 * KiB, bias=1 * KiB),
     supports_packed_fp4=False,
     supports_nz_acc_store=True,
+    supports_mx=False,
+    supports_wide_mgather=False,
     matmul_dtypes=_MATMUL_DTYPES,
     tmov=TmovRules(
         paths=frozenset({("Mat", "Left"), ("Mat", "Right"), ("Mat", "Bias"), ("Mat", "Scaling"),
@@ -182,6 +186,8 @@ A5 = Arch(
                                 acc=256 * KiB, bias=4 * KiB),
     supports_packed_fp4=True,
     supports_nz_acc_store=False,
+    supports_mx=True,
+    supports_wide_mgather=True,
     matmul_dtypes=_MATMUL_DTYPES,
     tmov=TmovRules(
         paths=frozenset({("Mat", "Left"), ("Mat", "Right"), ("Mat", "Bias"), ("Mat", "Scaling"),
