@@ -21,7 +21,12 @@ import pytest
 PTOC = Path(sys.executable).with_name("ptoc")
 ROOT = Path(__file__).resolve().parent.parent
 EXAMPLES = sorted((ROOT / "examples").glob("*.ir"))
-PIN = (ROOT / "toolchain" / "versions.env").resolve()
+# The pin file the installed `ptoc` script reads: toolchain/versions.env of the checkout for an editable
+# install, the copy inside site-packages for a regular one (as CI installs it). Asked of the script's own
+# interpreter outside the checkout, where `ptoc` means the installed package.
+PIN = Path(subprocess.run(
+    [sys.executable, "-c", "import importlib.resources as r; print(r.files('ptoc.toolchain') / 'versions.env')"],
+    capture_output=True, text=True, check=True, cwd="/").stdout.strip()).resolve()
 BROKEN = "import pypto.language as pl\n@pl.program\nclass p:\n    @pl.function\n    def f(self, x: (:\n"
 
 
