@@ -183,10 +183,22 @@ class SourceComments:
         return left + self.tail
 
 
+STYLES = ("ptoc", "pypto")
+
+
 class Printer:
-    def __init__(self, prefix: str = "pl", comments: SourceComments | None = None):
+    """`style`: "ptoc" (the canonical form: every IR field printed, so the text re-parses to the same IR)
+    or "pypto" (the form PyPTO's printer writes at the same stage, which PyPTO's parser reads: an
+    allocation's `addr=` is added into the byte offset of every `pl.MemRef` on it and `pl.tile.alloc`
+    takes only the memory space and size; `pl.tile.load` always states its valid shape)."""
+
+    def __init__(self, prefix: str = "pl", comments: SourceComments | None = None, style: str = "ptoc"):
+        if style not in STYLES:
+            raise ValueError(f"unknown print style {style!r}")
         self.p = prefix
         self.comments = comments
+        self.style = style
+        self._addrs: dict[str, Expr] = {}  # pypto style: allocation name -> its addr= in this function
 
     def _put(self, out: list[str], ind: str, text: str, key: tuple | None) -> None:
         """Append one printed line, with the source comments attached to its anchor `key`."""
@@ -204,93 +216,104 @@ class Printer:
 
     # ---------------------------------------------------------------- expressions
     def expr(self, e: Expr) -> str:
-        p = self.p
-        if isinstance(e, Var):
-            return e.name
-        if isinstance(e, ConstInt):
-            if e.dtype.name == "INDEX":
-                return str(e.value)
-            return f"{p}.const({e.value}, {p}.{e.dtype.name})"
-        if isinstance(e, ConstFloat):
-            if e.dtype.name == "FP32":
-                return fmt_float(e.value)
-            return f"{p}.const({fmt_float(e.value)}, {p}.{e.dtype.name})"
-        if isinstance(e, ConstBool):
-            return "True" if e.value else "False"
-        if isinstance(e, StrLit):
-            return _str(e.value)
-        if isinstance(e, NoneLit):
-            return "None"
-        if isinstance(e, DTypeLit):
-            return f"{p}.{e.dtype.name}"
-        if isinstance(e, EnumLit):
-            return f"{p}.{e.family}.{e.member}"
-        if isinstance(e, TypeLit):
-            return self.type(e.type)
-        if isinstance(e, BinOp):
-            prec = _PREC[e.op]
-            lhs, rhs = self.expr(e.lhs), self.expr(e.rhs)
-            lp, rp = _prec(e.lhs), _prec(e.rhs)
-            if e.op == "**":
-                if lp <= prec:
-                    lhs = f"({lhs})"
-                if rp < prec and rp != _PREC["unary"]:
-                    rhs = f"({rhs})"
-            elif prec == 4:  # comparisons never chain
-                if lp <= prec:
-                    lhs = f"({lhs})"
-                if rp <= prec:
-                    rhs = f"({rhs})"
-            else:
-                if lp < prec:
-                    lhs = f"({lhs})"
-                if rp <= prec:
-                    rhs = f"({rhs})"
-            return f"{lhs} {e.op} {rhs}"
-        if isinstance(e, UnaryOp):
-            inner = self.expr(e.operand)
-            if e.op == "not":
-                if _prec(e.operand) < _PREC["not"]:
-                    inner = f"({inner})"
-                return f"not {inner}"
-            bare_literal = (isinstance(e.operand, ConstInt) and e.operand.dtype.name == "INDEX") or (
-                isinstance(e.operand, ConstFloat) and e.operand.dtype.name == "FP32"
-            )
-            if _prec(e.operand) <= _PREC["unary"] or bare_literal:
+        method = _EXPR_METHODS.get(type(e))
+        if method is None:
+            method = next((_EXPR_METHODS[c] for c in type(e).__mro__ if c in _EXPR_METHODS), None)
+            if method is None:
+                raise TypeError(f"cannot print expression {type(e).__name__}")
+        return method(self, e)
+
+    def _var(self, e: Var) -> str:
+        return e.name
+
+    def _const_int(self, e: ConstInt) -> str:
+        if e.dtype.name == "INDEX":
+            return str(e.value)
+        return f"{self.p}.const({e.value}, {self.p}.{e.dtype.name})"
+
+    def _const_float(self, e: ConstFloat) -> str:
+        if e.dtype.name == "FP32":
+            return fmt_float(e.value)
+        return f"{self.p}.const({fmt_float(e.value)}, {self.p}.{e.dtype.name})"
+
+    def _binop(self, e: BinOp) -> str:
+        prec = _PREC[e.op]
+        lhs, rhs = self.expr(e.lhs), self.expr(e.rhs)
+        lp, rp = _prec(e.lhs), _prec(e.rhs)
+        if e.op == "**":
+            wrap_l, wrap_r = lp <= prec, rp < prec and rp != _PREC["unary"]
+        elif prec == 4:  # comparisons never chain
+            wrap_l, wrap_r = lp <= prec, rp <= prec
+        else:
+            wrap_l, wrap_r = lp < prec, rp <= prec
+        if wrap_l:
+            lhs = f"({lhs})"
+        if wrap_r:
+            rhs = f"({rhs})"
+        return f"{lhs} {e.op} {rhs}"
+
+    def _unary(self, e: UnaryOp) -> str:
+        inner = self.expr(e.operand)
+        if e.op == "not":
+            if _prec(e.operand) < _PREC["not"]:
                 inner = f"({inner})"
-            return f"{e.op}{inner}"
-        if isinstance(e, MinMax):
-            return f"{p}.{e.op}({self.expr(e.lhs)}, {self.expr(e.rhs)})"
-        if isinstance(e, Abs):
-            return f"abs({self.expr(e.operand)})"
-        if isinstance(e, Cast):
-            return f"{p}.cast({self.expr(e.operand)}, {p}.{e.dtype.name})"
-        if isinstance(e, Call):
-            parts = [self.expr(a) for a in e.args]
-            parts += [f"{k}={self.expr(v)}" for k, v in e.kwargs]
-            callee = f"self.{e.op}" if e.kind == "func" else f"{p}.{e.op}"
-            return f"{callee}({', '.join(parts)})"
-        if isinstance(e, ListExpr):
-            return "[" + ", ".join(self.expr(i) for i in e.items) + "]"
-        if isinstance(e, TupleExpr):
-            if len(e.items) == 1:
-                return f"({self.expr(e.items[0])},)"
-            return "(" + ", ".join(self.expr(i) for i in e.items) + ")"
-        if isinstance(e, DictExpr):
-            return "{" + ", ".join(f"{self.expr(k)}: {self.expr(v)}" for k, v in e.items) + "}"
-        if isinstance(e, GetItem):
-            base = self.expr(e.value)
-            if _prec(e.value) < _ATOM:
-                base = f"({base})"
-            return f"{base}[{self.expr(e.index)}]"
-        raise TypeError(f"cannot print expression {type(e).__name__}")
+            return f"not {inner}"
+        bare_literal = (isinstance(e.operand, ConstInt) and e.operand.dtype.name == "INDEX") or (
+            isinstance(e.operand, ConstFloat) and e.operand.dtype.name == "FP32"
+        )
+        if _prec(e.operand) <= _PREC["unary"] or bare_literal:
+            inner = f"({inner})"
+        return f"{e.op}{inner}"
+
+    def _call(self, e: Call) -> str:
+        args, kwargs = e.args, e.kwargs
+        if self.style == "pypto" and e.kind == "op":
+            args, kwargs = _pypto_call_operands(e)
+        parts = [self.expr(a) for a in args]
+        parts += [f"{k}={self.expr(v)}" for k, v in kwargs]
+        callee = f"self.{e.op}" if e.kind == "func" else f"{self.p}.{e.op}"
+        return f"{callee}({', '.join(parts)})"
+
+    def _tuple(self, e: TupleExpr) -> str:
+        if len(e.items) == 1:
+            return f"({self.expr(e.items[0])},)"
+        return "(" + ", ".join(self.expr(i) for i in e.items) + ")"
+
+    def _getitem(self, e: GetItem) -> str:
+        base = self.expr(e.value)
+        if _prec(e.value) < _ATOM:
+            base = f"({base})"
+        return f"{base}[{self.expr(e.index)}]"
 
     def _list(self, items) -> str:
         return "[" + ", ".join(self.expr(i) for i in items) + "]"
 
     # ---------------------------------------------------------------- types
     def memref(self, m: MemRef) -> str:
-        return f"{self.p}.MemRef({self.expr(m.base)}, {self.expr(m.offset)}, {self.expr(m.size)})"
+        offset = m.offset
+        addr = self._addrs.get(m.base.name) if isinstance(m.base, Var) else None
+        if addr is not None:
+            offset = _add(addr, offset)
+        return f"{self.p}.MemRef({self.expr(m.base)}, {self.expr(offset)}, {self.expr(m.size)})"
+
+    def _tensor_view(self, v) -> str:
+        """A non-trivial view. The ptoc style writes only the fields that differ from the default, and a
+        view that only sets the layout as the bare `pl.DN`/`pl.NZ`; the pypto style always writes
+        `stride=` and `layout=`, as PyPTO's printer does (PyPTO's `pl.TensorView` requires both)."""
+        p = self.p
+        pypto = self.style == "pypto"
+        if v.layout_only and not pypto:
+            return f"{p}.{v.layout}"
+        kw = []
+        if v.valid_shape is not None:
+            kw.append(f"valid_shape={self._list(v.valid_shape)}")
+        if v.stride or pypto:
+            kw.append(f"stride={self._list(v.stride or ())}")
+        if v.layout != "ND" or pypto:
+            kw.append(f"layout={p}.TensorLayout.{v.layout}")
+        if v.pad is not None:
+            kw.append(f"pad={p}.PadValue.{v.pad}")
+        return f"{p}.TensorView({', '.join(kw)})"
 
     def type(self, t: Type) -> str:
         p = self.p
@@ -304,19 +327,7 @@ class Printer:
             parts = [self._list(t.shape), f"{p}.{t.dtype.name}"]
             v = normalize_tensor_view(t.view)
             if v is not None:
-                if v.layout_only:
-                    parts.append(f"{p}.{v.layout}")
-                else:
-                    kw = []
-                    if v.valid_shape is not None:
-                        kw.append(f"valid_shape={self._list(v.valid_shape)}")
-                    if v.stride:
-                        kw.append(f"stride={self._list(v.stride)}")
-                    if v.layout != "ND":
-                        kw.append(f"layout={p}.TensorLayout.{v.layout}")
-                    if v.pad is not None:
-                        kw.append(f"pad={p}.PadValue.{v.pad}")
-                    parts.append(f"{p}.TensorView({', '.join(kw)})")
+                parts.append(self._tensor_view(v))
             if t.memref is not None:
                 parts.append(self.memref(t.memref))
             return f"{p}.Tensor[{', '.join(parts)}]"
@@ -428,6 +439,7 @@ class Printer:
     # ---------------------------------------------------------------- functions and programs
     def function(self, f: Function, depth: int, out: list[str]) -> None:
         p = self.p
+        self._addrs = _alloc_addrs(f.body) if self.style == "pypto" else {}
         ind = INDENT * depth
         deco_kw = []
         if f.func_type != "Opaque":
@@ -485,10 +497,68 @@ class Printer:
         return "\n".join(out) + "\n"
 
 
-def print_program(prog: Program, comments: SourceComments | None = None) -> str:
+_EXPR_METHODS = {
+    Var: Printer._var,
+    ConstInt: Printer._const_int,
+    ConstFloat: Printer._const_float,
+    ConstBool: lambda self, e: "True" if e.value else "False",
+    StrLit: lambda self, e: _str(e.value),
+    NoneLit: lambda self, e: "None",
+    DTypeLit: lambda self, e: f"{self.p}.{e.dtype.name}",
+    EnumLit: lambda self, e: f"{self.p}.{e.family}.{e.member}",
+    TypeLit: lambda self, e: self.type(e.type),
+    BinOp: Printer._binop,
+    UnaryOp: Printer._unary,
+    MinMax: lambda self, e: f"{self.p}.{e.op}({self.expr(e.lhs)}, {self.expr(e.rhs)})",
+    Abs: lambda self, e: f"abs({self.expr(e.operand)})",
+    Cast: lambda self, e: f"{self.p}.cast({self.expr(e.operand)}, {self.p}.{e.dtype.name})",
+    Call: Printer._call,
+    ListExpr: lambda self, e: self._list(e.items),
+    TupleExpr: Printer._tuple,
+    DictExpr: lambda self, e: "{" + ", ".join(f"{self.expr(k)}: {self.expr(v)}" for k, v in e.items) + "}",
+    GetItem: Printer._getitem,
+}
+
+
+def _add(a: Expr, b: Expr) -> Expr:
+    """`a + b` on INDEX values, folded when both are constants."""
+    if isinstance(a, ConstInt) and isinstance(b, ConstInt):
+        return ConstInt(a.value + b.value, a.dtype)
+    if isinstance(b, ConstInt) and b.value == 0:
+        return a
+    return BinOp("+", a, b)
+
+
+def _alloc_addrs(body) -> dict[str, Expr]:
+    """Every `name = pl.tile.alloc(..., addr=A)` in `body` (at any depth): name -> A."""
+    out: dict[str, Expr] = {}
+    for s in body:
+        if isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.op == "tile.alloc":
+            addr = s.value.kwarg("addr")
+            if addr is not None:
+                out[s.target.name] = addr
+        for attr in ("body", "then_body", "else_body"):
+            inner = getattr(s, attr, None)
+            if inner:
+                out.update(_alloc_addrs(inner))
+    return out
+
+
+def _pypto_call_operands(e: Call) -> tuple[tuple, tuple]:
+    """An operator call's operands as PyPTO prints them: no `addr=` on `tile.alloc` (the address is in
+    the MemRefs), the valid shape of `tile.load` always given (the region's shape when absent)."""
+    if e.op == "tile.alloc":
+        return e.args, tuple((k, v) for k, v in e.kwargs if k != "addr")
+    if e.op == "tile.load" and len(e.args) == 3 and e.kwarg("valid_shapes") is None:
+        return e.args + (e.args[2],), e.kwargs
+    return e.args, e.kwargs
+
+
+def print_program(prog: Program, comments: SourceComments | None = None, style: str = "ptoc") -> str:
     """The canonical text of `prog`; with `comments` (from `ptoc.frontend.parser.parse_for_format`), the
-    source's comments are kept as the module docstring describes."""
-    return Printer(comments=comments).program(prog)
+    source's comments are kept as the module docstring describes. `style="pypto"`: the form PyPTO's
+    parser reads (see `Printer`)."""
+    return Printer(comments=comments, style=style).program(prog)
 
 
 def print_type(t: Type) -> str:
