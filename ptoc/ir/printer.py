@@ -29,6 +29,8 @@ is idempotent.
 from __future__ import annotations
 
 import bisect
+import contextlib
+import contextvars
 import math
 
 from ptoc.ir.nodes import (
@@ -184,6 +186,20 @@ class SourceComments:
 
 
 STYLES = ("ptoc", "pypto")
+_STYLE = contextvars.ContextVar("ptoc_print_style", default="ptoc")
+
+
+@contextlib.contextmanager
+def print_style(style: str):
+    """Within the block, `print_program` without a `style=` prints in `style` (`ptoc passes
+    --print-style pypto`: the pass dumps in PyPTO's form)."""
+    if style not in STYLES:
+        raise ValueError(f"unknown print style {style!r}")
+    token = _STYLE.set(style)
+    try:
+        yield
+    finally:
+        _STYLE.reset(token)
 
 
 class Printer:
@@ -554,11 +570,11 @@ def _pypto_call_operands(e: Call) -> tuple[tuple, tuple]:
     return e.args, e.kwargs
 
 
-def print_program(prog: Program, comments: SourceComments | None = None, style: str = "ptoc") -> str:
+def print_program(prog: Program, comments: SourceComments | None = None, style: str | None = None) -> str:
     """The canonical text of `prog`; with `comments` (from `ptoc.frontend.parser.parse_for_format`), the
     source's comments are kept as the module docstring describes. `style="pypto"`: the form PyPTO's
-    parser reads (see `Printer`)."""
-    return Printer(comments=comments, style=style).program(prog)
+    parser reads (see `Printer`); by default the style of the enclosing `print_style` block, else "ptoc"."""
+    return Printer(comments=comments, style=style or _STYLE.get()).program(prog)
 
 
 def print_type(t: Type) -> str:
