@@ -146,3 +146,19 @@ def test_passes_cli_print_style(tmp_path):
     r = subprocess.run([str(PTOC), "passes", str(ROOT / "examples" / "vector_add.ir"), "--dump-after", "all",
                         "--print-style", "pypto", "--roundtrip-check"], capture_output=True, text=True, check=False)
     assert r.returncode == 2 and "--roundtrip-check" in r.stderr
+
+
+def test_allocations_are_declared_at_the_top():
+    """matmul_bf16 allocates four of its nine buffers inside its k-loop; PyPTO's InitMemRef declares
+    every buffer at the top of the function, and the pypto style prints them there."""
+    text = print_program(lowered("matmul_bf16.ir"), style="pypto")
+    body = text.split("def mm_kernel", 1)[1].split("\n    @pl.function", 1)[0].splitlines()[1:]
+    kinds = ["alloc" if "= pl.tile.alloc(" in ln else "other" for ln in body]
+    assert kinds.count("alloc") == 9
+    assert kinds[:9] == ["alloc"] * 9
+    assert all(ln.startswith(" " * 8 + "mem_") for ln in body[:9])
+    inside_loop = "\n".join(body).split("pl.range(", 1)[1]
+    assert "pl.tile.alloc(" not in inside_loop
+    assert "pl.MemRef(mem_mat_6, 8192, 16384)" in inside_loop  # its address, at its use in the loop
+    again = parse_program(text, "<hoisted>", check_ops=False)
+    assert print_program(again, style="pypto") == text

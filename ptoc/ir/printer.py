@@ -205,8 +205,9 @@ def print_style(style: str):
 class Printer:
     """`style`: "ptoc" (the canonical form: every IR field printed, so the text re-parses to the same IR)
     or "pypto" (the form PyPTO's printer writes at the same stage, which PyPTO's parser reads: an
-    allocation's `addr=` is added into the byte offset of every `pl.MemRef` on it and `pl.tile.alloc`
-    takes only the memory space and size; `pl.tile.load` always states its valid shape)."""
+    allocation's `addr=` is added into the byte offset of every `pl.MemRef` on it, `pl.tile.alloc`
+    takes only the memory space and size and every allocation is declared at the top of its function;
+    `pl.tile.load` always states its valid shape)."""
 
     def __init__(self, prefix: str = "pl", comments: SourceComments | None = None, style: str = "ptoc"):
         if style not in STYLES:
@@ -215,6 +216,7 @@ class Printer:
         self.comments = comments
         self.style = style
         self._addrs: dict[str, Expr] = {}  # pypto style: allocation name -> its addr= in this function
+        self._hoisted: set[int] = set()  # pypto style: the allocations printed at the top of the function
 
     def _put(self, out: list[str], ind: str, text: str, key: tuple | None) -> None:
         """Append one printed line, with the source comments attached to its anchor `key`."""
@@ -385,6 +387,8 @@ class Printer:
         return ", ".join(parts)
 
     def stmts(self, body, depth: int, out: list[str]) -> None:
+        if self._hoisted:
+            body = [s for s in body if id(s) not in self._hoisted]
         if not body:
             out.append(INDENT * depth + "pass")
             return
@@ -455,7 +459,9 @@ class Printer:
     # ---------------------------------------------------------------- functions and programs
     def function(self, f: Function, depth: int, out: list[str]) -> None:
         p = self.p
-        self._addrs = _alloc_addrs(f.body) if self.style == "pypto" else {}
+        allocs = _allocs(f.body) if self.style == "pypto" else []
+        self._addrs = {a.target.name: a.value.kwarg("addr") for a in allocs if a.value.kwarg("addr") is not None}
+        self._hoisted = set()
         ind = INDENT * depth
         deco_kw = []
         if f.func_type != "Opaque":
@@ -479,7 +485,12 @@ class Printer:
             self._put(out, ind + INDENT, f"{p}.func_attr({self.expr(DictExpr(f.attrs))})", ("attr",) + fkey)
             if not f.body:
                 return
+        if allocs:  # PyPTO's InitMemRef declares every buffer at the top of the function
+            for a in allocs:
+                self.stmt(a, depth + 1, out)
+            self._hoisted = {id(a) for a in allocs}
         self.stmts(f.body, depth + 1, out)
+        self._hoisted = set()
 
     def program(self, prog: Program) -> str:
         p = self.p
@@ -545,18 +556,18 @@ def _add(a: Expr, b: Expr) -> Expr:
     return BinOp("+", a, b)
 
 
-def _alloc_addrs(body) -> dict[str, Expr]:
-    """Every `name = pl.tile.alloc(..., addr=A)` in `body` (at any depth): name -> A."""
-    out: dict[str, Expr] = {}
+def _allocs(body) -> list[AssignStmt]:
+    """Every `name = pl.tile.alloc(...)` with constant operands in `body`, at any depth, in order."""
+    out: list[AssignStmt] = []
     for s in body:
-        if isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.op == "tile.alloc":
-            addr = s.value.kwarg("addr")
-            if addr is not None:
-                out[s.target.name] = addr
+        v = s.value if isinstance(s, AssignStmt) else None
+        if isinstance(v, Call) and v.kind == "op" and v.op == "tile.alloc" and all(
+                isinstance(a, (ConstInt, EnumLit)) for a in (*v.args, *(x for _, x in v.kwargs))):
+            out.append(s)
         for attr in ("body", "then_body", "else_body"):
             inner = getattr(s, attr, None)
             if inner:
-                out.update(_alloc_addrs(inner))
+                out += _allocs(inner)
     return out
 
 
