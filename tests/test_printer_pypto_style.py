@@ -162,3 +162,25 @@ def test_allocations_are_declared_at_the_top():
     assert "pl.MemRef(mem_mat_6, 8192, 16384)" in inside_loop  # its address, at its use in the loop
     again = parse_program(text, "<hoisted>", check_ops=False)
     assert print_program(again, style="pypto") == text
+
+
+LEVEL_ROLE = '''\
+# pypto.program: lv
+import pypto.language as pl
+
+@pl.program
+class lv:
+    @pl.function(type=pl.FunctionType.Orchestration, level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def main(self, a: pl.Tensor[[64, 64], pl.FP32]) -> pl.Tensor[[64, 64], pl.FP32]:
+        return a
+    @pl.function(level=pl.Level.HOST, role=pl.Role.SubWorker)
+    def helper(x: pl.Scalar[pl.INDEX]) -> pl.Scalar[pl.INDEX]:
+        return x
+'''
+
+
+def test_reads_and_keeps_level_role_and_selfless_sub_workers():
+    """PyPTO prints `level=`/`role=` on functions that have them and no `self` on a SubWorker."""
+    prog = parse_program(LEVEL_ROLE, "<lv>", check_ops=False)
+    for style in ("ptoc", "pypto"):
+        assert print_program(prog, style=style) == LEVEL_ROLE
