@@ -1,6 +1,7 @@
 """ptoc and the real PyPTO side by side, program by program and pass by pass.
 
-    python benchmarks/pypto_diff.py PYPTO_PYTHON [FILES...] [--keep DIR] [--json OUT]
+    python benchmarks/pypto_diff.py PYPTO_PYTHON [FILES...] [--keep DIR] [--json OUT] [--why]
+    python benchmarks/pypto_diff.py PYPTO_PYTHON FILE --keep DIR --diff PASS   # what differs after PASS
 
 PYPTO_PYTHON is the interpreter of a venv with PyPTO installed (`../shared/tools/build_pypto.sh`);
 FILES default to `examples/*.ir` and `tests/corpus/raw/*.ir`. For every file it runs
@@ -19,8 +20,8 @@ and the placement of allocations are planned differently), the class is unnamed 
 identifier is renamed in order of first appearance. `.pto` kernels are compared after renaming every
 `%value` in order of first appearance, sorting the `arith.constant` lines and dropping `addr = ...`.
 
-The table: one row per file with what happened (both accept / which side rejects), the first shared
-pass whose dumps differ (or `equal`), whether the `.pto` kernels are equal, how many ptoc dumps
+The table: one row per file with what happened (both accept / which side rejects), how many shared
+passes give equal dumps and the first one whose dumps differ, whether the `.pto` kernels are equal, how many ptoc dumps
 PyPTO's parser rejected, and the two compile times. This is a measurement: it asserts nothing.
 """
 
@@ -211,6 +212,9 @@ def normalise_ir(text: str) -> str:
 
 
 def normalise_pto(text: str) -> str:
+    uses = re.findall(r"addr\s*=\s*(%[\w.]+)", text)
+    addr_only = {n for n in uses if len(re.findall(re.escape(n) + r"\b", text)) == 2}  # defined, used as addr
+    text = "\n".join(ln for ln in text.splitlines() if not any(ln.strip().startswith(n + " =") for n in addr_only))
     names: dict[str, str] = {}
     text = re.sub(r"%[\w.]+", lambda m: names.setdefault(m.group(0), f"%v{len(names)}"), text)
     text = re.sub(r",?\s*addr\s*=\s*%v\d+", "", text)
@@ -253,15 +257,16 @@ def compare(pypto: str, path: Path, work: Path) -> dict:
     shared = [n for n in dumps if n and n in theirs]
     row["shared_passes"] = shared
     row["first_diff"] = None
+    row["equal_passes"] = []
     for name in shared:
         try:
-            a, b = normalise_ir(dumps[name]), normalise_ir(theirs[name])
+            same = normalise_ir(dumps[name]) == normalise_ir(theirs[name])
         except SyntaxError as e:
-            row["first_diff"] = f"{name} (unparsable: {e.msg})"
-            break
-        if a != b:
+            same, name = False, f"{name} (unparsable: {e.msg})"
+        if same:
+            row["equal_passes"].append(name)
+        elif row["first_diff"] is None:
             row["first_diff"] = name
-            break
     pk, ck = pto_kernels(p_out), pto_kernels(c_out)
     row["pto"] = "equal" if pk and {k: normalise_pto(v) for k, v in pk.items()} == {
         k: normalise_pto(v) for k, v in ck.items()} else f"differs ({len(pk)} vs {len(ck)} kernels)"
@@ -269,16 +274,17 @@ def compare(pypto: str, path: Path, work: Path) -> dict:
 
 
 def table(rows: list[dict]) -> str:
-    head = f"{'file':42} {'status':14} {'passes':28} {'pto':20} {'dumps rej.':>10} {'pypto s':>8} {'ptoc s':>7}"
+    head = f"{'file':42} {'status':14} {'passes':34} {'pto':20} {'dumps rej.':>10} {'pypto s':>8} {'ptoc s':>7}"
     out = [head, "-" * len(head)]
     for r in rows:
         if r["status"] == "both accept":
-            passes = "equal" if r["first_diff"] is None else f"differs: {r['first_diff']}"
+            n_eq, n = len(r["equal_passes"]), len(r["shared_passes"])
+            passes = f"equal ({n})" if r["first_diff"] is None else f"{n_eq}/{n} eq, 1st: {r['first_diff']}"
             pto = r["pto"]
         else:
             passes, pto = "-", "-"
         rej = f"{len(r['dumps_rejected'])}/{r['dumps']}"
-        out.append(f"{r['file'][-42:]:42} {r['status']:14} {passes[:28]:28} {pto[:20]:20} {rej:>10} "
+        out.append(f"{r['file'][-42:]:42} {r['status']:14} {passes[:34]:34} {pto[:20]:20} {rej:>10} "
                    f"{r['pypto_s']:8.2f} {r['ptoc_s']:7.2f}")
     return "\n".join(out)
 
@@ -290,6 +296,7 @@ def main(argv=None) -> int:
     ap.add_argument("--keep", metavar="DIR", help="keep both compilers' outputs under DIR")
     ap.add_argument("--json", metavar="OUT", help="write the rows as JSON")
     ap.add_argument("--why", action="store_true", help="list the rejections and rejected dumps")
+    ap.add_argument("--diff", metavar="PASS", help="with one FILE: print the normalised diff of the dumps after PASS")
     a = ap.parse_args(argv)
     files = [Path(f).resolve() for f in a.files] or sorted(
         Path(f) for f in glob.glob(str(ROOT / "examples" / "*.ir")) + glob.glob(str(ROOT / "tests/corpus/raw/*.ir")))
@@ -299,6 +306,15 @@ def main(argv=None) -> int:
         for i, f in enumerate(files):
             rows.append(compare(a.pypto_python, f, base / f"{i:02d}_{f.stem}"))
     print(table(rows))
+    if a.diff and a.keep and len(files) == 1:
+        import difflib
+
+        ours, _ = ptoc_dumps(files[0])
+        theirs = pypto_dumps(Path(a.keep) / f"00_{files[0].stem}" / "pypto")
+        if a.diff in ours and a.diff in theirs:
+            print("\n".join(difflib.unified_diff(normalise_ir(ours[a.diff]).splitlines(),
+                                                 normalise_ir(theirs[a.diff]).splitlines(), "ptoc", "pypto",
+                                                 lineterm="")))
     if a.why:
         for r in rows:
             if r.get("why"):

@@ -467,9 +467,13 @@ class Printer:
         if f.func_type != "Opaque":
             deco_kw.append(f"type={p}.FunctionType.{f.func_type}")
         deco_kw += [f"{k}={self.expr(v)}" for k, v in f.decorator_kwargs]
+        implied = _PYPTO_LEVEL_ROLE.get(f.func_type) if self.style == "pypto" else None
+        if implied is not None and not any(k in ("level", "role") for k, _ in f.decorator_kwargs):
+            deco_kw[1:1] = [f"level={p}.Level.{implied[0]}", f"role={p}.Role.{implied[1]}"]
+        has_self = f.has_self and not (implied is not None and implied[1] == "SubWorker")
         fkey = (f.span.line, f.span.col)
         self._put(out, ind, f"@{p}.function" + (f"({', '.join(deco_kw)})" if deco_kw else ""), ("deco",) + fkey)
-        params = ["self"] if f.has_self else []
+        params = ["self"] if has_self else []
         for prm in f.params:
             t = self.type(prm.type)
             if prm.direction != "In":
@@ -523,6 +527,15 @@ class Printer:
             out += self.comments.rest()
         return "\n".join(out) + "\n"
 
+
+# The level and role PyPTO's parser gives a function of each type that states none (seen in its printed
+# form); a SubWorker is printed without `self`.
+_PYPTO_LEVEL_ROLE = {
+    "InCore": ("CHIP_DIE", "SubWorker"),
+    "AIC": ("AIC", "SubWorker"),
+    "AIV": ("AIV", "SubWorker"),
+    "Orchestration": ("CHIP", "Orchestrator"),
+}
 
 _EXPR_METHODS = {
     Var: Printer._var,
@@ -578,6 +591,8 @@ def _pypto_call_operands(e: Call) -> tuple[tuple, tuple]:
         return e.args, tuple((k, v) for k, v in e.kwargs if k != "addr")
     if e.op == "tile.load" and len(e.args) == 3 and e.kwarg("valid_shapes") is None:
         return e.args + (e.args[2],), e.kwargs
+    if e.op == "tensor.create" and e.kwarg("layout") is None:
+        return e.args, e.kwargs + (("layout", EnumLit("TensorLayout", "ND")),)
     return e.args, e.kwargs
 
 
