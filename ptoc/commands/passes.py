@@ -42,6 +42,9 @@ from ptoc.commands.run import _validate
 @click.option("--timings", is_flag=True, help="Print per-pass seconds on stderr (and write "
               "pipeline_profile.json into --dump-dir when given).")
 @click.option("--roundtrip-check", is_flag=True, help="After every pass, check print -> parse -> equal.")
+@click.option("--print-style", type=click.Choice(["ptoc", "pypto"]), default="ptoc", show_default=True,
+              help="Form of the dumps: ptoc's canonical form (re-reads to the same IR) or the form PyPTO's "
+              "printer writes at the same stage (PyPTO's parser reads it; addresses sit in the MemRef offsets).")
 @click.option("--validate", is_flag=True, help="Run every kernel at the front end, after every pass and as "
               "emitted .pto on the same seeded random inputs; print a table and name the first stage that "
               "differs (exit 1).")
@@ -56,14 +59,29 @@ from ptoc.commands.run import _validate
 @arch_option
 @diagnostics_option
 def passes(file, list_only, dump_after, dump_before, stop_after, pipeline_spec, dump_dir, timings, roundtrip_check,
-           validate, seed, dims, scalars, sim, ptoas_path, pto_isa_dir, cxx_path, arch, diag_fmt) -> None:
+           print_style, validate, seed, dims, scalars, sim, ptoas_path, pto_isa_dir, cxx_path, arch,
+           diag_fmt) -> None:
     """Show the lowering pipeline, or run it on FILE and show the IR between passes.
 
     \b
     ptoc passes --list
     ptoc passes kernel.ir --dump-after BlockNzTensorViews
     ptoc passes kernel.ir --dump-after all --dump-dir dumps/ --timings
+    ptoc passes kernel.ir --dump-after all --print-style pypto   # dumps PyPTO's parser reads
     """
+    from ptoc.ir.printer import print_style as _print_style
+
+    if roundtrip_check and print_style != "ptoc":
+        raise click.UsageError("--roundtrip-check checks ptoc's canonical form; it cannot be combined with "
+                               "--print-style pypto")
+    with _print_style(print_style):
+        _passes(file, list_only, dump_after, dump_before, stop_after, pipeline_spec, dump_dir, timings,
+                roundtrip_check, validate, seed, dims, scalars, sim, ptoas_path, pto_isa_dir, cxx_path, arch,
+                diag_fmt)
+
+
+def _passes(file, list_only, dump_after, dump_before, stop_after, pipeline_spec, dump_dir, timings, roundtrip_check,
+            validate, seed, dims, scalars, sim, ptoas_path, pto_isa_dir, cxx_path, arch, diag_fmt) -> None:
     names = _pass_names()
     chosen_passes = None
     if pipeline_spec is not None:

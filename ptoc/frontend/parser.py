@@ -452,7 +452,7 @@ class Builder:
         kw = self._kw_call(x, ("valid_shape", "stride", "layout", "pad"), "pl.TensorView")
         return TensorView(
             valid_shape=self.shape(kw["valid_shape"], "valid_shape") if "valid_shape" in kw else None,
-            stride=self.shape(kw["stride"], "stride") if "stride" in kw else None,
+            stride=(self.shape(kw["stride"], "stride") or None) if "stride" in kw else None,  # [] is packed
             layout=self._enum_arg(kw["layout"], "TensorLayout") if "layout" in kw else "ND",
             pad=self._enum_arg(kw["pad"], "PadValue") if "pad" in kw else None,
             span=x.span,

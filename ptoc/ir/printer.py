@@ -29,6 +29,8 @@ is idempotent.
 from __future__ import annotations
 
 import bisect
+import contextlib
+import contextvars
 import math
 
 from ptoc.ir.nodes import (
@@ -183,10 +185,38 @@ class SourceComments:
         return left + self.tail
 
 
+STYLES = ("ptoc", "pypto")
+_STYLE = contextvars.ContextVar("ptoc_print_style", default="ptoc")
+
+
+@contextlib.contextmanager
+def print_style(style: str):
+    """Within the block, `print_program` without a `style=` prints in `style` (`ptoc passes
+    --print-style pypto`: the pass dumps in PyPTO's form)."""
+    if style not in STYLES:
+        raise ValueError(f"unknown print style {style!r}")
+    token = _STYLE.set(style)
+    try:
+        yield
+    finally:
+        _STYLE.reset(token)
+
+
 class Printer:
-    def __init__(self, prefix: str = "pl", comments: SourceComments | None = None):
+    """`style`: "ptoc" (the canonical form: every IR field printed, so the text re-parses to the same IR)
+    or "pypto" (the form PyPTO's printer writes at the same stage, which PyPTO's parser reads: an
+    allocation's `addr=` is added into the byte offset of every `pl.MemRef` on it, `pl.tile.alloc`
+    takes only the memory space and size and every allocation is declared at the top of its function;
+    `pl.tile.load` always states its valid shape)."""
+
+    def __init__(self, prefix: str = "pl", comments: SourceComments | None = None, style: str = "ptoc"):
+        if style not in STYLES:
+            raise ValueError(f"unknown print style {style!r}")
         self.p = prefix
         self.comments = comments
+        self.style = style
+        self._addrs: dict[str, Expr] = {}  # pypto style: allocation name -> its addr= in this function
+        self._hoisted: set[int] = set()  # pypto style: the allocations printed at the top of the function
 
     def _put(self, out: list[str], ind: str, text: str, key: tuple | None) -> None:
         """Append one printed line, with the source comments attached to its anchor `key`."""
@@ -204,93 +234,104 @@ class Printer:
 
     # ---------------------------------------------------------------- expressions
     def expr(self, e: Expr) -> str:
-        p = self.p
-        if isinstance(e, Var):
-            return e.name
-        if isinstance(e, ConstInt):
-            if e.dtype.name == "INDEX":
-                return str(e.value)
-            return f"{p}.const({e.value}, {p}.{e.dtype.name})"
-        if isinstance(e, ConstFloat):
-            if e.dtype.name == "FP32":
-                return fmt_float(e.value)
-            return f"{p}.const({fmt_float(e.value)}, {p}.{e.dtype.name})"
-        if isinstance(e, ConstBool):
-            return "True" if e.value else "False"
-        if isinstance(e, StrLit):
-            return _str(e.value)
-        if isinstance(e, NoneLit):
-            return "None"
-        if isinstance(e, DTypeLit):
-            return f"{p}.{e.dtype.name}"
-        if isinstance(e, EnumLit):
-            return f"{p}.{e.family}.{e.member}"
-        if isinstance(e, TypeLit):
-            return self.type(e.type)
-        if isinstance(e, BinOp):
-            prec = _PREC[e.op]
-            lhs, rhs = self.expr(e.lhs), self.expr(e.rhs)
-            lp, rp = _prec(e.lhs), _prec(e.rhs)
-            if e.op == "**":
-                if lp <= prec:
-                    lhs = f"({lhs})"
-                if rp < prec and rp != _PREC["unary"]:
-                    rhs = f"({rhs})"
-            elif prec == 4:  # comparisons never chain
-                if lp <= prec:
-                    lhs = f"({lhs})"
-                if rp <= prec:
-                    rhs = f"({rhs})"
-            else:
-                if lp < prec:
-                    lhs = f"({lhs})"
-                if rp <= prec:
-                    rhs = f"({rhs})"
-            return f"{lhs} {e.op} {rhs}"
-        if isinstance(e, UnaryOp):
-            inner = self.expr(e.operand)
-            if e.op == "not":
-                if _prec(e.operand) < _PREC["not"]:
-                    inner = f"({inner})"
-                return f"not {inner}"
-            bare_literal = (isinstance(e.operand, ConstInt) and e.operand.dtype.name == "INDEX") or (
-                isinstance(e.operand, ConstFloat) and e.operand.dtype.name == "FP32"
-            )
-            if _prec(e.operand) <= _PREC["unary"] or bare_literal:
+        method = _EXPR_METHODS.get(type(e))
+        if method is None:
+            method = next((_EXPR_METHODS[c] for c in type(e).__mro__ if c in _EXPR_METHODS), None)
+            if method is None:
+                raise TypeError(f"cannot print expression {type(e).__name__}")
+        return method(self, e)
+
+    def _var(self, e: Var) -> str:
+        return e.name
+
+    def _const_int(self, e: ConstInt) -> str:
+        if e.dtype.name == "INDEX":
+            return str(e.value)
+        return f"{self.p}.const({e.value}, {self.p}.{e.dtype.name})"
+
+    def _const_float(self, e: ConstFloat) -> str:
+        if e.dtype.name == "FP32":
+            return fmt_float(e.value)
+        return f"{self.p}.const({fmt_float(e.value)}, {self.p}.{e.dtype.name})"
+
+    def _binop(self, e: BinOp) -> str:
+        prec = _PREC[e.op]
+        lhs, rhs = self.expr(e.lhs), self.expr(e.rhs)
+        lp, rp = _prec(e.lhs), _prec(e.rhs)
+        if e.op == "**":
+            wrap_l, wrap_r = lp <= prec, rp < prec and rp != _PREC["unary"]
+        elif prec == 4:  # comparisons never chain
+            wrap_l, wrap_r = lp <= prec, rp <= prec
+        else:
+            wrap_l, wrap_r = lp < prec, rp <= prec
+        if wrap_l:
+            lhs = f"({lhs})"
+        if wrap_r:
+            rhs = f"({rhs})"
+        return f"{lhs} {e.op} {rhs}"
+
+    def _unary(self, e: UnaryOp) -> str:
+        inner = self.expr(e.operand)
+        if e.op == "not":
+            if _prec(e.operand) < _PREC["not"]:
                 inner = f"({inner})"
-            return f"{e.op}{inner}"
-        if isinstance(e, MinMax):
-            return f"{p}.{e.op}({self.expr(e.lhs)}, {self.expr(e.rhs)})"
-        if isinstance(e, Abs):
-            return f"abs({self.expr(e.operand)})"
-        if isinstance(e, Cast):
-            return f"{p}.cast({self.expr(e.operand)}, {p}.{e.dtype.name})"
-        if isinstance(e, Call):
-            parts = [self.expr(a) for a in e.args]
-            parts += [f"{k}={self.expr(v)}" for k, v in e.kwargs]
-            callee = f"self.{e.op}" if e.kind == "func" else f"{p}.{e.op}"
-            return f"{callee}({', '.join(parts)})"
-        if isinstance(e, ListExpr):
-            return "[" + ", ".join(self.expr(i) for i in e.items) + "]"
-        if isinstance(e, TupleExpr):
-            if len(e.items) == 1:
-                return f"({self.expr(e.items[0])},)"
-            return "(" + ", ".join(self.expr(i) for i in e.items) + ")"
-        if isinstance(e, DictExpr):
-            return "{" + ", ".join(f"{self.expr(k)}: {self.expr(v)}" for k, v in e.items) + "}"
-        if isinstance(e, GetItem):
-            base = self.expr(e.value)
-            if _prec(e.value) < _ATOM:
-                base = f"({base})"
-            return f"{base}[{self.expr(e.index)}]"
-        raise TypeError(f"cannot print expression {type(e).__name__}")
+            return f"not {inner}"
+        bare_literal = (isinstance(e.operand, ConstInt) and e.operand.dtype.name == "INDEX") or (
+            isinstance(e.operand, ConstFloat) and e.operand.dtype.name == "FP32"
+        )
+        if _prec(e.operand) <= _PREC["unary"] or bare_literal:
+            inner = f"({inner})"
+        return f"{e.op}{inner}"
+
+    def _call(self, e: Call) -> str:
+        args, kwargs = e.args, e.kwargs
+        if self.style == "pypto" and e.kind == "op":
+            args, kwargs = _pypto_call_operands(e)
+        parts = [self.expr(a) for a in args]
+        parts += [f"{k}={self.expr(v)}" for k, v in kwargs]
+        callee = f"self.{e.op}" if e.kind == "func" else f"{self.p}.{e.op}"
+        return f"{callee}({', '.join(parts)})"
+
+    def _tuple(self, e: TupleExpr) -> str:
+        if len(e.items) == 1:
+            return f"({self.expr(e.items[0])},)"
+        return "(" + ", ".join(self.expr(i) for i in e.items) + ")"
+
+    def _getitem(self, e: GetItem) -> str:
+        base = self.expr(e.value)
+        if _prec(e.value) < _ATOM:
+            base = f"({base})"
+        return f"{base}[{self.expr(e.index)}]"
 
     def _list(self, items) -> str:
         return "[" + ", ".join(self.expr(i) for i in items) + "]"
 
     # ---------------------------------------------------------------- types
     def memref(self, m: MemRef) -> str:
-        return f"{self.p}.MemRef({self.expr(m.base)}, {self.expr(m.offset)}, {self.expr(m.size)})"
+        offset = m.offset
+        addr = self._addrs.get(m.base.name) if isinstance(m.base, Var) else None
+        if addr is not None:
+            offset = _add(addr, offset)
+        return f"{self.p}.MemRef({self.expr(m.base)}, {self.expr(offset)}, {self.expr(m.size)})"
+
+    def _tensor_view(self, v) -> str:
+        """A non-trivial view. The ptoc style writes only the fields that differ from the default, and a
+        view that only sets the layout as the bare `pl.DN`/`pl.NZ`; the pypto style always writes
+        `stride=` and `layout=`, as PyPTO's printer does (PyPTO's `pl.TensorView` requires both)."""
+        p = self.p
+        pypto = self.style == "pypto"
+        if v.layout_only and not pypto:
+            return f"{p}.{v.layout}"
+        kw = []
+        if v.valid_shape is not None:
+            kw.append(f"valid_shape={self._list(v.valid_shape)}")
+        if v.stride or pypto:
+            kw.append(f"stride={self._list(v.stride or ())}")
+        if v.layout != "ND" or pypto:
+            kw.append(f"layout={p}.TensorLayout.{v.layout}")
+        if v.pad is not None:
+            kw.append(f"pad={p}.PadValue.{v.pad}")
+        return f"{p}.TensorView({', '.join(kw)})"
 
     def type(self, t: Type) -> str:
         p = self.p
@@ -304,19 +345,7 @@ class Printer:
             parts = [self._list(t.shape), f"{p}.{t.dtype.name}"]
             v = normalize_tensor_view(t.view)
             if v is not None:
-                if v.layout_only:
-                    parts.append(f"{p}.{v.layout}")
-                else:
-                    kw = []
-                    if v.valid_shape is not None:
-                        kw.append(f"valid_shape={self._list(v.valid_shape)}")
-                    if v.stride:
-                        kw.append(f"stride={self._list(v.stride)}")
-                    if v.layout != "ND":
-                        kw.append(f"layout={p}.TensorLayout.{v.layout}")
-                    if v.pad is not None:
-                        kw.append(f"pad={p}.PadValue.{v.pad}")
-                    parts.append(f"{p}.TensorView({', '.join(kw)})")
+                parts.append(self._tensor_view(v))
             if t.memref is not None:
                 parts.append(self.memref(t.memref))
             return f"{p}.Tensor[{', '.join(parts)}]"
@@ -358,6 +387,8 @@ class Printer:
         return ", ".join(parts)
 
     def stmts(self, body, depth: int, out: list[str]) -> None:
+        if self._hoisted:
+            body = [s for s in body if id(s) not in self._hoisted]
         if not body:
             out.append(INDENT * depth + "pass")
             return
@@ -428,14 +459,21 @@ class Printer:
     # ---------------------------------------------------------------- functions and programs
     def function(self, f: Function, depth: int, out: list[str]) -> None:
         p = self.p
+        allocs = _allocs(f.body) if self.style == "pypto" else []
+        self._addrs = {a.target.name: a.value.kwarg("addr") for a in allocs if a.value.kwarg("addr") is not None}
+        self._hoisted = set()
         ind = INDENT * depth
         deco_kw = []
         if f.func_type != "Opaque":
             deco_kw.append(f"type={p}.FunctionType.{f.func_type}")
         deco_kw += [f"{k}={self.expr(v)}" for k, v in f.decorator_kwargs]
+        implied = _PYPTO_LEVEL_ROLE.get(f.func_type) if self.style == "pypto" else None
+        if implied is not None and not any(k in ("level", "role") for k, _ in f.decorator_kwargs):
+            deco_kw[1:1] = [f"level={p}.Level.{implied[0]}", f"role={p}.Role.{implied[1]}"]
+        has_self = f.has_self and not (implied is not None and implied[1] == "SubWorker")
         fkey = (f.span.line, f.span.col)
         self._put(out, ind, f"@{p}.function" + (f"({', '.join(deco_kw)})" if deco_kw else ""), ("deco",) + fkey)
-        params = ["self"] if f.has_self else []
+        params = ["self"] if has_self else []
         for prm in f.params:
             t = self.type(prm.type)
             if prm.direction != "In":
@@ -451,7 +489,12 @@ class Printer:
             self._put(out, ind + INDENT, f"{p}.func_attr({self.expr(DictExpr(f.attrs))})", ("attr",) + fkey)
             if not f.body:
                 return
+        if allocs:  # PyPTO's InitMemRef declares every buffer at the top of the function
+            for a in allocs:
+                self.stmt(a, depth + 1, out)
+            self._hoisted = {id(a) for a in allocs}
         self.stmts(f.body, depth + 1, out)
+        self._hoisted = set()
 
     def program(self, prog: Program) -> str:
         p = self.p
@@ -485,10 +528,79 @@ class Printer:
         return "\n".join(out) + "\n"
 
 
-def print_program(prog: Program, comments: SourceComments | None = None) -> str:
+# The level and role PyPTO's parser gives a function of each type that states none (seen in its printed
+# form); a SubWorker is printed without `self`.
+_PYPTO_LEVEL_ROLE = {
+    "InCore": ("CHIP_DIE", "SubWorker"),
+    "AIC": ("AIC", "SubWorker"),
+    "AIV": ("AIV", "SubWorker"),
+    "Orchestration": ("CHIP", "Orchestrator"),
+}
+
+_EXPR_METHODS = {
+    Var: Printer._var,
+    ConstInt: Printer._const_int,
+    ConstFloat: Printer._const_float,
+    ConstBool: lambda self, e: "True" if e.value else "False",
+    StrLit: lambda self, e: _str(e.value),
+    NoneLit: lambda self, e: "None",
+    DTypeLit: lambda self, e: f"{self.p}.{e.dtype.name}",
+    EnumLit: lambda self, e: f"{self.p}.{e.family}.{e.member}",
+    TypeLit: lambda self, e: self.type(e.type),
+    BinOp: Printer._binop,
+    UnaryOp: Printer._unary,
+    MinMax: lambda self, e: f"{self.p}.{e.op}({self.expr(e.lhs)}, {self.expr(e.rhs)})",
+    Abs: lambda self, e: f"abs({self.expr(e.operand)})",
+    Cast: lambda self, e: f"{self.p}.cast({self.expr(e.operand)}, {self.p}.{e.dtype.name})",
+    Call: Printer._call,
+    ListExpr: lambda self, e: self._list(e.items),
+    TupleExpr: Printer._tuple,
+    DictExpr: lambda self, e: "{" + ", ".join(f"{self.expr(k)}: {self.expr(v)}" for k, v in e.items) + "}",
+    GetItem: Printer._getitem,
+}
+
+
+def _add(a: Expr, b: Expr) -> Expr:
+    """`a + b` on INDEX values, folded when both are constants."""
+    if isinstance(a, ConstInt) and isinstance(b, ConstInt):
+        return ConstInt(a.value + b.value, a.dtype)
+    if isinstance(b, ConstInt) and b.value == 0:
+        return a
+    return BinOp("+", a, b)
+
+
+def _allocs(body) -> list[AssignStmt]:
+    """Every `name = pl.tile.alloc(...)` with constant operands in `body`, at any depth, in order."""
+    out: list[AssignStmt] = []
+    for s in body:
+        v = s.value if isinstance(s, AssignStmt) else None
+        if isinstance(v, Call) and v.kind == "op" and v.op == "tile.alloc" and all(
+                isinstance(a, (ConstInt, EnumLit)) for a in (*v.args, *(x for _, x in v.kwargs))):
+            out.append(s)
+        for attr in ("body", "then_body", "else_body"):
+            inner = getattr(s, attr, None)
+            if inner:
+                out += _allocs(inner)
+    return out
+
+
+def _pypto_call_operands(e: Call) -> tuple[tuple, tuple]:
+    """An operator call's operands as PyPTO prints them: no `addr=` on `tile.alloc` (the address is in
+    the MemRefs), the valid shape of `tile.load` always given (the region's shape when absent)."""
+    if e.op == "tile.alloc":
+        return e.args, tuple((k, v) for k, v in e.kwargs if k != "addr")
+    if e.op == "tile.load" and len(e.args) == 3 and e.kwarg("valid_shapes") is None:
+        return e.args + (e.args[2],), e.kwargs
+    if e.op == "tensor.create" and e.kwarg("layout") is None:
+        return e.args, e.kwargs + (("layout", EnumLit("TensorLayout", "ND")),)
+    return e.args, e.kwargs
+
+
+def print_program(prog: Program, comments: SourceComments | None = None, style: str | None = None) -> str:
     """The canonical text of `prog`; with `comments` (from `ptoc.frontend.parser.parse_for_format`), the
-    source's comments are kept as the module docstring describes."""
-    return Printer(comments=comments).program(prog)
+    source's comments are kept as the module docstring describes. `style="pypto"`: the form PyPTO's
+    parser reads (see `Printer`); by default the style of the enclosing `print_style` block, else "ptoc"."""
+    return Printer(comments=comments, style=style or _STYLE.get()).program(prog)
 
 
 def print_type(t: Type) -> str:
