@@ -44,6 +44,8 @@ def test_tensor_form_halves_the_tensor():
     assert t["a"] == "pl.Tensor[[64, 64], pl.FP16]"
     assert t["b"] == "pl.Tensor[[128, 32], pl.FP16]"
     assert t["n"] == "pl.Tensor[[128, 64], pl.FP16]"
+    g = types("x: pl.Tensor[[64, 64], pl.FP16]", "a = pl.tensor.aic_gather(x, split=1)")
+    assert g["a"] == "pl.Tensor[[128, 64], pl.FP16]"
 
 
 def test_split_is_required_and_must_be_a_mode_code():
