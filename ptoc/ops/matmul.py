@@ -2,7 +2,8 @@
 
 Tile forms (pto-isa TMATMUL, `pto-format.md`): Left [M, K] x Right [K, N] -> Acc [M, N]; matmul_acc adds
 into an Acc tile in place (the result is the accumulator); matmul_bias adds a Bias [1, N] row.
-Operand memory spaces are checked when known (a tile without a memory space is not yet resolved).
+Operand memory spaces and whole fractals (NZ-1) are hardware rules: checked once InferTileMemorySpace has
+decided every space (`Args.hardware`); before, a Mat operand is the operand the pass moves into Left/Right.
 
 Dtypes: both operands share one dtype; the accumulator dtype comes from the target's table
 (`Arch.matmul_dtypes`): FP16/BF16/FP32 -> FP32, INT8 -> INT32.
@@ -86,7 +87,7 @@ def check_boxed_tile_dims(args: Args, tile: TileType | None, name: str, what: st
     multiples of its fractal box (16 rows x c0 columns for NZ, c0 x 16 for ZN, 16 x 16 for Acc).
     Dynamic extents and tiles of other spaces pass. `name` is the argument to point at; `what` names
     the tile in the message (default: the argument name)."""
-    if tile is None or tile.rank != 2 or tile.memory not in BOXED_SPACES:
+    if tile is None or tile.rank != 2 or tile.memory not in BOXED_SPACES or not args.hardware:
         return
     eff = effective_tile_view(tile)
     problem = boxed_dims_problem(cint(tile.shape[0]), cint(tile.shape[1]), tile.dtype, eff["slayout"],
@@ -124,7 +125,9 @@ def _acc_dtype(args: Args, lhs, rhs) -> dtypes.DType:
 
 
 def _space(args: Args, tile: TileType, name: str, want: str) -> None:
-    if tile.memory is not None and tile.memory != want:
+    """A cube operand is read from its own buffer. Before memory spaces are decided any space is
+    accepted: InferTileMemorySpace moves the operand there (or reports why it cannot)."""
+    if args.hardware and tile.memory is not None and tile.memory != want:
         args.fail(f"{args.op.name}: {name} must be in memory space {want}, got a {tile.memory} tile", name,
                   hint=f"move it first: pl.tile.move({name}, target_memory=pl.Mem.{want})")
 

@@ -77,6 +77,19 @@ def test_tile_matmul_lhs_not_in_left_rejected():
     assert len(d) == 1 and "Left" in d[0].message and "pl.tile.move" in d[0].hint
 
 
+def test_tile_matmul_operand_spaces_are_hardware_rules_left_to_memory_inference():
+    # before InferTileMemorySpace a Mat (or any) operand is the one the pass moves into Left / Right
+    p = _tiles("[16, 16]", "[16, 32]", lmem="Mat", rmem="Mat")
+    assert codes(p, "c = pl.tile.matmul(l, r)", hardware=False) == []
+    assert types(p, "c = pl.tile.matmul(l, r)", hardware=False)["c"] == "pl.Tile[[16, 32], pl.FP32, pl.Mem.Acc]"
+    assert codes(p, "c = pl.tile.matmul(l, r)") == [(E, None)]  # lhs not in Left (the first rule it breaks)
+
+
+def test_nz1_is_a_hardware_rule_left_to_memory_inference():
+    assert codes(_tiles("[4, 16]", "[16, 16]"), "c = pl.tile.matmul(l, r)", hardware=False) == []
+    assert codes(_tiles("[4, 16]", "[16, 16]"), "c = pl.tile.matmul(l, r)") == [(E, "NZ-1")]
+
+
 def test_tile_matmul_rhs_not_in_right_rejected():
     assert codes(_tiles("[16, 16]", "[16, 32]", rmem="Left"), "c = pl.tile.matmul(l, r)") == [(E, None)]
 
