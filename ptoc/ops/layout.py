@@ -45,7 +45,7 @@ from ptoc.ops.common import (
     static_shape,
     valid_shape_of,
 )
-from ptoc.ops.registry import Args, Emitter, Pto, declare, register, short_name
+from ptoc.ops.registry import Args, Emitter, NoPto, Pto, declare, register, short_name
 from ptoc.ops.regions import (
     RegionError,
     emax,
@@ -754,6 +754,74 @@ def _tile_transpose(args: Args) -> Type | None:
     return new_tile(tuple(shape), t.dtype, t.memory, tuple(valid))
 
 
+_FLIP_MAJOR = {"row_major": "col_major", "col_major": "row_major", "none_box": "none_box"}
+
+
+@register("tile.transpose_view", ("tile",), unit="any", family="layout")
+def _tile_transpose_view(args: Args) -> Type | None:
+    """the same bytes read as the transpose: the trailing two axes swap and each layout flips its major
+    order (NZ <-> ZN, ND <-> DN); no data moves"""
+    t = args.tile("tile")
+    if t is None:
+        return None
+    if t.rank < 2:
+        args.fail(f"tile.transpose_view needs a tile of rank >= 2, got rank {t.rank}", "tile")
+    eff = effective_tile_view(t)
+    shape, valid = list(t.shape), list(valid_shape_of(t))
+    shape[-2], shape[-1] = shape[-1], shape[-2]
+    valid[-2], valid[-1] = valid[-1], valid[-2]
+    view = TileView(blayout=_FLIP_MAJOR.get(eff["blayout"], eff["blayout"]),
+                    slayout=_FLIP_MAJOR.get(eff["slayout"], eff["slayout"]),
+                    fractal=eff["fractal"], pad=eff["pad"], compact=eff["compact"])
+    return new_tile(tuple(shape), t.dtype, t.memory, tuple(valid), view)
+
+
+def _assemble_union(args: Args, tgt, src, offset) -> tuple | None:
+    """The target's valid region after the write: the union of what it held and what was written, when
+    that union is one origin-anchored box (None: not decidable from constants, the target's is kept)."""
+    tv, sv = valid_shape_of(tgt), valid_shape_of(src)
+    if shapes_equal(tv, tgt.shape) is True:
+        return tuple(tv)
+    tvc, svc, offc = [cint(x) for x in tv], [cint(x) for x in sv], [cint(x) for x in offset]
+    if None in tvc or None in svc or None in offc:
+        return None
+    far = [o + e for o, e in zip(offc, svc)]
+    growing = [i for i, (f, v) in enumerate(zip(far, tvc)) if f > v]
+    if not growing:
+        return tuple(tv)
+    if all(o == 0 for o in offc) and all(v <= e for v, e in zip(tvc, svc)):
+        return tuple(sv)
+    g = growing[0]
+    spans_others = all(offc[i] == 0 and svc[i] >= tvc[i] for i in range(len(tvc)) if i != g)
+    if len(growing) > 1 or offc[g] > tvc[g] or not spans_others:
+        args.fail(f"{args.op.name}: writing {fmt_shape(tuple(sv))} at {fmt_shape(tuple(offset))} into a target "
+                  f"valid over {fmt_shape(tuple(tv))} leaves a valid region that is not one box", "offset",
+                  hint="write slabs that abut the valid region along one axis, or start at the origin")
+    return tuple(ConstInt(far[i], c(0).dtype) if i == g else tv[i] for i in range(len(tv)))
+
+
+@register("tile.assemble", ("target", "source", "offset"), family="layout")
+def _tile_assemble(args: Args) -> Type | None:
+    """write the whole `source` tile into `target` at `offset`; returns the updated target"""
+    tgt, src = args.tile("target"), args.tile("source")
+    offset = int_list(args, "offset")
+    if tgt is None:
+        return None
+    if src is not None:
+        downcast = src.dtype == dtypes.FP32 and tgt.dtype in (dtypes.BF16, dtypes.FP16)
+        if src.dtype != tgt.dtype and not downcast:
+            args.fail(f"tile.assemble: source dtype {src.dtype.name} differs from target dtype {tgt.dtype.name}",
+                      "source", hint="only an FP32 accumulator may be written into a BF16/FP16 target (the "
+                      "FIXPIPE downcast); cast the source otherwise")
+    if src is None or src.rank != tgt.rank or len(offset) != tgt.rank:
+        return tgt
+    _check_window(args, tgt.shape, offset, src.shape)
+    valid = _assemble_union(args, tgt, src, offset)
+    if valid is None:
+        return tgt
+    return new_tile(tgt.shape, tgt.dtype, tgt.memory, valid, replace(tgt.view or TileView(), valid_shape=None))
+
+
 @register("tile.set_validshape", ("tile", "valid_rows", "valid_cols"), unit="any", family="layout")
 def _tile_set_validshape(args: Args) -> Type | None:
     """replace the valid_shape metadata of a 2-D tile (no data moves); other view fields are kept"""
@@ -786,7 +854,8 @@ def _tile_fillpad(args: Args) -> Type | None:
 # --------------------------------------------------------------------------------------------------
 
 short_name("slice", tensor="tensor.slice", tile="tile.slice")
-short_name("assemble", tensor="tensor.assemble")
+short_name("assemble", tensor="tensor.assemble", tile="tile.assemble")
+short_name("transpose_view", tile="tile.transpose_view")
 short_name("reshape", tensor="tensor.reshape", tile="tile.reshape")
 short_name("view", tensor="tensor.view")
 short_name("reinterpret_view", tensor="tensor.reinterpret_view", tile="tile.reinterpret_view")
@@ -805,6 +874,10 @@ declare("tile.extract", pto=Pto("textract", ("tile:tile", "index:index_row", "in
 declare("tile.fillpad", pto=Pto("tfillpad", ("tile:tile",)))
 declare("tile.transpose", pto=Pto("ttrans", ("tile:tile", "tile!:tmp"),
                                   "PTOAS's ttrans needs a scratch tile: pass tmp=<tile>"))
+declare("tile.transpose_view", pto=NoPto("a transposed view of a tile is not lowered yet; copy the data "
+                                         "transposed with pl.tile.transpose(t, 0, 1, tmp=...) instead"))
+declare("tile.assemble", pto=NoPto("writing one tile into another (PTOAS pto.tinsert) is not lowered yet; store "
+                                   "both parts to GM, or assemble at tensor level (pl.tensor.assemble)"))
 declare("tile.ci", pto=Emitter("ci"))
 declare("tile.tri", pto=Emitter("tri"))
 

@@ -2,7 +2,8 @@
 
 Tile forms (pto-isa TMATMUL, `pto-format.md`): Left [M, K] x Right [K, N] -> Acc [M, N]; matmul_acc adds
 into an Acc tile in place (the result is the accumulator); matmul_bias adds a Bias [1, N] row.
-Operand memory spaces are checked when known (a tile without a memory space is not yet resolved).
+Operand memory spaces and whole fractals (NZ-1) are hardware rules: checked once InferTileMemorySpace has
+decided every space (`Args.hardware`); before, a Mat operand is the operand the pass moves into Left/Right.
 
 Dtypes: both operands share one dtype; the accumulator dtype comes from the target's table
 (`Arch.matmul_dtypes`): FP16/BF16/FP32 -> FP32, INT8 -> INT32.
@@ -35,7 +36,7 @@ from ptoc.ops.common import (
     valid_shape_of,
 )
 from ptoc.target.facts import FRACTAL_ROWS, c0 as c0_of
-from ptoc.ops.registry import Args, Emitter, Pto, declare, register, short_name
+from ptoc.ops.registry import Args, Emitter, NoPto, Pto, declare, register, short_name
 from ptoc.target.arch import get_arch
 
 BOXED_SPACES = ("Mat", "Left", "Right", "Acc")
@@ -86,7 +87,7 @@ def check_boxed_tile_dims(args: Args, tile: TileType | None, name: str, what: st
     multiples of its fractal box (16 rows x c0 columns for NZ, c0 x 16 for ZN, 16 x 16 for Acc).
     Dynamic extents and tiles of other spaces pass. `name` is the argument to point at; `what` names
     the tile in the message (default: the argument name)."""
-    if tile is None or tile.rank != 2 or tile.memory not in BOXED_SPACES:
+    if tile is None or tile.rank != 2 or tile.memory not in BOXED_SPACES or not args.hardware:
         return
     eff = effective_tile_view(tile)
     problem = boxed_dims_problem(cint(tile.shape[0]), cint(tile.shape[1]), tile.dtype, eff["slayout"],
@@ -124,7 +125,9 @@ def _acc_dtype(args: Args, lhs, rhs) -> dtypes.DType:
 
 
 def _space(args: Args, tile: TileType, name: str, want: str) -> None:
-    if tile.memory is not None and tile.memory != want:
+    """A cube operand is read from its own buffer. Before memory spaces are decided any space is
+    accepted: InferTileMemorySpace moves the operand there (or reports why it cannot)."""
+    if args.hardware and tile.memory is not None and tile.memory != want:
         args.fail(f"{args.op.name}: {name} must be in memory space {want}, got a {tile.memory} tile", name,
                   hint=f"move it first: pl.tile.move({name}, target_memory=pl.Mem.{want})")
 
@@ -359,12 +362,65 @@ def _tile_matmul_mx(args: Args) -> Type | None:
     return new_tile((lhs.shape[0], n_expr), dtypes.FP32, "Acc")
 
 
+# --------------------------------------------------------------------------------------------------
+# Batched tile forms: [...B, M, K] x [...B, K, N] -> Acc [...B', M, N], the batch axes broadcast
+# --------------------------------------------------------------------------------------------------
+
+
+def _batch_product(args: Args):
+    """(shape [...B, M, N], accumulator dtype) of batched lhs x rhs tiles, or None when a type is unknown."""
+    lhs, rhs = args.tile("lhs"), args.tile("rhs")
+    if lhs is None or rhs is None:
+        return None
+    for name, t in (("lhs", lhs), ("rhs", rhs)):
+        if t.rank < 2:
+            args.fail(f"{args.op.name}: {name} must have rank >= 2, got rank {t.rank}", name,
+                      hint="[..., M, K] x [..., K, N]")
+    acc = _acc_dtype(args, lhs, rhs)
+    _inner(args, lhs.shape[-1], rhs.shape[-2], lhs.shape, rhs.shape)
+    batch = broadcast(args, lhs.shape[:-2], rhs.shape[:-2])
+    return batch + (lhs.shape[-2], rhs.shape[-1]), acc
+
+
+@register("tile.batch_matmul", ("lhs", "rhs"), unit="cube")
+def _tile_batch_matmul(args: Args) -> Type | None:
+    """[...B, M, K] x [...B, K, N] -> Acc [...B, M, N]: one matmul per batch index, batch axes broadcast"""
+    prod = _batch_product(args)
+    if prod is None:
+        return None
+    shape, acc = prod
+    return new_tile(shape, acc, "Acc")
+
+
+@register("tile.batch_matmul_acc", ("acc", "lhs", "rhs"), unit="cube")
+def _tile_batch_matmul_acc(args: Args) -> Type | None:
+    """acc[...B, M, N] += lhs x rhs per batch index, in place; returns the accumulator"""
+    acc_t = args.tile("acc")
+    prod = _batch_product(args)
+    if acc_t is None or prod is None:
+        return acc_t
+    shape, acc_dt = prod
+    if acc_t.dtype != acc_dt:
+        args.fail(f"{args.op.name}: the accumulator is {acc_t.dtype.name} but the product accumulates in "
+                  f"{acc_dt.name}", "acc", hint=f"create the accumulator as {acc_dt.name}")
+    if len(acc_t.shape) != len(shape) or any(dim_eq(a, b) is False for a, b in zip(acc_t.shape, shape)):
+        args.fail(f"{args.op.name}: the accumulator is {fmt_shape(acc_t.shape)} but the product is "
+                  f"{fmt_shape(shape)}", "acc", hint="the accumulator is not broadcast: give it the product's shape")
+    return acc_t
+
+
 short_name("matmul", tensor="tensor.matmul", tile="tile.matmul")
 short_name("matmul_acc", tensor="tensor.matmul_acc", tile="tile.matmul_acc")
 short_name("matmul_bias", tile="tile.matmul_bias")
+short_name("batch_matmul", tile="tile.batch_matmul")
+short_name("batch_matmul_acc", tile="tile.batch_matmul_acc")
 
 # `.pto` spellings (PTOAS PTOOps.td, destination-passing form)
 declare("tile.matmul", pto=Pto("tmatmul", ("tile:lhs", "tile:rhs")))
+_NO_BATCH_PTO = NoPto("a batched matmul is not lowered yet; loop over the batch index with pl.tile.matmul on "
+                      "2-D slices")
+declare("tile.batch_matmul", pto=_NO_BATCH_PTO)
+declare("tile.batch_matmul_acc", pto=_NO_BATCH_PTO)
 declare("tile.matmul_acc", pto=Emitter("op_matmul_acc"))
 declare("tile.matmul_bias", pto=Pto("tmatmul.bias", ("tile:lhs", "tile:rhs", "tile:bias")))
 

@@ -218,6 +218,20 @@ def _tensor_read(args: Args) -> Type | None:
     return ScalarType(t.dtype)
 
 
+@register("tensor.write", ("tensor", "indices", "value"), unit="scalar")
+def _tensor_write(args: Args) -> Type | None:
+    """write one element of a GM tensor (a scalar store); returns the tensor"""
+    t = args.tensor("tensor")
+    if t is None:
+        return None
+    _index_count(args, t.rank)
+    v = args.scalar("value")
+    if v is not None and v.dtype != t.dtype:
+        args.fail(f"tensor.write: the value is {v.dtype.name} but the tensor holds {t.dtype.name}", "value",
+                  hint=f"cast the value first: pl.cast(value, pl.{t.dtype.name})")
+    return t
+
+
 @register("tensor.dim", ("tensor", "axis"), unit="scalar")
 def _tensor_dim(args: Args) -> Type | None:
     """the extent of one axis (INDEX)"""
@@ -246,7 +260,7 @@ short_name("create", tile="tile.create")
 short_name("create_tensor", tensor="tensor.create")
 short_name("full", tile="tile.full")
 short_name("read", tile="tile.read", tensor="tensor.read")
-short_name("write", tile="tile.write")
+short_name("write", tile="tile.write", tensor="tensor.write")
 short_name("dim", tensor="tensor.dim")
 short_name("get_block_idx", scalar="tile.get_block_idx")
 short_name("get_block_num", scalar="tile.get_block_num")

@@ -16,6 +16,10 @@ No in-place move: source and result must resolve to different addresses. A move 
 space is a legal TMOV only as Vec->Vec (MOV-6) and is not in place by itself; same-address bindings are
 caught by `check_move_not_in_place` where MemRefs are bound (planner / codegen).
 
+The hardware rules (MOV-1..MOV-6, NZ-1 of the result) apply once InferTileMemorySpace has decided every
+memory space (`Args.hardware`): a move the front end reads, such as Mat -> Vec, is judged on the target
+the program is compiled for, at that pass.
+
 MOV-6 (per target, `ptoc.target.arch`): the legal source/destination space pairs and dtype pairs of TMOV.
 The cube <-> vector boundary moves (Acc->Vec, Vec->Mat) are accepted on every target: where the target
 has no TMOV for them (A2/A3) they are cross-core transfers of a mixed kernel, lowered without TMOV.
@@ -269,8 +273,15 @@ def _move(args: Args) -> Type | None:
         args.fail("tile.move: blayout must be row_major or col_major", "blayout", code="PTOC-E0201")
     if src is None:
         return None
-    arch = get_arch(args.arch)
     result = move_result_type(src, target, blayout, slayout)
+    if args.hardware:
+        _check_hardware(args, src, target, result)
+    return result
+
+
+def _check_hardware(args: Args, src: TileType, target: str, result: TileType) -> None:
+    """MOV-1..MOV-6 and NZ-1 of the result: checked once memory spaces are decided (`Args.hardware`)."""
+    arch = get_arch(args.arch)
     src_space = src.memory
     dt = src.dtype.name
 
@@ -299,7 +310,6 @@ def _move(args: Args) -> Type | None:
         from ptoc.ops.matmul import check_boxed_tile_dims
 
         check_boxed_tile_dims(args, result, "tile", what="the result")
-    return result
 
 
 def _check_path_geometry(args: Args, arch: Arch, src: TileType, src_space: str, target: str,

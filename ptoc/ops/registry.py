@@ -54,6 +54,12 @@ class Args:
         return getattr(self.ctx, "arch", "a2a3") if self.ctx is not None else "a2a3"
 
     @property
+    def hardware(self) -> bool:
+        """Whether the hardware rules of memory spaces apply here (ptoc.context.HARDWARE_RULES): once
+        InferTileMemorySpace has decided every space, not while a space may still be moved."""
+        return bool(getattr(self.ctx, "hardware_rules", False))
+
+    @property
     def target(self):
         """The facts of the target (`ptoc.target.arch.Arch`): what it supports, its capacities."""
         from ptoc.target.arch import get_arch

@@ -9,13 +9,16 @@ Names follow PyPTO: `system.bar_v/bar_m/bar_all/fence/sync_src/sync_dst/sync_set
 cacheinvalid/syncall`, the pipe set-up `system.aic_initialize_pipe/aiv_initialize_pipe/reserve_buffer/
 import_peer_buffer`, the transfers `tile.tpush_to_aiv/tpush_to_aic/tpop_from_aic/tpop_from_aiv` and the
 slot releases `system.tfree_to_aic/tfree_to_aiv`, reachable as `pl.tpush_to_aic(...)` etc.
+The split-axis crossings `tile.aiv_shard` (cube -> vector: halve along the split axis) and
+`tile.aic_gather` (vector -> cube: rejoin the halves), and their tensor forms, are typed here.
 `pl.split(mode)` is the descriptor that `with pl.at(..., optimizations=[pl.split(...)])` carries.
 """
 
 from __future__ import annotations
 
-from ptoc.ir.nodes import Type
-from ptoc.ops.registry import Args, register, short_name
+from ptoc.ir.nodes import BinOp, ConstInt, Expr, Type
+from ptoc.ops.common import c, cint, const_int_arg, fmt_shape, new_tensor, new_tile, valid_shape_of
+from ptoc.ops.registry import Args, NoPto, declare, register, short_name
 
 
 def _nothing(doc: str):
@@ -82,6 +85,105 @@ for _name, _doc in {
 
 register("split", ("mode",), unit="any", family="system", open_kwargs=True)(
     _nothing("split-mode descriptor of `with pl.at(..., optimizations=[pl.split(mode)])`"))
+
+# ---------------------------------------------------------------------------------------------------
+# Split-axis crossings. `split` is the mode code: 0 no split axis (the shape is kept), 1 UP_DOWN (axis
+# 0), 2 LEFT_RIGHT (axis 1). A shard gives each of the two vector lanes ceil(extent / 2) of the split
+# axis; a gather doubles it. The result is a fresh tile (no inherited layout) in the consuming lane's
+# memory: Vec for a shard, Mat for a gather.
+# ---------------------------------------------------------------------------------------------------
+
+_SPLIT_MODES = {0: "NONE", 1: "UP_DOWN", 2: "LEFT_RIGHT"}
+
+
+def _split_code(args: Args) -> int:
+    if args.get("split") is None:
+        args.fail(f"{args.op.name} needs split= (0 = NONE, 1 = UP_DOWN, 2 = LEFT_RIGHT)", code="PTOC-E0201",
+                  hint=f"write pl.{args.op.name}(x, split=1) with the mode of the enclosing pl.split_aiv")
+    split = const_int_arg(args, "split")
+    if split not in _SPLIT_MODES:
+        args.fail(f"{args.op.name}: split must be 0, 1 or 2, got {split}", "split",
+                  hint="0 = NONE (no split axis), 1 = UP_DOWN (rows), 2 = LEFT_RIGHT (columns)")
+    stride = args.get("lane_stride")
+    if stride is not None and (cint(stride) is None or cint(stride) <= 0):
+        args.fail(f"{args.op.name}: lane_stride must be a positive constant", "lane_stride")
+    return split
+
+
+def _resize(e: Expr, halve: bool, ceil: bool) -> Expr:
+    v = cint(e)
+    if v is not None:
+        return ConstInt((v + 1) // 2 if halve else v * 2, e.dtype if isinstance(e, ConstInt) else c(0).dtype)
+    if not halve:
+        return BinOp("*", e, c(2))
+    return BinOp("//", BinOp("+", e, c(1)) if ceil else e, c(2))
+
+
+def _full(valid: Expr, extent: Expr) -> bool:
+    return valid == extent or (cint(valid) is not None and cint(valid) == cint(extent))
+
+
+def _check_columns(args: Args, shape, valid, axis: int | None) -> None:
+    """A shard moves the whole column box through the cube -> vector FIFO; a narrower valid column
+    extent is restored afterwards only as a static, lane-independent extent."""
+    if len(shape) != 2 or _full(valid[1], shape[1]):
+        return
+    what = f"{args.op.name}: the valid columns ({fmt_shape(valid)} of {fmt_shape(shape)})"
+    hint = "make the columns fully valid before the crossing (pl.set_validshape(x, rows, cols))"
+    if axis == 1:
+        args.fail(f"{what} do not cover the box, so a LEFT_RIGHT split would give the lanes different "
+                  "amounts of data", "tile", hint=hint)
+    if cint(valid[1]) is None:
+        args.fail(f"{what} are a runtime extent narrower than the box", "tile", hint=hint)
+    if axis == 0 and not _full(valid[0], shape[0]):
+        args.fail(f"{what} are narrowed while the split rows are partially valid too", "tile", hint=hint)
+    if cint(valid[0]) is None:
+        args.fail(f"{what} are narrowed while the valid rows are a runtime extent", "tile", hint=hint)
+
+
+def _split_reshape(args: Args, halve: bool) -> Type | None:
+    split = _split_code(args)
+    t = args.type("tile")
+    if t is None:
+        return None
+    tensor_form = args.op.name.startswith("tensor.")
+    t = args.tensor("tile") if tensor_form else args.tile("tile")
+    shape, valid = tuple(t.shape), tuple(valid_shape_of(t))
+    axis = None if split == 0 else split - 1
+    if axis is not None and len(shape) != 2:
+        args.fail(f"{args.op.name}: a {_SPLIT_MODES[split]} split needs a 2-D operand, got rank {len(shape)}",
+                  "tile", hint="reshape the operand to 2-D before the crossing")
+    if halve:
+        _check_columns(args, shape, valid, axis)
+    if axis is not None:
+        shape = shape[:axis] + (_resize(shape[axis], halve, False),) + shape[axis + 1:]
+        valid = valid[:axis] + (_resize(valid[axis], halve, True),) + valid[axis + 1:]
+    if tensor_form:
+        return t if split == 0 else new_tensor(shape, t.dtype, valid)
+    return new_tile(shape, t.dtype, "Vec" if halve else "Mat", valid)
+
+
+def _shard(args: Args) -> Type | None:
+    """cross from the cube to the vector lanes, halving the split axis (split=0: shape kept); Vec result"""
+    return _split_reshape(args, True)
+
+
+def _gather(args: Args) -> Type | None:
+    """cross from the vector lanes to the cube, rejoining the split axis (split=0: shape kept); Mat result"""
+    return _split_reshape(args, False)
+
+
+_SPLIT_OPTS = (("split", None), ("lane_stride", None))
+register("tile.aiv_shard", ("tile",), optional=_SPLIT_OPTS, unit="sync", family="system")(_shard)
+register("tile.aic_gather", ("tile",), optional=_SPLIT_OPTS, unit="sync", family="system")(_gather)
+register("tensor.aiv_shard", ("tile",), optional=_SPLIT_OPTS, unit="any", family="system")(_shard)
+register("tensor.aic_gather", ("tile",), optional=_SPLIT_OPTS, unit="any", family="system")(_gather)
+_NO_SPLIT_PTO = NoPto("a split-axis crossing becomes a tpush/tpop pair once the mixed kernel is split into "
+                      "its cube and vector parts; write those (pl.tpush_to_aiv / pl.tpop_from_aic) instead")
+declare("tile.aiv_shard", pto=_NO_SPLIT_PTO)
+declare("tile.aic_gather", pto=_NO_SPLIT_PTO)
+short_name("aiv_shard", tile="tile.aiv_shard", tensor="tensor.aiv_shard")
+short_name("aic_gather", tile="tile.aic_gather", tensor="tensor.aic_gather")
 
 for _short in ("tpush_to_aiv", "tpush_to_aic", "tpop_from_aic", "tpop_from_aiv"):
     short_name(_short, tile=f"tile.{_short}")

@@ -43,6 +43,11 @@ Rules
    (PTOC-E0325, rule MOV-6) that says how to stage the operand instead.
 4. Types. Every annotation of a tile whose space changed or was missing is updated to the value's
    type (space and implicit view), so statements depending on a changed tile check again.
+5. Hardware rules. With the spaces decided, the program is checked again with the operator rules
+   that depend on them (`ptoc.context.HARDWARE_RULES`): cube operands in Left/Right/Acc/Bias, every
+   tile.move a TMOV path of the target (MOV-1..MOV-6), boxed tiles whole fractals (NZ-1). They are
+   reported here, not by the front end, because before this pass a Mat matmul operand is simply the
+   operand to move and a move is judged by the target's paths only once the spaces are final.
 
 Not done (yet): hoisting a move of a loop-invariant operand out of its loop; moving Acc / Mat tiles
 into Vec for vector consumers (TMOV Acc -> Vec exists on A5 only); tile-typed kernel parameters.
@@ -54,6 +59,7 @@ from dataclasses import replace
 
 from ptoc.ir.visitor import rebuild_bodies
 from ptoc.ir.names import fresh_name
+from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir.nodes import (
     AssignStmt,
@@ -122,7 +128,23 @@ class InferTileMemorySpace(Pass):
             diags = [d for d in verify_program(p3, ctx=ctx, cache=self.cache) if d.severity == "error"]
             if diags and any(d.severity == "error" for d in verify_program(program, ctx=ctx, cache=self.cache)):
                 raise CompileError(diags)
+        _check_hardware_rules(p3, ctx)
         return p3
+
+
+def _hardware(ctx) -> CompileContext:
+    """`ctx` with the hardware rules of memory spaces on (ptoc.context.HARDWARE_RULES)."""
+    return (ctx if ctx is not None else CompileContext()).with_hardware_rules()
+
+
+def _check_hardware_rules(program: Program, ctx) -> None:
+    """5: with every space decided, the operator rules that depend on it hold: cube operands in their
+    buffers, each tile.move a TMOV path of the target (MOV-1..MOV-6), boxed tiles whole fractals (NZ-1).
+    The front end accepts what only the chosen spaces make wrong (a Mat matmul operand is moved here; a
+    Mat -> Vec move is wrong only on a target without that path), so this is where those are reported."""
+    diags = [d for d in verify_program(program, ctx=_hardware(ctx)) if d.severity == "error"]
+    if diags:
+        raise CompileError(diags)
 
 
 def _value_types(program: Program, ctx, cache=None,
@@ -388,7 +410,7 @@ class _Mover:
 
         call = Call("tile.move", (Var(src.name, span=src.span),), (("target_memory", EnumLit("Mem", space)),),
                     span=consumer.span)
-        mt, diags = infer_call_type(call, [t], {"target_memory": None}, self.ctx)
+        mt, diags = infer_call_type(call, [t], {"target_memory": None}, _hardware(self.ctx))
         if diags or not isinstance(mt, TileType):
             why = diags[0].message if diags else "tile.move has no result type"
             stage = ("load it with target_memory=pl.Mem.Mat: cube operands are staged in Mat and moved "

@@ -1,4 +1,8 @@
-"""Helpers for operator tests: wrap statements in a kernel, check it, read back types/diagnostics."""
+"""Helpers for operator tests: wrap statements in a kernel, check it, read back types/diagnostics.
+
+By default an op is checked with its whole rule, the hardware rules of memory spaces included (as
+InferTileMemorySpace checks them once it has decided every space); `hardware=False` checks it as the
+front end does, while spaces may still be moved."""
 
 from __future__ import annotations
 
@@ -19,18 +23,23 @@ def kernel(params: str, body: str) -> str:
     return f"@pl.function(type=pl.FunctionType.InCore)\ndef k({params}):\n{body}\n"
 
 
-def diagnostics(params: str, body: str, arch: str = "a2a3"):
+def _ctx(arch: str, hardware: bool) -> CompileContext:
+    ctx = CompileContext(arch=arch)
+    return ctx.with_hardware_rules() if hardware else ctx
+
+
+def diagnostics(params: str, body: str, arch: str = "a2a3", hardware: bool = True):
     """All diagnostics of the kernel (empty list when it checks)."""
     try:
-        parse_program(kernel(params, body), "t.ir", ctx=CompileContext(arch=arch))
+        parse_program(kernel(params, body), "t.ir", ctx=_ctx(arch, hardware))
     except CompileError as e:
         return e.diagnostics
     return []
 
 
-def types(params: str, body: str, arch: str = "a2a3") -> dict[str, str]:
+def types(params: str, body: str, arch: str = "a2a3", hardware: bool = True) -> dict[str, str]:
     """name -> printed inferred type of every unannotated assignment (the op's result type)."""
-    ctx = CompileContext(arch=arch)
+    ctx = _ctx(arch, hardware)
     prog = parse_program(kernel(params, body), "t.ir", ctx=ctx)
     out: dict[str, str] = {}
     f = prog.functions[0]
@@ -43,5 +52,5 @@ def types(params: str, body: str, arch: str = "a2a3") -> dict[str, str]:
     return out
 
 
-def codes(params: str, body: str, arch: str = "a2a3") -> list[tuple[str, str | None]]:
-    return [(d.code, d.rule) for d in diagnostics(params, body, arch)]
+def codes(params: str, body: str, arch: str = "a2a3", hardware: bool = True) -> list[tuple[str, str | None]]:
+    return [(d.code, d.rule) for d in diagnostics(params, body, arch, hardware)]

@@ -77,6 +77,19 @@ def test_tile_matmul_lhs_not_in_left_rejected():
     assert len(d) == 1 and "Left" in d[0].message and "pl.tile.move" in d[0].hint
 
 
+def test_tile_matmul_operand_spaces_are_hardware_rules_left_to_memory_inference():
+    # before InferTileMemorySpace a Mat (or any) operand is the one the pass moves into Left / Right
+    p = _tiles("[16, 16]", "[16, 32]", lmem="Mat", rmem="Mat")
+    assert codes(p, "c = pl.tile.matmul(l, r)", hardware=False) == []
+    assert types(p, "c = pl.tile.matmul(l, r)", hardware=False)["c"] == "pl.Tile[[16, 32], pl.FP32, pl.Mem.Acc]"
+    assert codes(p, "c = pl.tile.matmul(l, r)") == [(E, None)]  # lhs not in Left (the first rule it breaks)
+
+
+def test_nz1_is_a_hardware_rule_left_to_memory_inference():
+    assert codes(_tiles("[4, 16]", "[16, 16]"), "c = pl.tile.matmul(l, r)", hardware=False) == []
+    assert codes(_tiles("[4, 16]", "[16, 16]"), "c = pl.tile.matmul(l, r)") == [(E, "NZ-1")]
+
+
 def test_tile_matmul_rhs_not_in_right_rejected():
     assert codes(_tiles("[16, 16]", "[16, 32]", rmem="Left"), "c = pl.tile.matmul(l, r)") == [(E, None)]
 
@@ -260,3 +273,49 @@ def test_short_name_matmul_acc_resolves_by_argument_kind():
 
 def test_short_name_matmul_on_tiles_rejects_tensor_kwargs():
     assert codes(_tiles("[16, 16]", "[16, 32]"), "c = pl.matmul(l, r, out_dtype=pl.FP32)") == [("PTOC-E0201", None)]
+
+
+# --------------------------------------------------------------------------------------------------
+# Batched tile forms
+# --------------------------------------------------------------------------------------------------
+
+BATCH = ("a: pl.Tile[[4, 16, 32], pl.FP16, pl.Mem.Mat], b: pl.Tile[[4, 32, 64], pl.FP16, pl.Mem.Mat], "
+         "s: pl.Tile[[1, 32, 64], pl.FP16, pl.Mem.Mat], q: pl.Tile[[32, 64], pl.FP16, pl.Mem.Mat]")
+
+
+def test_batch_matmul_result_is_acc_with_broadcast_batch_axes():
+    t = types(BATCH, "c = pl.tile.batch_matmul(a, b)\nd = pl.batch_matmul(a, s)\ne = pl.tile.batch_matmul(a, q)")
+    assert t["c"] == t["d"] == t["e"] == "pl.Tile[[4, 16, 64], pl.FP32, pl.Mem.Acc]"
+
+
+def test_batch_matmul_of_int8_accumulates_in_int32():
+    t = types("a: pl.Tile[[2, 16, 32], pl.INT8, pl.Mem.Mat], b: pl.Tile[[2, 32, 32], pl.INT8, pl.Mem.Mat]",
+              "c = pl.tile.batch_matmul(a, b)")
+    assert t["c"] == "pl.Tile[[2, 16, 32], pl.INT32, pl.Mem.Acc]"
+
+
+def test_batch_matmul_acc_returns_the_accumulator():
+    t = types(BATCH + ", acc: pl.Tile[[4, 16, 64], pl.FP32, pl.Mem.Acc]", "c = pl.tile.batch_matmul_acc(acc, a, b)")
+    assert t["c"] == "pl.Tile[[4, 16, 64], pl.FP32, pl.Mem.Acc]"
+
+
+def test_batch_matmul_inner_dimension_mismatch_rejected():
+    d = diagnostics(BATCH, "c = pl.tile.batch_matmul(b, a)")
+    assert d[0].code == E and "inner dimensions differ" in d[0].message
+
+
+def test_batch_matmul_batch_axes_must_broadcast():
+    d = diagnostics(BATCH + ", r: pl.Tile[[3, 32, 64], pl.FP16, pl.Mem.Mat]", "c = pl.tile.batch_matmul(a, r)")
+    assert d[0].code == E and "do not broadcast" in d[0].message
+
+
+def test_batch_matmul_dtype_mismatch_and_rank_1_rejected():
+    p = BATCH + ", f: pl.Tile[[4, 32, 64], pl.BF16, pl.Mem.Mat], v: pl.Tile[[32], pl.FP16, pl.Mem.Mat]"
+    assert "both operands need one dtype" in diagnostics(p, "c = pl.tile.batch_matmul(a, f)")[0].message
+    assert "rank >= 2" in diagnostics(p, "c = pl.tile.batch_matmul(a, v)")[0].message
+
+
+def test_batch_matmul_acc_shape_and_dtype_rejected():
+    p = BATCH + ", w: pl.Tile[[1, 16, 64], pl.FP32, pl.Mem.Acc], i: pl.Tile[[4, 16, 64], pl.INT32, pl.Mem.Acc]"
+    assert "is not broadcast" in diagnostics(p, "c = pl.tile.batch_matmul_acc(w, a, b)")[0].hint
+    assert "accumulates in FP32" in diagnostics(p, "c = pl.tile.batch_matmul_acc(i, a, b)")[0].message

@@ -139,3 +139,29 @@ def test_core_ids_are_uint64_scalars():
 
 def test_core_id_takes_no_arguments():
     assert codes("x: pl.Scalar[pl.INDEX]", "a = pl.tile.get_block_idx(x)") == [("PTOC-E0201", None)]
+
+
+def test_tensor_write_returns_the_tensor():
+    body = "v = pl.tensor.read(x, [0, 1])\nw = pl.tensor.write(out, [3, 4], v)\nu = pl.write(out, [0, 0], v)"
+    t = types(X, body)
+    assert t["w"] == t["u"] == "pl.Tensor[[64, 128], pl.FP16]"
+
+
+def test_tensor_write_as_a_statement_is_accepted():
+    assert codes(X, "v = pl.tensor.read(x, [0, 1])\npl.tensor.write(out, [3, 4], v)") == []
+
+
+def test_tensor_write_index_count_rejected():
+    d = diagnostics(X, "v = pl.tensor.read(x, [0, 1])\nw = pl.tensor.write(out, [3], v)")
+    assert d[0].code == "PTOC-E0202" and "1 indices for rank 2" in d[0].message
+
+
+def test_tensor_write_value_dtype_must_match():
+    d = diagnostics(X + ", s: pl.Scalar[pl.FP32]", "w = pl.tensor.write(out, [3, 4], s)")
+    assert d[0].code == "PTOC-E0202" and "FP32" in d[0].message and "FP16" in d[0].message
+
+
+def test_tensor_write_of_a_tile_rejected():
+    d = diagnostics(X, "t = pl.load(x, [0, 0], [64, 128])\nv = pl.tile.read(t, [0, 0])\n"
+                       "w = pl.tensor.write(t, [0, 0], v)")
+    assert d[0].code == "PTOC-E0202" and "must be a tensor" in d[0].message

@@ -210,6 +210,18 @@ def test_mov6_paths_without_tmov_rejected(src, dst, arch):
     assert _move_codes(p, "x", dst, arch) == [(E, "MOV-6")]
 
 
+@pytest.mark.parametrize("arch", ["a2a3", "a5"])
+def test_mov6_is_a_hardware_rule_left_to_memory_inference(arch):
+    # the front end types a Mat -> Vec move (OP-7); the path is judged once spaces are decided
+    p = "x: pl.Tile[[16, 16], pl.FP32, pl.Mem.Mat]"
+    body = "y = pl.tile.move(x, target_memory=pl.Mem.Vec)"
+    assert codes(p, body, arch, hardware=False) == []
+    # OP-7: a flat destination keeps the source's (Mat: NZ) layout
+    assert types(p, body, arch, hardware=False)["y"] == ("pl.Tile[[16, 16], pl.FP32, pl.Mem.Vec, pl.TileView("
+                                                         "blayout=pl.TileLayout.col_major, slayout=pl.TileLayout.row_major)]")
+    assert codes(p, body, arch) == [(E, "MOV-6")]
+
+
 def test_mov6_mx_scale_moves_exist_on_a5_only():
     p = "s: pl.Tile[[32, 8], pl.FP8E8M0, pl.Mem.Mat]"
     assert _move_codes(p, "s", "LeftScale", "a2a3") == [(E, "MOV-6")]

@@ -529,3 +529,18 @@ def test_missing_scalar_input_is_an_input_error():
     with pytest.raises(ReferenceFault) as e:
         run_function(example("dynamic_rows"), fn, {"x": inputs["x"]}, CTX)
     assert e.value.diagnostics[0].code == "PTOC-E0502"
+
+
+def test_tensor_write_stores_one_element_and_leaves_the_rest():
+    prog = kernel("""
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, a: pl.Tensor[[4, 8], pl.FP32], out: pl.Out[pl.Tensor[[4, 8], pl.FP32]]) -> pl.Tensor[[4, 8], pl.FP32]:
+            v: pl.Scalar[pl.FP32] = pl.tensor.read(a, [2, 5])
+            w: pl.Tensor[[4, 8], pl.FP32] = pl.tensor.write(out, [1, 3], v)
+            return w
+    """)
+    a = np.arange(32, dtype=np.float32).reshape(4, 8)
+    ref = run_function(prog, "k", dict(a=a, out=np.zeros((4, 8), np.float32)), CTX)
+    expect = np.zeros((4, 8), np.float32)
+    expect[1, 3] = a[2, 5]
+    np.testing.assert_array_equal(ref["out"], expect)

@@ -183,6 +183,16 @@ def _tensor_read(ctx: _OpCtx, a: dict):
     return Scalar(float(v) if _is_float(t.dtype) else (bool(v) if t.dtype == BOOL else int(v)), t.dtype)
 
 
+@_op("tensor.write")
+def _tensor_write(ctx: _OpCtx, a: dict):
+    t = _need_tensor(ctx, a["tensor"], "tensor")
+    idx = _index_tuple(ctx, a["indices"], t.shape)
+    addr = _addr(t, [np.array([i], dtype=np.int64) for i in idx])
+    value = np.array([_fill_value(ctx, a["value"], t.dtype)], dtype=_np(t.dtype))
+    _gm_write(t, addr.reshape(1), None, value, "pl.tensor.write", ctx.span)
+    return t
+
+
 @_op("tensor.dim")
 def _tensor_dim(ctx: _OpCtx, a: dict):
     t = _need_tensor(ctx, a["tensor"], "tensor")
