@@ -60,7 +60,6 @@ from ptoc.ir.nodes import (
     AssignStmt,
     Call,
     ConstInt,
-    EnumLit,
     EvalStmt,
     Expr,
     ForStmt,
@@ -78,20 +77,11 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.visitor import Mutator, walk
+from ptoc.passes.common import is_incore_scope
 from ptoc.passes.manager import Pass
 
 STORE_OPS = ("tile.store", "store")
 OUTER_KINDS = ("Opaque", "Orchestration")
-
-
-def is_incore_scope(s: Stmt) -> bool:
-    """`with pl.at(level=pl.Level.CORE_GROUP):`."""
-    if not isinstance(s, ScopeStmt) or s.kind != "at":
-        return False
-    level = dict(s.kwargs).get("level")
-    if level is None and s.args:
-        level = s.args[0]
-    return isinstance(level, EnumLit) and level.member == "CORE_GROUP"
 
 
 def _defs(body: tuple[Stmt, ...]) -> list[str]:

@@ -14,7 +14,7 @@ import numpy as np
 from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir import dtypes
-from ptoc.ir.nodes import ConstInt, Function, Program, ScalarType, TensorType, Var
+from ptoc.ir.nodes import AssignStmt, Call, ConstInt, Function, Program, ReturnStmt, ScalarType, TensorType, Var
 
 KERNEL_TYPES = ("InCore", "AIC", "AIV")
 
@@ -38,6 +38,26 @@ class KernelReport:
 
 def kernels(program: Program) -> list[Function]:
     return [f for f in program.functions if f.func_type in KERNEL_TYPES]
+
+
+def entries(program: Program) -> list[Function]:
+    """The whole programs to validate: each function, not a kernel and called by no other, whose body
+    holds a `pl.at(level=CORE_GROUP)` scope or calls a kernel. Validation runs it at every stage (the
+    scopes inline before OutlineIncoreScopes, the kernels it calls after) and, last, with every kernel
+    call executing the kernel's emitted .pto."""
+    from ptoc.ir.visitor import walk
+    from ptoc.passes.common import is_incore_scope
+
+    kernel_names = {f.name for f in kernels(program)}
+    called = {n.op for f in program.functions for n in walk(f) if isinstance(n, Call) and n.kind == "func"}
+    out = []
+    for f in program.functions:
+        if f.func_type in KERNEL_TYPES or f.name in called:
+            continue
+        if any(is_incore_scope(n) or isinstance(n, Call) and n.kind == "func" and n.op in kernel_names
+               for n in walk(f)):
+            out.append(f)
+    return out
 
 
 def _eval_dim(e, dims: dict[str, int]) -> int:
@@ -135,7 +155,7 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
     run_pipeline(program, ctx, passes=passes, instruments=[snap])
     stages: list[tuple[str, Program]] = [("frontend", program)] + snap.stages
     reports = []
-    for fn in kernels(program):
+    for fn in kernels(program) + entries(program):
         missing = [d for d in dim_symbols(program, fn) if d not in dims]
         if missing:
             raise CompileError([Diagnostic(
@@ -143,6 +163,7 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
                 fn.span, hint="e.g. --dim " + " --dim ".join(f"{m}=64" for m in missing))])
         inputs = random_inputs(program, fn, seed, dims, scalars)
         rtol, atol = _tolerance(fn)
+        kernel = fn.func_type in KERNEL_TYPES
         rep = KernelReport(fn.name)
         reference = run_function(program, fn.name, inputs, ctx)
         rep.rows.append(StageResult("frontend", True, "reference"))
@@ -150,7 +171,7 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
             if p.function(fn.name) is None:
                 rep.rows.append(StageResult(name, False, "the kernel disappeared"))
                 continue
-            wrong = layout_problems(fn, p.function(fn.name), dims)
+            wrong = layout_problems(fn, p.function(fn.name), dims) if kernel else []
             if wrong:
                 rep.rows.append(StageResult(name, False, "; ".join(wrong[:3])))
                 continue
@@ -160,6 +181,10 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
                 rep.rows.append(StageResult(name, not diffs, "; ".join(diffs[:3])))
             except CompileError as e:
                 rep.rows.append(StageResult(name, False, "; ".join(d.message for d in e.diagnostics[:2])))
+        if not kernel:
+            rep.rows.append(_run_emitted_program(stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol))
+            reports.append(rep)
+            continue
         rep.rows.append(_run_emitted(stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol))
         if simulator is not None:
             rep.rows.append(_run_simulated(simulator, stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol))
@@ -276,6 +301,91 @@ def _run_emitted(lowered: Program, fn: Function, inputs: dict, dims: dict, refer
     expected = {k: v for k, v in reference.items() if k in got}
     diffs = compare_outputs(expected, got, rtol=rtol, atol=atol)
     return StageResult(".pto (emitted)", not diffs, "; ".join(diffs[:3]))
+
+
+def _run_emitted_program(lowered: Program, fn: Function, inputs: dict, dims: dict, reference, ctx, rtol,
+                         atol) -> StageResult:
+    """The whole program `fn` on the lowered IR with every kernel call executing the kernel's emitted .pto
+    (in the order the orchestration calls them, on the same global memory)."""
+    from ptoc.codegen.pto import emit_module
+    from ptoc.reference.interp import compare_outputs, run_function
+    from ptoc.reference.pto_exec import PtoExecError
+
+    stage = ".pto (emitted)"
+    try:
+        text, _ = emit_module(lowered, ctx)
+    except CompileError as e:
+        return StageResult(stage, False, "; ".join(d.message for d in e.diagnostics[:2]))
+    runner = _PtoKernelRunner(text, lowered, dims)
+    try:
+        got = run_function(lowered, fn.name, _adapt_inputs(lowered.function(fn.name), inputs, dims), ctx,
+                           kernel_runner=runner)
+    except PtoExecError as e:
+        return StageResult(stage, False, str(e))
+    except CompileError as e:
+        return StageResult(stage, False, "; ".join(d.message for d in e.diagnostics[:2]))
+    diffs = compare_outputs(reference, got, rtol=rtol, atol=atol)
+    detail = "; ".join(diffs[:3]) or f"kernels run: {', '.join(runner.calls)}"
+    return StageResult(stage, not diffs, detail)
+
+
+class _PtoKernelRunner:
+    """A `kernel_runner` for the interpreter: runs a kernel call on the emitted .pto. Tensor arguments are
+    read as logical arrays, the kernel's Out/InOut tensors written back into the caller's buffers; the
+    call's value is what the kernel returns: a parameter, or the tensor a `tile.store` wrote."""
+
+    def __init__(self, text: str, lowered: Program, dims: dict):
+        self.text, self.lowered, self.dims = text, lowered, dims
+        self.calls: list[str] = []
+
+    def __call__(self, callee: Function, args: list, span):
+        from ptoc.codegen.pto import dynamic_dims
+        from ptoc.reference.pto_exec import run_pto_logical
+        from ptoc.reference.values import _gm_write, _logical_addr, _read_logical
+
+        tensors: dict[int, tuple] = {}
+        written: dict[int, object] = {}
+        scal: list = []
+        by_name: dict[str, object] = {}
+        for p, v in zip(callee.params, args):
+            by_name[p.name] = v
+            if isinstance(p.type, TensorType):
+                i = len(tensors)
+                tensors[i] = (_read_logical(v), _pto_layout(p.type))
+                if p.direction in ("Out", "InOut"):
+                    written[i] = v
+            elif isinstance(p.type, ScalarType):
+                scal.append(v.value)
+        dyn = [self.dims[d] for d in dynamic_dims(self.lowered, callee)]
+        out = run_pto_logical(self.text, callee.name, tensors, scal, dyn)
+        for i, g in written.items():
+            _gm_write(g, _logical_addr(g, np.shape(tensors[i][0])), None, out[i], "writing a kernel output")
+        self.calls.append(callee.name)
+        return _returned(callee, by_name)
+
+
+def _returned(callee: Function, by_name: dict):
+    """The value of a kernel call: each returned name resolved to the argument it is (a parameter) or
+    the tensor a `tile.store` into a parameter wrote."""
+    from ptoc.reference.pto_exec import PtoExecError
+
+    alias = dict(by_name)
+    ret: tuple = ()
+    for s in callee.body:
+        if isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.op in ("tile.store", "store"):
+            dst = s.value.args[2] if len(s.value.args) >= 3 else None
+            if isinstance(dst, Var) and dst.name in alias:
+                alias[s.target.name] = alias[dst.name]
+        elif isinstance(s, ReturnStmt):
+            ret = s.values
+    values = []
+    for v in ret:
+        if not (isinstance(v, Var) and v.name in alias):
+            raise PtoExecError(f"{callee.name} returns a value that is not one of its tensors")
+        values.append(alias[v.name])
+    if not values:
+        return None
+    return values[0] if len(values) == 1 and not callee.returns_tuple else tuple(values)
 
 
 def _run_simulated(simulator, lowered: Program, fn: Function, inputs: dict, dims: dict, reference, ctx, rtol,
