@@ -54,6 +54,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
+from ptoc.analysis.flow import STORE_OPS, store_destination, tensor_aliases
 from ptoc.context import CompileContext
 from ptoc.ir.names import fresh_name
 from ptoc.ir.nodes import (
@@ -80,7 +81,6 @@ from ptoc.ir.visitor import Mutator, walk
 from ptoc.passes.common import is_incore_scope
 from ptoc.passes.manager import Pass
 
-STORE_OPS = ("tile.store", "store")
 OUTER_KINDS = ("Opaque", "Orchestration")
 
 
@@ -171,8 +171,7 @@ def _store_calls(body: tuple[Stmt, ...]):
 
 
 def _store_target(call: Call) -> str | None:
-    dst = call.args[2] if len(call.args) >= 3 else call.kwarg("output_tensor")
-    return dst.name if isinstance(dst, Var) else None
+    return store_destination(call)
 
 
 class _Rename(Mutator):
@@ -244,20 +243,23 @@ class _Outliner:
         inner_defs = _defs(body)
         defined = set(inner_defs)
         inputs = [n for n in _reads(body) if n not in defined and n in self.all_defs]
-        stores = _store_calls(body)
-        store_value: dict[str, str] = {}  # outside tensor -> name of the value its (last) store binds
+        alias = tensor_aliases(body)
+        outputs = [n for n in inner_defs if n in later]
+        exported = {alias.get(n, n) for n in outputs}
         written: set[str] = set()
+        store_value: dict[str, str] = {}  # outside tensor -> the name its stored value gets
         local = set(defined) | set(inputs)
-        for st, call in stores:
-            dst = _store_target(call)
+        for st, call in _store_calls(body):
+            dst = alias.get(_store_target(call), _store_target(call))
             if dst is None or dst in defined:
                 continue
             written.add(dst)
+            if dst in exported or st not in body:
+                continue
             store_value[dst] = st.target.name if isinstance(st, AssignStmt) else fresh_name(f"{dst}_store", local)
         body = _NameStores(store_value).mutate(body)
-        outputs = [n for n in inner_defs if n in later]
         outputs += [n for n in store_value.values() if n not in outputs]
-        params = tuple(self.param(n, body, n in written) for n in inputs)
+        params = tuple(self.param(n, body, alias, n in written) for n in inputs)
         fname = fresh_name(f"{self.func.name}_incore_{self.counter}", self.taken_funcs)
         self.counter += 1
         rtypes = tuple(self.types.get(n) for n in outputs)
@@ -265,32 +267,29 @@ class _Outliner:
         self.made.append(Function(fname, params, rtypes, (*body, ret), func_type="InCore",
                                   returns_tuple=len(outputs) > 1, span=scope.span))
         call = Call(fname, tuple(Var(n, span=scope.span) for n in inputs), kind="func", span=scope.span)
-        return self.call_site(call, outputs, rtypes, store_value, scope)
+        # reads of a stored tensor after the call go to the call's value of it
+        renames = {alias.get(n, n): n for n in outputs if alias.get(n, n) in written}
+        return self.call_site(call, outputs, rtypes, renames, scope)
 
-    def param(self, name: str, body: tuple[Stmt, ...], written: bool) -> Param:
+    def param(self, name: str, body: tuple[Stmt, ...], alias: dict[str, str], written: bool) -> Param:
+        """In, or Out for a tensor the scope only stores into, InOut for one it stores into and reads."""
         t = self.types.get(name)
         if not written or not isinstance(t, TensorType):
             return Param(name, t)
-        read_elsewhere = False
         for s in body:
             for n in walk(s):
-                if isinstance(n, Call) and n.op in STORE_OPS and _store_target(n) == name:
-                    others = [a for k, a in enumerate(n.args) if k != 2] + [v for _, v in n.kwargs]
-                    if any(isinstance(m, Var) and m.name == name for e in others for m in walk(e)):
-                        read_elsewhere = True
-                elif isinstance(n, (Call,)) and n.op not in STORE_OPS:
-                    if any(isinstance(m, Var) and m.name == name for e in n.args for m in walk(e)):
-                        read_elsewhere = True
-        return Param(name, t, "InOut" if read_elsewhere else "Out")
+                if not isinstance(n, Call):
+                    continue
+                args = [a for k, a in enumerate(n.args) if not (k == 2 and n.op in STORE_OPS)]
+                args += [v for k, v in n.kwargs if not (k == "output_tensor" and n.op in STORE_OPS)]
+                if any(isinstance(m, Var) and alias.get(m.name, m.name) == name for e in args for m in walk(e)):
+                    return Param(name, t, "InOut")
+        return Param(name, t, "Out")
 
-    def call_site(self, call: Call, outputs: list[str], rtypes, store_value: dict[str, str],
+    def call_site(self, call: Call, outputs: list[str], rtypes, renames: dict[str, str],
                   scope: ScopeStmt) -> tuple[list[Stmt], dict[str, str]]:
         sp = scope.span
-        # a store value the function does not name yet gets its name here; reads of the stored tensor
-        # after the call go to it
-        renames = dict(store_value)
-        for n in store_value.values():
-            self.names.add(n)
+        self.names.update(outputs)
         if not outputs:
             return [EvalStmt(call, span=sp)], renames
         if len(outputs) == 1:

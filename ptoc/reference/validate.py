@@ -14,7 +14,7 @@ import numpy as np
 from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir import dtypes
-from ptoc.ir.nodes import AssignStmt, Call, ConstInt, Function, Program, ReturnStmt, ScalarType, TensorType, Var
+from ptoc.ir.nodes import Call, ConstInt, Function, Program, ReturnStmt, ScalarType, TensorType, Var
 
 KERNEL_TYPES = ("InCore", "AIC", "AIV")
 
@@ -30,6 +30,7 @@ class StageResult:
 class KernelReport:
     kernel: str
     rows: list[StageResult] = field(default_factory=list)
+    label: str = "kernel"  # "program" for a whole program run from its entry function
 
     @property
     def first_failure(self) -> StageResult | None:
@@ -164,7 +165,7 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
         inputs = random_inputs(program, fn, seed, dims, scalars)
         rtol, atol = _tolerance(fn)
         kernel = fn.func_type in KERNEL_TYPES
-        rep = KernelReport(fn.name)
+        rep = KernelReport(fn.name, label="kernel" if kernel else "program")
         reference = run_function(program, fn.name, inputs, ctx)
         rep.rows.append(StageResult("frontend", True, "reference"))
         for name, p in stages[1:]:
@@ -365,24 +366,19 @@ class _PtoKernelRunner:
 
 
 def _returned(callee: Function, by_name: dict):
-    """The value of a kernel call: each returned name resolved to the argument it is (a parameter) or
-    the tensor a `tile.store` into a parameter wrote."""
+    """The value of a kernel call: each returned name followed back (stores, loop-carried values) to the
+    parameter whose tensor it is, and that argument."""
+    from ptoc.analysis.flow import tensor_aliases
     from ptoc.reference.pto_exec import PtoExecError
 
-    alias = dict(by_name)
-    ret: tuple = ()
-    for s in callee.body:
-        if isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.op in ("tile.store", "store"):
-            dst = s.value.args[2] if len(s.value.args) >= 3 else None
-            if isinstance(dst, Var) and dst.name in alias:
-                alias[s.target.name] = alias[dst.name]
-        elif isinstance(s, ReturnStmt):
-            ret = s.values
+    alias = tensor_aliases(callee.body)
+    ret = next((s.values for s in reversed(callee.body) if isinstance(s, ReturnStmt)), ())
     values = []
     for v in ret:
-        if not (isinstance(v, Var) and v.name in alias):
+        name = alias.get(v.name, v.name) if isinstance(v, Var) else None
+        if name not in by_name:
             raise PtoExecError(f"{callee.name} returns a value that is not one of its tensors")
-        values.append(alias[v.name])
+        values.append(by_name[name])
     if not values:
         return None
     return values[0] if len(values) == 1 and not callee.returns_tuple else tuple(values)
@@ -440,7 +436,7 @@ def error_summary(expected: dict, got: dict) -> str:
 def format_table(reports: list[KernelReport]) -> str:
     lines = []
     for rep in reports:
-        lines.append(f"kernel {rep.kernel}")
+        lines.append(f"{rep.label} {rep.kernel}")
         lines.append(f"  {'stage':28} {'result':7} detail")
         for r in rep.rows:
             lines.append(f"  {r.stage:28} {'ok' if r.ok else 'DIFFERS':7} {r.detail}".rstrip())
