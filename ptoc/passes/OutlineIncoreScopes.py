@@ -227,12 +227,12 @@ class _Outliner:
         return tuple(out)
 
     def nested(self, s: Stmt, outside: set[str]) -> Stmt:
+        # a value leaves a loop body or branch only through its yield, which is in the block itself
         if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
-            new = self.block(s.body, outside | set(_reads(s)))
+            new = self.block(s.body, outside)
             return s if new == s.body else replace(s, body=new)
         if isinstance(s, IfStmt):
-            reads = outside | set(_reads(s))
-            then_b, else_b = self.block(s.then_body, reads), self.block(s.else_body, reads)
+            then_b, else_b = self.block(s.then_body, outside), self.block(s.else_body, outside)
             if then_b == s.then_body and else_b == s.else_body:
                 return s
             return replace(s, then_body=then_b, else_body=else_b)
@@ -240,7 +240,7 @@ class _Outliner:
 
     def outline(self, scope: ScopeStmt, later: set[str]) -> tuple[list[Stmt], dict[str, str]]:
         body = self.block(scope.body, later)  # a CORE_GROUP scope nested in this one is outlined first
-        inner_defs = _defs(body)
+        inner_defs = list(dict.fromkeys(_defs(body)))  # both branches of an if define its results
         defined = set(inner_defs)
         inputs = [n for n in _reads(body) if n not in defined and n in self.all_defs]
         alias = tensor_aliases(body)
@@ -262,13 +262,15 @@ class _Outliner:
         params = tuple(self.param(n, body, alias, n in written) for n in inputs)
         fname = fresh_name(f"{self.func.name}_incore_{self.counter}", self.taken_funcs)
         self.counter += 1
-        rtypes = tuple(self.types.get(n) for n in outputs)
+        value_of = {v: d for d, v in store_value.items()}
+        rtypes = tuple(self.types.get(n) or self.types.get(value_of.get(n, n)) for n in outputs)
         ret = ReturnStmt(tuple(Var(n, span=scope.span) for n in outputs), span=scope.span)
         self.made.append(Function(fname, params, rtypes, (*body, ret), func_type="InCore",
                                   returns_tuple=len(outputs) > 1, span=scope.span))
         call = Call(fname, tuple(Var(n, span=scope.span) for n in inputs), kind="func", span=scope.span)
         # reads of a stored tensor after the call go to the call's value of it
         renames = {alias.get(n, n): n for n in outputs if alias.get(n, n) in written}
+        renames.update(store_value)
         return self.call_site(call, outputs, rtypes, renames, scope)
 
     def param(self, name: str, body: tuple[Stmt, ...], alias: dict[str, str], written: bool) -> Param:
