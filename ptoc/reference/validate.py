@@ -184,6 +184,9 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
                 rep.rows.append(StageResult(name, False, "; ".join(d.message for d in e.diagnostics[:2])))
         if not kernel:
             rep.rows.append(_run_emitted_program(stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol))
+            if simulator is not None:
+                rep.rows.append(_run_emitted_program(stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol,
+                                                     simulator))
             reports.append(rep)
             continue
         rep.rows.append(_run_emitted(stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol))
@@ -305,23 +308,25 @@ def _run_emitted(lowered: Program, fn: Function, inputs: dict, dims: dict, refer
 
 
 def _run_emitted_program(lowered: Program, fn: Function, inputs: dict, dims: dict, reference, ctx, rtol,
-                         atol) -> StageResult:
+                         atol, simulator=None) -> StageResult:
     """The whole program `fn` on the lowered IR with every kernel call executing the kernel's emitted .pto
-    (in the order the orchestration calls them, on the same global memory)."""
+    (in the order the orchestration calls them, on the same global memory): on ptoc's .pto executor, or
+    with `simulator` on PTOAS + pto-isa's CPU simulator."""
     from ptoc.codegen.pto import emit_module
     from ptoc.reference.interp import compare_outputs, run_function
     from ptoc.reference.pto_exec import PtoExecError
+    from ptoc.reference.sim import SimError
 
-    stage = ".pto (emitted)"
+    stage = ".pto (emitted)" if simulator is None else SIM_STAGE
     try:
         text, _ = emit_module(lowered, ctx)
     except CompileError as e:
         return StageResult(stage, False, "; ".join(d.message for d in e.diagnostics[:2]))
-    runner = _PtoKernelRunner(text, lowered, dims)
+    runner = _PtoKernelRunner(text, lowered, dims, simulator)
     try:
         got = run_function(lowered, fn.name, _adapt_inputs(lowered.function(fn.name), inputs, dims), ctx,
                            kernel_runner=runner)
-    except PtoExecError as e:
+    except (PtoExecError, SimError) as e:
         return StageResult(stage, False, str(e))
     except CompileError as e:
         return StageResult(stage, False, "; ".join(d.message for d in e.diagnostics[:2]))
@@ -335,8 +340,8 @@ class _PtoKernelRunner:
     read as logical arrays, the kernel's Out/InOut tensors written back into the caller's buffers; the
     call's value is what the kernel returns: a parameter, or the tensor a `tile.store` wrote."""
 
-    def __init__(self, text: str, lowered: Program, dims: dict):
-        self.text, self.lowered, self.dims = text, lowered, dims
+    def __init__(self, text: str, lowered: Program, dims: dict, simulator=None):
+        self.text, self.lowered, self.dims, self.simulator = text, lowered, dims, simulator
         self.calls: list[str] = []
 
     def __call__(self, callee: Function, args: list, span):
@@ -358,7 +363,10 @@ class _PtoKernelRunner:
             elif isinstance(p.type, ScalarType):
                 scal.append(v.value)
         dyn = [self.dims[d] for d in dynamic_dims(self.lowered, callee)]
-        out = run_pto_logical(self.text, callee.name, tensors, scal, dyn)
+        if self.simulator is None:
+            out = run_pto_logical(self.text, callee.name, tensors, scal, dyn)
+        else:
+            out = self.simulator.run(self.text, callee.name, tensors, scal, dyn, pto_path=f"{callee.name}.pto")
         for i, g in written.items():
             _gm_write(g, _logical_addr(g, np.shape(tensors[i][0])), None, out[i], "writing a kernel output")
         self.calls.append(callee.name)
