@@ -575,4 +575,4 @@ def test_reference_commands_without_numpy_say_how_to_install_it(tmp_path):
     # the compiler itself needs no numpy
     r = run("compile", VADD, "-o", tmp_path / "k.pto", env=env)
     assert r.returncode == 0, r.stderr
-    assert listing(tmp_path) == ["a.npy", "k.h", "k.pto", "shim"]
+    assert listing(tmp_path) == ["a.npy", "k.h", "k.kernels.json", "k.pto", "shim"]

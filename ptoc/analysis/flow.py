@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from ptoc.ir.nodes import (
     AssignStmt,
+    Call,
     EvalStmt,
     Expr,
     ForStmt,
@@ -145,4 +146,53 @@ class Flow:
             self._next()
 
 
-__all__ = ["Flow", "Site", "nested_blocks"]
+STORE_OPS = ("tile.store", "store")
+
+
+def store_destination(c: Expr) -> str | None:
+    """The destination tensor's name when `c` is a `tile.store` / `store` call into a named tensor."""
+    if not (isinstance(c, Call) and c.kind == "op" and c.op in STORE_OPS):
+        return None
+    dst = c.args[2] if len(c.args) >= 3 else c.kwarg("output_tensor")
+    return dst.name if isinstance(dst, Var) else None
+
+
+def tensor_aliases(body: tuple[Stmt, ...]) -> dict[str, str]:
+    """name -> the name it is another SSA name of, followed to the first: a store's result is its
+    destination, a loop's iter_arg its initial value, a yield's target the value yielded, `b = a` is `a`.
+    (Both branches of an if yield values of the same tensor in the programs this is asked about; the
+    first branch decides.)"""
+    out: dict[str, str] = {}
+
+    def visit(stmts: tuple[Stmt, ...]) -> None:
+        for s in stmts:
+            if isinstance(s, AssignStmt):
+                dst = store_destination(s.value)
+                if dst is not None:
+                    out.setdefault(s.target.name, dst)
+                elif isinstance(s.value, Var):
+                    out.setdefault(s.target.name, s.value.name)
+            elif isinstance(s, YieldStmt):
+                for t, v in zip(s.targets, s.values):
+                    if isinstance(v, Var):
+                        out.setdefault(t.name, v.name)
+            elif isinstance(s, (ForStmt, WhileStmt)):
+                for a, v in zip(s.iter_args, s.init_values):
+                    if isinstance(v, Var):
+                        out.setdefault(a.name, v.name)
+            for b in nested_blocks(s):
+                visit(b)
+
+    visit(body)
+
+    def root(n: str) -> str:
+        seen = set()
+        while n in out and n not in seen:
+            seen.add(n)
+            n = out[n]
+        return n
+
+    return {k: root(k) for k in out}
+
+
+__all__ = ["Flow", "STORE_OPS", "Site", "nested_blocks", "store_destination", "tensor_aliases"]

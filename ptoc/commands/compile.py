@@ -129,6 +129,12 @@ def compile_cmd(files, output, output_dir, jobs, depfile, header_path, no_header
                                       Span(name, 0, 0, 0, 0), severity="info")], None)
         # Every output of the command goes into this one list, written together by _commit below.
         outputs = [(output, art.pto)] + ([(hdr_path, art.header)] if hdr_path else [])
+        from ptoc.codegen.manifest import emit_manifest, has_orchestration
+
+        if has_orchestration(art.lowered.program) and not is_stream(output):
+            # a whole program: the kernels manifest beside the .pto
+            outputs.append((os.path.splitext(output)[0] + ".kernels.json",
+                            emit_manifest(art.lowered.program, ctx, os.path.basename(name))))
         if assemble:
             cpp = _assemble_for_compile(ptoas_path, art.pto, output, arch, pto_level, not no_insert_sync,
                                         ptoas_timeout, reporter)

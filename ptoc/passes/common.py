@@ -14,15 +14,28 @@ from ptoc.ir.nodes import (
     ConstBool,
     ConstFloat,
     ConstInt,
+    EnumLit,
     Expr,
     MinMax,
     ScalarType,
+    ScopeStmt,
+    Stmt,
     Type,
     UnaryOp,
     Var,
 )
 
 TypeEnv = Mapping[str, "Type | None"]  # anything with .get(name): a dict or an overlay of one
+
+
+def is_incore_scope(s: Stmt) -> bool:
+    """`with pl.at(level=pl.Level.CORE_GROUP):`: a scope OutlineIncoreScopes turns into a kernel."""
+    if not isinstance(s, ScopeStmt) or s.kind != "at":
+        return False
+    level = dict(s.kwargs).get("level")
+    if level is None and s.args:
+        level = s.args[0]
+    return isinstance(level, EnumLit) and level.member == "CORE_GROUP"
 
 
 def align_up(n: int, unit: int) -> int:

@@ -30,6 +30,7 @@ from ptoc.ops import registry as _op_rules  # noqa: F401  (installs the type rul
 PIPELINE: list[tuple[str, str]] = [
     ("ssa", "CtrlFlowTransform"),
     ("ssa", "ConvertToSSA"),
+    ("ssa", "OutlineIncoreScopes"),
     ("tile", "ConvertTensorToTileOps"),
     ("tile", "FlattenTileNdTo2D"),
     ("layout", "BlockNzTensorViews"),

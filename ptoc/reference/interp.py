@@ -188,6 +188,9 @@ class _Machine:
     dims: dict[str, int] = field(default_factory=dict)
     fifo: list = field(default_factory=list)
     _types: dict | None = None
+    # Runs a call of a kernel instead of interpreting its body: (callee, argument values, span) -> the
+    # call's value. `ptoc.reference.validate` passes one that executes the kernel's emitted .pto.
+    kernel_runner: object = None
 
     def types(self, fn_name: str) -> dict:
         if self._types is None:
@@ -279,8 +282,10 @@ class _Frame:
         callee = self.m.program.function(c.op)
         if callee is None:
             _fault(f"call of unknown function {c.op!r}", c.span)
-        frame = _Frame(self.m, callee)
         args = [self.eval(a) for a in c.args]
+        if self.m.kernel_runner is not None and callee.func_type in ("InCore", "AIC", "AIV"):
+            return self.m.kernel_runner(callee, args, c.span)
+        frame = _Frame(self.m, callee)
         kwargs = {k: self.eval(v) for k, v in c.kwargs if k not in ("attrs", "device")}
         for p, v in zip(callee.params, args):
             frame.env[p.name] = v
@@ -611,16 +616,17 @@ def _bind_params(frame: _Frame, fn: Function, inputs: dict) -> dict[str, tuple[G
 
 def run_function(program: Program, fn_name: str, inputs: dict, ctx=None, *, block_idx: int = 0,
                  block_num: int = 1, subblock_idx: int = 0, all_blocks: bool = False,
-                 max_iterations: int = 1_000_000, layout_bytes: bool = False) -> Outputs:
+                 max_iterations: int = 1_000_000, layout_bytes: bool = False, kernel_runner=None) -> Outputs:
     """Execute function `fn_name` of `program` on `inputs` (parameter name -> logical numpy array, raw
     bytes, or a Python / numpy scalar; dynamic dimensions may be given by name). Returns parameter name ->
     final logical contents for every Out/InOut tensor parameter and every tensor the kernel wrote, plus
     `return[i]` -> each returned value. `all_blocks` runs block indices 0..block_num-1 in turn on the same
-    global memory. `layout_bytes` reports parameters as their raw GM byte image (uint8) instead."""
+    global memory. `layout_bytes` reports parameters as their raw GM byte image (uint8) instead.
+    `kernel_runner`: (callee, argument values, span) -> value, run for every call of a kernel."""
     fn = program.function(fn_name)
     if fn is None:
         _fault(f"the program has no function {fn_name!r}", code="PTOC-E0502")
-    m = _Machine(program, ctx, block_idx, block_num, subblock_idx, max_iterations)
+    m = _Machine(program, ctx, block_idx, block_num, subblock_idx, max_iterations, kernel_runner=kernel_runner)
     frame = _Frame(m, fn)
     names = {p.name for p in fn.params}
     dyn = {d.name for d in program.dynamic_dims}

@@ -14,7 +14,7 @@ import numpy as np
 from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir import dtypes
-from ptoc.ir.nodes import ConstInt, Function, Program, ScalarType, TensorType, Var
+from ptoc.ir.nodes import Call, ConstInt, Function, Program, ReturnStmt, ScalarType, TensorType, Var
 
 KERNEL_TYPES = ("InCore", "AIC", "AIV")
 
@@ -30,6 +30,7 @@ class StageResult:
 class KernelReport:
     kernel: str
     rows: list[StageResult] = field(default_factory=list)
+    label: str = "kernel"  # "program" for a whole program run from its entry function
 
     @property
     def first_failure(self) -> StageResult | None:
@@ -38,6 +39,26 @@ class KernelReport:
 
 def kernels(program: Program) -> list[Function]:
     return [f for f in program.functions if f.func_type in KERNEL_TYPES]
+
+
+def entries(program: Program) -> list[Function]:
+    """The whole programs to validate: each function, not a kernel and called by no other, whose body
+    holds a `pl.at(level=CORE_GROUP)` scope or calls a kernel. Validation runs it at every stage (the
+    scopes inline before OutlineIncoreScopes, the kernels it calls after) and, last, with every kernel
+    call executing the kernel's emitted .pto."""
+    from ptoc.ir.visitor import walk
+    from ptoc.passes.common import is_incore_scope
+
+    kernel_names = {f.name for f in kernels(program)}
+    called = {n.op for f in program.functions for n in walk(f) if isinstance(n, Call) and n.kind == "func"}
+    out = []
+    for f in program.functions:
+        if f.func_type in KERNEL_TYPES or f.name in called:
+            continue
+        if any(is_incore_scope(n) or isinstance(n, Call) and n.kind == "func" and n.op in kernel_names
+               for n in walk(f)):
+            out.append(f)
+    return out
 
 
 def _eval_dim(e, dims: dict[str, int]) -> int:
@@ -135,7 +156,7 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
     run_pipeline(program, ctx, passes=passes, instruments=[snap])
     stages: list[tuple[str, Program]] = [("frontend", program)] + snap.stages
     reports = []
-    for fn in kernels(program):
+    for fn in kernels(program) + entries(program):
         missing = [d for d in dim_symbols(program, fn) if d not in dims]
         if missing:
             raise CompileError([Diagnostic(
@@ -143,14 +164,15 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
                 fn.span, hint="e.g. --dim " + " --dim ".join(f"{m}=64" for m in missing))])
         inputs = random_inputs(program, fn, seed, dims, scalars)
         rtol, atol = _tolerance(fn)
-        rep = KernelReport(fn.name)
+        kernel = fn.func_type in KERNEL_TYPES
+        rep = KernelReport(fn.name, label="kernel" if kernel else "program")
         reference = run_function(program, fn.name, inputs, ctx)
         rep.rows.append(StageResult("frontend", True, "reference"))
         for name, p in stages[1:]:
             if p.function(fn.name) is None:
                 rep.rows.append(StageResult(name, False, "the kernel disappeared"))
                 continue
-            wrong = layout_problems(fn, p.function(fn.name), dims)
+            wrong = layout_problems(fn, p.function(fn.name), dims) if kernel else []
             if wrong:
                 rep.rows.append(StageResult(name, False, "; ".join(wrong[:3])))
                 continue
@@ -160,6 +182,13 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
                 rep.rows.append(StageResult(name, not diffs, "; ".join(diffs[:3])))
             except CompileError as e:
                 rep.rows.append(StageResult(name, False, "; ".join(d.message for d in e.diagnostics[:2])))
+        if not kernel:
+            rep.rows.append(_run_emitted_program(stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol))
+            if simulator is not None:
+                rep.rows.append(_run_emitted_program(stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol,
+                                                     simulator))
+            reports.append(rep)
+            continue
         rep.rows.append(_run_emitted(stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol))
         if simulator is not None:
             rep.rows.append(_run_simulated(simulator, stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol))
@@ -278,6 +307,91 @@ def _run_emitted(lowered: Program, fn: Function, inputs: dict, dims: dict, refer
     return StageResult(".pto (emitted)", not diffs, "; ".join(diffs[:3]))
 
 
+def _run_emitted_program(lowered: Program, fn: Function, inputs: dict, dims: dict, reference, ctx, rtol,
+                         atol, simulator=None) -> StageResult:
+    """The whole program `fn` on the lowered IR with every kernel call executing the kernel's emitted .pto
+    (in the order the orchestration calls them, on the same global memory): on ptoc's .pto executor, or
+    with `simulator` on PTOAS + pto-isa's CPU simulator."""
+    from ptoc.codegen.pto import emit_module
+    from ptoc.reference.interp import compare_outputs, run_function
+    from ptoc.reference.pto_exec import PtoExecError
+    from ptoc.reference.sim import SimError
+
+    stage = ".pto (emitted)" if simulator is None else SIM_STAGE
+    try:
+        text, _ = emit_module(lowered, ctx)
+    except CompileError as e:
+        return StageResult(stage, False, "; ".join(d.message for d in e.diagnostics[:2]))
+    runner = _PtoKernelRunner(text, lowered, dims, simulator)
+    try:
+        got = run_function(lowered, fn.name, _adapt_inputs(lowered.function(fn.name), inputs, dims), ctx,
+                           kernel_runner=runner)
+    except (PtoExecError, SimError) as e:
+        return StageResult(stage, False, str(e))
+    except CompileError as e:
+        return StageResult(stage, False, "; ".join(d.message for d in e.diagnostics[:2]))
+    diffs = compare_outputs(reference, got, rtol=rtol, atol=atol)
+    detail = "; ".join(diffs[:3]) or f"kernels run: {', '.join(runner.calls)}"
+    return StageResult(stage, not diffs, detail)
+
+
+class _PtoKernelRunner:
+    """A `kernel_runner` for the interpreter: runs a kernel call on the emitted .pto. Tensor arguments are
+    read as logical arrays, the kernel's Out/InOut tensors written back into the caller's buffers; the
+    call's value is what the kernel returns: a parameter, or the tensor a `tile.store` wrote."""
+
+    def __init__(self, text: str, lowered: Program, dims: dict, simulator=None):
+        self.text, self.lowered, self.dims, self.simulator = text, lowered, dims, simulator
+        self.calls: list[str] = []
+
+    def __call__(self, callee: Function, args: list, span):
+        from ptoc.codegen.pto import dynamic_dims
+        from ptoc.reference.pto_exec import run_pto_logical
+        from ptoc.reference.values import _gm_write, _logical_addr, _read_logical
+
+        tensors: dict[int, tuple] = {}
+        written: dict[int, object] = {}
+        scal: list = []
+        by_name: dict[str, object] = {}
+        for p, v in zip(callee.params, args):
+            by_name[p.name] = v
+            if isinstance(p.type, TensorType):
+                i = len(tensors)
+                tensors[i] = (_read_logical(v), _pto_layout(p.type))
+                if p.direction in ("Out", "InOut"):
+                    written[i] = v
+            elif isinstance(p.type, ScalarType):
+                scal.append(v.value)
+        dyn = [self.dims[d] for d in dynamic_dims(self.lowered, callee)]
+        if self.simulator is None:
+            out = run_pto_logical(self.text, callee.name, tensors, scal, dyn)
+        else:
+            out = self.simulator.run(self.text, callee.name, tensors, scal, dyn, pto_path=f"{callee.name}.pto")
+        for i, g in written.items():
+            _gm_write(g, _logical_addr(g, np.shape(tensors[i][0])), None, out[i], "writing a kernel output")
+        self.calls.append(callee.name)
+        return _returned(callee, by_name)
+
+
+def _returned(callee: Function, by_name: dict):
+    """The value of a kernel call: each returned name followed back (stores, loop-carried values) to the
+    parameter whose tensor it is, and that argument."""
+    from ptoc.analysis.flow import tensor_aliases
+    from ptoc.reference.pto_exec import PtoExecError
+
+    alias = tensor_aliases(callee.body)
+    ret = next((s.values for s in reversed(callee.body) if isinstance(s, ReturnStmt)), ())
+    values = []
+    for v in ret:
+        name = alias.get(v.name, v.name) if isinstance(v, Var) else None
+        if name not in by_name:
+            raise PtoExecError(f"{callee.name} returns a value that is not one of its tensors")
+        values.append(by_name[name])
+    if not values:
+        return None
+    return values[0] if len(values) == 1 and not callee.returns_tuple else tuple(values)
+
+
 def _run_simulated(simulator, lowered: Program, fn: Function, inputs: dict, dims: dict, reference, ctx, rtol,
                    atol) -> StageResult:
     from ptoc.codegen.pto import dynamic_dims, emit_module
@@ -330,7 +444,7 @@ def error_summary(expected: dict, got: dict) -> str:
 def format_table(reports: list[KernelReport]) -> str:
     lines = []
     for rep in reports:
-        lines.append(f"kernel {rep.kernel}")
+        lines.append(f"{rep.label} {rep.kernel}")
         lines.append(f"  {'stage':28} {'result':7} detail")
         for r in rep.rows:
             lines.append(f"  {r.stage:28} {'ok' if r.ok else 'DIFFERS':7} {r.detail}".rstrip())

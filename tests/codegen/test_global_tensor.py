@@ -95,6 +95,17 @@ EXPECTED = {
         "a": ("float", nd(64, 64), "ND"), "b": ("float", nd(64, 64), "ND"), "out": ("float", nd(64, 64), "ND"),
         "ta_pview": ("float", nd(64, 64), "ND"), "tb_pview": ("float", nd(64, 64), "ND"),
         "out_1_pview": ("float", nd(64, 64), "ND")}},
+    # two kernels outlined from the pl.at scopes of one orchestration function
+    "scoped_add_scale": {
+        "main_incore_0": {
+            "a": ("float", nd(64, 128), "ND"), "b": ("float", nd(64, 128), "ND"),
+            "s_out": ("float", nd(64, 128), "ND"),
+            "a_tile_pview": ("float", nd(64, 128), "ND"), "b_tile_pview": ("float", nd(64, 128), "ND"),
+            "s_store_pview": ("float", nd(64, 128), "ND")},
+        "main_incore_1": {
+            "out": ("float", nd(64, 128), "ND"), "s": ("float", nd(64, 128), "ND"),
+            "t_pview": ("float", nd(64, 128, (16, 128)), "ND"),
+            "out_2_pview": ("float", nd(64, 128, (16, 128)), "ND")}},
     "softmax_rows": {"softmax_kernel": {
         "x": ("float", nd(64, 128), "ND"), "y": ("float", nd(64, 128), "ND"),
         "row_max_out": ("float", dn(64), "DN"),
