@@ -82,14 +82,14 @@ def test_every_stage_of_every_example_reads_back(path):
     ctx = CompileContext()
     texts = []
 
-    from ptoc.passes.manager import Instrument
+    from ptoc.passes.manager import PIPELINE, Instrument
 
     class Collect(Instrument):
         def after_pass(self, index, p, program, seconds):
             texts.append((p.name, print_program(program, style="pypto"), print_program(program)))
 
     run_pipeline(frontend(path.read_text(), path.name, ctx), ctx, instruments=[Collect()])
-    assert len(texts) == 11
+    assert [n for n, _, _ in texts] == [n for _, n in PIPELINE]  # one text after every pass, in order
     for name, pypto_text, ptoc_text in texts:
         parse_program(pypto_text, f"<{path.stem} after {name}>", check_ops=False)
         assert print_program(parse_program(ptoc_text, "<again>", check_ops=False)) == ptoc_text
