@@ -80,6 +80,31 @@ def _closest(name: str, options) -> str | None:
 _TYPE_CTORS = ("Tensor", "Tile", "Scalar", "Ptr", "Tuple", "Out", "InOut")
 
 
+# syntax-node kind -> the Builder method that builds its statement
+_STMT_BUILDERS = {
+    "ann_assign": "ann_assign_stmt", "assign": "assign_stmt", "expr_stmt": "expr_stmt", "return": "return_stmt",
+    "pass": "pass_stmt", "for": "for_stmt", "while": "while_stmt", "if": "if_stmt", "with": "with_stmt",
+}
+
+
+# syntax-node kinds of literal expressions -> their IR node
+_LEAF_EXPRS = {
+    "name": lambda n: Var(n.a[0], span=n.span),
+    "int": lambda n: ConstInt(n.a[0], dtypes.INDEX, span=n.span),
+    "float": lambda n: ConstFloat(n.a[0], dtypes.FP32, span=n.span),
+    "str": lambda n: StrLit(n.a[0], span=n.span),
+    "true": lambda n: ConstBool(True, span=n.span),
+    "false": lambda n: ConstBool(False, span=n.span),
+    "none": lambda n: NoneLit(span=n.span),
+}
+
+# syntax-node kind -> the Builder method that builds the expression
+_EXPR_BUILDERS = {
+    "paren": "paren_expr", "list": "list_expr", "tuple": "tuple_expr", "dict": "dict_expr", "bin": "binary_expr",
+    "cmp": "binary_expr", "unary": "unary_expr", "attr": "attr_value", "getitem": "getitem_expr", "call": "call",
+}
+
+
 class Builder:
     """Syntax nodes -> IR, one statement at a time so one bad statement does not hide the next."""
 
@@ -244,9 +269,19 @@ class Builder:
         if len(decos) != 1:
             self.fail("PTOC-E0115", f"function {name!r} needs exactly one decorator, `@pl.function`", n,
                       hint="write `@pl.function` or `@pl.function(type=pl.FunctionType.InCore)`")
-        ok, dargs = self._decorator(decos[0], "function")
+        func_type, dkw = self._function_decorator(name, decos[0])
+        has_self = bool(params) and params[0].a[0] == "self" and params[0].a[1] is None
+        plist = self._params(params[1:] if has_self else params)
+        returns, returns_tuple = self._returns(ret)
+        stmts, attrs = self._func_attrs(list(body), fkey)
+        return Function(name, tuple(plist), returns, self.block(stmts, top=True), func_type, tuple(dkw),
+                        has_self, returns_tuple, attrs, span=n.span)
+
+    def _function_decorator(self, name: str, deco: SN) -> tuple[str, list[tuple[str, Expr]]]:
+        """`@pl.function(type=..., other=...)`: the function type and the other keywords, in order."""
+        ok, dargs = self._decorator(deco, "function")
         if not ok:
-            self.fail("PTOC-E0115", f"function {name!r} must be decorated with `@pl.function`", decos[0],
+            self.fail("PTOC-E0115", f"function {name!r} must be decorated with `@pl.function`", deco,
                       hint="write `@pl.function` or `@pl.function(type=pl.FunctionType.InCore)`")
         func_type = "Opaque"
         dkw: list[tuple[str, Expr]] = []
@@ -256,23 +291,27 @@ class Builder:
                           hint="write `@pl.function(type=pl.FunctionType.InCore)`")
             k = self._kwname(key)
             if k == "type":
-                path = self._pl_path(val)
-                if not path or len(path) != 2 or path[0] != "FunctionType":
-                    self.fail("PTOC-E0115", "type= takes a `pl.FunctionType` member", val,
-                              hint="one of " + ", ".join(f"pl.FunctionType.{t}" for t in FUNCTION_TYPES))
-                if path[1] not in FUNCTION_TYPES:
-                    near = _closest(path[1], FUNCTION_TYPES)
-                    self.fail("PTOC-E0110", f"unknown function type {path[1]!r}", val,
-                              hint=f"did you mean pl.FunctionType.{near}?" if near else
-                              "one of " + ", ".join(FUNCTION_TYPES))
-                func_type = path[1]
+                func_type = self._function_type(val)
             else:
                 if any(k == x for x, _ in dkw):
                     self.fail("PTOC-E0112", f"decorator keyword {k!r} is given twice", key)
                 dkw.append((k, self.expr(val)))
-        has_self = bool(params) and params[0].a[0] == "self" and params[0].a[1] is None
+        return func_type, dkw
+
+    def _function_type(self, val: SN) -> str:
+        path = self._pl_path(val)
+        if not path or len(path) != 2 or path[0] != "FunctionType":
+            self.fail("PTOC-E0115", "type= takes a `pl.FunctionType` member", val,
+                      hint="one of " + ", ".join(f"pl.FunctionType.{t}" for t in FUNCTION_TYPES))
+        if path[1] not in FUNCTION_TYPES:
+            near = _closest(path[1], FUNCTION_TYPES)
+            self.fail("PTOC-E0110", f"unknown function type {path[1]!r}", val,
+                      hint=f"did you mean pl.FunctionType.{near}?" if near else "one of " + ", ".join(FUNCTION_TYPES))
+        return path[1]
+
+    def _params(self, params) -> list[Param]:
         plist: list[Param] = []
-        for p in params[1:] if has_self else params:
+        for p in params:
             pname, ann = p.a
             if ann is None:
                 self.fail("PTOC-E0109", f"parameter {pname!r} has no type", p,
@@ -285,29 +324,31 @@ class Builder:
         for i, p in enumerate(plist):
             if p.name in names[:i]:
                 self.sink.error("PTOC-E0112", f"parameter {p.name!r} appears twice", p.span)
-        returns: tuple[Type, ...] = ()
-        returns_tuple = False
-        if ret is not None and ret.k != "none":
-            r = self._unparen(ret)
-            if r.k == "getitem" and r.a[0].k == "name" and r.a[0].a[0] == "tuple":
-                returns = tuple(self.type(t) for t in r.a[1])
-                returns_tuple = True
-            else:
-                returns = (self.type(r),)
-        stmts = list(body)
-        attrs = None
-        if stmts and stmts[0].k == "expr_stmt":
-            e = self._single(stmts[0].a[0])
-            if e is not None and e.k == "call" and self._pl_path(e.a[0]) == ["func_attr"]:
-                args = e.a[1]
-                if len(args) != 1 or args[0][0] is not None or self._unparen(args[0][1]).k != "dict":
-                    self.fail("PTOC-E0113", "pl.func_attr takes one dict literal", e,
-                              hint='write `pl.func_attr({"key": value})`')
-                attrs = self.expr(args[0][1]).items
-                self._anchor(stmts[0].span, ("attr",) + fkey)
-                stmts = stmts[1:]
-        return Function(name, tuple(plist), returns, self.block(stmts, top=True), func_type, tuple(dkw),
-                        has_self, returns_tuple, attrs, span=n.span)
+        return plist
+
+    def _returns(self, ret: SN | None) -> tuple[tuple[Type, ...], bool]:
+        """The declared return types, and whether they were written as `tuple[...]`."""
+        if ret is None or ret.k == "none":
+            return (), False
+        r = self._unparen(ret)
+        if r.k == "getitem" and r.a[0].k == "name" and r.a[0].a[0] == "tuple":
+            return tuple(self.type(t) for t in r.a[1]), True
+        return (self.type(r),), False
+
+    def _func_attrs(self, stmts: list, fkey) -> tuple[list, tuple | None]:
+        """A leading `pl.func_attr({...})` statement: the body without it, and its items."""
+        if not stmts or stmts[0].k != "expr_stmt":
+            return stmts, None
+        e = self._single(stmts[0].a[0])
+        if e is None or e.k != "call" or self._pl_path(e.a[0]) != ["func_attr"]:
+            return stmts, None
+        args = e.a[1]
+        if len(args) != 1 or args[0][0] is not None or self._unparen(args[0][1]).k != "dict":
+            self.fail("PTOC-E0113", "pl.func_attr takes one dict literal", e,
+                      hint='write `pl.func_attr({"key": value})`')
+        attrs = self.expr(args[0][1]).items
+        self._anchor(stmts[0].span, ("attr",) + fkey)
+        return stmts[1:], attrs
 
     def param_type(self, ann: SN) -> tuple[str, Type]:
         a = self._unparen(ann)
@@ -540,63 +581,56 @@ class Builder:
 
     def expr(self, n: SN) -> Expr:
         k = n.k
-        sp = n.span
-        if k == "name":
-            return Var(n.a[0], span=sp)
-        if k == "int":
-            return ConstInt(n.a[0], dtypes.INDEX, span=sp)
-        if k == "float":
-            return ConstFloat(n.a[0], dtypes.FP32, span=sp)
-        if k == "str":
-            return StrLit(n.a[0], span=sp)
-        if k == "true":
-            return ConstBool(True, span=sp)
-        if k == "false":
-            return ConstBool(False, span=sp)
-        if k == "none":
-            return NoneLit(span=sp)
-        if k == "paren":
-            return self.expr(n.a[0])
-        if k == "list":
-            return ListExpr(tuple(self.expr(x) for x in n.a), span=sp)
-        if k == "tuple":
-            return TupleExpr(tuple(self.expr(x) for x in n.a), span=sp)
-        if k == "dict":
-            return DictExpr(tuple((self.expr(a), self.expr(b)) for a, b in n.a), span=sp)
-        if k in ("bin", "cmp"):
-            op, lhs, rhs = n.a
-            if k == "cmp" and lhs.k == "cmp":
-                self.fail("PTOC-E0114", "chained comparisons are not IR", n,
-                          hint="combine two comparisons with `and`")
-            return BinOp(op, self.expr(lhs), self.expr(rhs), span=sp)
-        if k == "unary":
-            op, x = n.a
-            if op in ("-", "+") and x.k in ("int", "float"):
-                v = -x.a[0] if op == "-" else x.a[0]
-                return (ConstInt(v, dtypes.INDEX, span=sp) if x.k == "int"
-                        else ConstFloat(v, dtypes.FP32, span=sp))
-            if op == "+":
-                return self.expr(x)
-            return UnaryOp(op, self.expr(x), span=sp)
-        if k == "attr":
-            return self.attr_value(n)
-        if k == "getitem":
-            base, subs = n.a
-            if len(subs) != 1 or subs[0].k == "slice":
-                self.fail("PTOC-E0005", "slicing and multi-index subscripts are DSL syntax, not IR", n,
-                          hint="use pl.tensor.slice(t, shape, offset) or pl.tile.load(...) with offsets")
-            path = self._pl_path(base) if base.k == "attr" else None
-            if path:
-                self.fail("PTOC-E0109", f"a type `pl.{'.'.join(path)}[...]` cannot be used as a value", n)
-            return GetItem(self.expr(base), self.expr(subs[0]), span=sp)
-        if k == "call":
-            return self.call(n)
+        leaf = _LEAF_EXPRS.get(k)
+        if leaf is not None:
+            return leaf(n)
+        method = _EXPR_BUILDERS.get(k)
+        if method is not None:
+            return getattr(self, method)(n)
         if k == "chaincmp":
             self.fail("PTOC-E0114", "chained comparisons are not IR", n, hint="combine comparisons with `and`")
         if k == "slice":
             self.fail("PTOC-E0005", "slices are DSL syntax, not IR", n,
                       hint="use pl.tensor.slice(t, shape, offset)")
         self.fail("PTOC-E0114", "unexpected expression", n)
+
+    def paren_expr(self, n: SN) -> Expr:
+        return self.expr(n.a[0])
+
+    def list_expr(self, n: SN) -> Expr:
+        return ListExpr(tuple(self.expr(x) for x in n.a), span=n.span)
+
+    def tuple_expr(self, n: SN) -> Expr:
+        return TupleExpr(tuple(self.expr(x) for x in n.a), span=n.span)
+
+    def dict_expr(self, n: SN) -> Expr:
+        return DictExpr(tuple((self.expr(a), self.expr(b)) for a, b in n.a), span=n.span)
+
+    def binary_expr(self, n: SN) -> Expr:
+        op, lhs, rhs = n.a
+        if n.k == "cmp" and lhs.k == "cmp":
+            self.fail("PTOC-E0114", "chained comparisons are not IR", n, hint="combine two comparisons with `and`")
+        return BinOp(op, self.expr(lhs), self.expr(rhs), span=n.span)
+
+    def unary_expr(self, n: SN) -> Expr:
+        op, x = n.a
+        sp = n.span
+        if op in ("-", "+") and x.k in ("int", "float"):
+            v = -x.a[0] if op == "-" else x.a[0]
+            return ConstInt(v, dtypes.INDEX, span=sp) if x.k == "int" else ConstFloat(v, dtypes.FP32, span=sp)
+        if op == "+":
+            return self.expr(x)
+        return UnaryOp(op, self.expr(x), span=sp)
+
+    def getitem_expr(self, n: SN) -> Expr:
+        base, subs = n.a
+        if len(subs) != 1 or subs[0].k == "slice":
+            self.fail("PTOC-E0005", "slicing and multi-index subscripts are DSL syntax, not IR", n,
+                      hint="use pl.tensor.slice(t, shape, offset) or pl.tile.load(...) with offsets")
+        path = self._pl_path(base) if base.k == "attr" else None
+        if path:
+            self.fail("PTOC-E0109", f"a type `pl.{'.'.join(path)}[...]` cannot be used as a value", n)
+        return GetItem(self.expr(base), self.expr(subs[0]), span=n.span)
 
     def attr_value(self, n: SN) -> Expr:
         path = self._pl_path(n)
@@ -711,89 +745,90 @@ class Builder:
         return tuple(out)
 
     def stmt(self, n: SN) -> Stmt | None:
-        k = n.k
         self._anchor(n.span, ("stmt", n.span.line, n.span.col))
-        if k == "ann_assign":
-            target, ann, value = n.a
-            if target.k != "name":
-                self.fail("PTOC-E0005", "only a plain name can be annotated and assigned", target)
-            v = self._single(value)
-            if v is None:
-                self.fail("PTOC-E0113", "an annotated assignment takes one value", value)
-            t = self.type(ann)
-            name = target.a[0]
-            if isinstance(t, ScalarType):
-                self.scalar_names.add(name)
-            yv = self._yield_call(v)
-            if yv is not None:
-                return YieldStmt((Var(name, span=target.span),), yv, t, span=n.span)
-            return AssignStmt(Var(name, span=target.span), self.expr(v), t, span=n.span)
-        if k == "assign":
-            lhs, rhs = n.a
-            if rhs.k != "exprlist":  # pragma: no cover - grammar guarantees
-                self.fail("PTOC-E0114", "bad assignment", n)
-            v = self._single(rhs)
-            targets = []
-            for t in lhs.a:
-                t = self._unparen(t)
-                if t.k != "name":
-                    self.fail("PTOC-E0005", "only plain names can be assigned", t,
-                              hint="IR values are immutable; write a new name with an op call")
-                targets.append(Var(t.a[0], span=t.span))
-            if v is None:
-                self.fail("PTOC-E0113", "assign one value per statement", rhs,
-                          hint="several names are assigned only by `a, b = pl.yield_(u, v)`")
-            yv = self._yield_call(v)
-            if yv is not None:
-                return YieldStmt(tuple(targets), yv, None, span=n.span)
-            if len(targets) != 1:
-                self.fail("PTOC-E0005", "tuple unpacking is allowed only from pl.yield_", n,
-                          hint="assign the tuple to one name and read its elements with t[0], t[1]")
-            value = self.expr(v)
-            if self._is_scalar(value):
-                self.scalar_names.add(targets[0].name)
-            return AssignStmt(targets[0], value, None, span=n.span)
-        if k == "expr_stmt":
-            v = self._single(n.a[0])
-            if v is None:
-                self.fail("PTOC-E0114", "a statement holds one expression", n)
-            yv = self._yield_call(v)
-            if yv is not None:
-                return YieldStmt((), yv, None, span=n.span)
-            if v.k == "str":
-                self.fail("PTOC-E0005", "string statements (docstrings) are not IR", n,
-                          hint="use a `# comment`")
-            if v.k == "call" and self._pl_path(v.a[0]) == ["func_attr"]:
-                self.fail("PTOC-E0111", "pl.func_attr(...) may appear only as the first statement of a function",
-                          n)
-            if v.k == "name" and v.a[0] == "break":  # (CtrlFlowTransform lowers both)
-                return BreakStmt(span=n.span)
-            if v.k == "name" and v.a[0] == "continue":
-                return ContinueStmt(span=n.span)
-            if v.k != "call":
-                self.fail("PTOC-E0005", "an expression statement must be a call", n,
-                          hint="assign the value to a name, or delete the line")
-            return EvalStmt(self.expr(v), span=n.span)
-        if k == "return":
-            vals = n.a[0]
-            return ReturnStmt(tuple(self.expr(x) for x in vals.a) if vals is not None else (), span=n.span)
-        if k == "pass":
-            return PassStmt(span=n.span)
-        if k == "for":
-            return self.for_stmt(n)
-        if k == "while":  # as written: ConvertToSSA gives it iter_args for the values its body updates
-            cond, body = n.a
-            return WhileStmt((), (), self.expr(cond), self.block(body), span=n.span)
-        if k == "if":
-            return self.if_stmt(n)
-        if k == "with":
-            return self.with_stmt(n)
-        if k in ("def", "class"):
+        method = _STMT_BUILDERS.get(n.k)
+        if method is not None:
+            return getattr(self, method)(n)
+        if n.k in ("def", "class"):
             self.fail("PTOC-E0005", "functions and classes cannot be nested", n,
                       hint="define every function as a method of the @pl.program class")
-        if k in ("import", "from_import"):
+        if n.k in ("import", "from_import"):
             self.fail("PTOC-E0005", "imports belong at the top of the file", n)
         self.fail("PTOC-E0005", "unexpected statement", n)
+
+    def ann_assign_stmt(self, n: SN) -> Stmt:
+        target, ann, value = n.a
+        if target.k != "name":
+            self.fail("PTOC-E0005", "only a plain name can be annotated and assigned", target)
+        v = self._single(value)
+        if v is None:
+            self.fail("PTOC-E0113", "an annotated assignment takes one value", value)
+        t = self.type(ann)
+        name = target.a[0]
+        if isinstance(t, ScalarType):
+            self.scalar_names.add(name)
+        yv = self._yield_call(v)
+        if yv is not None:
+            return YieldStmt((Var(name, span=target.span),), yv, t, span=n.span)
+        return AssignStmt(Var(name, span=target.span), self.expr(v), t, span=n.span)
+
+    def assign_stmt(self, n: SN) -> Stmt:
+        lhs, rhs = n.a
+        if rhs.k != "exprlist":  # pragma: no cover - grammar guarantees
+            self.fail("PTOC-E0114", "bad assignment", n)
+        v = self._single(rhs)
+        targets = []
+        for t in lhs.a:
+            t = self._unparen(t)
+            if t.k != "name":
+                self.fail("PTOC-E0005", "only plain names can be assigned", t,
+                          hint="IR values are immutable; write a new name with an op call")
+            targets.append(Var(t.a[0], span=t.span))
+        if v is None:
+            self.fail("PTOC-E0113", "assign one value per statement", rhs,
+                      hint="several names are assigned only by `a, b = pl.yield_(u, v)`")
+        yv = self._yield_call(v)
+        if yv is not None:
+            return YieldStmt(tuple(targets), yv, None, span=n.span)
+        if len(targets) != 1:
+            self.fail("PTOC-E0005", "tuple unpacking is allowed only from pl.yield_", n,
+                      hint="assign the tuple to one name and read its elements with t[0], t[1]")
+        value = self.expr(v)
+        if self._is_scalar(value):
+            self.scalar_names.add(targets[0].name)
+        return AssignStmt(targets[0], value, None, span=n.span)
+
+    def expr_stmt(self, n: SN) -> Stmt:
+        v = self._single(n.a[0])
+        if v is None:
+            self.fail("PTOC-E0114", "a statement holds one expression", n)
+        yv = self._yield_call(v)
+        if yv is not None:
+            return YieldStmt((), yv, None, span=n.span)
+        if v.k == "str":
+            self.fail("PTOC-E0005", "string statements (docstrings) are not IR", n, hint="use a `# comment`")
+        if v.k == "call" and self._pl_path(v.a[0]) == ["func_attr"]:
+            self.fail("PTOC-E0111", "pl.func_attr(...) may appear only as the first statement of a function", n)
+        if v.k == "name" and v.a[0] == "break":  # (CtrlFlowTransform lowers both)
+            return BreakStmt(span=n.span)
+        if v.k == "name" and v.a[0] == "continue":
+            return ContinueStmt(span=n.span)
+        if v.k != "call":
+            self.fail("PTOC-E0005", "an expression statement must be a call", n,
+                      hint="assign the value to a name, or delete the line")
+        return EvalStmt(self.expr(v), span=n.span)
+
+    def return_stmt(self, n: SN) -> Stmt:
+        vals = n.a[0]
+        return ReturnStmt(tuple(self.expr(x) for x in vals.a) if vals is not None else (), span=n.span)
+
+    def pass_stmt(self, n: SN) -> Stmt:
+        return PassStmt(span=n.span)
+
+    def while_stmt(self, n: SN) -> Stmt:
+        # as written: ConvertToSSA gives it iter_args for the values its body updates
+        cond, body = n.a
+        return WhileStmt((), (), self.expr(cond), self.block(body), span=n.span)
 
     def _yield_call(self, v: SN) -> tuple[Expr, ...] | None:
         v = self._unparen(v)
@@ -832,25 +867,7 @@ class Builder:
         tkind, tname, tnames, tspan = target
         iter_args = tuple(Var(nm, span=sp) for nm, sp in (tnames or ()))
         if kind == "while_":
-            if tkind != "iter":
-                self.fail("PTOC-E0005", "a pl.while_ loop binds only its loop-carried values", n,
-                          hint="write `for (x,) in pl.while_(init_values=(x0,)):`")
-            if args:
-                self.fail("PTOC-E0113", "pl.while_ takes init_values= only", it)
-            if init is None:
-                self.fail("PTOC-E0104", "pl.while_ needs init_values=(...) for its loop-carried values", it)
-            if len(iter_args) != len(init):
-                self._arity(iter_args, init, it)
-            stmts = list(body)
-            first = self._single(stmts[0].a[0]) if stmts and stmts[0].k == "expr_stmt" else None
-            if first is None or first.k != "call" or self._pl_path(first.a[0]) != ["cond"]:
-                self.fail("PTOC-E0111", "the first statement of a pl.while_ loop must be pl.cond(condition)",
-                          stmts[0] if stmts else n, hint="write `pl.cond(x < 10)` as the loop's first line")
-            self._anchor(stmts[0].span, ("cond", n.span.line, n.span.col))
-            cargs, ckw = self._args(first)
-            if len(cargs) != 1 or ckw:
-                self.fail("PTOC-E0113", "pl.cond takes one condition", first)
-            return WhileStmt(iter_args, tuple(init), cargs[0], self.block(stmts[1:]), kwargs, span=n.span)
+            return self._while_loop(n, it, tkind, iter_args, args, kwargs, init, body)
         if tkind == "iter":
             self.fail("PTOC-E0005", f"a pl.{kind} loop needs a loop variable", n,
                       hint=f"write `for i, (x,) in pl.{kind}(..., init_values=(x0,)):`")
@@ -871,6 +888,28 @@ class Builder:
         self.scalar_names.add(tname)
         return ForStmt(kind, Var(tname, span=tspan), args, self.block(body), iter_args, tuple(init), kwargs,
                        span=n.span)
+
+    def _while_loop(self, n: SN, it: SN, tkind, iter_args, args, kwargs, init, body) -> Stmt:
+        """`for (x,) in pl.while_(init_values=(x0,)):` whose first statement is `pl.cond(...)`."""
+        if tkind != "iter":
+            self.fail("PTOC-E0005", "a pl.while_ loop binds only its loop-carried values", n,
+                      hint="write `for (x,) in pl.while_(init_values=(x0,)):`")
+        if args:
+            self.fail("PTOC-E0113", "pl.while_ takes init_values= only", it)
+        if init is None:
+            self.fail("PTOC-E0104", "pl.while_ needs init_values=(...) for its loop-carried values", it)
+        if len(iter_args) != len(init):
+            self._arity(iter_args, init, it)
+        stmts = list(body)
+        first = self._single(stmts[0].a[0]) if stmts and stmts[0].k == "expr_stmt" else None
+        if first is None or first.k != "call" or self._pl_path(first.a[0]) != ["cond"]:
+            self.fail("PTOC-E0111", "the first statement of a pl.while_ loop must be pl.cond(condition)",
+                      stmts[0] if stmts else n, hint="write `pl.cond(x < 10)` as the loop's first line")
+        self._anchor(stmts[0].span, ("cond", n.span.line, n.span.col))
+        cargs, ckw = self._args(first)
+        if len(cargs) != 1 or ckw:
+            self.fail("PTOC-E0113", "pl.cond takes one condition", first)
+        return WhileStmt(iter_args, tuple(init), cargs[0], self.block(stmts[1:]), kwargs, span=n.span)
 
     def _arity(self, iter_args, init, at: SN):
         self.fail("PTOC-E0104", f"{len(iter_args)} loop-carried name(s) but {len(init)} init value(s)", at,

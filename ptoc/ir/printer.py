@@ -202,6 +202,22 @@ def print_style(style: str):
         _STYLE.reset(token)
 
 
+def _iter_names(iter_args) -> str:
+    """The parenthesised loop-carried names of a for/while header (a lone name keeps its comma)."""
+    names = ", ".join(a.name for a in iter_args)
+    return names + "," if len(iter_args) == 1 else names
+
+
+_KEYWORD_STMTS = {PassStmt: "pass", BreakStmt: "break", ContinueStmt: "continue"}
+
+# statement class -> the Printer method that prints it
+_STMT_PRINTERS = {
+    AssignStmt: "_assign_stmt", YieldStmt: "_yield_stmt", EvalStmt: "_eval_stmt", ReturnStmt: "_return_stmt",
+    PassStmt: "_keyword_stmt", BreakStmt: "_keyword_stmt", ContinueStmt: "_keyword_stmt", ForStmt: "_for_stmt",
+    WhileStmt: "_while_stmt", IfStmt: "_if_stmt", ScopeStmt: "_scope_stmt",
+}
+
+
 class Printer:
     """`style`: "ptoc" (the canonical form: every IR field printed, so the text re-parses to the same IR)
     or "pypto" (the form PyPTO's printer writes at the same stage, which PyPTO's parser reads: an
@@ -396,65 +412,66 @@ class Printer:
             self.stmt(s, depth, out)
 
     def stmt(self, s: Stmt, depth: int, out: list[str]) -> None:
-        ind = INDENT * depth
-        p = self.p
+        method = _STMT_PRINTERS.get(type(s))
+        if method is None:
+            raise TypeError(f"cannot print statement {type(s).__name__}")
         key = self._key(s) if self.comments is not None else None
-        if isinstance(s, AssignStmt):
-            ann = f": {self.type(s.annotation)}" if s.annotation is not None else ""
-            self._put(out, ind, f"{s.target.name}{ann} = {self.expr(s.value)}", key)
-        elif isinstance(s, YieldStmt):
-            call = f"{p}.yield_({', '.join(self.expr(v) for v in s.values)})"
-            if not s.targets:
-                self._put(out, ind, call, key)
-            elif len(s.targets) == 1 and s.annotation is not None:
-                self._put(out, ind, f"{s.targets[0].name}: {self.type(s.annotation)} = {call}", key)
-            else:
-                self._put(out, ind, f"{', '.join(t.name for t in s.targets)} = {call}", key)
-        elif isinstance(s, EvalStmt):
-            self._put(out, ind, self.expr(s.expr), key)
-        elif isinstance(s, ReturnStmt):
-            self._put(out, ind, "return " + ", ".join(self.expr(v) for v in s.values) if s.values else "return",
-                      key)
-        elif isinstance(s, PassStmt):
-            self._put(out, ind, "pass", key)
-        elif isinstance(s, BreakStmt):
-            self._put(out, ind, "break", key)
-        elif isinstance(s, ContinueStmt):
-            self._put(out, ind, "continue", key)
-        elif isinstance(s, ForStmt):
-            target = s.var.name
-            init = None
-            if s.iter_args or s.init_values:
-                names = ", ".join(a.name for a in s.iter_args)
-                if len(s.iter_args) == 1:
-                    names += ","
-                target += f", ({names})"
-                init = s.init_values
-            self._put(out, ind, f"for {target} in {p}.{s.kind}({self._call_args(s.args, s.kwargs, init)}):", key)
-            self.stmts(s.body, depth + 1, out)
-        elif isinstance(s, WhileStmt) and not s.iter_args and not s.init_values and not s.kwargs:
+        getattr(self, method)(s, depth, INDENT * depth, key, out)
+
+    def _assign_stmt(self, s, depth, ind, key, out) -> None:
+        ann = f": {self.type(s.annotation)}" if s.annotation is not None else ""
+        self._put(out, ind, f"{s.target.name}{ann} = {self.expr(s.value)}", key)
+
+    def _yield_stmt(self, s, depth, ind, key, out) -> None:
+        call = f"{self.p}.yield_({', '.join(self.expr(v) for v in s.values)})"
+        if not s.targets:
+            self._put(out, ind, call, key)
+        elif len(s.targets) == 1 and s.annotation is not None:
+            self._put(out, ind, f"{s.targets[0].name}: {self.type(s.annotation)} = {call}", key)
+        else:
+            self._put(out, ind, f"{', '.join(t.name for t in s.targets)} = {call}", key)
+
+    def _eval_stmt(self, s, depth, ind, key, out) -> None:
+        self._put(out, ind, self.expr(s.expr), key)
+
+    def _return_stmt(self, s, depth, ind, key, out) -> None:
+        self._put(out, ind, "return " + ", ".join(self.expr(v) for v in s.values) if s.values else "return", key)
+
+    def _keyword_stmt(self, s, depth, ind, key, out) -> None:
+        self._put(out, ind, _KEYWORD_STMTS[type(s)], key)
+
+    def _for_stmt(self, s, depth, ind, key, out) -> None:
+        target = s.var.name
+        init = None
+        if s.iter_args or s.init_values:
+            target += f", ({_iter_names(s.iter_args)})"
+            init = s.init_values
+        self._put(out, ind, f"for {target} in {self.p}.{s.kind}({self._call_args(s.args, s.kwargs, init)}):", key)
+        self.stmts(s.body, depth + 1, out)
+
+    def _while_stmt(self, s, depth, ind, key, out) -> None:
+        if not s.iter_args and not s.init_values and not s.kwargs:
             out.append(f"{ind}while {self.expr(s.cond)}:")  # as written (before ConvertToSSA)
             self.stmts(s.body, depth + 1, out)
-        elif isinstance(s, WhileStmt):
-            names = ", ".join(a.name for a in s.iter_args)
-            if len(s.iter_args) == 1:
-                names += ","
-            self._put(out, ind, f"for ({names}) in {p}.while_({self._call_args((), s.kwargs, s.init_values)}):", key)
-            self._put(out, ind + INDENT, f"{p}.cond({self.expr(s.cond)})", key and ("cond",) + key[1:])
-            if s.body:
-                self.stmts(s.body, depth + 1, out)
-        elif isinstance(s, IfStmt):
-            self._put(out, ind, f"if {self.expr(s.cond)}:", key)
-            self.stmts(s.then_body, depth + 1, out)
-            if s.else_body:
-                self._put(out, ind, "else:", key and ("else",) + key[1:])
-                self.stmts(s.else_body, depth + 1, out)
-        elif isinstance(s, ScopeStmt):
-            as_part = f" as {s.var.name}" if s.var is not None else ""
-            self._put(out, ind, f"with {p}.{s.kind}({self._call_args(s.args, s.kwargs)}){as_part}:", key)
+            return
+        p = self.p
+        self._put(out, ind, f"for ({_iter_names(s.iter_args)}) in {p}.while_("
+                  f"{self._call_args((), s.kwargs, s.init_values)}):", key)
+        self._put(out, ind + INDENT, f"{p}.cond({self.expr(s.cond)})", key and ("cond",) + key[1:])
+        if s.body:
             self.stmts(s.body, depth + 1, out)
-        else:
-            raise TypeError(f"cannot print statement {type(s).__name__}")
+
+    def _if_stmt(self, s, depth, ind, key, out) -> None:
+        self._put(out, ind, f"if {self.expr(s.cond)}:", key)
+        self.stmts(s.then_body, depth + 1, out)
+        if s.else_body:
+            self._put(out, ind, "else:", key and ("else",) + key[1:])
+            self.stmts(s.else_body, depth + 1, out)
+
+    def _scope_stmt(self, s, depth, ind, key, out) -> None:
+        as_part = f" as {s.var.name}" if s.var is not None else ""
+        self._put(out, ind, f"with {self.p}.{s.kind}({self._call_args(s.args, s.kwargs)}){as_part}:", key)
+        self.stmts(s.body, depth + 1, out)
 
     # ---------------------------------------------------------------- functions and programs
     def function(self, f: Function, depth: int, out: list[str]) -> None:
