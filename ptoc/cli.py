@@ -255,6 +255,19 @@ def _pinned() -> str:
     return pinned_ptoas_version()
 
 
+def ptoas_version_option(value: str | None) -> str:
+    """`--ptoas-version` as given, or the pin; a value that is not a version is a usage error."""
+    from ptoc.driver import parse_version
+
+    version = value or _pinned()
+    try:
+        parse_version(version)
+    except ValueError:
+        raise click.BadParameter(f"{version!r} is not a version such as v0.61", param_hint="--ptoas-version") \
+            from None
+    return version
+
+
 def _version_text() -> str:
     return f"ptoc {__version__} (targets PTOAS {_pinned()})"
 
@@ -357,14 +370,8 @@ def check(files: tuple[str, ...], arch: str, ptoas_version: str | None, pto_leve
     """
     if files.count("-") > 1:
         raise click.UsageError("standard input (-) can be checked only once")
-    from ptoc.driver import parse_version
 
-    version = ptoas_version or _pinned()
-    try:
-        parse_version(version)
-    except ValueError:
-        raise click.BadParameter(f"{version!r} is not a version such as v0.61", param_hint="--ptoas-version") \
-            from None
+    version = ptoas_version_option(ptoas_version)
 
     def run() -> int:
         import os.path

@@ -35,9 +35,10 @@ def frontend(text: str, file: str, ctx: CompileContext) -> Program:
 
 
 def check_source(text: str, file: str, ctx: CompileContext) -> Program:
-    """What `ptoc check` checks: the program as written (a name may be assigned again), then, after
+    """The language-level check: the program as written (a name may be assigned again), then, after
     CtrlFlowTransform and ConvertToSSA, single assignment and that values leave loops and branches only through their
-    yields. Returns the program in SSA form; raises `CompileError` with what is wrong."""
+    yields. Returns the program in SSA form; raises `CompileError` with what is wrong. (`ptoc check` goes further:
+    it runs the whole pipeline and the emitters, as compile does; the conformance harness and tests use this.)"""
     from ptoc.diagnostics import CompileError
     from ptoc.ir.verifier import verify_program
     from ptoc.passes.ConvertToSSA import ConvertToSSA

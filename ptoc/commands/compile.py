@@ -13,10 +13,10 @@ from ptoc.cli import (
     EXIT_USER,
     Reporter,
     _commit,
-    _pinned,
     _read_source,
     _run_guarded,
     _source_name,
+    ptoas_version_option,
     arch_option,
     cli,
     diagnostics_option,
@@ -92,14 +92,8 @@ def compile_cmd(files, output, output_dir, jobs, depfile, header_path, no_header
                                "or --no-header")
     if assemble and output == "-":
         raise click.UsageError("--assemble needs the .pto in a file; give -o FILE.pto")
-    from ptoc.driver import parse_version
 
-    version = ptoas_version or _pinned()
-    try:
-        parse_version(version)
-    except ValueError:
-        raise click.BadParameter(f"{version!r} is not a version such as v0.61", param_hint="--ptoas-version") \
-            from None
+    version = ptoas_version_option(ptoas_version)
     if output_dir is not None:
         sys.exit(_run_guarded(lambda: _compile_batch(files, output_dir, jobs, depfile, no_header, arch, version,
                                                      pto_level, diag_fmt)))
