@@ -176,6 +176,7 @@ class _FunctionEmitter(TileOpEmitter):
         self.depth = 2
         self.env: dict[str, object] = {}
         self.handles: dict[tuple, _Handle] = {}
+        self.view_handles: set[str] = set()  # SSA names of handles made by pto.treshape (defined where the view is)
         self.allocs: dict[str, tuple[str, int | None]] = {}  # base name -> (memory, addr)
         self.pending: dict[str, list[tuple[tuple, str, TileType]]] = {}  # base -> static handles to allocate
         self.view_ssa: dict[str, tuple[str, str]] = {}  # tensor param -> (view ssa, view type)

@@ -294,7 +294,13 @@ class TileOpEmitter:
         if tstr == src.type and not dyn:
             self.env[name] = src
             return
+        same = self.handles.get(key)
+        if same is not None and not dyn and same.ssa not in self.view_handles:
+            # the buffer's own handle of this type (allocated where the buffer is, so it dominates): the same tile
+            self.env[name] = same
+            return
         ssa = self.fresh(name)
+        self.view_handles.add(ssa)
         self.emit(f"%{ssa} = pto.treshape %{src.ssa} : {src.type} -> {tstr}")
         h = _Handle(ssa, tstr, key, dyn, None)
         if dyn:

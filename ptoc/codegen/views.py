@@ -167,6 +167,9 @@ class _Collector:
             sizes = tuple(tile.view.valid_shape if tile.view is not None and tile.view.valid_shape else tile.shape)
             if len(sizes) < len(offsets):
                 sizes = (_const(1),) * (len(offsets) - len(sizes)) + sizes
+            # A rank-1 tensor's tiles are [1, n] after FlattenTileNdTo2D: the window is the n elements.
+            while len(sizes) > len(offsets) and isinstance(sizes[0], ConstInt) and sizes[0].value == 1:
+                sizes = sizes[1:]
         self.out.append(PartitionInfo(self.name(target or root), "store", root, offsets, sizes, v, target))
         return root
 

@@ -36,6 +36,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("layout", "BlockNzTensorViews"),
     ("layout", "LegalizeTileCast"),
     ("layout", "InferTileMemorySpace"),
+    ("layout", "ResolveBackendOpLayouts"),
     ("layout", "ClassifyKernels"),
     ("layout", "MaterializeTensorStrides"),
     ("memory", "InitMemRef"),

@@ -74,6 +74,8 @@ def _store(ctx: _OpCtx, a: dict):
         sizes = ctx.frame.ints(a["shapes"], "an extent")
     elif tile.rank < t.rank:
         sizes = (1,) * (t.rank - tile.rank) + tile.shape
+    elif tile.rank > t.rank and all(d == 1 for d in tile.shape[:tile.rank - t.rank]):
+        sizes = tile.shape[tile.rank - t.rank:]  # a [1, n] tile into a rank-1 tensor
     else:
         sizes = tile.shape
     if _is_partition(t, sizes) and tile.rank == 2 and tile.shape == (sizes[2] * FRACTAL_ROWS, sizes[1] * sizes[4]):
