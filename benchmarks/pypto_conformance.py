@@ -192,17 +192,19 @@ class _Walker:
             exp = by_name.get("Expected" + suffix)
             if exp is None:
                 continue
-            order = _applied_passes(fn)
+            order = _applied_passes(fn, getattr(self, "helpers", {}))
             if not order:
                 continue
             self.pairs.append({"file": self.rel, "test": fn.name, "before": by_name[b], "expected": exp,
                                "passes": order})
 
 
-def _applied_passes(fn: ast.FunctionDef) -> list[str]:
+def _applied_passes(fn: ast.FunctionDef, helpers: dict | None = None, depth: int = 0) -> list[str]:
     """The `passes.<name>()` calls of a test, in the order they apply to a program:
-    `passes.b()(passes.a()(P))` applies a, then b; statements apply in source order."""
+    `passes.b()(passes.a()(P))` applies a, then b; statements apply in source order. A call of a module-level
+    helper of the test file (e.g. `_run_pass(Before)`) applies the passes that helper applies."""
     out: list[str] = []
+    helpers = helpers or {}
 
     def pass_name(call: ast.expr) -> str | None:
         if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
@@ -231,6 +233,11 @@ def _applied_passes(fn: ast.FunctionDef) -> list[str]:
             if name is not None:
                 out.append(name)
                 return
+            if isinstance(node.func, ast.Name) and node.func.id in helpers and depth < 3:
+                for a in node.args:
+                    visit(a)
+                out.extend(_applied_passes(helpers[node.func.id], helpers, depth + 1))
+                return
         for child in ast.iter_child_nodes(node):
             visit(child)
 
@@ -254,6 +261,7 @@ def extract(checkout: Path):
             continue
         w = _Walker(path, str(path.relative_to(checkout)), source)
         w.module_dyn = _dynamic_defs(tree.body)
+        w.helpers = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef) and not f.name.startswith("test")}
         w.walk_body(tree.body, [], "", False, [])
         programs += w.found
         pairs += w.pairs

@@ -123,6 +123,7 @@ CODES: dict[str, str] = {
     "PTOC-E0504": "kernel faults while the reference executes it",
     "PTOC-E0505": "validation needs a value for a dynamic dimension",
     "PTOC-E0506": "bad --input / --dim / --scalar value",
+    "PTOC-E0650": "a pl.pipeline loop needs a constant step and stage",
     # internal
     "PTOC-I0001": "internal error",
     "PTOC-I0100": "function not emitted",

@@ -38,6 +38,8 @@ PIPELINE: list[tuple[str, str]] = [
     ("layout", "InferTileMemorySpace"),
     ("layout", "ResolveBackendOpLayouts"),
     ("layout", "ClassifyKernels"),
+    ("layout", "LowerPipelineLoops"),
+    ("layout", "CanonicalizeIOOrder"),
     ("layout", "MaterializeTensorStrides"),
     ("memory", "InitMemRef"),
     ("memory", "AllocateMemoryAddr"),

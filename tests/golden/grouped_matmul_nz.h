@@ -33,6 +33,22 @@ using x_mat_pview_Global = pto::GlobalTensor<int8_t, x_mat_pview_Shape, x_mat_pv
 using w_mat_pview_Shape = pto::Shape<1, 8, 8, 16, 32>;
 using w_mat_pview_Stride = pto::Stride<2097152, 32768, 512, 32, 1>;
 using w_mat_pview_Global = pto::GlobalTensor<int8_t, w_mat_pview_Shape, w_mat_pview_Stride, pto::Layout::NZ>;
+// x_mat_1_pview: tile.load window of x
+using x_mat_1_pview_Shape = pto::Shape<1, 1, 1, 64, 128>;
+using x_mat_1_pview_Stride = pto::Stride<65536, 65536, 65536, 1024, 1>;
+using x_mat_1_pview_Global = pto::GlobalTensor<int8_t, x_mat_1_pview_Shape, x_mat_1_pview_Stride, pto::Layout::ND>;
+// w_mat_1_pview: tile.load window of w
+using w_mat_1_pview_Shape = pto::Shape<1, 8, 8, 16, 32>;
+using w_mat_1_pview_Stride = pto::Stride<2097152, 32768, 512, 32, 1>;
+using w_mat_1_pview_Global = pto::GlobalTensor<int8_t, w_mat_1_pview_Shape, w_mat_1_pview_Stride, pto::Layout::NZ>;
+// x_mat_2_pview: tile.load window of x
+using x_mat_2_pview_Shape = pto::Shape<1, 1, 1, 64, 128>;
+using x_mat_2_pview_Stride = pto::Stride<65536, 65536, 65536, 1024, 1>;
+using x_mat_2_pview_Global = pto::GlobalTensor<int8_t, x_mat_2_pview_Shape, x_mat_2_pview_Stride, pto::Layout::ND>;
+// w_mat_2_pview: tile.load window of w
+using w_mat_2_pview_Shape = pto::Shape<1, 8, 8, 16, 32>;
+using w_mat_2_pview_Stride = pto::Stride<2097152, 32768, 512, 32, 1>;
+using w_mat_2_pview_Global = pto::GlobalTensor<int8_t, w_mat_2_pview_Shape, w_mat_2_pview_Stride, pto::Layout::NZ>;
 // out_store_pview: tile.store window of out
 using out_store_pview_Shape = pto::Shape<1, 1, 1, 64, 256>;
 using out_store_pview_Stride = pto::Stride<131072, 131072, 131072, 2048, 1>;

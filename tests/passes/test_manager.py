@@ -28,7 +28,7 @@ def test_pipeline_order_is_pinned():
     # MaterializeTensorStrides; memory planning comes last.
     assert [n for _, n in PIPELINE] == [
         "CtrlFlowTransform", "ConvertToSSA", "OutlineIncoreScopes", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
-        "InferTileMemorySpace", "ResolveBackendOpLayouts", "ClassifyKernels", "MaterializeTensorStrides", "InitMemRef", "AllocateMemoryAddr",
+        "InferTileMemorySpace", "ResolveBackendOpLayouts", "ClassifyKernels", "LowerPipelineLoops", "CanonicalizeIOOrder", "MaterializeTensorStrides", "InitMemRef", "AllocateMemoryAddr",
     ]
 
 
