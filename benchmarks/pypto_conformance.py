@@ -510,7 +510,7 @@ def main(argv=None) -> int:
             classes = [load_pass(n) for n in names]
             given = input_properties(before, ctx) if input_properties else None
             if given is not None and "ssa" not in given and "structured" in given \
-                    and names[0] not in ("CtrlFlowTransform", "ConvertToSSA"):
+                    and not classes[0].accepts_non_ssa:
                 # PyPTO's reassigned names are distinct values already: give them their own names first
                 classes = [load_pass("ConvertToSSA")] + classes
                 renamed_first["ConvertToSSA first"] += 1

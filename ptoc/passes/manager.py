@@ -28,6 +28,7 @@ from ptoc.ops import registry as _op_rules  # noqa: F401  (installs the type rul
 
 # The pipeline: (stage, pass name). The module ptoc.passes.<name> defines class <name>.
 PIPELINE: list[tuple[str, str]] = [
+    ("ssa", "InlineFunctions"),
     ("ssa", "CtrlFlowTransform"),
     ("ssa", "ConvertToSSA"),
     ("ssa", "OutlineIncoreScopes"),

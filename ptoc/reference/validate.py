@@ -51,14 +51,21 @@ def entries(program: Program) -> list[Function]:
 
     kernel_names = {f.name for f in kernels(program)}
     called = {n.op for f in program.functions for n in walk(f) if isinstance(n, Call) and n.kind == "func"}
-    out = []
-    for f in program.functions:
-        if f.func_type in KERNEL_TYPES or f.name in called:
-            continue
-        if any(is_incore_scope(n) or isinstance(n, Call) and n.kind == "func" and n.op in kernel_names
-               for n in walk(f)):
-            out.append(f)
-    return out
+    inline = {f.name: f for f in program.functions if f.func_type == "Inline"}
+
+    def reaches_kernel(f: Function, seen: set[str]) -> bool:
+        # an Inline function's body is its caller's (InlineFunctions copies it there)
+        for n in walk(f):
+            if is_incore_scope(n) or isinstance(n, Call) and n.kind == "func" and n.op in kernel_names:
+                return True
+            if isinstance(n, Call) and n.kind == "func" and n.op in inline and n.op not in seen:
+                seen.add(n.op)
+                if reaches_kernel(inline[n.op], seen):
+                    return True
+        return False
+
+    return [f for f in program.functions if f.func_type not in KERNEL_TYPES and f.name not in inline
+            and f.name not in called and reaches_kernel(f, set())]
 
 
 def _eval_dim(e, dims: dict[str, int]) -> int:
