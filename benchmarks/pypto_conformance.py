@@ -196,7 +196,7 @@ class _Walker:
             if not order:
                 continue
             self.pairs.append({"file": self.rel, "test": fn.name, "before": by_name[b], "expected": exp,
-                               "passes": order})
+                               "passes": order, "expected_passes": _expected_passes(fn)})
 
 
 def _applied_passes(fn: ast.FunctionDef) -> list[str]:
@@ -239,6 +239,21 @@ def _applied_passes(fn: ast.FunctionDef) -> list[str]:
             continue
         visit(s)
     return out
+
+
+def _expected_passes(fn: ast.FunctionDef) -> list[str]:
+    """The passes a test applies to its Expected program itself (`Expected = passes.convert_to_ssa()(Expected)`),
+    innermost first."""
+    for node in ast.walk(fn):
+        chain: list[str] = []
+        while (isinstance(node, ast.Call) and isinstance(node.func, ast.Call) and node.args
+               and isinstance(node.func.func, ast.Attribute) and isinstance(node.func.func.value, ast.Name)
+               and node.func.func.value.id == "passes" and node.func.func.attr not in NOT_PASSES):
+            chain.insert(0, node.func.func.attr)
+            node = node.args[0]
+        if chain and isinstance(node, ast.Name) and node.id.startswith("Expected"):
+            return chain
+    return []
 
 
 def extract(checkout: Path):
@@ -506,6 +521,14 @@ def main(argv=None) -> int:
         except Exception as e:  # noqa: BLE001
             crashes[f"{type(e).__name__}: {str(e)[:100]}"] += 1
             continue
+        exp_names = [camel(n) for n in pair.get("expected_passes", [])]
+        if exp_names and all(n in have for n in exp_names) and input_properties:
+            try:  # the test normalises its Expected program with these passes: so does the comparison
+                expected = run_pipeline(expected, ctx, passes=[load_pass(n) for n in exp_names],
+                                        given=input_properties(expected, ctx))
+            except (CompileError, InternalError):
+                outcomes["Expected rejected"] += 1
+                continue
         try:
             classes = [load_pass(n) for n in names]
             given = input_properties(before, ctx) if input_properties else None

@@ -357,7 +357,7 @@ class ScopeOutliner:
                 continue
             store_value[dst] = st.target.name if isinstance(st, AssignStmt) else fresh_name(f"{dst}_store", local)
         body = _NameStores(store_value).mutate(body)
-        if self.style.return_params:  # every other bare store into an outside tensor gets a name too
+        if self.style.return_params and self.style.return_stores:  # every other bare store gets a name too
             body = _NameEachStore(written, local).mutate(body)
         outputs += [n for n in store_value.values() if n not in outputs]
         params = tuple(self.param(n, body, alias, n in written) for n in inputs)

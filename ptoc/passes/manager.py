@@ -31,6 +31,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("ssa", "InlineFunctions"),
     ("ssa", "CtrlFlowTransform"),
     ("ssa", "ConvertToSSA"),
+    ("ssa", "OutlineHierarchyScopes"),
     ("ssa", "OutlineIncoreScopes"),
     ("tile", "ConvertTensorToTileOps"),
     ("tile", "FlattenTileNdTo2D"),

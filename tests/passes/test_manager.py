@@ -24,11 +24,11 @@ PTOC = [sys.executable, "-m", "ptoc.cli"]
 
 def test_pipeline_order_is_pinned():
     # InlineFunctions first (no later pass sees an Inline function), then CtrlFlowTransform and ConvertToSSA
-    # (every later pass needs structured single assignment), then OutlineIncoreScopes (PyPTO: after SSA,
-    # before ConvertTensorToTileOps). NZ-5 fixes BlockNzTensorViews after FlattenTileNdTo2D and before LegalizeTileCast and
+    # (every later pass needs structured single assignment), then the outlining passes in PyPTO's order
+    # (after SSA, before ConvertTensorToTileOps). NZ-5 fixes BlockNzTensorViews after FlattenTileNdTo2D and before LegalizeTileCast and
     # MaterializeTensorStrides; memory planning comes last.
     assert [n for _, n in PIPELINE] == [
-        "InlineFunctions", "CtrlFlowTransform", "ConvertToSSA", "OutlineIncoreScopes", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
+        "InlineFunctions", "CtrlFlowTransform", "ConvertToSSA", "OutlineHierarchyScopes", "OutlineIncoreScopes", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
         "InferTileMemorySpace", "ClassifyKernels", "MaterializeTensorStrides", "InitMemRef", "AllocateMemoryAddr",
     ]
 
