@@ -417,7 +417,9 @@ def canonical(program) -> str:
             return dataclasses.replace(f, decorator_kwargs=kw)
 
     prog = Canon().mutate(_unique_definitions(program))
-    prog = dataclasses.replace(prog, name="P" if prog.name is not None else None)
+    # PyPTO's programs hold their functions by name: the order they were written or made in does not count
+    prog = dataclasses.replace(prog, name="P" if prog.name is not None else None,
+                               functions=tuple(sorted(prog.functions, key=lambda f: f.name)))
     text = print_program(prog)
     ids: list[str] = []
     for f in prog.functions:
@@ -436,7 +438,14 @@ def canonical(program) -> str:
             mapping[w] = f"v{len(mapping)}"
         return mapping[w]
 
-    return re.sub(r"(?<![.\w])[A-Za-z_]\w*", rename, text)
+    # names are local to their function (PyPTO compares each function up to renaming): each function's
+    # text, from its decorator on, is renamed on its own
+    chunks = re.split(r"(?m)^(?=(?:    )?@pl\.function)", text)
+    out = []
+    for chunk in chunks:
+        mapping.clear()
+        out.append(re.sub(r"(?<![.\w])[A-Za-z_]\w*", rename, chunk))
+    return "".join(out)
 
 
 def main(argv=None) -> int:

@@ -127,6 +127,7 @@ CODES: dict[str, str] = {
     "PTOC-E0610": "Inline functions call each other in a cycle",
     "PTOC-E0611": "call to an Inline function that cannot be inlined",
     "PTOC-E0612": "Inline function returns before its last statement",
+    "PTOC-E0613": "more than one pl.spmd block in a pl.cluster scope",
     # internal
     "PTOC-I0001": "internal error",
     "PTOC-I0100": "function not emitted",

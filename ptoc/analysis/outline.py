@@ -253,6 +253,7 @@ class OutlineStyle:
     # directions from what the body does with each tensor (stores, assembles, program functions' Out
     # parameters) rather than from the stores alone
     call_directions: bool = False
+    call_kwargs: Callable[[ScopeStmt], tuple] = lambda s: ()  # keywords of the call that replaces the scope
 
 
 @dataclass
@@ -372,7 +373,8 @@ class ScopeOutliner:
         self.made.append(Function(fname, params, rtypes, (*body, *tail), func_type=self.style.func_type,
                                   decorator_kwargs=self.style.decorator_kwargs(scope),
                                   returns_tuple=len(outputs) > 1, span=scope.span))
-        call = Call(fname, tuple(Var(n, span=scope.span) for n in inputs), kind="func", span=scope.span)
+        call = Call(fname, tuple(Var(n, span=scope.span) for n in inputs), self.style.call_kwargs(scope),
+                    kind="func", span=scope.span)
         # reads of a stored tensor after the call go to the call's value of it
         renames = {alias.get(n, n): n for n in outputs if alias.get(n, n) in written}
         renames.update(store_value)

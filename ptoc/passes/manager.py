@@ -33,6 +33,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("ssa", "ConvertToSSA"),
     ("ssa", "OutlineHierarchyScopes"),
     ("ssa", "OutlineIncoreScopes"),
+    ("ssa", "OutlineClusterScopes"),
     ("tile", "ConvertTensorToTileOps"),
     ("tile", "FlattenTileNdTo2D"),
     ("layout", "BlockNzTensorViews"),

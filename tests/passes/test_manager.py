@@ -28,7 +28,8 @@ def test_pipeline_order_is_pinned():
     # (after SSA, before ConvertTensorToTileOps). NZ-5 fixes BlockNzTensorViews after FlattenTileNdTo2D and before LegalizeTileCast and
     # MaterializeTensorStrides; memory planning comes last.
     assert [n for _, n in PIPELINE] == [
-        "InlineFunctions", "CtrlFlowTransform", "ConvertToSSA", "OutlineHierarchyScopes", "OutlineIncoreScopes", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
+        "InlineFunctions", "CtrlFlowTransform", "ConvertToSSA", "OutlineHierarchyScopes", "OutlineIncoreScopes",
+        "OutlineClusterScopes", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
         "InferTileMemorySpace", "ClassifyKernels", "MaterializeTensorStrides", "InitMemRef", "AllocateMemoryAddr",
     ]
 
