@@ -40,8 +40,11 @@ def _calls(f: Function, kernels: set[str]) -> list[dict]:
     out = []
     for n in walk(f):
         if isinstance(n, Call) and n.kind == "func" and n.op in kernels:
-            out.append({"kernel": n.op,
-                        "args": [a.name if isinstance(a, Var) else print_expr(a) for a in n.args]})
+            entry = {"kernel": n.op, "args": [a.name if isinstance(a, Var) else print_expr(a) for a in n.args]}
+            dirs = _arg_directions(n)
+            if dirs is not None:
+                entry["directions"] = dirs
+            out.append(entry)
     return out
 
 
@@ -74,6 +77,17 @@ def _logical_shapes(program: Program, ctx, kernels: set[str]) -> dict[tuple[str,
                     and len(t.shape) != len(p.type.shape):
                 out.setdefault((call.op, p.name), [_dim(d) for d in t.shape])
     return out
+
+
+def _arg_directions(call: Call) -> list[str] | None:
+    """The call's `attrs={"arg_directions": [pl.adir.<d>, ...]}` (DeriveCallDirections) as ["<d>", ...]."""
+    from ptoc.ir.nodes import DictExpr, EnumLit, ListExpr, StrLit
+
+    attrs = call.kwarg("attrs")
+    for k, v in attrs.items if isinstance(attrs, DictExpr) else ():
+        if isinstance(k, StrLit) and k.value == "arg_directions" and isinstance(v, ListExpr):
+            return [d.member if isinstance(d, EnumLit) else print_expr(d) for d in v.items]
+    return None
 
 
 def has_orchestration(program: Program) -> bool:

@@ -43,6 +43,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("layout", "MaterializeTensorStrides"),
     ("memory", "InitMemRef"),
     ("memory", "AllocateMemoryAddr"),
+    ("memory", "DeriveCallDirections"),
 ]
 
 

@@ -28,9 +28,10 @@ def test_a_whole_program_gets_its_kernels_and_call_sequence(tmp_path):
         {**t, "name": "s_out", "direction": "Out", "global_tensor": "main_incore_0::s_out_Global"}]
     assert [(p["name"], p["direction"]) for p in k1["params"]] == [("out", "Out"), ("s", "In")]
     # the first kernel's result buffer is what the second one reads
+    # the directions: s_out is a fresh buffer the first kernel only fills, out the caller's Out tensor
     assert doc["orchestration"] == [{"function": "main", "calls": [
-        {"kernel": "main_incore_0", "args": ["a", "b", "s_out"]},
-        {"kernel": "main_incore_1", "args": ["out", "s"]}]}]
+        {"kernel": "main_incore_0", "args": ["a", "b", "s_out"], "directions": ["input", "input", "output_existing"]},
+        {"kernel": "main_incore_1", "args": ["out", "s"], "directions": ["output_existing", "input"]}]}]
     header = (tmp_path / "out.h").read_text()
     for k in doc["kernels"]:
         for p in k["params"]:

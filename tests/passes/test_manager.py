@@ -26,11 +26,13 @@ def test_pipeline_order_is_pinned():
     # InlineFunctions first (no later pass sees an Inline function), then CtrlFlowTransform and ConvertToSSA
     # (every later pass needs structured single assignment), then the outlining passes in PyPTO's order
     # (after SSA, before ConvertTensorToTileOps). NZ-5 fixes BlockNzTensorViews after FlattenTileNdTo2D and before LegalizeTileCast and
-    # MaterializeTensorStrides; memory planning comes last.
+    # MaterializeTensorStrides; memory planning comes last, then DeriveCallDirections (PyPTO: after
+    # AllocateMemoryAddr).
     assert [n for _, n in PIPELINE] == [
         "InlineFunctions", "CtrlFlowTransform", "ConvertToSSA", "OutlineHierarchyScopes", "OutlineIncoreScopes",
         "OutlineClusterScopes", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
         "InferTileMemorySpace", "ClassifyKernels", "MaterializeTensorStrides", "InitMemRef", "AllocateMemoryAddr",
+        "DeriveCallDirections",
     ]
 
 
