@@ -351,7 +351,7 @@ class _PtoKernelRunner:
         self.text, self.lowered, self.dims, self.simulator = text, lowered, dims, simulator
         self.calls: list[str] = []
 
-    def __call__(self, callee: Function, args: list, span):
+    def __call__(self, callee: Function, args: list, span, block: tuple[int, int] = (0, 1)):
         from ptoc.codegen.pto import dynamic_dims
         from ptoc.reference.pto_exec import run_pto_logical
         from ptoc.reference.values import _gm_write, _logical_addr, _read_logical
@@ -371,7 +371,13 @@ class _PtoKernelRunner:
                 scal.append(v.value)
         dyn = [self.dims[d] for d in dynamic_dims(self.lowered, callee)]
         if self.simulator is None:
-            out = run_pto_logical(self.text, callee.name, tensors, scal, dyn)
+            kw = {"block_idx": block[0], "block_num": block[1]} if block[1] > 1 else {}
+            out = run_pto_logical(self.text, callee.name, tensors, scal, dyn, **kw)
+        elif block[1] > 1:
+            from ptoc.reference.sim import SimError
+
+            raise SimError(f"{callee.name} is launched on {block[1]} blocks; the simulator harness runs one block "
+                           "(block index 0) per call")
         else:
             out = self.simulator.run(self.text, callee.name, tensors, scal, dyn, pto_path=f"{callee.name}.pto")
         for i, g in written.items():
