@@ -12,11 +12,14 @@ standalone `.ir` text (optionally written to `--out-dir`). Programs written insi
 For every other program it runs what `ptoc check` runs (in-process) and groups the rejections by
 diagnostic code and the first words of the message. For every test that calls PyPTO passes
 (`passes.<name>()`) on a `Before...` program and compares with an `Expected...` program, it runs the
-same passes with ptoc (`ptoc passes --pipeline A,B`: exactly those passes) and compares the result
-with Expected after canonical printing: annotations of assignments dropped (PyPTO compares the
-values' types, which ptoc infers), loop ranges written with start, stop and step, the program named
-alike, `strict_ssa=` dropped, and every identifier renamed in order of first appearance. A pair
-counts as matched only when both texts are then equal. Passes ptoc does not have count as misses.
+same passes with ptoc (`ptoc passes --pipeline A,B`: exactly those passes; ConvertToSSA first when
+Before is not in SSA form and the first pass needs it) and compares the result with Expected (itself
+run through the passes the test applies to it, e.g. `Expected = passes.convert_to_ssa()(Expected)`)
+after canonical printing: annotations of assignments dropped (PyPTO compares the values' types, which
+ptoc infers), loop ranges written with start, stop and step, the program named alike, `strict_ssa=`
+dropped, the functions in name order (a PyPTO program holds its functions by name) and every
+identifier renamed in order of first appearance within its function. A pair counts as matched only
+when both texts are then equal. Passes ptoc does not have count as misses.
 
 Anything other than a ptoc diagnostic (`CompileError`) is a crash. This is a measurement, not a
 test: it asserts nothing.
