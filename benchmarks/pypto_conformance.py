@@ -12,11 +12,14 @@ standalone `.ir` text (optionally written to `--out-dir`). Programs written insi
 For every other program it runs what `ptoc check` runs (in-process) and groups the rejections by
 diagnostic code and the first words of the message. For every test that calls PyPTO passes
 (`passes.<name>()`) on a `Before...` program and compares with an `Expected...` program, it runs the
-same passes with ptoc (`ptoc passes --pipeline A,B`: exactly those passes) and compares the result
-with Expected after canonical printing: annotations of assignments dropped (PyPTO compares the
-values' types, which ptoc infers), loop ranges written with start, stop and step, the program named
-alike, `strict_ssa=` dropped, and every identifier renamed in order of first appearance. A pair
-counts as matched only when both texts are then equal. Passes ptoc does not have count as misses.
+same passes with ptoc (`ptoc passes --pipeline A,B`: exactly those passes; ConvertToSSA first when
+Before is not in SSA form and the first pass needs it) and compares the result with Expected (itself
+run through the passes the test applies to it, e.g. `Expected = passes.convert_to_ssa()(Expected)`)
+after canonical printing: annotations of assignments dropped (PyPTO compares the values' types, which
+ptoc infers), loop ranges written with start, stop and step, the program named alike, `strict_ssa=`
+dropped, the functions in name order (a PyPTO program holds its functions by name) and every
+identifier renamed in order of first appearance within its function. A pair counts as matched only
+when both texts are then equal. Passes ptoc does not have count as misses.
 
 Anything other than a ptoc diagnostic (`CompileError`) is a crash. This is a measurement, not a
 test: it asserts nothing.
@@ -196,7 +199,7 @@ class _Walker:
             if not order:
                 continue
             self.pairs.append({"file": self.rel, "test": fn.name, "before": by_name[b], "expected": exp,
-                               "passes": order})
+                               "passes": order, "expected_passes": _expected_passes(fn)})
 
 
 def _applied_passes(fn: ast.FunctionDef, helpers: dict | None = None, depth: int = 0) -> list[str]:
@@ -246,6 +249,21 @@ def _applied_passes(fn: ast.FunctionDef, helpers: dict | None = None, depth: int
             continue
         visit(s)
     return out
+
+
+def _expected_passes(fn: ast.FunctionDef) -> list[str]:
+    """The passes a test applies to its Expected program itself (`Expected = passes.convert_to_ssa()(Expected)`),
+    innermost first."""
+    for node in ast.walk(fn):
+        chain: list[str] = []
+        while (isinstance(node, ast.Call) and isinstance(node.func, ast.Call) and node.args
+               and isinstance(node.func.func, ast.Attribute) and isinstance(node.func.func.value, ast.Name)
+               and node.func.func.value.id == "passes" and node.func.func.attr not in NOT_PASSES):
+            chain.insert(0, node.func.func.attr)
+            node = node.args[0]
+        if chain and isinstance(node, ast.Name) and node.id.startswith("Expected"):
+            return chain
+    return []
 
 
 def extract(checkout: Path):
@@ -410,7 +428,9 @@ def canonical(program) -> str:
             return dataclasses.replace(f, decorator_kwargs=kw)
 
     prog = Canon().mutate(_unique_definitions(program))
-    prog = dataclasses.replace(prog, name="P" if prog.name is not None else None)
+    # PyPTO's programs hold their functions by name: the order they were written or made in does not count
+    prog = dataclasses.replace(prog, name="P" if prog.name is not None else None,
+                               functions=tuple(sorted(prog.functions, key=lambda f: f.name)))
     text = print_program(prog)
     ids: list[str] = []
     for f in prog.functions:
@@ -429,7 +449,14 @@ def canonical(program) -> str:
             mapping[w] = f"v{len(mapping)}"
         return mapping[w]
 
-    return re.sub(r"(?<![.\w])[A-Za-z_]\w*", rename, text)
+    # names are local to their function (PyPTO compares each function up to renaming): each function's
+    # text, from its decorator on, is renamed on its own
+    chunks = re.split(r"(?m)^(?=(?:    )?@pl\.function)", text)
+    out = []
+    for chunk in chunks:
+        mapping.clear()
+        out.append(re.sub(r"(?<![.\w])[A-Za-z_]\w*", rename, chunk))
+    return "".join(out)
 
 
 def main(argv=None) -> int:
@@ -514,11 +541,19 @@ def main(argv=None) -> int:
         except Exception as e:  # noqa: BLE001
             crashes[f"{type(e).__name__}: {str(e)[:100]}"] += 1
             continue
+        exp_names = [camel(n) for n in pair.get("expected_passes", [])]
+        if exp_names and all(n in have for n in exp_names) and input_properties:
+            try:  # the test normalises its Expected program with these passes: so does the comparison
+                expected = run_pipeline(expected, ctx, passes=[load_pass(n) for n in exp_names],
+                                        given=input_properties(expected, ctx))
+            except (CompileError, InternalError):
+                outcomes["Expected rejected"] += 1
+                continue
         try:
             classes = [load_pass(n) for n in names]
             given = input_properties(before, ctx) if input_properties else None
             if given is not None and "ssa" not in given and "structured" in given \
-                    and names[0] not in ("CtrlFlowTransform", "ConvertToSSA"):
+                    and not classes[0].accepts_non_ssa:
                 # PyPTO's reassigned names are distinct values already: give them their own names first
                 classes = [load_pass("ConvertToSSA")] + classes
                 renamed_first["ConvertToSSA first"] += 1

@@ -123,6 +123,11 @@ CODES: dict[str, str] = {
     "PTOC-E0504": "kernel faults while the reference executes it",
     "PTOC-E0505": "validation needs a value for a dynamic dimension",
     "PTOC-E0506": "bad --input / --dim / --scalar value",
+    # whole programs: inlining and outlining (PTOC-E0610..E0619)
+    "PTOC-E0610": "Inline functions call each other in a cycle",
+    "PTOC-E0611": "call to an Inline function that cannot be inlined",
+    "PTOC-E0612": "Inline function returns before its last statement",
+    "PTOC-E0613": "more than one pl.spmd block in a pl.cluster scope",
     "PTOC-E0650": "a pl.pipeline loop needs a constant step and stage",
     # internal
     "PTOC-I0001": "internal error",

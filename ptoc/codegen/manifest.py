@@ -22,12 +22,15 @@ def _dim(e) -> int | str:
     return f.value if isinstance(f, ConstInt) else print_expr(e)
 
 
-def _param(p, namespace: str, global_names: set[str]) -> dict:
+def _param(p, namespace: str, global_names: set[str], logical: list | None = None) -> dict:
     t = p.type
     if isinstance(t, TensorType):
         gname = f"{p.name}_Global"
+        shape = [_dim(d) for d in t.shape]
+        if logical is None:
+            logical = _unblocked(shape) if t.layout == "NZ" else shape
         return {"name": p.name, "kind": "tensor", "direction": p.direction, "dtype": t.dtype.name,
-                "shape": [_dim(d) for d in t.shape], "layout": t.layout or "ND",
+                "shape": shape, "logical_shape": logical, "layout": t.layout or "ND",
                 "global_tensor": f"{namespace}::{gname}" if gname in global_names else None}
     dtype = t.dtype.name if isinstance(t, ScalarType) else None
     return {"name": p.name, "kind": "scalar", "direction": p.direction, "dtype": dtype}
@@ -37,9 +40,54 @@ def _calls(f: Function, kernels: set[str]) -> list[dict]:
     out = []
     for n in walk(f):
         if isinstance(n, Call) and n.kind == "func" and n.op in kernels:
-            out.append({"kernel": n.op,
-                        "args": [a.name if isinstance(a, Var) else print_expr(a) for a in n.args]})
+            entry = {"kernel": n.op, "args": [a.name if isinstance(a, Var) else print_expr(a) for a in n.args]}
+            dirs = _arg_directions(n)
+            if dirs is not None:
+                entry["directions"] = dirs
+            out.append(entry)
     return out
+
+
+def _unblocked(shape: list) -> list:
+    """The logical `[rows, cols]` (with the batch axis in front when it is not 1) of a blocked rank-5 NZ
+    shape `[batch, cols/c0, rows/16, 16, c0]` (NZ-2), when its extents are numbers."""
+    if len(shape) != 5 or not all(isinstance(d, int) for d in shape):
+        return shape
+    b, cb, rb, r0, c0 = shape
+    return ([b] if b != 1 else []) + [rb * r0, cb * c0]
+
+
+def _logical_shapes(program: Program, ctx, kernels: set[str]) -> dict[tuple[str, str], list]:
+    """(kernel, parameter) -> the logical shape of each NZ tensor parameter: the type of the argument the
+    orchestration passes (its tensors keep their logical shape; only kernel parameters are blocked)."""
+    from ptoc.ir.verifier import function_types
+
+    out: dict[tuple[str, str], list] = {}
+    callers = [f for f in program.functions if f.func_type not in KERNEL_TYPES]
+    nz_calls = [(f, n) for f in callers for n in walk(f) if isinstance(n, Call) and n.kind == "func"
+                and n.op in kernels and any(isinstance(p.type, TensorType) and p.type.layout == "NZ"
+                                            for p in program.function(n.op).params)]
+    if not nz_calls:
+        return out
+    types = function_types(program, ctx)
+    for f, call in nz_calls:
+        for p, a in zip(program.function(call.op).params, call.args):
+            t = types.get(f.name, {}).get(a.name) if isinstance(a, Var) else None
+            if isinstance(p.type, TensorType) and p.type.layout == "NZ" and isinstance(t, TensorType) \
+                    and len(t.shape) != len(p.type.shape):
+                out.setdefault((call.op, p.name), [_dim(d) for d in t.shape])
+    return out
+
+
+def _arg_directions(call: Call) -> list[str] | None:
+    """The call's `attrs={"arg_directions": [pl.adir.<d>, ...]}` (DeriveCallDirections) as ["<d>", ...]."""
+    from ptoc.ir.nodes import DictExpr, EnumLit, ListExpr, StrLit
+
+    attrs = call.kwarg("attrs")
+    for k, v in attrs.items if isinstance(attrs, DictExpr) else ():
+        if isinstance(k, StrLit) and k.value == "arg_directions" and isinstance(v, ListExpr):
+            return [d.member if isinstance(d, EnumLit) else print_expr(d) for d in v.items]
+    return None
 
 
 def has_orchestration(program: Program) -> bool:
@@ -55,12 +103,14 @@ def emit_manifest(program: Program, ctx, source_name: str) -> str:
     spaces = {k.function: (k.namespace, {f"{e.name}_Global" for e in k.entries}) for k in kernel_types(program, ctx)}
     kernels = [f for f in program.functions if f.func_type in KERNEL_TYPES]
     names = {f.name for f in kernels}
+    logical = _logical_shapes(program, ctx, names)
     doc = {
         "schema": SCHEMA,
         "source": source_name,
         "arch": ctx.arch,
         "kernels": [{"name": f.name, "kind": f.func_type,
-                     "params": [_param(p, *spaces.get(f.name, (f.name, set()))) for p in f.params]}
+                     "params": [_param(p, *spaces.get(f.name, (f.name, set())), logical.get((f.name, p.name)))
+                                for p in f.params]}
                     for f in kernels],
         "orchestration": [{"function": f.name, "calls": _calls(f, names)}
                           for f in program.functions if f.func_type not in KERNEL_TYPES and _calls(f, names)],

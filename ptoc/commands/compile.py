@@ -273,7 +273,11 @@ def _batch_compile_one(job):
         art = compile_program(prog, ctx, os.path.basename(name), pto_level=pto_level, header=header)
     except CompileError as e:
         return ("error", list(e.diagnostics))
-    return ("ok", art.pto, art.header if header else None, list(art.skipped))
+    from ptoc.codegen.manifest import emit_manifest, has_orchestration
+
+    manifest = emit_manifest(art.lowered.program, ctx, os.path.basename(name)) \
+        if has_orchestration(art.lowered.program) else None
+    return ("ok", art.pto, art.header if header else None, list(art.skipped), manifest)
 
 
 def _compile_batch(files, output_dir, jobs, depfile, no_header, arch, version, pto_level, diag_fmt) -> int:
@@ -300,6 +304,8 @@ def _compile_batch(files, output_dir, jobs, depfile, no_header, arch, version, p
     for _, outs in plan:
         for o in outs:
             every.add(o, b"")
+    for f, _ in plan:  # a whole program also writes DIR/<stem>.kernels.json
+        every.add(os.path.join(output_dir, os.path.splitext(os.path.basename(f))[0] + ".kernels.json"), b"")
     if depfile:
         every.add(depfile, b"")
     try:
@@ -349,12 +355,14 @@ def _compile_batch(files, output_dir, jobs, depfile, no_header, arch, version, p
                 reporter.emit(res[1], sources[f])
                 status = EXIT_USER
                 continue
-            _, pto, header, skipped = res
+            _, pto, header, skipped, manifest = res
             for fname in skipped:
                 reporter.emit([Diagnostic("PTOC-I0100", f"{fname} is not a kernel (InCore/AIC/AIV); not emitted",
                                           Span(f, 0, 0, 0, 0), severity="info")], None)
             outs = outs_of[f]
             data = [(outs[0], pto)] + ([(outs[1], header)] if header is not None else [])
+            if manifest is not None:
+                data.append((os.path.splitext(outs[0])[0] + ".kernels.json", manifest))
             st = _commit(reporter, data, inputs=files, dirs=[output_dir])
             if st != EXIT_OK:
                 return st

@@ -38,6 +38,16 @@ def is_incore_scope(s: Stmt) -> bool:
     return isinstance(level, EnumLit) and level.member == "CORE_GROUP"
 
 
+def is_hierarchy_scope(s: Stmt) -> bool:
+    """`with pl.at(level=<any level but CORE_GROUP>[, role=...]):`: a scope OutlineHierarchyScopes outlines."""
+    if not isinstance(s, ScopeStmt) or s.kind != "at":
+        return False
+    level = dict(s.kwargs).get("level")
+    if level is None and s.args:
+        level = s.args[0]
+    return isinstance(level, EnumLit) and level.family == "Level" and level.member != "CORE_GROUP"
+
+
 def align_up(n: int, unit: int) -> int:
     return -(-n // unit) * unit
 

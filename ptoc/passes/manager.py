@@ -28,9 +28,12 @@ from ptoc.ops import registry as _op_rules  # noqa: F401  (installs the type rul
 
 # The pipeline: (stage, pass name). The module ptoc.passes.<name> defines class <name>.
 PIPELINE: list[tuple[str, str]] = [
+    ("ssa", "InlineFunctions"),
     ("ssa", "CtrlFlowTransform"),
     ("ssa", "ConvertToSSA"),
+    ("ssa", "OutlineHierarchyScopes"),
     ("ssa", "OutlineIncoreScopes"),
+    ("ssa", "OutlineClusterScopes"),
     ("tile", "ConvertTensorToTileOps"),
     ("tile", "FlattenTileNdTo2D"),
     ("layout", "BlockNzTensorViews"),
@@ -43,6 +46,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("layout", "MaterializeTensorStrides"),
     ("memory", "InitMemRef"),
     ("memory", "AllocateMemoryAddr"),
+    ("memory", "DeriveCallDirections"),
 ]
 
 

@@ -283,7 +283,25 @@ class _Frame:
         if callee is None:
             _fault(f"call of unknown function {c.op!r}", c.span)
         args = [self.eval(a) for a in c.args]
+        launch = _launch_count(c)
+        if launch is not None:  # `attrs={"core_num": n}`: the callee runs n times, block_idx 0..n-1
+            n = _as_int(self.eval(launch), "a block count", c.span)
+            saved = (self.m.block_idx, self.m.block_num)
+            value = None
+            try:
+                for i in range(n):
+                    self.m.block_idx, self.m.block_num = i, n
+                    value = self.enter(callee, args, c)
+            finally:
+                self.m.block_idx, self.m.block_num = saved
+            return value
+        return self.enter(callee, args, c)
+
+    def enter(self, callee: Function, args: list, c: Call):
+        """Run `callee` on argument values `args` (one block)."""
         if self.m.kernel_runner is not None and callee.func_type in ("InCore", "AIC", "AIV"):
+            if self.m.block_num > 1:
+                return self.m.kernel_runner(callee, args, c.span, block=(self.m.block_idx, self.m.block_num))
             return self.m.kernel_runner(callee, args, c.span)
         frame = _Frame(self.m, callee)
         kwargs = {k: self.eval(v) for k, v in c.kwargs if k not in ("attrs", "device")}
@@ -612,6 +630,16 @@ def _bind_params(frame: _Frame, fn: Function, inputs: dict) -> dict[str, tuple[G
         else:
             frame.env[p.name] = v
     return params
+
+
+def _launch_count(c: Call) -> Expr | None:
+    """The `core_num` of a call's `attrs={"core_num": n, ...}` (an outlined spmd block's launch), if any."""
+    attrs = c.kwarg("attrs")
+    if isinstance(attrs, DictExpr):
+        for k, v in attrs.items:
+            if isinstance(k, StrLit) and k.value == "core_num":
+                return v
+    return None
 
 
 def run_function(program: Program, fn_name: str, inputs: dict, ctx=None, *, block_idx: int = 0,

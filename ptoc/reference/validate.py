@@ -51,14 +51,21 @@ def entries(program: Program) -> list[Function]:
 
     kernel_names = {f.name for f in kernels(program)}
     called = {n.op for f in program.functions for n in walk(f) if isinstance(n, Call) and n.kind == "func"}
-    out = []
-    for f in program.functions:
-        if f.func_type in KERNEL_TYPES or f.name in called:
-            continue
-        if any(is_incore_scope(n) or isinstance(n, Call) and n.kind == "func" and n.op in kernel_names
-               for n in walk(f)):
-            out.append(f)
-    return out
+    inline = {f.name: f for f in program.functions if f.func_type == "Inline"}
+
+    def reaches_kernel(f: Function, seen: set[str]) -> bool:
+        # an Inline function's body is its caller's (InlineFunctions copies it there)
+        for n in walk(f):
+            if is_incore_scope(n) or isinstance(n, Call) and n.kind == "func" and n.op in kernel_names:
+                return True
+            if isinstance(n, Call) and n.kind == "func" and n.op in inline and n.op not in seen:
+                seen.add(n.op)
+                if reaches_kernel(inline[n.op], seen):
+                    return True
+        return False
+
+    return [f for f in program.functions if f.func_type not in KERNEL_TYPES and f.name not in inline
+            and f.name not in called and reaches_kernel(f, set())]
 
 
 def _eval_dim(e, dims: dict[str, int]) -> int:
@@ -344,7 +351,7 @@ class _PtoKernelRunner:
         self.text, self.lowered, self.dims, self.simulator = text, lowered, dims, simulator
         self.calls: list[str] = []
 
-    def __call__(self, callee: Function, args: list, span):
+    def __call__(self, callee: Function, args: list, span, block: tuple[int, int] = (0, 1)):
         from ptoc.codegen.pto import dynamic_dims
         from ptoc.reference.pto_exec import run_pto_logical
         from ptoc.reference.values import _gm_write, _logical_addr, _read_logical
@@ -364,7 +371,13 @@ class _PtoKernelRunner:
                 scal.append(v.value)
         dyn = [self.dims[d] for d in dynamic_dims(self.lowered, callee)]
         if self.simulator is None:
-            out = run_pto_logical(self.text, callee.name, tensors, scal, dyn)
+            kw = {"block_idx": block[0], "block_num": block[1]} if block[1] > 1 else {}
+            out = run_pto_logical(self.text, callee.name, tensors, scal, dyn, **kw)
+        elif block[1] > 1:
+            from ptoc.reference.sim import SimError
+
+            raise SimError(f"{callee.name} is launched on {block[1]} blocks; the simulator harness runs one block "
+                           "(block index 0) per call")
         else:
             out = self.simulator.run(self.text, callee.name, tensors, scal, dyn, pto_path=f"{callee.name}.pto")
         for i, g in written.items():

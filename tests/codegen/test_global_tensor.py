@@ -106,6 +106,28 @@ EXPECTED = {
             "out": ("float", nd(64, 128), "ND"), "s": ("float", nd(64, 128), "ND"),
             "t_pview": ("float", nd(64, 128, (16, 128)), "ND"),
             "out_2_pview": ("float", nd(64, 128, (16, 128)), "ND")}},
+    # the first scope's result reaches the second through the pl.create_tensor buffer `tmp`
+    "staged_buffer": {
+        "main_incore_0": {
+            "tmp": ("float", nd(64, 128), "ND"), "a": ("float", nd(64, 128), "ND"), "b": ("float", nd(64, 128), "ND"),
+            "ta_pview": ("float", nd(64, 128, (16, 128)), "ND"), "tb_pview": ("float", nd(64, 128, (16, 128)), "ND"),
+            "tmp_2_pview": ("float", nd(64, 128, (16, 128)), "ND")},
+        "main_incore_1": {
+            "out": ("float", nd(64, 128), "ND"), "tmp_3": ("float", nd(64, 128), "ND"),
+            "t_pview": ("float", nd(64, 128, (16, 128)), "ND"),
+            "out_2_pview": ("float", nd(64, 128, (16, 128)), "ND")}},
+    # a matmul scope (64-wide K chunks, as matmul_bf16) and a vector scope reading its product
+    "scoped_matmul_relu": {
+        "main_incore_0": {
+            "a": ("bfloat16_t", nd(64, 256), "ND"), "b": ("bfloat16_t", nd(256, 128), "ND"),
+            "prod": ("float", nd(64, 128), "ND"),
+            "a0_pview": ("bfloat16_t", nd(64, 256, (64, 64)), "ND"), "b0_pview": ("bfloat16_t", nd(256, 128, (64, 128)), "ND"),
+            "ak_pview": ("bfloat16_t", nd(64, 256, (64, 64)), "ND"), "bk_pview": ("bfloat16_t", nd(256, 128, (64, 128)), "ND"),
+            "prod_1_pview": ("float", nd(64, 128), "ND")},
+        "main_incore_1": {
+            "out": ("float", nd(64, 128), "ND"), "prod_1": ("float", nd(64, 128), "ND"),
+            "t_pview": ("float", nd(64, 128, (16, 128)), "ND"),
+            "out_2_pview": ("float", nd(64, 128, (16, 128)), "ND")}},
     "softmax_rows": {"softmax_kernel": {
         "x": ("float", nd(64, 128), "ND"), "y": ("float", nd(64, 128), "ND"),
         "row_max_out": ("float", dn(64), "DN"),

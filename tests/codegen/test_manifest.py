@@ -21,16 +21,17 @@ def test_a_whole_program_gets_its_kernels_and_call_sequence(tmp_path):
     assert doc["schema"] == "ptoc-kernels/1" and doc["arch"] == "a2a3"
     k0, k1 = doc["kernels"]
     assert (k0["name"], k0["kind"], k1["name"], k1["kind"]) == ("main_incore_0", "AIV", "main_incore_1", "AIV")
-    t = {"kind": "tensor", "dtype": "FP32", "shape": [64, 128], "layout": "ND"}
+    t = {"kind": "tensor", "dtype": "FP32", "shape": [64, 128], "logical_shape": [64, 128], "layout": "ND"}
     assert k0["params"] == [
         {**t, "name": "a", "direction": "In", "global_tensor": "main_incore_0::a_Global"},
         {**t, "name": "b", "direction": "In", "global_tensor": "main_incore_0::b_Global"},
         {**t, "name": "s_out", "direction": "Out", "global_tensor": "main_incore_0::s_out_Global"}]
     assert [(p["name"], p["direction"]) for p in k1["params"]] == [("out", "Out"), ("s", "In")]
     # the first kernel's result buffer is what the second one reads
+    # the directions: s_out is a fresh buffer the first kernel only fills, out the caller's Out tensor
     assert doc["orchestration"] == [{"function": "main", "calls": [
-        {"kernel": "main_incore_0", "args": ["a", "b", "s_out"]},
-        {"kernel": "main_incore_1", "args": ["out", "s"]}]}]
+        {"kernel": "main_incore_0", "args": ["a", "b", "s_out"], "directions": ["input", "input", "output_existing"]},
+        {"kernel": "main_incore_1", "args": ["out", "s"], "directions": ["output_existing", "input"]}]}]
     header = (tmp_path / "out.h").read_text()
     for k in doc["kernels"]:
         for p in k["params"]:
@@ -40,3 +41,39 @@ def test_a_whole_program_gets_its_kernels_and_call_sequence(tmp_path):
 
 def test_a_lone_kernel_gets_no_manifest(tmp_path):
     assert not compile_to(tmp_path, "softmax_rows.ir").exists()
+
+
+NZ_PROGRAM = (ROOT / "examples" / "nz_weight_int8.ir").read_text() + """
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def main(self, x: pl.Tensor[[64, 256], pl.INT8], w: pl.Tensor[[256, 512], pl.INT8, pl.NZ],
+             out: pl.Out[pl.Tensor[[64, 512], pl.INT32]]) -> pl.Tensor[[64, 512], pl.INT32]:
+        r: pl.Tensor[[64, 512], pl.INT32] = self.mm_nz(x, w, out)
+        return r
+"""
+
+
+def test_an_nz_parameter_lists_the_blocked_shape_and_the_logical_shape_the_caller_passes(tmp_path):
+    src = tmp_path / "nz.ir"
+    src.write_text(NZ_PROGRAM)
+    r = subprocess.run([PTOC, "compile", str(src), "-o", str(tmp_path / "nz.pto")], capture_output=True, text=True,
+                       timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    (k,) = json.loads((tmp_path / "nz.kernels.json").read_text())["kernels"]
+    w = next(p for p in k["params"] if p["name"] == "w")
+    # NZ-2: [256, 512] INT8 (c0 = 32 bytes / 1 byte) blocks as [1, 512/32, 256/16, 16, 32]
+    assert (w["layout"], w["shape"], w["logical_shape"]) == ("NZ", [1, 16, 16, 16, 32], [256, 512])
+    x = next(p for p in k["params"] if p["name"] == "x")
+    assert x["shape"] == x["logical_shape"] == [64, 256]
+
+
+def test_a_batch_writes_the_manifest_of_each_whole_program_and_none_for_a_lone_kernel(tmp_path):
+    out = tmp_path / "D"
+    r = subprocess.run([PTOC, "compile", str(ROOT / "examples" / "scoped_add_scale.ir"),
+                        str(ROOT / "examples" / "softmax_rows.ir"), "--output-dir", str(out)],
+                       capture_output=True, text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in out.iterdir()) == [
+        "scoped_add_scale.h", "scoped_add_scale.kernels.json", "scoped_add_scale.pto", "softmax_rows.h",
+        "softmax_rows.pto"]
+    single = compile_to(tmp_path, "scoped_add_scale.ir")
+    assert (out / "scoped_add_scale.kernels.json").read_text() == single.read_text()  # as `-o` writes it

@@ -23,12 +23,16 @@ PTOC = [sys.executable, "-m", "ptoc.cli"]
 
 
 def test_pipeline_order_is_pinned():
-    # CtrlFlowTransform and ConvertToSSA first (every later pass needs structured single assignment), then
-    # OutlineIncoreScopes (PyPTO: after SSA, before ConvertTensorToTileOps). NZ-5 fixes BlockNzTensorViews after FlattenTileNdTo2D and before LegalizeTileCast and
-    # MaterializeTensorStrides; memory planning comes last.
+    # InlineFunctions first (no later pass sees an Inline function), then CtrlFlowTransform and ConvertToSSA
+    # (every later pass needs structured single assignment), then the outlining passes in PyPTO's order
+    # (after SSA, before ConvertTensorToTileOps). NZ-5 fixes BlockNzTensorViews after FlattenTileNdTo2D and before LegalizeTileCast and
+    # MaterializeTensorStrides; memory planning comes last, then DeriveCallDirections (PyPTO: after
+    # AllocateMemoryAddr).
     assert [n for _, n in PIPELINE] == [
-        "CtrlFlowTransform", "ConvertToSSA", "OutlineIncoreScopes", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
-        "InferTileMemorySpace", "ResolveBackendOpLayouts", "ClassifyKernels", "LowerPipelineLoops", "CanonicalizeIOOrder", "MaterializeTensorStrides", "InitMemRef", "AllocateMemoryAddr",
+        "InlineFunctions", "CtrlFlowTransform", "ConvertToSSA", "OutlineHierarchyScopes", "OutlineIncoreScopes",
+        "OutlineClusterScopes", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
+        "InferTileMemorySpace", "ResolveBackendOpLayouts", "ClassifyKernels", "LowerPipelineLoops", "CanonicalizeIOOrder",
+        "MaterializeTensorStrides", "InitMemRef", "AllocateMemoryAddr", "DeriveCallDirections",
     ]
 
 

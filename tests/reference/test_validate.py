@@ -15,6 +15,7 @@ from hypothesis import strategies as st
 from ptoc.context import CompileContext
 from ptoc.passes.manager import PIPELINE
 from ptoc.driver import compile_program, frontend
+from ptoc.passes.manager import PIPELINE
 from ptoc.ir.nodes import Call, ListExpr
 from ptoc.ir.visitor import Mutator
 from ptoc.passes.manager import Pass

@@ -1,0 +1,292 @@
+"""DeriveCallDirections: every call of a program function states how it uses each argument.
+
+Purpose
+-------
+A runtime that schedules the kernels of a whole program needs, per call, which tensors the call reads,
+which it writes into a buffer that already holds data the call must wait for, and which it only fills.
+This pass writes that on every call of a program function as `attrs={"arg_directions": [...]}`, one
+`pl.adir.<direction>` per argument, from the callee's parameter directions and from where the
+argument's buffer comes from. It runs last, on the lowered program. It also makes the parameter
+directions of Group and Spmd functions (which only pass their parameters on) as strong as the calls
+inside them need.
+
+Before::
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def main(self, x: pl.Tensor[[64], pl.FP32], dst: pl.Tensor[[64], pl.FP32]) -> pl.Tensor[[64], pl.FP32]:
+        r: pl.Tensor[[64], pl.FP32] = self.kernel(x, dst)       # kernel(x: In, out: Out)
+        return r
+
+After::
+
+        r: pl.Tensor[[64], pl.FP32] = self.kernel(x, dst, attrs={"arg_directions": [pl.adir.input,
+                                                                                   pl.adir.output_existing]})
+
+Rules
+-----
+- Which calls: calls of functions of the program (not operators) whose argument count equals the
+  callee's parameter count and that state no `arg_directions` yet, in every function.
+- A non-tensor argument is `scalar`. A tensor passed to an `In` parameter is `input`, to an `InOut`
+  parameter `inout`.
+- A tensor passed to an `Out` parameter is `output_existing` (the call only fills the buffer) unless the
+  buffer may hold data the call must not overtake, then `inout`: the call is inside a sequential loop
+  (`pl.range`, `while`; not `pl.parallel`), or an earlier call of the function (in program order, a loop
+  counting as all of its body) already wrote the same buffer, or the buffer is the function's own
+  `pl.InOut` parameter. The buffer of a value is found by following stores, assembles, loop-carried
+  values, copies and calls returning a parameter back to a parameter or a `pl.create_tensor`.
+- `"arg_direction_overrides": [i, ...]` in the call's attrs makes argument i `no_dep`.
+- Group and Spmd functions: a parameter passed to an inner call's `Out` parameter becomes at least
+  `pl.Out`, one passed to an `InOut` parameter `pl.InOut` (repeated until nothing changes, so chains of
+  wrappers agree).
+
+Where it differs from PyPTO: PyPTO also derives directions for `pl.submit` task launches and marks a
+buffer whose root is ambiguous (two branches yielding different buffers) `inout`; ptoc has no submit
+and follows the first branch's buffer.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ptoc.analysis.flow import tensor_aliases
+from ptoc.analysis.outline import ASSEMBLE_OPS, returned_param
+from ptoc.context import CompileContext
+from ptoc.ir.nodes import (
+    AssignStmt,
+    Call,
+    ConstInt,
+    DictExpr,
+    EnumLit,
+    EvalStmt,
+    Expr,
+    ForStmt,
+    Function,
+    IfStmt,
+    ListExpr,
+    Param,
+    Program,
+    ScopeStmt,
+    Stmt,
+    StrLit,
+    TensorType,
+    Var,
+    WhileStmt,
+)
+from ptoc.ir.visitor import Mutator, walk
+from ptoc.passes.manager import Pass
+
+WRAPPERS = ("Group", "Spmd")
+PARALLEL_LOOPS = ("parallel",)
+
+
+def _attrs(call: Call) -> dict[str, Expr]:
+    a = call.kwarg("attrs")
+    if not isinstance(a, DictExpr):
+        return {}
+    return {k.value: v for k, v in a.items if isinstance(k, StrLit)}
+
+
+def _wrapper_directions(program: Program) -> Program:
+    """Group/Spmd parameters raised to what the calls inside them do with them, to a fixed point."""
+    wrappers = {f.name: f for f in program.functions if f.func_type in WRAPPERS}
+    if not wrappers:
+        return program
+    dirs = {n: [p.direction for p in f.params] for n, f in wrappers.items()}
+    rank = {"In": 0, "Out": 1, "InOut": 2}
+    changed = True
+    while changed:
+        changed = False
+        for name, f in wrappers.items():
+            index = {p.name: k for k, p in enumerate(f.params)}
+            for n in walk(f):
+                if not (isinstance(n, Call) and n.kind == "func"):
+                    continue
+                callee = program.function(n.op)
+                if callee is None:
+                    continue
+                inner = dirs.get(n.op) or [p.direction for p in callee.params]
+                for a, d in zip(n.args, inner):
+                    k = index.get(a.name) if isinstance(a, Var) else None
+                    if k is not None and rank[d] > rank[dirs[name][k]] and d != "In":
+                        dirs[name][k] = d
+                        changed = True
+    funcs = []
+    for f in program.functions:
+        if f.name in wrappers and dirs[f.name] != [p.direction for p in f.params]:
+            f = replace(f, params=tuple(Param(p.name, p.type, d, span=p.span) for p, d in zip(f.params, dirs[f.name])))
+        funcs.append(f)
+    if all(a is b for a, b in zip(funcs, program.functions)):
+        return program
+    return replace(program, functions=tuple(funcs))
+
+
+class _Roots:
+    """The buffer each tensor name of a function is: a parameter, a local allocation, or itself."""
+
+    def __init__(self, f: Function, program: Program):
+        self.alias = tensor_aliases(f.body)
+        self.defs: dict[str, Expr] = {}
+        for n in walk(f):
+            if isinstance(n, AssignStmt):
+                self.defs.setdefault(n.target.name, n.value)
+        self.params = {p.name for p in f.params}
+        self.program = program
+        self.cache: dict[str, str] = {}
+
+    def root(self, name: str) -> str:
+        if name in self.cache:
+            return self.cache[name]
+        seen: set[str] = set()
+        n = name
+        while n not in seen:
+            seen.add(n)
+            if n in self.params:
+                break
+            if self.alias.get(n, n) != n:
+                n = self.alias[n]
+                continue
+            v = self.defs.get(n)
+            nxt = None
+            if isinstance(v, Call) and v.kind == "op" and v.op in ASSEMBLE_OPS and v.args:
+                nxt = v.args[0]
+            elif isinstance(v, Call) and v.kind == "func":
+                callee = self.program.function(v.op)
+                k = returned_param(callee, self.program) if callee is not None else None
+                nxt = v.args[k] if k is not None and k < len(v.args) else None
+            if not isinstance(nxt, Var):
+                break
+            n = nxt.name
+        self.cache[name] = n
+        return n
+
+
+class _Derive(Mutator):
+    """Walks one function in program order: which buffers earlier calls wrote, how deep in sequential loops
+    each call is, and the directions of every call of a program function."""
+
+    def __init__(self, f: Function, program: Program, types: dict):
+        self.f = f
+        self.program = program
+        self.types = types
+        self.roots = _Roots(f, program)
+        self.inout_params = {p.name for p in f.params if p.direction == "InOut"}
+
+    def written(self, body: tuple[Stmt, ...]) -> set[str]:
+        """The buffers the calls of a block write (Out/InOut arguments), at any depth."""
+        out: set[str] = set()
+        for n in (m for s in body for m in walk(s)):
+            if isinstance(n, Call) and n.kind == "func" and self.program.function(n.op) is not None:
+                for p, a in zip(self.program.function(n.op).params, n.args):
+                    if p.direction != "In" and isinstance(a, Var):
+                        out.add(self.roots.root(a.name))
+        return out
+
+    def block(self, body: tuple[Stmt, ...], seen: set[str], depth: int) -> tuple[Stmt, ...]:
+        out = []
+        for s in body:
+            out.append(self.stmt(s, seen, depth))
+        return tuple(out)
+
+    def stmt(self, s: Stmt, seen: set[str], depth: int) -> Stmt:
+        if isinstance(s, ForStmt):
+            inner = depth if s.kind in PARALLEL_LOOPS else depth + 1
+            body = self.block(s.body, set(seen), inner)
+            seen |= self.written(s.body)
+            return s if body == s.body else replace(s, body=body)
+        if isinstance(s, WhileStmt):
+            body = self.block(s.body, set(seen), depth + 1)
+            seen |= self.written(s.body)
+            return s if body == s.body else replace(s, body=body)
+        if isinstance(s, IfStmt):
+            then_b = self.block(s.then_body, set(seen), depth)
+            else_b = self.block(s.else_body, set(seen), depth)
+            seen |= self.written(s.then_body) | self.written(s.else_body)
+            return s if (then_b, else_b) == (s.then_body, s.else_body) else replace(s, then_body=then_b,
+                                                                                     else_body=else_b)
+        if isinstance(s, ScopeStmt):
+            body = self.block(s.body, seen, depth)
+            return s if body == s.body else replace(s, body=body)
+        top = s.value if isinstance(s, AssignStmt) else s.expr if isinstance(s, EvalStmt) else None
+        first = self.first_writes(top, seen) if isinstance(top, Call) else set()
+        new = _CallDirections(self, first, depth).mutate(s)
+        if isinstance(top, Call):
+            seen |= self.written((EvalStmt(top),))
+        return new
+
+    def first_writes(self, call: Call, seen: set[str]) -> set[str]:
+        """The buffers this statement's call writes through Out parameters that no earlier call wrote."""
+        callee = self.program.function(call.op) if call.kind == "func" else None
+        if callee is None:
+            return set()
+        return {self.roots.root(a.name) for p, a in zip(callee.params, call.args)
+                if p.direction == "Out" and isinstance(a, Var) and self.roots.root(a.name) not in seen}
+
+    def directions(self, call: Call, first: set[str], depth: int) -> list[str] | None:
+        callee = self.program.function(call.op)
+        if callee is None or len(call.args) != len(callee.params) or "arg_directions" in _attrs(call):
+            return None
+        out = []
+        for p, a in zip(callee.params, call.args):
+            t = self.types.get(a.name) if isinstance(a, Var) else None
+            if not isinstance(t, TensorType):
+                out.append("scalar")
+            elif p.direction == "In":
+                out.append("input")
+            elif p.direction == "InOut":
+                out.append("inout")
+            else:
+                root = self.roots.root(a.name)
+                keep = depth == 0 and root in first and root not in self.inout_params
+                out.append("output_existing" if keep else "inout")
+        over = _attrs(call).get("arg_direction_overrides")
+        if isinstance(over, ListExpr):
+            for i in over.items:
+                if isinstance(i, ConstInt) and 0 <= i.value < len(out):
+                    out[i.value] = "no_dep"
+        return out
+
+
+class _CallDirections(Mutator):
+    def __init__(self, d: _Derive, first: set[str], depth: int):
+        self.d = d
+        self.first = first
+        self.depth = depth
+
+    def mutate_Call(self, c: Call):
+        if c.kind != "func":
+            return c
+        dirs = self.d.directions(c, self.first, self.depth)
+        if dirs is None:
+            return c
+        entry = (StrLit("arg_directions"), ListExpr(tuple(EnumLit("adir", d) for d in dirs)))
+        old = c.kwarg("attrs")
+        items = (entry, *old.items) if isinstance(old, DictExpr) else (entry,)
+        kwargs = tuple(kv for kv in c.kwargs if kv[0] != "attrs") + (("attrs", DictExpr(items, span=c.span)),)
+        return replace(c, kwargs=kwargs)
+
+
+class DeriveCallDirections(Pass):
+    name = "DeriveCallDirections"
+    stage = "memory"
+    summary = "write on every call of a program function how it uses each argument (arg_directions)"
+    requires = frozenset()
+    produces = frozenset()
+    # it reads names and calls only: it works as well on a program whose names are assigned again
+    accepts_non_ssa = True
+
+    def run(self, program: Program, ctx: CompileContext) -> Program:
+        if not any(isinstance(n, Call) and n.kind == "func" for f in program.functions for n in walk(f)):
+            return program
+        program = _wrapper_directions(program)
+        types = self.types(program, ctx)
+        funcs = []
+        for f in program.functions:
+            if not any(isinstance(n, Call) and n.kind == "func" for n in walk(f)):
+                funcs.append(f)
+                continue
+            d = _Derive(f, program, types.get(f.name, {}))
+            body = d.block(f.body, set(), 0)
+            funcs.append(f if body == f.body else replace(f, body=body))
+        if all(a is b for a, b in zip(funcs, program.functions)):
+            return program
+        return replace(program, functions=tuple(funcs))
