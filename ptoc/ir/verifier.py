@@ -52,7 +52,7 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.printer import print_type
-from ptoc.ir.type_match import VALID_SHAPE_MISMATCH, type_mismatch
+from ptoc.ir.type_match import VALID_SHAPE_MISMATCH, layout_as_annotated, type_mismatch, with_value_layout
 from ptoc.ir.type_match import kind_of as _kind
 from ptoc.ir.visitor import Mutator, walk
 
@@ -588,7 +588,9 @@ class Verifier:
             return actual
         self.check_type(ann, scope)
         if actual is not None:
-            why = type_mismatch(ann, actual) if self.cache is None else self.cache.type_mismatch(ann, actual)
+            ann = with_value_layout(ann, actual)
+            seen = layout_as_annotated(ann, actual)
+            why = type_mismatch(ann, seen) if self.cache is None else self.cache.type_mismatch(ann, seen)
             if why:
                 hint = f"the value's type is {print_type(actual)}"
                 if why.startswith(VALID_SHAPE_MISMATCH) and isinstance(actual, TileType):
