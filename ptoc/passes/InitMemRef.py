@@ -155,6 +155,7 @@ class InitMemRef(Pass):
             return program
         arch = get_arch(ctx.arch)
         env = self.types(program, ctx)
+        _refuse_declared_allocations(todo, env)
         named = {f.name: _Namer(f, env[f.name], ctx, names[id(f)][1]).run() for f in todo}
         if any(named[f.name] is not f for f in todo):  # nested tile calls got names: retype
             program = replace(program, functions=tuple(named.get(f.name, f) for f in program.functions))
@@ -172,6 +173,24 @@ class InitMemRef(Pass):
             raise CompileError(sorted_diagnostics(diags))
         funcs = tuple(new.get(f.name, f) for f in program.functions)
         return replace(program, functions=funcs)
+
+
+def _refuse_declared_allocations(funcs: list[Function], env) -> None:
+    """A tile bound to an allocation the program declares by name (`pl.MemRef("buf")`) asks for that
+    buffer to be shared with every other tile naming it; this pass plans buffers from liveness alone and
+    would silently give each tile its own, so such a program is refused (PTOC-E0141) rather than planned
+    differently from what it asks."""
+    diags = []
+    for f in funcs:
+        for name, t in sorted(env[f.name].items()):
+            m = t.memref if isinstance(t, TileType) else None
+            if m is not None and m.declared:
+                diags.append(Diagnostic(
+                    "PTOC-E0141", f"tile {name!r} of {f.name!r} is bound to the declared allocation "
+                    f"{m.base.value!r}: planning declared allocations is not supported yet", m.span or f.span,
+                    hint="leave the MemRef out and InitMemRef gives the tile a buffer of its own"))
+    if diags:
+        raise CompileError(sorted_diagnostics(diags))
 
 
 class _Namer:
