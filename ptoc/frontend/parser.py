@@ -106,6 +106,18 @@ _EXPR_BUILDERS = {
 }
 
 
+# Keywords PyPTO's language functions name differently from the op's parameter: the front end stores
+# the op's name, so every later stage reads one spelling (pl.load(..., valid_shape=...) -> valid_shapes=).
+_KEYWORD_ALIASES = {
+    "tile.load": {"valid_shape": "valid_shapes"}, "load": {"valid_shape": "valid_shapes"},
+    "tile.store": {"output_tensor": "output"}, "store": {"output_tensor": "output"},
+}
+
+# split-axis crossings whose split= the enclosing pl.split_aiv loop gives when the call leaves it out
+_SPLIT_CROSSINGS = frozenset({"aiv_shard", "aic_gather", "tile.aiv_shard", "tile.aic_gather", "tensor.aiv_shard",
+                              "tensor.aic_gather"})
+
+
 class Builder:
     """Syntax nodes -> IR, one statement at a time so one bad statement does not hide the next."""
 
@@ -114,6 +126,7 @@ class Builder:
         self.sink = sink
         self.prefix = "pl"
         self.declared_slots: dict[str, tuple[int, Span]] = {}
+        self.split_modes: list[str] = []  # SplitMode members of the enclosing pl.split_aiv loops
         self.scalar_names: set[str] = set()  # names known to hold scalars (decides pl.cast form)
         # (line, column, key) of every line the printer writes, when collected for the formatter: the
         # key names the printed line the way the printer finds it (see ptoc.ir.printer.SourceComments)
@@ -789,6 +802,13 @@ class Builder:
         if op == "cast" and len(args) == 2 and not kwargs and isinstance(args[1], DTypeLit) \
                 and self._is_scalar(args[0]):
             return Cast(args[0], args[1].dtype, span=sp)
+        if op in _SPLIT_CROSSINGS and self.split_modes and not any(k == "split" for k, _ in kwargs):
+            # PyPTO stamps a crossing inside `for ... in pl.split_aiv(2, mode=M)` with that loop's mode
+            code = ("NONE", "UP_DOWN", "LEFT_RIGHT").index(self.split_modes[-1])
+            kwargs = (*kwargs, ("split", ConstInt(code, dtypes.INDEX, span=sp)))
+        aliases = _KEYWORD_ALIASES.get(op)
+        if aliases and any(k in aliases for k, _ in kwargs):
+            kwargs = tuple((aliases.get(k, k), v) for k, v in kwargs)
         return Call(op, args, kwargs, kind="op", span=sp)
 
     def _is_scalar(self, e: Expr) -> bool:
@@ -976,7 +996,16 @@ class Builder:
         if len(iter_args) != len(init):
             self._arity(iter_args, init, it)
         self.scalar_names.add(tname)
-        return ForStmt(kind, Var(tname, span=tspan), args, self.block(body), iter_args, tuple(init), kwargs,
+        mode = dict(kwargs).get("mode") if kind == "split_aiv" else None
+        if isinstance(mode, EnumLit) and mode.family == "SplitMode":
+            self.split_modes.append(mode.member)
+            try:
+                loop_body = self.block(body)
+            finally:
+                self.split_modes.pop()
+        else:
+            loop_body = self.block(body)
+        return ForStmt(kind, Var(tname, span=tspan), args, loop_body, iter_args, tuple(init), kwargs,
                        span=n.span)
 
     def _while_loop(self, n: SN, it: SN, tkind, iter_args, args, kwargs, init, body) -> Stmt:
