@@ -54,6 +54,13 @@ def test_three_operand_and_remainder_forms_keep_the_tile_type(call):
     assert types(X, LOADS + f"r = {call}")["r"] == V
 
 
+@pytest.mark.parametrize("call", ["pl.tile.rems(a, s, c)", "pl.tile.fmod(a, b)", "pl.tile.fmods(a, s)",
+                                  "pl.tile.subc(a, b, c)", "pl.tile.subsc(a, s, c)", "pl.tile.addsc(a, s, c)"])
+def test_full_names(call):
+    assert types(X, LOADS + f"r = {call}")["r"] == V
+    assert types(X, "t = pl.tensor.cmp(x, s, cmp_type=0)")["t"] == "pl.Tensor[[16, 64], pl.FP32]"
+
+
 def test_rem_dtypes_and_mixed_operands():
     # TREM: INT16, INT32, FP16, FP32 only
     assert codes("x: pl.Tensor[[16, 64], pl.INT8]",
