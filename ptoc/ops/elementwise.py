@@ -359,7 +359,7 @@ def _cmp(scalar_rhs: bool):
         if x is None:
             return None
         mask, valid = _mask_shape(tuple(shape), valid_shape_of(x))
-        return new_tile(mask, dtypes.BY_NAME["UINT8"], x.memory, valid)
+        return new_tile(mask, dtypes.BY_NAME["UINT8"], x.memory or "Vec", valid)
 
     rule.__doc__ = ("compare a tile with a " + ("scalar" if scalar_rhs else "tile") + " (cmp_type 0..5: eq ne lt le "
                     "gt ge); a packed UINT8 predicate mask, one bit per element, rows padded to 32 bytes")
