@@ -252,3 +252,31 @@ def test_short_load_on_a_rank3_tile_is_flattened_like_the_full_name():
     full = RANK3.replace("pl.load(", "pl.tile.load(").replace("pl.add(", "pl.tile.add(").replace(
         "pl.store(", "pl.tile.store(")
     assert flat_types(RANK3) == flat_types(full) == {"t": [32, 64], "u": [32, 64]}
+
+
+def test_short_store_of_a_rank1_tile_compiles(tmp_path):
+    # pl.store on a rank-1 tile becomes tile.store; FlattenTileNdTo2D gives it the window [64] of the
+    # rank-1 tensor (the [1, 64] tile alone would make a 2-size partition of a rank-1 tensor)
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    text = prog("""\
+        a = pl.load(x, [0], [64])
+        b = pl.add(a, a)
+        r = pl.store(b, [0], o)
+        return r
+    """, params="self, x: pl.Tensor[[64], pl.FP32], o: pl.Out[pl.Tensor[[64], pl.FP32]]",
+        ret=" -> pl.Tensor[[64], pl.FP32]")
+    f = tmp_path / "k.ir"
+    f.write_text(text)
+    ptoc = Path(sys.executable).parent / "ptoc"
+    p = subprocess.run([str(ptoc), "compile", str(f), "-o", str(tmp_path / "k.pto")], capture_output=True, text=True,
+                       timeout=120)
+    assert p.returncode == 0, p.stderr
+    pto = (tmp_path / "k.pto").read_text()
+    assert "pto.tstore" in pto and "sizes = [%c64_index]" in pto
+    # and every stage computes what the program as written computes (reference interpreter and the
+    # executor of the emitted .pto)
+    v = subprocess.run([str(ptoc), "passes", str(f), "--validate"], capture_output=True, text=True, timeout=300)
+    assert v.returncode == 0 and "every stage agrees with the front end" in v.stdout, v.stdout + v.stderr

@@ -74,6 +74,8 @@ def _store(ctx: _OpCtx, a: dict):
         sizes = ctx.frame.ints(a["shapes"], "an extent")
     elif tile.rank < t.rank:
         sizes = (1,) * (t.rank - tile.rank) + tile.shape
+    elif t.rank == 1 and tile.rank == 2 and tile.shape[0] == 1:
+        sizes = tile.shape[1:]  # the one-row 2-D form of a rank-1 tile (FlattenTileNdTo2D)
     else:
         sizes = tile.shape
     if _is_partition(t, sizes) and tile.rank == 2 and tile.shape == (sizes[2] * FRACTAL_ROWS, sizes[1] * sizes[4]):
