@@ -387,10 +387,10 @@ short_name("cmps", tile="tile.cmps")
 
 
 def _tmp_ok(args: Args, x) -> None:
+    """PyPTO asks of the scratch tile only that it is a 2-D tile (any dtype: it is raw scratch bytes)."""
     tmp = args.tile("tmp") if args.has("tmp") else None
-    if tmp is not None and x is not None and tmp.dtype != x.dtype:
-        args.fail(f"{args.op.name}: the scratch tile has dtype {tmp.dtype.name}, the operand {x.dtype.name}", "tmp",
-                  hint="give a scratch tile of the operand's dtype")
+    if tmp is not None and len(tmp.shape) != 2:
+        args.fail(f"{args.op.name}: the scratch tile must be 2-D, got rank {len(tmp.shape)}", "tmp")
 
 
 def _tiles_rule(names: tuple[str, ...], scalar: str | None, doc: str, dts=None):
@@ -463,3 +463,52 @@ def _prelu(args: Args) -> Type | None:
 
 
 short_name("prelu", tile="tile.prelu")
+
+
+# Broadcasts of PyPTO (src/ir/op/tile_ops/broadcast.cpp): the result has the target's shape, dtype and
+# valid region. row_expand / col_expand copy a [M, 1] / [1, N] vector across the target; expands fills it
+# with a scalar; row/col_expand_expdif compute exp(x - v) against the broadcast vector.
+def _broadcast_to_target(axis: str | None, vec: str):
+    def rule(args: Args) -> Type | None:
+        x = args.tile("target")
+        if axis is None:
+            st = args.type(vec)
+            if st is not None and not isinstance(st, ScalarType):
+                args.fail(f"{args.op.name}: {vec!r} must be a scalar, got a {type(st).__name__}", vec)
+            if x is None:
+                return None
+            return new_tile(x.shape, x.dtype, x.memory, valid_shape_of(x))
+        v = args.tile(vec)
+        if x is None or v is None:
+            return None
+        same_dtype(args, x, v)
+        if len(x.shape) < 2 or len(v.shape) < 2:
+            args.fail(f"{args.op.name} takes tiles of rank 2 or more", "target")
+        from ptoc.ops.common import cint
+
+        keep, one = (-2, -1) if axis == "row" else (-1, -2)
+        if cint(v.shape[one]) not in (None, 1) or (
+                cint(v.shape[keep]) is not None and cint(x.shape[keep]) is not None
+                and cint(v.shape[keep]) != cint(x.shape[keep])):
+            args.fail(f"{args.op.name}: the {axis} vector must be [{'M, 1' if axis == 'row' else '1, N'}] of the "
+                      "target", vec)
+        return new_tile(x.shape, x.dtype, x.memory, valid_shape_of(x))
+
+    rule.__doc__ = {"row": "copy a [M, 1] vector across every column of the target's shape",
+                    "col": "copy a [1, N] vector down every row of the target's shape",
+                    None: "a tile of the target's shape filled with a scalar"}[axis]
+    return rule
+
+
+register("tile.row_expand", ("target", "row_vec"), family="elementwise", pto=_not_yet("tile.row_expand"))(
+    _broadcast_to_target("row", "row_vec"))
+register("tile.col_expand", ("target", "col_tile"), family="elementwise", pto=_not_yet("tile.col_expand"))(
+    _broadcast_to_target("col", "col_tile"))
+register("tile.expands", ("target", "scalar"), family="elementwise", pto=_not_yet("tile.expands"))(
+    _broadcast_to_target(None, "scalar"))
+register("tile.row_expand_expdif", ("input", "row"), family="elementwise",
+         pto=_not_yet("tile.row_expand_expdif"))(_expand("row", "exp(x - v)"))
+register("tile.col_expand_expdif", ("input", "col"), family="elementwise",
+         pto=_not_yet("tile.col_expand_expdif"))(_expand("col", "exp(x - v)"))
+for _n in ("row_expand", "col_expand", "expands", "row_expand_expdif", "col_expand_expdif"):
+    short_name(_n, tile=f"tile.{_n}")

@@ -72,6 +72,10 @@ def test_rem_dtypes_and_mixed_operands():
 
 def test_prelu_takes_a_slope_tile_of_the_same_shape():
     assert types(X, LOADS + "r = pl.prelu(a, b, c)")["r"] == V
+    # the scratch tile is raw bytes: any dtype, 2-D
+    assert types(X, LOADS + "u = pl.tile.create([16, 256], dtype=pl.UINT8)\nr = pl.prelu(a, b, u)")["r"] == V
+    assert codes(X + ", w: pl.Tensor[[4, 16, 64], pl.FP32]", LOADS + "d = pl.tile.load(w, [0, 0, 0], [4, 16, 64])\n"
+                 "r = pl.tile.prelu(a, b, d)") == [("PTOC-E0202", None)]
     assert codes(X + ", w: pl.Tensor[[16, 32], pl.FP32]",
                  LOADS + "d = pl.tile.load(w, [0, 0], [16, 32])\nr = pl.tile.prelu(a, d, c)") == [("PTOC-E0202", None)]
     assert codes("x: pl.Tensor[[16, 64], pl.INT32]",
