@@ -255,6 +255,11 @@ register("tile.get_block_idx", (), unit="scalar")(_core_id("this core's block in
 register("tile.get_block_num", (), unit="scalar")(_core_id("the number of blocks (UINT64)"))
 register("tile.get_subblock_idx", (), unit="scalar")(_core_id("the sub-block (AIV lane) index (UINT64)"))
 
+# the tensor-scope aliases of the core queries (PyPTO: INDEX scalars; ConvertTensorToTileOps gives the tile op)
+for _q, _what in (("get_block_idx", "this core's block index"), ("get_block_num", "the number of blocks"),
+                  ("get_subblock_idx", "the sub-block (AIV lane) index")):
+    register(f"tensor.{_q}", (), unit="scalar", summary=f"{_what} (INDEX; the tensor-scope tile.{_q})")(
+        lambda args: ScalarType(dtypes.INDEX))
 short_name("load", tile="tile.load", tensor="tile.load")
 short_name("store", tile="tile.store", tensor="tile.store")
 short_name("create", tile="tile.create")
