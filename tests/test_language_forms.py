@@ -280,3 +280,29 @@ def test_short_store_of_a_rank1_tile_compiles(tmp_path):
     # executor of the emitted .pto)
     v = subprocess.run([str(ptoc), "passes", str(f), "--validate"], capture_output=True, text=True, timeout=300)
     assert v.returncode == 0 and "every stage agrees with the front end" in v.stdout, v.stdout + v.stderr
+
+
+# ------------------------------------------------------------------ MX scale layouts
+
+def test_mx_scale_layouts_parse_print_and_are_refused_at_codegen(tmp_path):
+    # PyPTO's TensorLayout has MX_A_ZZ and MX_B_NN (packed MX scale tensors), exported as pl.MX_A_ZZ / pl.MX_B_NN
+    text = prog("""\
+        t = pl.tile.load(a_s, [0, 0], [16, 2], target_memory=pl.Mem.Mat)
+        return o
+    """, params="self, a_s: pl.Tensor[[16, 2], pl.FP8E8M0, pl.MX_A_ZZ], "
+                "b_s: pl.Tensor[[2, 32], pl.FP8E8M0, pl.TensorView(layout=pl.TensorLayout.MX_B_NN)], "
+                "o: pl.Out[pl.Tensor[[16, 32], pl.FP32]]", ret=" -> pl.Tensor[[16, 32], pl.FP32]")
+    p = parse_program(text, "t.ir", ctx=CTX)
+    params = {x.name: x.type for x in p.functions[0].params}
+    assert params["a_s"].layout == "MX_A_ZZ" and params["b_s"].layout == "MX_B_NN"
+    assert "pl.Tensor[[16, 2], pl.FP8E8M0, pl.MX_A_ZZ]" in print_program(p)
+    roundtrips(text)
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    f = tmp_path / "k.ir"
+    f.write_text(text)
+    r = subprocess.run([str(Path(sys.executable).parent / "ptoc"), "check", "--arch", "a5", str(f)],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 1 and "PTOC-E0400" in r.stderr and "MX_A_ZZ" in r.stderr, r.stderr

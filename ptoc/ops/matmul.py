@@ -413,6 +413,7 @@ def _tile_batch_matmul_acc(args: Args) -> Type | None:
 short_name("matmul", tensor="tensor.matmul", tile="tile.matmul")
 short_name("matmul_acc", tensor="tensor.matmul_acc", tile="tile.matmul_acc")
 short_name("matmul_bias", tile="tile.matmul_bias")
+short_name("matmul_mx", tile="tile.matmul_mx")
 short_name("batch_matmul", tile="tile.batch_matmul")
 short_name("batch_matmul_acc", tile="tile.batch_matmul_acc")
 
