@@ -38,8 +38,10 @@ from ptoc.ops.common import (
     const_int_arg,
     enum_arg,
     fmt_shape,
+    int_list,
     new_tensor,
     new_tile,
+    shapes_equal,
     static_shape,
     valid_shape_of,
 )
@@ -720,6 +722,48 @@ for _k in ("tensor", "tile"):
     short_name("sort32", **{_k: f"{_k}.sort32"})
     short_name("mrgsort_format1", **{_k: f"{_k}.mrgsort_format1"})
     short_name("mrgsort_format2", **{_k: f"{_k}.mrgsort_format2"})
+
+# PyPTO's tile.gather_row (src/ir/op/tile_ops/paged_gather.cpp): copy a GM row window [r, c] of `src` at
+# src_offset into `dst` at dst_offset, in place; the result is `dst`. tile.mscatter (tile_ops/memory.cpp):
+# write the elements of `src` to the positions of `output_tensor` that `idx` (INT32, src's shape) names;
+# the result is the output tensor. No .pto lowering yet.
+@register("tile.gather_row", ("dst", "src", "dst_offset", "src_offset", "shapes"),
+          optional=(("valid_shape", None), ("transpose", None)), unit="mem", family="gather",
+          pto=NoPto("ptoc's .pto emitter has no lowering for tile.gather_row yet"))
+def _tile_gather_row(args: Args) -> Type | None:
+    """copy a GM row window [r, c] of src into dst at dst_offset (in place); the result is dst"""
+    dst, src = args.tile("dst"), args.tensor("src")
+    for name in ("dst_offset", "src_offset", "shapes"):
+        if len(int_list(args, name)) != 2:
+            args.fail(f"tile.gather_row: {name} is a [row, col] pair", name)
+    valid = int_list(args, "valid_shape", required=False)
+    if valid is not None and len(valid) != 2:
+        args.fail("tile.gather_row: valid_shape is a [row, col] pair", "valid_shape")
+    if dst is None or src is None:
+        return dst
+    if dst.dtype != src.dtype:
+        args.fail(f"tile.gather_row: dst is {dst.dtype.name}, src {src.dtype.name}", "src")
+    return dst
+
+
+@register("tile.mscatter", ("src", "idx", "output_tensor"), unit="mem", family="gather",
+          pto=NoPto("ptoc's .pto emitter has no lowering for tile.mscatter yet"))
+def _tile_mscatter(args: Args) -> Type | None:
+    """write each element of src to the element of output_tensor idx names (INT32, src's shape)"""
+    src, idx, out = args.tile("src"), args.tile("idx"), args.tensor("output_tensor")
+    if src is not None:
+        _dtype_in(args, "src", src, ("FP16", "FP32", "INT16", "INT32"), "the source", "OP-5")
+    if idx is not None:
+        _dtype_in(args, "idx", idx, ("INT32",), "the index", "OP-5")
+        if src is not None and (idx.rank != src.rank or shapes_equal(idx.shape, src.shape) is False):
+            args.fail("tile.mscatter: the index tile needs the source's shape", "idx")
+    if out is not None and src is not None and out.dtype != src.dtype:
+        args.fail(f"tile.mscatter: the output is {out.dtype.name}, the source {src.dtype.name}", "output_tensor")
+    return out
+
+
+short_name("gather_row", tile="tile.gather_row")
+short_name("mscatter", tile="tile.mscatter")
 
 # pl.gather: the flat and per-axis forms take a tensor or an on-chip source and return a tensor (OP-5).
 short_name("gather", tensor="tensor.gather", tile="tensor.gather")

@@ -103,7 +103,8 @@ from ptoc.target.arch import get_arch
 VIEW_OPS = {"tile.set_validshape": "tile", "tile.reshape": "tile", "tile.reinterpret_view": "tile",
             "tile.slice": "tile"}
 # Destination-passing ops: the result is written into this operand's buffer, in place.
-TIED_OPS = {"tile.matmul_acc": "acc", "tile.write": "tile", "tile.scatter": "dst", "tile.scatter_mask": "dst"}
+TIED_OPS = {"tile.matmul_acc": "acc", "tile.write": "tile", "tile.scatter": "dst", "tile.scatter_mask": "dst",
+             "tile.gather_row": "dst"}
 # Ops whose result may never share its source's buffer, even when the source dies there (OP-7).
 NO_IN_PLACE = ("tile.move",)
 
