@@ -806,6 +806,10 @@ class Builder:
             # PyPTO stamps a crossing inside `for ... in pl.split_aiv(2, mode=M)` with that loop's mode
             code = ("NONE", "UP_DOWN", "LEFT_RIGHT").index(self.split_modes[-1])
             kwargs = (*kwargs, ("split", ConstInt(code, dtypes.INDEX, span=sp)))
+        if op in ("mrgsort", "tile.mrgsort", "tensor.mrgsort"):
+            # the language's merge sort: one list of sorted runs (block_len=) or 2..4 sorted lists
+            form = "format1" if any(k == "block_len" for k, _ in kwargs) else "format2"
+            op = f"{op}_{form}"
         if op in ("scatter_update", "tensor.scatter_update", "tile.scatter_update") and len(args) == 4:
             # the language's (input, dim, index, src): dim is the op's attribute
             args, kwargs = (args[0], args[2], args[3]), (*kwargs, ("dim", args[1]))

@@ -694,31 +694,62 @@ def _mrgsort1(kind: str):
 
 
 def _mrgsort2(kind: str):
+    """PyPTO's format2 merges 2..4 sorted lists: the tile form takes its destination workspace `tmp` as
+    its last tile argument (so `src2` / `src3` may hold it) and returns tmp's shape; the tensor form takes
+    no workspace and returns the lists joined along the last axis. An `executed` tile after tmp (the
+    six-operand form) keeps tmp as the fifth argument."""
     def rule(args: Args) -> Type | None:
         get = args.tensor if kind == "tensor" else args.tile
-        srcs = [get(f"src{i}") for i in range(4)]
-        tmp = get("tmp")
-        get("executed")
-        s0 = srcs[0]
+        names = [n for n in ("src0", "src1", "src2", "src3", "tmp") if args.has(n)]
+        if args.has("executed"):
+            get("executed")
+            if "tmp" not in names:
+                args.fail(f"{args.op.name}: the six-operand form needs src0..src3 and tmp", "executed")
+            srcs, tmp_name = [n for n in names if n != "tmp"], "tmp"
+        elif kind == "tile":
+            if len(names) < 3:
+                args.fail(f"{args.op.name} merges 2 to 4 sorted tiles and takes the destination workspace last",
+                          code="PTOC-E0201", hint="write pl.tile.mrgsort_format2(a, b, tmp)")
+            srcs, tmp_name = names[:-1], names[-1]
+        else:
+            if "tmp" in names:
+                args.fail(f"{args.op.name}: the tensor form has no workspace", "tmp", code="PTOC-E0201")
+            srcs, tmp_name = names, None
+        ts = [get(n) for n in srcs]
+        tmp = get(tmp_name) if tmp_name else None
+        s0 = ts[0]
         if s0 is not None:
             _dtype_in(args, "src0", s0, SORT_DTYPES, "the source", "OP-6")
-            for i, s in enumerate(srcs[1:], 1):
-                if s is not None and s.dtype != s0.dtype:
-                    args.fail(f"{args.op.name}: src{i} is {s.dtype.name}, src0 {s0.dtype.name}; the four lists "
-                              "share one dtype", f"src{i}")
-        if s0 is None or tmp is None:
+            for n, t in zip(srcs[1:], ts[1:]):
+                if t is not None and t.dtype != s0.dtype:
+                    args.fail(f"{args.op.name}: {n} is {t.dtype.name}, src0 {s0.dtype.name}; the lists share one "
+                              "dtype", n)
+        if s0 is None:
             return None
-        return _same_kind_result(s0, tmp.shape, s0.dtype, None)
+        if tmp_name is not None:
+            return None if tmp is None else _same_kind_result(s0, tmp.shape, s0.dtype, None)
+        if any(t is None for t in ts):
+            return None
+        lasts = [cint(t.shape[-1]) for t in ts]
+        last = c(sum(lasts)) if None not in lasts else None
+        if last is None:
+            from ptoc.ir.nodes import BinOp
 
-    rule.__doc__ = f"{kind} 4-way merge sort (format2): the result has tmp's shape and the sources' dtype"
+            last = ts[0].shape[-1]
+            for t in ts[1:]:
+                last = BinOp("+", last, t.shape[-1])
+        return _same_kind_result(s0, tuple(s0.shape[:-1]) + (last,), s0.dtype, None)
+
+    rule.__doc__ = f"{kind} merge of 2..4 sorted lists (format2)"
     return rule
 
 
 for _k in ("tensor", "tile"):
     register(f"{_k}.sort32", ("src", "idx"), family="gather")(_sort32(_k))
     register(f"{_k}.mrgsort_format1", ("src", "block_len"), family="gather")(_mrgsort1(_k))
-    register(f"{_k}.mrgsort_format2", ("src0", "src1", "src2", "src3", "tmp", "executed"),
-             optional=(("exhausted", None),), family="gather")(_mrgsort2(_k))
+    register(f"{_k}.mrgsort_format2", ("src0", "src1"), optional=(("src2", None), ("src3", None), ("tmp", None),
+                                                                   ("executed", None), ("exhausted", None)),
+             family="gather")(_mrgsort2(_k))
     short_name("sort32", **{_k: f"{_k}.sort32"})
     short_name("mrgsort_format1", **{_k: f"{_k}.mrgsort_format1"})
     short_name("mrgsort_format2", **{_k: f"{_k}.mrgsort_format2"})
