@@ -306,3 +306,8 @@ def test_mx_scale_layouts_parse_print_and_are_refused_at_codegen(tmp_path):
     r = subprocess.run([str(Path(sys.executable).parent / "ptoc"), "check", "--arch", "a5", str(f)],
                        capture_output=True, text=True, timeout=120)
     assert r.returncode == 1 and "PTOC-E0400" in r.stderr and "MX_A_ZZ" in r.stderr, r.stderr
+
+
+def test_mx_scale_tensor_is_never_sliced():
+    text = prog("w = pl.slice(a_s, [8, 2], [1, 0])", params="self, a_s: pl.Tensor[[16, 2], pl.FP8E8M0, pl.MX_A_ZZ]")
+    assert codes_of(text) == [("PTOC-E0202", 7)]

@@ -227,6 +227,9 @@ def _tensor_slice(args: Args) -> Type | None:
         explicit = None
     if t is None:
         return None
+    if t.layout.startswith("MX_"):  # PyPTO: an MX scale pack is addressed as a whole, never windowed
+        args.fail(f"tensor.slice does not support MX-layout tensors ({t.layout})", "tensor",
+                  hint="load the whole MX scale tensor")
     clamp = isinstance(args.get("clamp"), ConstBool) and args.get("clamp").value  # type: ignore[union-attr]
     if not clamp or len(offset) != t.rank or len(shape) != t.rank:
         _check_window(args, t.shape, offset, shape)
