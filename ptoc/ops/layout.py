@@ -852,6 +852,35 @@ def _tile_fillpad(args: Args) -> Type | None:
     return new_tile(t.shape, t.dtype, t.memory, None, view)
 
 
+@register("tile.fillpad_inplace", ("tile",), optional=(("pad_value", None),), family="layout",
+          pto=NoPto("ptoc's .pto emitter has no lowering for tile.fillpad_inplace yet; pl.tile.fillpad gives the "
+                    "same values in a new tile"))
+def _tile_fillpad_inplace(args: Args) -> Type | None:
+    """tile.fillpad written into the tile itself: the padding filled, the tile fully valid"""
+    return _tile_fillpad(args)
+
+
+@register("tile.fillpad_expand", ("tile", "shape"), optional=(("pad_value", None),), family="layout",
+          pto=NoPto("ptoc's .pto emitter has no lowering for tile.fillpad_expand yet"))
+def _tile_fillpad_expand(args: Args) -> Type | None:
+    """copy a tile into a larger one of `shape` (each extent >= the source's), the rest filled with the padding"""
+    t = args.tile("tile")
+    shape = int_list(args, "shape")
+    pad = enum_arg(args, "pad_value", "PadValue", "zero")
+    if pad == "null":
+        args.fail("tile.fillpad_expand needs a real padding value", "pad_value", hint="pl.PadValue.zero, .max or .min")
+    if any(cint(d) is None for d in shape):
+        args.fail("tile.fillpad_expand: the destination shape is made of constants", "shape")
+    if t is None:
+        return None
+    if len(shape) != len(t.shape) or any(cint(s) is not None and cint(d) is not None and cint(d) < cint(s)
+                                         for s, d in zip(t.shape, shape)):
+        args.fail(f"tile.fillpad_expand: {fmt_shape(tuple(shape))} must cover the source {fmt_shape(t.shape)} "
+                  "axis by axis", "shape")
+    view = replace(_layout_fields(t), pad=pad, valid_shape=None)
+    return new_tile(tuple(shape), t.dtype, t.memory, None, view)
+
+
 # --------------------------------------------------------------------------------------------------
 # user-level short names
 # --------------------------------------------------------------------------------------------------
@@ -867,6 +896,8 @@ short_name("set_validshape", tensor="tensor.set_validshape", tile="tile.set_vali
 short_name("arange", tensor="tensor.ci")
 short_name("extract", tile="tile.extract")
 short_name("fillpad", tile="tile.fillpad")
+short_name("fillpad_inplace", tile="tile.fillpad_inplace")
+short_name("fillpad_expand", tile="tile.fillpad_expand")
 
 # `.pto` spellings (PTOAS PTOOps.td, destination-passing form)
 declare("tile.set_validshape", pto=Emitter("set_validshape"))
