@@ -21,6 +21,7 @@ from __future__ import annotations
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
     BinOp,
+    ConstBool,
     DTypeLit,
     EnumLit,
     Expr,
@@ -763,7 +764,8 @@ for _k in ("tensor", "tile"):
           pto=NoPto("ptoc's .pto emitter has no lowering for tile.gather_row yet"))
 def _tile_gather_row(args: Args) -> Type | None:
     """copy a GM row window [r, c] of src into dst at dst_offset (in place); the result is dst"""
-    dst, src = args.tile("dst"), args.tensor("src")
+    dst = args.tensor("dst") if args.op.name.startswith("tensor.") else args.tile("dst")
+    src = args.tensor("src")
     for name in ("dst_offset", "src_offset", "shapes"):
         if len(int_list(args, name)) != 2:
             args.fail(f"tile.gather_row: {name} is a [row, col] pair", name)
@@ -793,7 +795,11 @@ def _tile_mscatter(args: Args) -> Type | None:
     return out
 
 
-short_name("gather_row", tile="tile.gather_row")
+register("tensor.gather_row", ("dst", "src", "dst_offset", "src_offset", "shapes"),
+         optional=(("valid_shape", None), ("transpose", None)), unit="any", family="gather",
+         summary="tensor.gather_row: the same row copy into a tensor-typed L1 buffer (tensor.create_l1)")(
+    _tile_gather_row)
+short_name("gather_row", tile="tile.gather_row", tensor="tensor.gather_row")
 short_name("mscatter", tile="tile.mscatter")
 
 # pl.gather: the flat and per-axis forms take a tensor or an on-chip source and return a tensor (OP-5).
@@ -815,3 +821,56 @@ declare("tile.scatter_mask", pto=NoPto("PTOAS's mask-form pto.tscatter does not 
                                        "explicit indexes"))
 
 __all__ = ["MASK_PATTERNS", "mask_columns", "mask_stride"]
+
+
+# PyPTO's tensor.paged_gather (src/ir/op/tensor_ops/paged_gather.cpp): gather the rows `indices` names
+# from a paged pool `src` ([pages * block_size, D]) through `block_table`, `size` elements of each from
+# col_off; the result is [max_indices, size] ([size, max_indices] with is_trans=True). tensor.create_l1:
+# a tensor-typed on-chip (L1) buffer of `shape`, the accumulator tensor.gather_row fills.
+@register("tensor.paged_gather", ("src", "indices", "block_table"),
+          optional=(("block_size", None), ("size", None), ("max_indices", None), ("col_off", None),
+                    ("is_trans", None), ("space", None)), unit="any", family="gather")
+def _tensor_paged_gather(args: Args) -> Type | None:
+    """rows of a paged pool gathered through a block table: [max_indices, size] (is_trans: [size, max_indices])"""
+    src, idx, bt = args.tensor("src"), args.tensor("indices"), args.tensor("block_table")
+    vals = {}
+    for name in ("block_size", "size", "max_indices"):
+        v = cint(args.get(name)) if args.get(name) is not None else None
+        if v is None or v <= 0:
+            args.fail(f"tensor.paged_gather needs {name}= as a positive constant", name, code="PTOC-E0201")
+        vals[name] = v
+    off = args.get("col_off")
+    if off is not None and (cint(off) is None or cint(off) < 0):
+        args.fail("tensor.paged_gather: col_off is a non-negative constant", "col_off")
+    for name, t in (("indices", idx), ("block_table", bt)):
+        if t is not None and (t.dtype.name != "INT32" or t.rank not in (1, 2)):
+            args.fail(f"tensor.paged_gather: {name} is an INT32 tensor [n] or [1, n]", name)
+    if src is None:
+        return None
+    _dtype_in(args, "src", src, ("FP16", "BF16", "FP32", "INT8"), "the pool", "OP-5")
+    if src.rank != 2:
+        args.fail("tensor.paged_gather: the pool is 2-D [rows, D]", "src")
+    cols = cint(src.shape[1])
+    if cols is not None and vals["size"] + (cint(off) or 0) > cols:
+        args.fail(f"tensor.paged_gather: size {vals['size']} from col_off exceeds the {cols} columns", "size")
+    trans = args.get("is_trans")
+    rows, size = c(vals["max_indices"]), c(vals["size"])
+    shape = (size, rows) if isinstance(trans, ConstBool) and trans.value else (rows, size)
+    return new_tensor(shape, src.dtype)
+
+
+@register("tensor.create_l1", ("shape",), optional=(("dtype", None), ("transpose", None)), unit="any",
+          family="gather")
+def _tensor_create_l1(args: Args) -> Type | None:
+    """a tensor-typed on-chip (L1) buffer of a static shape, filled by tensor.gather_row"""
+    from ptoc.ops.common import dtype_arg
+
+    shape = int_list(args, "shape")
+    if not shape or any(cint(d) is None or cint(d) <= 0 for d in shape):
+        args.fail("tensor.create_l1: the shape is made of positive constants", "shape")
+    dt = dtype_arg(args, "dtype")
+    return None if dt is None else new_tensor(tuple(shape), dt)
+
+
+short_name("paged_gather", tensor="tensor.paged_gather")
+short_name("create_l1", tensor="tensor.create_l1")

@@ -47,3 +47,32 @@ def test_mscatter_is_the_output_tensor():
                                   "pl.tile.mscatter(x, x, out)"])     # INT32 payload into an FP32 tensor
 def test_mscatter_rejections(call):
     assert [c for c, _ in codes(MS, LOADS + f"r = {call}")] == ["PTOC-E0202"]
+
+
+PG = ("pool: pl.Tensor[[1024, 128], pl.BF16], idx: pl.Tensor[[64], pl.INT32], "
+      "bt: pl.Tensor[[1, 8], pl.INT32]")
+
+
+def test_paged_gather_shape_is_max_indices_by_size():
+    t = types(PG, "g = pl.paged_gather(pool, idx, bt, block_size=128, size=64, max_indices=32)\n"
+                  "h = pl.tensor.paged_gather(pool, idx, bt, block_size=128, size=64, max_indices=32, col_off=64, "
+                  "is_trans=True)")
+    assert t["g"] == "pl.Tensor[[32, 64], pl.BF16]" and t["h"] == "pl.Tensor[[64, 32], pl.BF16]"
+
+
+@pytest.mark.parametrize("call, code", [
+    ("pl.tensor.paged_gather(pool, idx, bt, block_size=128, size=64)", "PTOC-E0201"),             # max_indices
+    ("pl.tensor.paged_gather(pool, idx, bt, block_size=128, size=100, max_indices=8, col_off=64)",  # past D
+     "PTOC-E0202"),
+    ("pl.tensor.paged_gather(pool, bt, pool, block_size=128, size=64, max_indices=8)", "PTOC-E0202"),
+])
+def test_paged_gather_rejections(call, code):
+    assert [c for c, _ in codes(PG, f"g = {call}")] == [code]
+
+
+def test_create_l1_and_tensor_gather_row():
+    t = types(GR, "kv0 = pl.create_l1([16, 128], pl.BF16)\nkv1 = pl.gather_row(kv0, src, [0, 0], [0, 0], [4, 128])\n"
+                  "kv2 = pl.tensor.gather_row(kv1, src, [4, 0], [9, 0], [4, 128], valid_shape=[3, 128])\n"
+                  "kv3 = pl.tensor.create_l1([128, 16], dtype=pl.BF16, transpose=True)")
+    assert t["kv0"] == t["kv1"] == t["kv2"] == "pl.Tensor[[16, 128], pl.BF16]"
+    assert t["kv3"] == "pl.Tensor[[128, 16], pl.BF16]"
