@@ -22,6 +22,7 @@ from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
     BinOp,
     ConstBool,
+    ConstInt,
     DTypeLit,
     EnumLit,
     Expr,
@@ -40,6 +41,7 @@ from ptoc.ops.common import (
     enum_arg,
     fmt_shape,
     int_list,
+    is_literal,
     new_tensor,
     new_tile,
     shapes_equal,
@@ -772,6 +774,20 @@ def _tile_gather_row(args: Args) -> Type | None:
     valid = int_list(args, "valid_shape", required=False)
     if valid is not None and len(valid) != 2:
         args.fail("tile.gather_row: valid_shape is a [row, col] pair", "valid_shape")
+    shapes = int_list(args, "shapes")
+    if any(cint(d) is None for d in shapes):
+        args.fail(f"{args.op.name}: the window shape is static; pass a runtime row count through valid_shape",
+                  "shapes")
+    for i, (v, d) in enumerate(zip(valid or (), shapes)):
+        if not isinstance(v, ConstInt) and (is_literal(v) or getattr(v, "dtype", None) is not None
+                                            and not v.dtype.is_int):
+            args.fail(f"{args.op.name}: valid_shape[{i}] must be an integer extent", "valid_shape")
+        if cint(v) is not None and cint(v) > cint(d):
+            args.fail(f"{args.op.name}: valid_shape[{i}] = {cint(v)} exceeds the window extent {cint(d)}",
+                      "valid_shape")
+    trans = args.get("transpose")
+    if isinstance(trans, ConstBool) and trans.value and valid is not None and any(cint(v) is None for v in valid):
+        args.fail(f"{args.op.name} does not take a dynamic valid_shape together with transpose=True", "valid_shape")
     if dst is None or src is None:
         return dst
     if dst.dtype != src.dtype:

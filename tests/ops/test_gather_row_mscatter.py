@@ -76,3 +76,14 @@ def test_create_l1_and_tensor_gather_row():
                   "kv3 = pl.tensor.create_l1([128, 16], dtype=pl.BF16, transpose=True)")
     assert t["kv0"] == t["kv1"] == t["kv2"] == "pl.Tensor[[16, 128], pl.BF16]"
     assert t["kv3"] == "pl.Tensor[[128, 16], pl.BF16]"
+
+
+@pytest.mark.parametrize("call", [
+    "pl.gather_row(kv, src, [0, 0], [0, 0], [4, 128], valid_shape=[5, 128])",     # valid beyond the window
+    "pl.gather_row(kv, src, [0, 0], [0, 0], [4, 128], valid_shape=[1.5, 128])",   # not an integer extent
+    "pl.gather_row(kv, src, [0, 0], [0, 0], [r, 128])",                           # dynamic window
+    "pl.gather_row(kv, src, [0, 0], [0, 0], [4, 128], valid_shape=[r, 128], transpose=True)",
+])
+def test_gather_row_window_rules(call):
+    body = f"kv = pl.create_l1([16, 128], pl.BF16)\ng = {call}"
+    assert [c for c, _ in codes(GR + ", r: pl.Scalar[pl.INDEX]", body)] == ["PTOC-E0202"]
