@@ -162,6 +162,25 @@ def test_annotation_chooses_the_layout_of_a_load(tmp_path):
     assert (t.view.blayout, t.view.slayout) == ("col_major", "row_major")
 
 
+def test_annotation_without_a_memory_space_takes_the_values(tmp_path):
+    # PyPTO merges the space the same way: an Acc product annotated without pl.Mem is an Acc tile, so its
+    # store into an FP16 tensor is the Acc write-back that converts FP32 on the way out
+    text = program("acc_store", """\
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, a: pl.Tensor[[16, 64], pl.FP16], b: pl.Tensor[[64, 32], pl.FP16], o: pl.Out[pl.Tensor[[16, 32], pl.FP16]]) -> pl.Tensor[[16, 32], pl.FP16]:
+        l: pl.Tile[[16, 64], pl.FP16] = pl.tile.load(a, [0, 0], [16, 64], target_memory=pl.Mem.Mat)
+        r: pl.Tile[[64, 32], pl.FP16] = pl.tile.load(b, [0, 0], [64, 32], target_memory=pl.Mem.Mat)
+        c: pl.Tile[[16, 32], pl.FP32] = pl.tile.matmul(l, r)
+        s: pl.Tensor[[16, 32], pl.FP16] = pl.tile.store(c, [0, 0], o)
+        return s
+""")
+    t = _types_of(text)
+    assert (t["l"].memory, t["r"].memory, t["c"].memory) == ("Mat", "Mat", "Acc")
+    f = tmp_path / "x.ir"
+    f.write_text(text)
+    assert run("check", f).returncode == 0
+
+
 def test_layout_fields_never_excuse_a_valid_shape_contradiction(tmp_path):
     # the annotation writes an offset and a layout, but still claims the whole tile valid while the value
     # is valid on 32 of 64 rows: that stays a contradiction

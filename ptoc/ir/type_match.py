@@ -182,21 +182,26 @@ _LAYOUT_FIELDS = ("stride", "start_offset", "blayout", "slayout", "fractal", "pa
 
 
 def with_value_layout(annotated: Type, actual: Type) -> Type:
-    """`actual`'s type as an assignment's annotation declares it: every TileView field in
-    `_LAYOUT_FIELDS` the annotation writes is the annotation's, every one it leaves out (its memory
-    space's implicit value) the value's, when both are tiles of the same rank in the same memory space.
+    """`actual`'s type as an assignment's annotation declares it: an annotation without a memory space
+    takes the value's; every TileView field in `_LAYOUT_FIELDS` the annotation writes is the
+    annotation's, every one it leaves out (its memory space's implicit value) the value's, when both are
+    tiles of the same rank in the same memory space.
     The valid shape is never taken over: an annotation without one says the whole tile is valid, and a
     value that is valid on less contradicts it. Anything else: `annotated` unchanged."""
     a, b = annotated, actual
     if not (isinstance(a, TileType) and isinstance(b, TileType)) or len(a.shape) != len(b.shape):
         return a
-    if b.view is None or (a.memory and b.memory and a.memory != b.memory):
+    if a.memory and b.memory and a.memory != b.memory:
         return a
     from dataclasses import replace
 
     from ptoc.ir.nodes import TileView
     from ptoc.ir.types import normalize_tile_view
 
+    if a.memory is None and b.memory is not None:  # an annotation without a space lives where the value does
+        a = replace(a, memory=b.memory, view=normalize_tile_view(a.shape, b.memory, a.view))
+    if b.view is None:
+        return a
     va = a.view or TileView()
     fill = {f: getattr(b.view, f) for f in _LAYOUT_FIELDS
             if getattr(va, f) is None and getattr(b.view, f) is not None}
