@@ -127,7 +127,9 @@ for _kind in ("tensor", "tile"):
         register(f"{_kind}.{_n}", ("lhs", "rhs"), family="elementwise")(_make_binary(_kind, _n))
         register(f"{_kind}.{SCALAR_FORM[_n]}", ("lhs", "rhs"), family="elementwise")(_make_scalar(_kind, _n))
     for _n in UNARY:
-        register(f"{_kind}.{_n}", ("input",), family="elementwise")(_make_unary(_kind, _n))
+        # PyPTO's tile.rsqrt takes an optional scratch tile for its high-precision path
+        register(f"{_kind}.{_n}", ("input",), optional=(("tmp", None),) if (_kind, _n) == ("tile", "rsqrt") else (),
+                 family="elementwise")(_make_unary(_kind, _n))
 register("tile.relu", ("input",), family="elementwise")(_make_unary("tile", "relu"))
 
 for _n in ARITH:
@@ -214,7 +216,7 @@ for _n in EXPAND:
     short_name(f"col_expand_{_n}", tile=f"tile.col_expand_{_n}")
 
 
-@register("tile.sel", ("mask", "lhs", "rhs"), family="elementwise")
+@register("tile.sel", ("mask", "lhs", "rhs"), optional=(("tmp", None),), family="elementwise")
 def _sel(args: Args) -> Type | None:
     """elementwise select: mask ? lhs : rhs"""
     m, a, b = args.tile("mask"), args.tile("lhs"), args.tile("rhs")

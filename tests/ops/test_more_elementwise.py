@@ -98,3 +98,12 @@ def test_interpreter_sin_cos_fmods_match_numpy():
     assert np.allclose(lookup("tile.cos").interp.fn(np, x), np.cos(x))
     # C fmod keeps the dividend's sign: fmod(-7, 3) = -1 (Python's % would give 2)
     assert lookup("tile.fmods").interp.fn(np, np.array([-7.0, 7.0, 5.5]), 3.0).tolist() == [-1.0, 1.0, 2.5]
+
+
+def test_rsqrt_and_sel_take_pyptos_scratch_tile():
+    # PyPTO: tile.rsqrt(tile, tmp=None) (a scratch tile for the high-precision path); tile.sel(mask, lhs, rhs,
+    # tmp) (TSEL's scratch)
+    body = LOADS + ("u = pl.tile.create([1, 32], dtype=pl.UINT8)\nr = pl.tile.rsqrt(a, tmp=b)\n"
+                    "q = pl.tile.sel(c, a, b, u)")
+    t = types(X, body)
+    assert t["r"] == t["q"] == V
