@@ -311,3 +311,23 @@ def test_mx_scale_layouts_parse_print_and_are_refused_at_codegen(tmp_path):
 def test_mx_scale_tensor_is_never_sliced():
     text = prog("w = pl.slice(a_s, [8, 2], [1, 0])", params="self, a_s: pl.Tensor[[16, 2], pl.FP8E8M0, pl.MX_A_ZZ]")
     assert codes_of(text) == [("PTOC-E0202", 7)]
+
+
+def test_integer_index_of_a_tensor_is_its_slice_along_the_first_axis():
+    # PyPTO: x[r] of a [2, 16, 32] tensor is the [16, 32] slice at r (tensor.slice with the axis dropped)
+    text = prog("""\
+        for r in pl.range(2):
+            t = x[r]
+    """, params="self, x: pl.Tensor[[2, 16, 32], pl.FP32]", ftype="Orchestration")
+    t = function_types(parse_program(text, "t.ir", ctx=CTX), CTX)["k"]
+    assert [d.value for d in t["t"].shape] == [16, 32]
+    roundtrips(text)  # printed as written
+    (call,) = [n for n in walk(frontend(text, "t.ir", CTX)) if isinstance(n, Call)]
+    assert call.op == "tensor.slice" and call.args[1] == ListExpr((ConstInt(1, INDEX), ConstInt(16, INDEX),
+                                                                  ConstInt(32, INDEX)))
+    assert call.args[2].items[0] == Var("r") and call.kwarg("drop_dims") == ListExpr((ConstInt(0, INDEX),))
+
+
+def test_integer_index_out_of_a_tensor_is_rejected():
+    text = prog("t = x[5]", params="self, x: pl.Tensor[[2, 16, 32], pl.FP32]", ftype="Orchestration")
+    assert [c for c, _ in codes_of(text)] == ["PTOC-E0202"]

@@ -10,7 +10,8 @@ its printer writes the full name; so do ptoc's dumps after this step. `parse_pro
 keep the spelling as written, so a program prints back as it was written.
 
 A call whose kind cannot be decided (its arguments' types are unknown) keeps its short name; the
-checks that run on it already report why.
+checks that run on it already report why. `t[i]` of a tensor becomes the slice op it stands for
+(`ptoc.ir.verifier.tensor_index_as_slice`), so the passes meet element reads of tuples only.
 """
 
 from __future__ import annotations
@@ -18,7 +19,19 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ptoc.ir import dtypes
-from ptoc.ir.nodes import Call, ConstBool, ConstFloat, ConstInt, Expr, Program, ScalarType, Type, Var
+from ptoc.ir.nodes import (
+    Call,
+    ConstBool,
+    ConstFloat,
+    ConstInt,
+    Expr,
+    GetItem,
+    Program,
+    ScalarType,
+    TensorType,
+    Type,
+    Var,
+)
 from ptoc.ir.visitor import Mutator
 from ptoc.ops import registry
 
@@ -43,6 +56,14 @@ class _FullNames(Mutator):
             return None if diags else t
         return None
 
+    def mutate_GetItem(self, e: GetItem) -> Expr:
+        from ptoc.ir.verifier import tensor_index_as_slice
+
+        base = self.type_of(e.value)
+        if isinstance(base, TensorType) and len(base.shape) >= 2:
+            return tensor_index_as_slice(e, base)
+        return e
+
     def mutate_Call(self, call: Call) -> Call:
         if call.kind != "op" or call.op not in registry.SHORT:
             return call
@@ -55,7 +76,8 @@ class _FullNames(Mutator):
 def full_op_names(program: Program, ctx) -> Program:
     """`program` with every short op name that resolves replaced by its full name (the same object when
     there is none)."""
-    if not any(isinstance(n, Call) and n.kind == "op" and n.op in registry.SHORT for n in _calls(program)):
+    if not any((isinstance(n, Call) and n.kind == "op" and n.op in registry.SHORT) or isinstance(n, GetItem)
+               for n in _calls(program)):
         return program
     from ptoc.ir.verifier import function_types
 
@@ -71,7 +93,7 @@ def full_op_names(program: Program, ctx) -> Program:
 def _calls(program: Program):
     from ptoc.ir.visitor import walk
 
-    return (n for n in walk(program) if isinstance(n, Call))
+    return (n for n in walk(program) if isinstance(n, (Call, GetItem)))
 
 
 __all__ = ["full_op_names"]

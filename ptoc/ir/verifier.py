@@ -524,6 +524,12 @@ class Verifier:
                          f"{len(base.types)}", e.index)
                 return None
             return base.types[e.index.value]
+        if isinstance(base, TensorType) and len(base.shape) >= 2 and self.op_typer is not None:
+            # PyPTO: t[i] of a tensor is the slice at i of its first axis, that axis dropped
+            t, diags = self.op_typer(tensor_index_as_slice(e, base), [base, None, None], {"drop_dims": None},
+                                     self.ctx)
+            self.diags.extend(diags)
+            return t
         if base is not None and not isinstance(base, TupleType):
             self.err("PTOC-E0114", f"only tuple values can be indexed; this value is a {_kind(base)}", e,
                      hint="t[i] reads element i of a tuple returned by a call; read tensor and tile "
@@ -806,6 +812,17 @@ def _join_branches(s: IfStmt, then_scope: _Scope, else_scope: _Scope, scope: _Sc
 def _exits(body: tuple[Stmt, ...]) -> bool:
     """The body ends with `break` or `continue` (before CtrlFlowTransform)."""
     return bool(body) and isinstance(body[-1], (BreakStmt, ContinueStmt))
+
+
+def tensor_index_as_slice(e: GetItem, base: TensorType) -> Call:
+    """`t[i]` of a rank >= 2 tensor written as the op PyPTO's parser makes of it: the window [1, ...] at
+    [i, 0, ...] with its first axis dropped (`pl.tensor.slice(t, [1, d1, ...], [i, 0, ...], drop_dims=[0])`)."""
+    one = ConstInt(1, dtypes.INDEX, span=e.span)
+    zero = ConstInt(0, dtypes.INDEX, span=e.span)
+    shape = ListExpr((one, *base.shape[1:]), span=e.span)
+    offset = ListExpr((e.index, *(zero for _ in base.shape[1:])), span=e.span)
+    return Call("tensor.slice", (e.value, shape, offset), (("drop_dims", ListExpr((zero,), span=e.span)),),
+                span=e.span)
 
 
 def function_types(program: Program, ctx=None,
