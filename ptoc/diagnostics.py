@@ -41,6 +41,10 @@ CODES: dict[str, str] = {
     "PTOC-E0114": "malformed expression",
     "PTOC-E0115": "malformed decorator",
     "PTOC-E0120": "call argument contradicts the callee's parameter type",
+    # language front end: forms PyPTO accepts (PTOC-E0140..E0149)
+    "PTOC-E0140": "malformed declared allocation (pl.MemRef with a name only)",
+    "PTOC-E0141": "declared allocation not supported by memory planning yet",
+    "PTOC-E0142": "subscript form not supported",
     # operators (issue: operator set)
     "PTOC-E0200": "unknown operator",
     "PTOC-E0201": "wrong arguments for operator",

@@ -30,8 +30,12 @@ def frontend(text: str, file: str, ctx: CompileContext) -> Program:
     from ptoc.frontend.parser import parse_program
     from ptoc.passes.manager import gc_paused
 
+    from ptoc.frontend.short_names import full_op_names
+
     with gc_paused():  # (parse_program pauses it too; this one also spares the parse tree a rescan)
-        return parse_program(text, file, ctx=ctx)
+        # the program as written (parse_program keeps its spelling, so it prints back as written), then
+        # one spelling per op for everything after the front end: pl.load -> tile.load
+        return full_op_names(parse_program(text, file, ctx=ctx), ctx)
 
 
 def check_source(text: str, file: str, ctx: CompileContext) -> Program:

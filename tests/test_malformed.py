@@ -99,8 +99,11 @@ CASES = [
     ("chained_assignment", prog("a = b = x", "return a"),
      "PTOC-E0001", BODY, 15, 1),
     # ---- Python constructs that are not IR
-    ("slice_subscript", prog("w = t[0:4]", "return x"),
-     "PTOC-E0005", BODY, 13, 1),
+    # slicing is PyPTO's sugar for pl.slice; a window must name every axis of the [64, 128] tensor
+    ("slice_subscript_missing_an_axis", prog("w = t[0:4]", "return x"),
+     "PTOC-E0202", BODY, 13, 1),
+    ("slice_subscript_dropping_an_axis", prog("w = t[0:4, 2]", "return x"),
+     "PTOC-E0142", BODY, 20, 1),
     ("docstring", prog('"""A docstring."""', "return x"),
      "PTOC-E0005", BODY, 9, 1),
     ("tuple_unpacking_from_a_call", prog("a, b = self.g(x)", "return a"),
@@ -369,9 +372,11 @@ def test_while_without_cond_hint():
     assert "pl.cond" in d.message and "pl.cond" in d.hint
 
 
-def test_slice_hint_points_to_tensor_slice():
+def test_slice_hints_say_how_to_write_the_window():
     d = errors(prog("w = t[0:4]", "return x"))[0]
-    assert "pl.tensor.slice" in d.hint
+    assert "one extent and one offset per axis" in d.hint
+    d = errors(prog("w = t[0:4, 2]", "return x"))[0]
+    assert "i:i+1" in d.hint
 
 
 # ------------------------------------------------------------------ several errors in one file
@@ -395,9 +400,9 @@ def test_several_errors_are_all_reported_in_order():
 
 
 def test_several_construct_errors_are_all_reported_in_order():
-    src = prog("w = t[0:4]", '"""doc"""', "y: pl.Scalar[pl.FP4] = x", "return x")
+    src = prog("w = t[0:4, 2]", '"""doc"""', "y: pl.Scalar[pl.FP4] = x", "return x")
     got = [(d.code, d.span.line, d.span.col) for d in errors(src)]
-    assert got == [("PTOC-E0005", BODY, 13), ("PTOC-E0005", BODY + 1, 9), ("PTOC-E0108", BODY + 2, 22)]
+    assert got == [("PTOC-E0142", BODY, 20), ("PTOC-E0005", BODY + 1, 9), ("PTOC-E0108", BODY + 2, 22)]
 
 
 def test_several_syntax_errors_are_all_reported_in_order():

@@ -121,8 +121,19 @@ def test_blocked_nz_load_keeps_its_dynamic_valid_rows():
     assert low.function_types(ctx)["k"]["wt"].view.valid_shape[0] == Var("vr")
 
 
-def test_every_tileview_field_is_compared_not_only_the_valid_shape(tmp_path):
-    # TEXTRACT into Left gives the L0A format blayout=row_major; the plain Left annotation means col_major
+def _types_of(text: str, fn: str = "k"):
+    from ptoc.context import CompileContext
+    from ptoc.frontend.parser import parse_program
+    from ptoc.ir.verifier import function_types
+
+    ctx = CompileContext(arch="a2a3")
+    return function_types(parse_program(text, "x.ir", ctx=ctx), ctx)[fn]
+
+
+def test_plain_annotation_takes_the_values_layout_fields(tmp_path):
+    # PyPTO's parser merges an annotation with the value's type: a field the annotation leaves out is the
+    # value's. TEXTRACT into Left gives the L0A format blayout=row_major (PyPTO's tile.extract rule), and
+    # a plain Left annotation (implicit col_major) keeps it rather than contradicting it.
     text = program("extract_left", """\
     @pl.function(type=pl.FunctionType.InCore)
     def k(self, a: pl.Tensor[[32, 64], pl.FP16]):
@@ -131,10 +142,59 @@ def test_every_tileview_field_is_compared_not_only_the_valid_shape(tmp_path):
 """)
     f = tmp_path / "x.ir"
     f.write_text(text)
+    assert run("check", f).returncode == 0
+    al = _types_of(text)["al"]
+    assert al.memory == "Left" and al.view is not None and al.view.blayout == "row_major"
+    assert run("fmt", f).stdout.count("pl.Tile[[32, 32], pl.FP16, pl.Mem.Left] = pl.tile.extract") == 1
+
+
+def test_annotation_chooses_the_layout_of_a_load(tmp_path):
+    # a load annotated with an NZ view (col_major blocks of row_major fractals) is an NZ tile
+    text = program("nz_load", """\
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, a: pl.Tensor[[64, 64], pl.BF16]):
+        t: pl.Tile[[64, 64], pl.BF16, pl.Mem.Vec, pl.TileView(blayout=pl.TileLayout.col_major, slayout=pl.TileLayout.row_major)] = pl.tile.load(a, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
+""")
+    f = tmp_path / "x.ir"
+    f.write_text(text)
+    assert run("check", f).returncode == 0
+    t = _types_of(text)["t"]
+    assert (t.view.blayout, t.view.slayout) == ("col_major", "row_major")
+
+
+def test_annotation_without_a_memory_space_takes_the_values(tmp_path):
+    # PyPTO merges the space the same way: an Acc product annotated without pl.Mem is an Acc tile, so its
+    # store into an FP16 tensor is the Acc write-back that converts FP32 on the way out
+    text = program("acc_store", """\
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, a: pl.Tensor[[16, 64], pl.FP16], b: pl.Tensor[[64, 32], pl.FP16], o: pl.Out[pl.Tensor[[16, 32], pl.FP16]]) -> pl.Tensor[[16, 32], pl.FP16]:
+        l: pl.Tile[[16, 64], pl.FP16] = pl.tile.load(a, [0, 0], [16, 64], target_memory=pl.Mem.Mat)
+        r: pl.Tile[[64, 32], pl.FP16] = pl.tile.load(b, [0, 0], [64, 32], target_memory=pl.Mem.Mat)
+        c: pl.Tile[[16, 32], pl.FP32] = pl.tile.matmul(l, r)
+        s: pl.Tensor[[16, 32], pl.FP16] = pl.tile.store(c, [0, 0], o)
+        return s
+""")
+    t = _types_of(text)
+    assert (t["l"].memory, t["r"].memory, t["c"].memory) == ("Mat", "Mat", "Acc")
+    f = tmp_path / "x.ir"
+    f.write_text(text)
+    assert run("check", f).returncode == 0
+
+
+def test_layout_fields_never_excuse_a_valid_shape_contradiction(tmp_path):
+    # the annotation writes an offset and a layout, but still claims the whole tile valid while the value
+    # is valid on 32 of 64 rows: that stays a contradiction
+    text = program("partial_with_view", """\
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, w: pl.Tensor[[128, 64], pl.FP16]):
+        t: pl.Tile[[64, 64], pl.FP16, pl.Mem.Vec, pl.TileView(blayout=pl.TileLayout.col_major)] = pl.tile.load(w, [0, 0], [64, 64], [32, 64], target_memory=pl.Mem.Vec)
+""")
+    f = tmp_path / "x.ir"
+    f.write_text(text)
     p = run("check", "--diagnostics", "json", f)
     (d,) = json_diags(p)
-    assert (d["code"], d["line"]) == ("PTOC-E0105", 8)
-    assert "blayout is row_major, the annotation's is col_major" in d["message"]
+    assert (d["code"], d["line"]) == ("PTOC-E0105", 7)
+    assert "valid shape is [32, 64], the annotation's is [64, 64]" in d["message"]
 
 
 # ------------------------------------------------------------------ call arguments (FP4-2, NZ-16)

@@ -323,6 +323,11 @@ class _FunctionEmitter(TileOpEmitter):
     # ------------------------------------------------------------------ GM views
     def _make_views(self, ptr_of: dict[str, str]) -> None:
         for v in self.views:
+            if v.layout.startswith("MX_"):  # PyPTO's packed MX scale layouts (MX_A_ZZ, MX_B_NN)
+                at = next((p.span for p in self.fn.params if p.name == v.param), None)
+                raise unsupported(f"a GM tensor of layout {v.layout} ({v.param})", at,
+                                  "the MX scale layouts are parsed and typed; ptoc's .pto emitter has no view "
+                                  "for them yet")
             shape = [self.index_value(e, None) for e in v.shape]
             strides = [self.index_value(e, None) for e in v.strides]
             vt = f"!pto.tensor_view<{'x'.join('?' for _ in v.shape)}x{element_type(v.dtype)}>"

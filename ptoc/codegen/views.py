@@ -9,7 +9,8 @@ Rules (pto-format.md):
 - a load's partition sizes are its valid_shapes when given, else its shapes;
 - a store's partition sizes are its explicit partition-shape operand when given (rank > 2 stores,
   NZ Acc write-back), else the stored tile's valid shape, left-padded with 1s to the tensor's rank
-  (a 2-D tile stored into a rank-3 tensor writes one batch slice);
+  (a 2-D tile stored into a rank-3 tensor writes one batch slice), or without its leading 1 for a
+  rank-1 tensor (FlattenTileNdTo2D's [1, N] form of a rank-1 tile; PyPTO's store keeps no shapes= there);
 - a store written as a bare statement (its result unused) is a window too; its partition is named
   after the tensor it writes;
 - loop-carried and yielded tensors are aliases of the parameter they started from.

@@ -9,6 +9,7 @@ Every problem is a `Diagnostic` with the span it came from; all of a file's erro
 from __future__ import annotations
 
 import difflib
+from dataclasses import replace
 
 from ptoc.diagnostics import CompileError, Diagnostic, DiagnosticSink, Span
 from ptoc.frontend.syntax import SN, gc_paused, parse_syntax
@@ -105,6 +106,18 @@ _EXPR_BUILDERS = {
 }
 
 
+# Keywords PyPTO's language functions name differently from the op's parameter: the front end stores
+# the op's name, so every later stage reads one spelling (pl.load(..., valid_shape=...) -> valid_shapes=).
+_KEYWORD_ALIASES = {
+    "tile.load": {"valid_shape": "valid_shapes"}, "load": {"valid_shape": "valid_shapes"},
+    "tile.store": {"output_tensor": "output"}, "store": {"output_tensor": "output"},
+}
+
+# split-axis crossings whose split= the enclosing pl.split_aiv loop gives when the call leaves it out
+_SPLIT_CROSSINGS = frozenset({"aiv_shard", "aic_gather", "tile.aiv_shard", "tile.aic_gather", "tensor.aiv_shard",
+                              "tensor.aic_gather"})
+
+
 class Builder:
     """Syntax nodes -> IR, one statement at a time so one bad statement does not hide the next."""
 
@@ -112,6 +125,8 @@ class Builder:
         self.file = file
         self.sink = sink
         self.prefix = "pl"
+        self.declared_slots: dict[str, tuple[int, Span]] = {}
+        self.split_modes: list[str] = []  # SplitMode members of the enclosing pl.split_aiv loops
         self.scalar_names: set[str] = set()  # names known to hold scalars (decides pl.cast form)
         # (line, column, key) of every line the printer writes, when collected for the formatter: the
         # key names the printed line the way the printer finds it (see ptoc.ir.printer.SourceComments)
@@ -262,6 +277,7 @@ class Builder:
     def function(self, n: SN, in_class: bool) -> Function:
         name, params, ret, body, decos = n.a
         self.scalar_names = set()
+        self.declared_slots: dict[str, tuple[int, Span]] = {}  # pl.MemRef("name") of this function
         fkey = (n.span.line, n.span.col)
         for d in decos:
             self._anchor(d.span, ("deco",) + fkey)
@@ -365,6 +381,8 @@ class Builder:
         n = self._unparen(n)
         path = None
         args: tuple = ()
+        if n.k == "getitem" and n.a[0].k == "name" and n.a[0].a[0] == "tuple":
+            return TupleType(tuple(self.type(t) for t in n.a[1]), span=n.span)  # Python's tuple[...] = pl.Tuple
         if n.k == "getitem":
             path = self._pl_path(n.a[0])
             args = n.a[1]
@@ -450,6 +468,8 @@ class Builder:
         return TileType(shape, dt, memref, memory, normalize_tile_view(shape, memory, view), span=n.span)
 
     def _type_extra(self, x: SN) -> tuple[str, object]:
+        if x.k == "getitem" and x.a[0].k == "call" and self._pl_path(x.a[0].a[0]) == ["MemRef"]:
+            return "MemRef", None
         if x.k == "call":
             path = self._pl_path(x.a[0])
             if path in (["TensorView"], ["TileView"], ["MemRef"]):
@@ -521,7 +541,20 @@ class Builder:
         )
 
     def memref(self, x: SN) -> MemRef:
+        if x.k == "getitem":  # one slot of a declared allocation: pl.MemRef("buf", slots=2)[k]
+            m = self.memref(x.a[0])
+            if not m.declared or m.slots <= 1 or len(x.a[1]) != 1 or x.a[1][0].k == "slice":
+                self.fail("PTOC-E0140", "only a declared allocation with slots=N > 1 has slots to select", x,
+                          hint='declare it as pl.MemRef("buf", slots=2) and select a slot with [k]')
+            k = self.expr(x.a[1][0])
+            if isinstance(k, ConstInt) and not 0 <= k.value < m.slots:
+                self.fail("PTOC-E0140", f"slot {k.value} is out of range: the allocation has {m.slots} slots",
+                          x.a[1][0], hint=f"select a slot in [0, {m.slots})")
+            return replace(m, slot=k, span=x.span)
         args = x.a[1]
+        if args and args[0][0] is None and all(k is None or self._kwname(k) == "slots" for k, _ in args[1:]) \
+                and len([1 for k, _ in args if k is None]) == 1:
+            return self._declared_memref(x, args)
         if len(args) != 3 or any(k is not None for k, _ in args):
             self.fail("PTOC-E0109", "pl.MemRef takes three positional values: base, byte offset, byte size", x,
                       hint='write `pl.MemRef("mem_ddr_0", pl.const(0, pl.INT64), 16384)`')
@@ -530,6 +563,27 @@ class Builder:
             self.fail("PTOC-E0109", "a MemRef base is a quoted region name or an allocation variable",
                       args[0][1])
         return MemRef(base, self.expr(args[1][1]), self.expr(args[2][1]), span=x.span)
+
+    def _declared_memref(self, x: SN, args) -> MemRef:
+        """`pl.MemRef("buf")` / `pl.MemRef("buf", slots=N)`: an allocation named by the program, its
+        size and address left to memory planning (PyPTO's declared allocation)."""
+        name = self.expr(args[0][1])
+        if not isinstance(name, StrLit) or not name.value:
+            self.fail("PTOC-E0140", "a declared allocation's name is a non-empty quoted string", args[0][1],
+                      hint='write pl.MemRef("buf")')
+        slots = 1
+        for _, v in args[1:]:
+            n = self.expr(v)
+            if not isinstance(n, ConstInt) or n.value < 1:
+                self.fail("PTOC-E0140", "slots= takes a positive integer", v, hint="write slots=2")
+            slots = n.value
+        seen = self.declared_slots.setdefault(name.value, (slots, x.span))
+        if seen[0] != slots:
+            self.fail("PTOC-E0140", f"the declarations of allocation {name.value!r} disagree on how many slots "
+                      f"it has ({seen[0]} at line {seen[1].line}, {slots} here)", x,
+                      hint="declare one allocation with one slot count, or give the other one its own name")
+        zero = ConstInt(0, dtypes.INDEX, span=x.span)
+        return MemRef(name, zero, zero, declared=True, slots=slots, span=x.span)
 
     def dtype(self, n: SN) -> dtypes.DType:
         n = self._unparen(n)
@@ -625,12 +679,56 @@ class Builder:
     def getitem_expr(self, n: SN) -> Expr:
         base, subs = n.a
         if len(subs) != 1 or subs[0].k == "slice":
-            self.fail("PTOC-E0005", "slicing and multi-index subscripts are DSL syntax, not IR", n,
-                      hint="use pl.tensor.slice(t, shape, offset) or pl.tile.load(...) with offsets")
+            offsets, extents = self._window(n, reading=True)
+            return Call("slice", (self.expr(base), ListExpr(extents, span=n.span), ListExpr(offsets, span=n.span)),
+                        span=n.span)
         path = self._pl_path(base) if base.k == "attr" else None
         if path:
             self.fail("PTOC-E0109", f"a type `pl.{'.'.join(path)}[...]` cannot be used as a value", n)
         return GetItem(self.expr(base), self.expr(subs[0]), span=n.span)
+
+    def _window(self, n: SN, reading: bool) -> tuple[tuple[Expr, ...], tuple[Expr, ...]]:
+        """The offsets and extents a subscript `t[a:b, c:d]` names (PyPTO's slicing sugar for
+        `pl.slice(t, [b - a, d - c], [a, c])`; as a write target, for `pl.assemble(t, src, [a, c])`).
+        A missing lower bound is 0. Reading needs every upper bound (the front end does not know the
+        shape); an index that is not a slice would drop its axis, which is not supported yet."""
+        offsets: list[Expr] = []
+        extents: list[Expr] = []
+        for sub in n.a[1]:
+            if sub.k != "slice":
+                self.fail("PTOC-E0142", "an index that drops an axis in a multi-axis subscript is not "
+                          "supported yet", sub, hint="write the axis as a slice i:i+1 of extent 1")
+            lo, hi = sub.a
+            low = self.expr(lo) if lo is not None else ConstInt(0, dtypes.INDEX, span=sub.span)
+            offsets.append(low)
+            if hi is None:
+                if reading:
+                    self.fail("PTOC-E0142", "a slice that is read needs its upper bound", sub,
+                              hint="write the bound, e.g. t[0:64, 8:16]")
+                continue
+            high = self.expr(hi)
+            if isinstance(low, ConstInt) and low.value == 0:
+                extents.append(high)
+            elif isinstance(low, ConstInt) and isinstance(high, ConstInt):
+                extents.append(ConstInt(high.value - low.value, dtypes.INDEX, span=sub.span))
+            elif isinstance(high, BinOp) and high.op == "+" and high.lhs == low:
+                extents.append(high.rhs)  # r:r + 16 -> 16
+            else:
+                extents.append(BinOp("-", high, low, span=sub.span))
+        return tuple(offsets), tuple(extents)
+
+    def _subscript_write(self, target: SN, value: SN, n: SN) -> Stmt:
+        """`dst[a:b, c:d] = src`: PyPTO's sugar for `dst = pl.assemble(dst, src, [a, c])` (the window's
+        extents are the source's shape; axes after the last subscript start at 0)."""
+        base, _ = target.a
+        base = self._unparen(base)
+        if base.k != "name":
+            self.fail("PTOC-E0142", "a subscript write needs a named tensor or tile", base,
+                      hint="write dst[...] = src with dst a name")
+        offsets, _ = self._window(target, reading=False)
+        dst = Var(base.a[0], span=base.span)
+        call = Call("assemble", (dst, self.expr(value), ListExpr(offsets, span=target.span)), span=target.span)
+        return AssignStmt(Var(base.a[0], span=base.span), call, None, span=n.span)
 
     def attr_value(self, n: SN) -> Expr:
         path = self._pl_path(n)
@@ -704,6 +802,20 @@ class Builder:
         if op == "cast" and len(args) == 2 and not kwargs and isinstance(args[1], DTypeLit) \
                 and self._is_scalar(args[0]):
             return Cast(args[0], args[1].dtype, span=sp)
+        if op in _SPLIT_CROSSINGS and self.split_modes and not any(k == "split" for k, _ in kwargs):
+            # PyPTO stamps a crossing inside `for ... in pl.split_aiv(2, mode=M)` with that loop's mode
+            code = ("NONE", "UP_DOWN", "LEFT_RIGHT").index(self.split_modes[-1])
+            kwargs = (*kwargs, ("split", ConstInt(code, dtypes.INDEX, span=sp)))
+        if op in ("mrgsort", "tile.mrgsort", "tensor.mrgsort"):
+            # the language's merge sort: one list of sorted runs (block_len=) or 2..4 sorted lists
+            form = "format1" if any(k == "block_len" for k, _ in kwargs) else "format2"
+            op = f"{op}_{form}"
+        if op in ("scatter_update", "tensor.scatter_update", "tile.scatter_update") and len(args) == 4:
+            # the language's (input, dim, index, src): dim is the op's attribute
+            args, kwargs = (args[0], args[2], args[3]), (*kwargs, ("dim", args[1]))
+        aliases = _KEYWORD_ALIASES.get(op)
+        if aliases and any(k in aliases for k, _ in kwargs):
+            kwargs = tuple((aliases.get(k, k), v) for k, v in kwargs)
         return Call(op, args, kwargs, kind="op", span=sp)
 
     def _is_scalar(self, e: Expr) -> bool:
@@ -777,8 +889,13 @@ class Builder:
         if rhs.k != "exprlist":  # pragma: no cover - grammar guarantees
             self.fail("PTOC-E0114", "bad assignment", n)
         v = self._single(rhs)
+        items = lhs.a
+        if len(items) == 1 and self._unparen(items[0]).k == "tuple":  # `(a,) = pl.yield_(x)`
+            items = self._unparen(items[0]).a
+        if len(items) == 1 and self._unparen(items[0]).k == "getitem" and v is not None:
+            return self._subscript_write(self._unparen(items[0]), v, n)
         targets = []
-        for t in lhs.a:
+        for t in items:
             t = self._unparen(t)
             if t.k != "name":
                 self.fail("PTOC-E0005", "only plain names can be assigned", t,
@@ -886,7 +1003,16 @@ class Builder:
         if len(iter_args) != len(init):
             self._arity(iter_args, init, it)
         self.scalar_names.add(tname)
-        return ForStmt(kind, Var(tname, span=tspan), args, self.block(body), iter_args, tuple(init), kwargs,
+        mode = dict(kwargs).get("mode") if kind == "split_aiv" else None
+        if isinstance(mode, EnumLit) and mode.family == "SplitMode":
+            self.split_modes.append(mode.member)
+            try:
+                loop_body = self.block(body)
+            finally:
+                self.split_modes.pop()
+        else:
+            loop_body = self.block(body)
+        return ForStmt(kind, Var(tname, span=tspan), args, loop_body, iter_args, tuple(init), kwargs,
                        span=n.span)
 
     def _while_loop(self, n: SN, it: SN, tkind, iter_args, args, kwargs, init, body) -> Stmt:

@@ -60,6 +60,11 @@ class MemRef(Node):
     base: Expr  # StrLit for a quoted name, Var for an allocation result
     offset: Expr
     size: Expr
+    # `pl.MemRef("buf")`: an allocation the program declares by name only (its offset and size are 0
+    # until memory is planned); with `slots=N` it holds N equal slots and `slot` selects one
+    declared: bool = False
+    slots: int = 1
+    slot: Expr | None = None
 
 
 @dataclass(frozen=True)

@@ -324,6 +324,9 @@ class Printer:
 
     # ---------------------------------------------------------------- types
     def memref(self, m: MemRef) -> str:
+        if m.declared:
+            text = f"{self.p}.MemRef({self.expr(m.base)}" + (f", slots={m.slots})" if m.slots > 1 else ")")
+            return text + (f"[{self.expr(m.slot)}]" if m.slot is not None else "")
         offset = m.offset
         addr = self._addrs.get(m.base.name) if isinstance(m.base, Var) else None
         if addr is not None:

@@ -174,9 +174,65 @@ def _is_2d_flattening(flat: tuple[Expr, ...], nd: tuple[Expr, ...]) -> bool:
     return f[0] == lead and f[1] == vals[-1]
 
 
+# TileView fields that describe where the data sits rather than which of it is valid. PyPTO's parser
+# merges an assignment's annotation with the value's inferred type: the annotation's view decides the
+# layout and the value's fills what the annotation leaves out (a load or create annotated with an NZ
+# view is how a program asks for an NZ tile).
+_LAYOUT_FIELDS = ("stride", "start_offset", "blayout", "slayout", "fractal", "pad", "compact")
+
+
+def with_value_layout(annotated: Type, actual: Type) -> Type:
+    """`actual`'s type as an assignment's annotation declares it: an annotation without a memory space
+    takes the value's; every TileView field in `_LAYOUT_FIELDS` the annotation writes is the
+    annotation's, every one it leaves out (its memory space's implicit value) the value's, when both are
+    tiles of the same rank in the same memory space.
+    The valid shape is never taken over: an annotation without one says the whole tile is valid, and a
+    value that is valid on less contradicts it. Anything else: `annotated` unchanged."""
+    a, b = annotated, actual
+    if not (isinstance(a, TileType) and isinstance(b, TileType)) or len(a.shape) != len(b.shape):
+        return a
+    if a.memory and b.memory and a.memory != b.memory:
+        return a
+    from dataclasses import replace
+
+    from ptoc.ir.nodes import TileView
+    from ptoc.ir.types import normalize_tile_view
+
+    if a.memory is None and b.memory is not None:  # an annotation without a space lives where the value does
+        a = replace(a, memory=b.memory, view=normalize_tile_view(a.shape, b.memory, a.view))
+    if b.view is None:
+        return a
+    va = a.view or TileView()
+    fill = {f: getattr(b.view, f) for f in _LAYOUT_FIELDS
+            if getattr(va, f) is None and getattr(b.view, f) is not None}
+    if not fill:
+        return a
+    return replace(a, view=normalize_tile_view(a.shape, a.memory or b.memory, replace(va, **fill)))
+
+
+def layout_as_annotated(annotated: Type, actual: Type) -> Type:
+    """`actual` with the layout fields (`_LAYOUT_FIELDS`) of the annotation `with_value_layout` gave:
+    what the annotation and the value are compared on is then the valid shape alone."""
+    a, b = annotated, actual
+    if not (isinstance(a, TileType) and isinstance(b, TileType)) or len(a.shape) != len(b.shape):
+        return b
+    if a.memory and b.memory and a.memory != b.memory:
+        return b
+    from dataclasses import replace
+
+    from ptoc.ir.nodes import TileView
+    from ptoc.ir.types import normalize_tile_view
+
+    va, vb = a.view or TileView(), b.view or TileView()
+    layout = {f: getattr(va, f) for f in _LAYOUT_FIELDS}
+    if all(getattr(vb, f) == v for f, v in layout.items()):
+        return b
+    return replace(b, view=normalize_tile_view(b.shape, a.memory or b.memory, replace(vb, **layout)))
+
+
 def kind_of(t: Type) -> str:
     return {"ScalarType": "scalar", "TensorType": "tensor", "TileType": "tile", "PtrType": "pointer",
             "TupleType": "tuple"}.get(type(t).__name__, type(t).__name__)
 
 
-__all__ = ["VALID_SHAPE_MISMATCH", "kind_of", "type_mismatch"]
+__all__ = ["VALID_SHAPE_MISMATCH", "kind_of", "layout_as_annotated", "type_mismatch", "with_value_layout"]

@@ -12,7 +12,7 @@ from ptoc.target.arch import FRACTAL_ROWS, IMPLICIT_TILE_LAYOUT
 # member set is open (it is carried through without validation).
 ENUMS: dict[str, tuple[str, ...] | None] = {
     "Mem": ("DDR", "Vec", "Mat", "Left", "Right", "Acc", "Bias", "LeftScale", "RightScale"),
-    "TensorLayout": ("ND", "DN", "NZ"),
+    "TensorLayout": ("ND", "DN", "NZ", "MX_A_ZZ", "MX_B_NN"),
     "TileLayout": ("none_box", "row_major", "col_major"),
     "PadValue": ("null", "zero", "max", "min"),
     "CompactMode": ("null", "normal"),
@@ -23,7 +23,7 @@ ENUMS: dict[str, tuple[str, ...] | None] = {
     "ScopeMode": ("AUTO", "MANUAL"),
 }
 ENUM_ALIASES = {"MemorySpace": "Mem"}
-LAYOUT_SHORTHANDS = ("ND", "DN", "NZ")
+LAYOUT_SHORTHANDS = ("ND", "DN", "NZ", "MX_A_ZZ", "MX_B_NN")  # pl.NZ, pl.MX_A_ZZ (PyPTO exports all five)
 
 
 def implicit_tile_view(shape: tuple[Expr, ...], memory: str | None) -> dict[str, object]:

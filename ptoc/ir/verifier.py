@@ -52,7 +52,7 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.printer import print_type
-from ptoc.ir.type_match import VALID_SHAPE_MISMATCH, type_mismatch
+from ptoc.ir.type_match import VALID_SHAPE_MISMATCH, layout_as_annotated, type_mismatch, with_value_layout
 from ptoc.ir.type_match import kind_of as _kind
 from ptoc.ir.visitor import Mutator, walk
 
@@ -524,6 +524,12 @@ class Verifier:
                          f"{len(base.types)}", e.index)
                 return None
             return base.types[e.index.value]
+        if isinstance(base, TensorType) and len(base.shape) >= 2 and self.op_typer is not None:
+            # PyPTO: t[i] of a tensor is the slice at i of its first axis, that axis dropped
+            t, diags = self.op_typer(tensor_index_as_slice(e, base), [base, None, None], {"drop_dims": None},
+                                     self.ctx)
+            self.diags.extend(diags)
+            return t
         if base is not None and not isinstance(base, TupleType):
             self.err("PTOC-E0114", f"only tuple values can be indexed; this value is a {_kind(base)}", e,
                      hint="t[i] reads element i of a tuple returned by a call; read tensor and tile "
@@ -588,7 +594,9 @@ class Verifier:
             return actual
         self.check_type(ann, scope)
         if actual is not None:
-            why = type_mismatch(ann, actual) if self.cache is None else self.cache.type_mismatch(ann, actual)
+            ann = with_value_layout(ann, actual)
+            seen = layout_as_annotated(ann, actual)
+            why = type_mismatch(ann, seen) if self.cache is None else self.cache.type_mismatch(ann, seen)
             if why:
                 hint = f"the value's type is {print_type(actual)}"
                 if why.startswith(VALID_SHAPE_MISMATCH) and isinstance(actual, TileType):
@@ -804,6 +812,17 @@ def _join_branches(s: IfStmt, then_scope: _Scope, else_scope: _Scope, scope: _Sc
 def _exits(body: tuple[Stmt, ...]) -> bool:
     """The body ends with `break` or `continue` (before CtrlFlowTransform)."""
     return bool(body) and isinstance(body[-1], (BreakStmt, ContinueStmt))
+
+
+def tensor_index_as_slice(e: GetItem, base: TensorType) -> Call:
+    """`t[i]` of a rank >= 2 tensor written as the op PyPTO's parser makes of it: the window [1, ...] at
+    [i, 0, ...] with its first axis dropped (`pl.tensor.slice(t, [1, d1, ...], [i, 0, ...], drop_dims=[0])`)."""
+    one = ConstInt(1, dtypes.INDEX, span=e.span)
+    zero = ConstInt(0, dtypes.INDEX, span=e.span)
+    shape = ListExpr((one, *base.shape[1:]), span=e.span)
+    offset = ListExpr((e.index, *(zero for _ in base.shape[1:])), span=e.span)
+    return Call("tensor.slice", (e.value, shape, offset), (("drop_dims", ListExpr((zero,), span=e.span)),),
+                span=e.span)
 
 
 def function_types(program: Program, ctx=None,

@@ -20,7 +20,7 @@ from ptoc.ops.common import (
     shapes_equal,
     valid_shape_of,
 )
-from ptoc.ops.registry import Args, Emitter, NoPto, Pto, TileScalarKernel, declare, register, short_name
+from ptoc.ops.registry import Args, Emitter, NoPto, Pto, TileScalarKernel, UnaryKernel, declare, register, short_name
 
 ARITH = ("add", "sub", "mul", "div", "maximum", "minimum")
 SCALAR_FORM = {"add": "adds", "sub": "subs", "mul": "muls", "div": "divs", "maximum": "maximums",
@@ -127,7 +127,9 @@ for _kind in ("tensor", "tile"):
         register(f"{_kind}.{_n}", ("lhs", "rhs"), family="elementwise")(_make_binary(_kind, _n))
         register(f"{_kind}.{SCALAR_FORM[_n]}", ("lhs", "rhs"), family="elementwise")(_make_scalar(_kind, _n))
     for _n in UNARY:
-        register(f"{_kind}.{_n}", ("input",), family="elementwise")(_make_unary(_kind, _n))
+        # PyPTO's tile.rsqrt takes an optional scratch tile for its high-precision path
+        register(f"{_kind}.{_n}", ("input",), optional=(("tmp", None),) if (_kind, _n) == ("tile", "rsqrt") else (),
+                 family="elementwise")(_make_unary(_kind, _n))
 register("tile.relu", ("input",), family="elementwise")(_make_unary("tile", "relu"))
 
 for _n in ARITH:
@@ -214,7 +216,7 @@ for _n in EXPAND:
     short_name(f"col_expand_{_n}", tile=f"tile.col_expand_{_n}")
 
 
-@register("tile.sel", ("mask", "lhs", "rhs"), family="elementwise")
+@register("tile.sel", ("mask", "lhs", "rhs"), optional=(("tmp", None),), family="elementwise")
 def _sel(args: Args) -> Type | None:
     """elementwise select: mask ? lhs : rhs"""
     m, a, b = args.tile("mask"), args.tile("lhs"), args.tile("rhs")
@@ -276,3 +278,239 @@ def _lrelu(args: Args) -> Type | None:
 short_name("lrelu", tile="tile.lrelu")
 
 __all__ = ["binary_result", "scalar_result", "scalar_operand_dtype", "TensorType"]
+
+
+# ---------------------------------------------------------------------------------------------------
+# PyPTO's further elementwise ops (src/ir/op/tile_ops/elementwise.cpp, unary.cpp). Their type rules are
+# here; ptoc's `.pto` emitter has no lowering for them yet (NoPto: codegen says so with PTOC-E0400).
+# ---------------------------------------------------------------------------------------------------
+
+_NOT_YET = "ptoc's .pto emitter has no lowering for {op} yet; the op is parsed, typed and checked only"
+
+
+def _not_yet(op: str) -> NoPto:
+    return NoPto(_NOT_YET.format(op=op))
+
+
+def _trig(kind: str, name: str):
+    def rule(args: Args) -> Type | None:
+        x = args.tensor("input") if kind == "tensor" else args.tile("input")
+        if x is None:
+            return None
+        if not x.dtype.is_float:
+            args.fail(f"{args.op.name} needs a floating-point operand, got {x.dtype.name}", "input",
+                      hint="cast it first: pl.cast(x, target_type=pl.FP32)")
+        return _result(args, kind, x, x.shape, x.dtype, valid_shape_of(x))
+
+    rule.__doc__ = f"{kind} elementwise {name} (floating point)"
+    return rule
+
+
+for _kind in ("tensor", "tile"):
+    register(f"{_kind}.sin", ("input",), family="elementwise",
+             interp=UnaryKernel(lambda np, x: np.sin(x)) if _kind == "tile" else None)(_trig(_kind, "sine"))
+    register(f"{_kind}.cos", ("input",), family="elementwise",
+             interp=UnaryKernel(lambda np, x: np.cos(x)) if _kind == "tile" else None)(_trig(_kind, "cosine"))
+for _n in ("sin", "cos"):
+    short_name(_n, tensor=f"tensor.{_n}", tile=f"tile.{_n}")
+    declare(f"tile.{_n}", pto=_not_yet(f"tile.{_n}"))
+
+
+def _mask_shape(shape, valid):
+    """PyPTO's packed predicate mask: the last axis holds one bit per element, ceil(n / 8) bytes,
+    rounded up to a multiple of 32 bytes; its valid extent is ceil(valid / 8) bytes."""
+    from ptoc.ir.nodes import BinOp
+
+    from ptoc.ops.common import c, cint
+
+    def ceil8(e):
+        v = cint(e)
+        return c((v + 7) // 8) if v is not None else BinOp("//", BinOp("+", e, c(7)), c(8))
+
+    last = ceil8(shape[-1])
+    lv = cint(last)
+    box = c((lv + 31) // 32 * 32) if lv is not None else BinOp("*", BinOp("//", BinOp("+", last, c(31)), c(32)), c(32))
+    return tuple(shape[:-1]) + (box,), tuple(valid[:-1]) + (ceil8(valid[-1]),)
+
+
+def _cmp_type(args: Args) -> None:
+    from ptoc.ops.common import const_int_arg
+
+    if args.get("cmp_type") is None:
+        return  # PyPTO's DSL default: 0 (eq)
+    v = const_int_arg(args, "cmp_type")
+    if v not in range(6):
+        args.fail(f"{args.op.name}: cmp_type must be 0..5 (eq, ne, lt, le, gt, ge), got {v}", "cmp_type")
+
+
+def _cmp(scalar_rhs: bool):
+    def rule(args: Args) -> Type | None:
+        _cmp_type(args)
+        x = args.tile("lhs")
+        if scalar_rhs:
+            rt = args.type("rhs")
+            if rt is not None and not isinstance(rt, ScalarType):
+                args.fail(f"{args.op.name}: the right operand must be a scalar, got a {type(rt).__name__}", "rhs",
+                          hint="use tile.cmp for two tiles")
+            shape = x.shape if x is not None else None
+        else:
+            y = args.tile("rhs")
+            if x is None or y is None:
+                return None
+            shape = broadcast(args, x.shape, y.shape)
+        if x is None:
+            return None
+        mask, valid = _mask_shape(tuple(shape), valid_shape_of(x))
+        return new_tile(mask, dtypes.BY_NAME["UINT8"], x.memory or "Vec", valid)
+
+    rule.__doc__ = ("compare a tile with a " + ("scalar" if scalar_rhs else "tile") + " (cmp_type 0..5: eq ne lt le "
+                    "gt ge); a packed UINT8 predicate mask, one bit per element, rows padded to 32 bytes")
+    return rule
+
+
+register("tile.cmp", ("lhs", "rhs"), optional=(("cmp_type", None),), family="elementwise",
+         pto=_not_yet("tile.cmp"))(_cmp(False))
+register("tile.cmps", ("lhs", "rhs"), optional=(("cmp_type", None),), family="elementwise",
+         pto=_not_yet("tile.cmps"))(_cmp(True))
+
+
+@register("tensor.cmp", ("lhs", "rhs"), optional=(("cmp_type", None),), family="elementwise")
+def _tensor_cmp(args: Args) -> Type | None:
+    """compare a tensor with a tensor or a scalar (cmp_type 0..5); the result has the operand's dtype"""
+    _cmp_type(args)
+    rt = args.type("rhs")
+    if isinstance(rt, ScalarType) or (rt is None and is_literal(args.get("rhs"))):
+        return scalar_result(args, "tensor")
+    return binary_result(args, "tensor")
+
+
+short_name("cmp", tensor="tensor.cmp", tile="tile.cmp", tile_scalar="tile.cmps")
+short_name("cmps", tile="tile.cmps")
+
+
+def _tmp_ok(args: Args, x) -> None:
+    """PyPTO asks of the scratch tile only that it is a 2-D tile (any dtype: it is raw scratch bytes)."""
+    tmp = args.tile("tmp") if args.has("tmp") else None
+    if tmp is not None and len(tmp.shape) != 2:
+        args.fail(f"{args.op.name}: the scratch tile must be 2-D, got rank {len(tmp.shape)}", "tmp")
+
+
+def _tiles_rule(names: tuple[str, ...], scalar: str | None, doc: str, dts=None):
+    """Tiles `names` of one dtype broadcast together (a scalar operand `scalar` between them); the result
+    has the first tile's dtype and memory."""
+    def rule(args: Args) -> Type | None:
+        if scalar is not None:
+            st = args.type(scalar)
+            if st is not None and not isinstance(st, ScalarType):
+                args.fail(f"{args.op.name}: {scalar!r} must be a scalar, got a {type(st).__name__}", scalar)
+        ts = [args.tile(n) for n in names]
+        if any(t is None for t in ts):
+            return None
+        first = ts[0]
+        shape = first.shape
+        for t in ts[1:]:
+            same_dtype(args, first, t)
+            shape = broadcast(args, shape, t.shape)
+        if dts is not None and first.dtype.name not in dts:
+            args.fail(f"{args.op.name} supports {', '.join(dts)}, got {first.dtype.name}", names[0])
+        _tmp_ok(args, first)
+        valid = valid_shape_of(first) if shapes_equal(shape, first.shape) is True else None
+        return new_tile(shape, first.dtype, first.memory, valid)
+
+    rule.__doc__ = doc
+    return rule
+
+
+_TDIV = ("INT16", "INT32", "FP16", "FP32")
+register("tile.rem", ("lhs", "rhs"), optional=(("tmp", None),), family="elementwise", pto=_not_yet("tile.rem"))(
+    _tiles_rule(("lhs", "rhs"), None, "elementwise remainder of two tiles (scratch tile tmp)", _TDIV))
+register("tile.rems", ("lhs", "rhs"), optional=(("tmp", None),), family="elementwise", pto=_not_yet("tile.rems"))(
+    _tiles_rule(("lhs",), "rhs", "elementwise remainder of a tile by a scalar (scratch tile tmp)", _TDIV))
+register("tile.fmod", ("lhs", "rhs"), family="elementwise", pto=_not_yet("tile.fmod"))(
+    _tiles_rule(("lhs", "rhs"), None, "elementwise C fmod of two tiles (the sign of the dividend)"))
+register("tile.fmods", ("lhs", "rhs"), family="elementwise", pto=_not_yet("tile.fmods"),
+         interp=TileScalarKernel(lambda np, x, s: np.fmod(x, s)))(
+    _tiles_rule(("lhs",), "rhs", "elementwise C fmod of a tile by a scalar (the sign of the dividend)"))
+register("tile.addc", ("lhs", "rhs", "rhs2"), family="elementwise", pto=_not_yet("tile.addc"))(
+    _tiles_rule(("lhs", "rhs", "rhs2"), None, "lhs + rhs + rhs2 over three tiles"))
+register("tile.subc", ("lhs", "rhs", "rhs2"), family="elementwise", pto=_not_yet("tile.subc"))(
+    _tiles_rule(("lhs", "rhs", "rhs2"), None, "lhs - rhs + rhs2 over three tiles"))
+register("tile.addsc", ("lhs", "rhs", "rhs2"), family="elementwise", pto=_not_yet("tile.addsc"))(
+    _tiles_rule(("lhs", "rhs2"), "rhs", "lhs + scalar + rhs2"))
+register("tile.subsc", ("lhs", "rhs", "rhs2"), family="elementwise", pto=_not_yet("tile.subsc"))(
+    _tiles_rule(("lhs", "rhs2"), "rhs", "lhs - scalar + rhs2"))
+for _n in ("rem", "fmod"):
+    short_name(_n, tile=f"tile.{_n}", tile_scalar=f"tile.{_n}s")
+    short_name(f"{_n}s", tile=f"tile.{_n}s")
+for _n in ("addc", "subc", "addsc", "subsc"):
+    short_name(_n, tile=f"tile.{_n}")
+
+
+@register("tile.prelu", ("tile", "slope"), optional=(("tmp", None),), family="elementwise",
+          pto=_not_yet("tile.prelu"))
+def _prelu(args: Args) -> Type | None:
+    """parametric ReLU: x > 0 ? x : x * slope, with a slope tile of the input's shape (FP16/FP32, 2-D)"""
+    x, s = args.tile("tile"), args.tile("slope")
+    if x is None or s is None:
+        return None
+    if x.dtype.name not in ("FP16", "FP32"):
+        args.fail(f"tile.prelu supports FP16 and FP32 tiles, got {x.dtype.name}", "tile")
+    same_dtype(args, x, s)
+    if len(x.shape) != 2:
+        args.fail(f"tile.prelu takes a 2-D tile, got rank {len(x.shape)}", "tile")
+    if shapes_equal(x.shape, s.shape) is False:
+        args.fail("tile.prelu: the slope tile needs the input's shape", "slope")
+    _tmp_ok(args, x)
+    return new_tile(x.shape, x.dtype, x.memory, valid_shape_of(x))
+
+
+short_name("prelu", tile="tile.prelu")
+
+
+# Broadcasts of PyPTO (src/ir/op/tile_ops/broadcast.cpp): the result has the target's shape, dtype and
+# valid region. row_expand / col_expand copy a [M, 1] / [1, N] vector across the target; expands fills it
+# with a scalar; row/col_expand_expdif compute exp(x - v) against the broadcast vector.
+def _broadcast_to_target(axis: str | None, vec: str):
+    def rule(args: Args) -> Type | None:
+        x = args.tile("target")
+        if axis is None:
+            st = args.type(vec)
+            if st is not None and not isinstance(st, ScalarType):
+                args.fail(f"{args.op.name}: {vec!r} must be a scalar, got a {type(st).__name__}", vec)
+            if x is None:
+                return None
+            return new_tile(x.shape, x.dtype, x.memory, valid_shape_of(x))
+        v = args.tile(vec)
+        if x is None or v is None:
+            return None
+        same_dtype(args, x, v)
+        if len(x.shape) < 2 or len(v.shape) < 2:
+            args.fail(f"{args.op.name} takes tiles of rank 2 or more", "target")
+        from ptoc.ops.common import cint
+
+        keep, one = (-2, -1) if axis == "row" else (-1, -2)
+        if cint(v.shape[one]) not in (None, 1) or (
+                cint(v.shape[keep]) is not None and cint(x.shape[keep]) is not None
+                and cint(v.shape[keep]) != cint(x.shape[keep])):
+            args.fail(f"{args.op.name}: the {axis} vector must be [{'M, 1' if axis == 'row' else '1, N'}] of the "
+                      "target", vec)
+        return new_tile(x.shape, x.dtype, x.memory, valid_shape_of(x))
+
+    rule.__doc__ = {"row": "copy a [M, 1] vector across every column of the target's shape",
+                    "col": "copy a [1, N] vector down every row of the target's shape",
+                    None: "a tile of the target's shape filled with a scalar"}[axis]
+    return rule
+
+
+register("tile.row_expand", ("target", "row_vec"), family="elementwise", pto=_not_yet("tile.row_expand"))(
+    _broadcast_to_target("row", "row_vec"))
+register("tile.col_expand", ("target", "col_tile"), family="elementwise", pto=_not_yet("tile.col_expand"))(
+    _broadcast_to_target("col", "col_tile"))
+register("tile.expands", ("target", "scalar"), family="elementwise", pto=_not_yet("tile.expands"))(
+    _broadcast_to_target(None, "scalar"))
+register("tile.row_expand_expdif", ("input", "row"), family="elementwise",
+         pto=_not_yet("tile.row_expand_expdif"))(_expand("row", "exp(x - v)"))
+register("tile.col_expand_expdif", ("input", "col"), family="elementwise",
+         pto=_not_yet("tile.col_expand_expdif"))(_expand("col", "exp(x - v)"))
+for _n in ("row_expand", "col_expand", "expands", "row_expand_expdif", "col_expand_expdif"):
+    short_name(_n, tile=f"tile.{_n}")

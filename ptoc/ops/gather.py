@@ -21,6 +21,8 @@ from __future__ import annotations
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
     BinOp,
+    ConstBool,
+    ConstInt,
     DTypeLit,
     EnumLit,
     Expr,
@@ -38,8 +40,11 @@ from ptoc.ops.common import (
     const_int_arg,
     enum_arg,
     fmt_shape,
+    int_list,
+    is_literal,
     new_tensor,
     new_tile,
+    shapes_equal,
     static_shape,
     valid_shape_of,
 )
@@ -692,34 +697,126 @@ def _mrgsort1(kind: str):
 
 
 def _mrgsort2(kind: str):
+    """PyPTO's format2 merges 2..4 sorted lists: the tile form takes its destination workspace `tmp` as
+    its last tile argument (so `src2` / `src3` may hold it) and returns tmp's shape; the tensor form takes
+    no workspace and returns the lists joined along the last axis. An `executed` tile after tmp (the
+    six-operand form) keeps tmp as the fifth argument."""
     def rule(args: Args) -> Type | None:
         get = args.tensor if kind == "tensor" else args.tile
-        srcs = [get(f"src{i}") for i in range(4)]
-        tmp = get("tmp")
-        get("executed")
-        s0 = srcs[0]
+        names = [n for n in ("src0", "src1", "src2", "src3", "tmp") if args.has(n)]
+        if args.has("executed"):
+            get("executed")
+            if "tmp" not in names:
+                args.fail(f"{args.op.name}: the six-operand form needs src0..src3 and tmp", "executed")
+            srcs, tmp_name = [n for n in names if n != "tmp"], "tmp"
+        elif kind == "tile":
+            if len(names) < 3:
+                args.fail(f"{args.op.name} merges 2 to 4 sorted tiles and takes the destination workspace last",
+                          code="PTOC-E0201", hint="write pl.tile.mrgsort_format2(a, b, tmp)")
+            srcs, tmp_name = names[:-1], names[-1]
+        else:
+            if "tmp" in names:
+                args.fail(f"{args.op.name}: the tensor form has no workspace", "tmp", code="PTOC-E0201")
+            srcs, tmp_name = names, None
+        ts = [get(n) for n in srcs]
+        tmp = get(tmp_name) if tmp_name else None
+        s0 = ts[0]
         if s0 is not None:
             _dtype_in(args, "src0", s0, SORT_DTYPES, "the source", "OP-6")
-            for i, s in enumerate(srcs[1:], 1):
-                if s is not None and s.dtype != s0.dtype:
-                    args.fail(f"{args.op.name}: src{i} is {s.dtype.name}, src0 {s0.dtype.name}; the four lists "
-                              "share one dtype", f"src{i}")
-        if s0 is None or tmp is None:
+            for n, t in zip(srcs[1:], ts[1:]):
+                if t is not None and t.dtype != s0.dtype:
+                    args.fail(f"{args.op.name}: {n} is {t.dtype.name}, src0 {s0.dtype.name}; the lists share one "
+                              "dtype", n)
+        if s0 is None:
             return None
-        return _same_kind_result(s0, tmp.shape, s0.dtype, None)
+        if tmp_name is not None:
+            return None if tmp is None else _same_kind_result(s0, tmp.shape, s0.dtype, None)
+        if any(t is None for t in ts):
+            return None
+        lasts = [cint(t.shape[-1]) for t in ts]
+        last = c(sum(lasts)) if None not in lasts else None
+        if last is None:
+            from ptoc.ir.nodes import BinOp
 
-    rule.__doc__ = f"{kind} 4-way merge sort (format2): the result has tmp's shape and the sources' dtype"
+            last = ts[0].shape[-1]
+            for t in ts[1:]:
+                last = BinOp("+", last, t.shape[-1])
+        return _same_kind_result(s0, tuple(s0.shape[:-1]) + (last,), s0.dtype, None)
+
+    rule.__doc__ = f"{kind} merge of 2..4 sorted lists (format2)"
     return rule
 
 
 for _k in ("tensor", "tile"):
     register(f"{_k}.sort32", ("src", "idx"), family="gather")(_sort32(_k))
     register(f"{_k}.mrgsort_format1", ("src", "block_len"), family="gather")(_mrgsort1(_k))
-    register(f"{_k}.mrgsort_format2", ("src0", "src1", "src2", "src3", "tmp", "executed"),
-             optional=(("exhausted", None),), family="gather")(_mrgsort2(_k))
+    register(f"{_k}.mrgsort_format2", ("src0", "src1"), optional=(("src2", None), ("src3", None), ("tmp", None),
+                                                                   ("executed", None), ("exhausted", None)),
+             family="gather")(_mrgsort2(_k))
     short_name("sort32", **{_k: f"{_k}.sort32"})
     short_name("mrgsort_format1", **{_k: f"{_k}.mrgsort_format1"})
     short_name("mrgsort_format2", **{_k: f"{_k}.mrgsort_format2"})
+
+# PyPTO's tile.gather_row (src/ir/op/tile_ops/paged_gather.cpp): copy a GM row window [r, c] of `src` at
+# src_offset into `dst` at dst_offset, in place; the result is `dst`. tile.mscatter (tile_ops/memory.cpp):
+# write the elements of `src` to the positions of `output_tensor` that `idx` (INT32, src's shape) names;
+# the result is the output tensor. No .pto lowering yet.
+@register("tile.gather_row", ("dst", "src", "dst_offset", "src_offset", "shapes"),
+          optional=(("valid_shape", None), ("transpose", None)), unit="mem", family="gather",
+          pto=NoPto("ptoc's .pto emitter has no lowering for tile.gather_row yet"))
+def _tile_gather_row(args: Args) -> Type | None:
+    """copy a GM row window [r, c] of src into dst at dst_offset (in place); the result is dst"""
+    dst = args.tensor("dst") if args.op.name.startswith("tensor.") else args.tile("dst")
+    src = args.tensor("src")
+    for name in ("dst_offset", "src_offset", "shapes"):
+        if len(int_list(args, name)) != 2:
+            args.fail(f"tile.gather_row: {name} is a [row, col] pair", name)
+    valid = int_list(args, "valid_shape", required=False)
+    if valid is not None and len(valid) != 2:
+        args.fail("tile.gather_row: valid_shape is a [row, col] pair", "valid_shape")
+    shapes = int_list(args, "shapes")
+    if any(cint(d) is None for d in shapes):
+        args.fail(f"{args.op.name}: the window shape is static; pass a runtime row count through valid_shape",
+                  "shapes")
+    for i, (v, d) in enumerate(zip(valid or (), shapes)):
+        if not isinstance(v, ConstInt) and (is_literal(v) or getattr(v, "dtype", None) is not None
+                                            and not v.dtype.is_int):
+            args.fail(f"{args.op.name}: valid_shape[{i}] must be an integer extent", "valid_shape")
+        if cint(v) is not None and cint(v) > cint(d):
+            args.fail(f"{args.op.name}: valid_shape[{i}] = {cint(v)} exceeds the window extent {cint(d)}",
+                      "valid_shape")
+    trans = args.get("transpose")
+    if isinstance(trans, ConstBool) and trans.value and valid is not None and any(cint(v) is None for v in valid):
+        args.fail(f"{args.op.name} does not take a dynamic valid_shape together with transpose=True", "valid_shape")
+    if dst is None or src is None:
+        return dst
+    if dst.dtype != src.dtype:
+        args.fail(f"tile.gather_row: dst is {dst.dtype.name}, src {src.dtype.name}", "src")
+    return dst
+
+
+@register("tile.mscatter", ("src", "idx", "output_tensor"), unit="mem", family="gather",
+          pto=NoPto("ptoc's .pto emitter has no lowering for tile.mscatter yet"))
+def _tile_mscatter(args: Args) -> Type | None:
+    """write each element of src to the element of output_tensor idx names (INT32, src's shape)"""
+    src, idx, out = args.tile("src"), args.tile("idx"), args.tensor("output_tensor")
+    if src is not None:
+        _dtype_in(args, "src", src, ("FP16", "FP32", "INT16", "INT32"), "the source", "OP-5")
+    if idx is not None:
+        _dtype_in(args, "idx", idx, ("INT32",), "the index", "OP-5")
+        if src is not None and (idx.rank != src.rank or shapes_equal(idx.shape, src.shape) is False):
+            args.fail("tile.mscatter: the index tile needs the source's shape", "idx")
+    if out is not None and src is not None and out.dtype != src.dtype:
+        args.fail(f"tile.mscatter: the output is {out.dtype.name}, the source {src.dtype.name}", "output_tensor")
+    return out
+
+
+register("tensor.gather_row", ("dst", "src", "dst_offset", "src_offset", "shapes"),
+         optional=(("valid_shape", None), ("transpose", None)), unit="any", family="gather",
+         summary="tensor.gather_row: the same row copy into a tensor-typed L1 buffer (tensor.create_l1)")(
+    _tile_gather_row)
+short_name("gather_row", tile="tile.gather_row", tensor="tensor.gather_row")
+short_name("mscatter", tile="tile.mscatter")
 
 # pl.gather: the flat and per-axis forms take a tensor or an on-chip source and return a tensor (OP-5).
 short_name("gather", tensor="tensor.gather", tile="tensor.gather")
@@ -740,3 +837,56 @@ declare("tile.scatter_mask", pto=NoPto("PTOAS's mask-form pto.tscatter does not 
                                        "explicit indexes"))
 
 __all__ = ["MASK_PATTERNS", "mask_columns", "mask_stride"]
+
+
+# PyPTO's tensor.paged_gather (src/ir/op/tensor_ops/paged_gather.cpp): gather the rows `indices` names
+# from a paged pool `src` ([pages * block_size, D]) through `block_table`, `size` elements of each from
+# col_off; the result is [max_indices, size] ([size, max_indices] with is_trans=True). tensor.create_l1:
+# a tensor-typed on-chip (L1) buffer of `shape`, the accumulator tensor.gather_row fills.
+@register("tensor.paged_gather", ("src", "indices", "block_table"),
+          optional=(("block_size", None), ("size", None), ("max_indices", None), ("col_off", None),
+                    ("is_trans", None), ("space", None)), unit="any", family="gather")
+def _tensor_paged_gather(args: Args) -> Type | None:
+    """rows of a paged pool gathered through a block table: [max_indices, size] (is_trans: [size, max_indices])"""
+    src, idx, bt = args.tensor("src"), args.tensor("indices"), args.tensor("block_table")
+    vals = {}
+    for name in ("block_size", "size", "max_indices"):
+        v = cint(args.get(name)) if args.get(name) is not None else None
+        if v is None or v <= 0:
+            args.fail(f"tensor.paged_gather needs {name}= as a positive constant", name, code="PTOC-E0201")
+        vals[name] = v
+    off = args.get("col_off")
+    if off is not None and (cint(off) is None or cint(off) < 0):
+        args.fail("tensor.paged_gather: col_off is a non-negative constant", "col_off")
+    for name, t in (("indices", idx), ("block_table", bt)):
+        if t is not None and (t.dtype.name != "INT32" or t.rank not in (1, 2)):
+            args.fail(f"tensor.paged_gather: {name} is an INT32 tensor [n] or [1, n]", name)
+    if src is None:
+        return None
+    _dtype_in(args, "src", src, ("FP16", "BF16", "FP32", "INT8"), "the pool", "OP-5")
+    if src.rank != 2:
+        args.fail("tensor.paged_gather: the pool is 2-D [rows, D]", "src")
+    cols = cint(src.shape[1])
+    if cols is not None and vals["size"] + (cint(off) or 0) > cols:
+        args.fail(f"tensor.paged_gather: size {vals['size']} from col_off exceeds the {cols} columns", "size")
+    trans = args.get("is_trans")
+    rows, size = c(vals["max_indices"]), c(vals["size"])
+    shape = (size, rows) if isinstance(trans, ConstBool) and trans.value else (rows, size)
+    return new_tensor(shape, src.dtype)
+
+
+@register("tensor.create_l1", ("shape",), optional=(("dtype", None), ("transpose", None)), unit="any",
+          family="gather")
+def _tensor_create_l1(args: Args) -> Type | None:
+    """a tensor-typed on-chip (L1) buffer of a static shape, filled by tensor.gather_row"""
+    from ptoc.ops.common import dtype_arg
+
+    shape = int_list(args, "shape")
+    if not shape or any(cint(d) is None or cint(d) <= 0 for d in shape):
+        args.fail("tensor.create_l1: the shape is made of positive constants", "shape")
+    dt = dtype_arg(args, "dtype")
+    return None if dt is None else new_tensor(tuple(shape), dt)
+
+
+short_name("paged_gather", tensor="tensor.paged_gather")
+short_name("create_l1", tensor="tensor.create_l1")

@@ -227,6 +227,9 @@ def _tensor_slice(args: Args) -> Type | None:
         explicit = None
     if t is None:
         return None
+    if t.layout.startswith("MX_"):  # PyPTO: an MX scale pack is addressed as a whole, never windowed
+        args.fail(f"tensor.slice does not support MX-layout tensors ({t.layout})", "tensor",
+                  hint="load the whole MX scale tensor")
     clamp = isinstance(args.get("clamp"), ConstBool) and args.get("clamp").value  # type: ignore[union-attr]
     if not clamp or len(offset) != t.rank or len(shape) != t.rank:
         _check_window(args, t.shape, offset, shape)
@@ -849,6 +852,35 @@ def _tile_fillpad(args: Args) -> Type | None:
     return new_tile(t.shape, t.dtype, t.memory, None, view)
 
 
+@register("tile.fillpad_inplace", ("tile",), optional=(("pad_value", None),), family="layout",
+          pto=NoPto("ptoc's .pto emitter has no lowering for tile.fillpad_inplace yet; pl.tile.fillpad gives the "
+                    "same values in a new tile"))
+def _tile_fillpad_inplace(args: Args) -> Type | None:
+    """tile.fillpad written into the tile itself: the padding filled, the tile fully valid"""
+    return _tile_fillpad(args)
+
+
+@register("tile.fillpad_expand", ("tile", "shape"), optional=(("pad_value", None),), family="layout",
+          pto=NoPto("ptoc's .pto emitter has no lowering for tile.fillpad_expand yet"))
+def _tile_fillpad_expand(args: Args) -> Type | None:
+    """copy a tile into a larger one of `shape` (each extent >= the source's), the rest filled with the padding"""
+    t = args.tile("tile")
+    shape = int_list(args, "shape")
+    pad = enum_arg(args, "pad_value", "PadValue", "zero")
+    if pad == "null":
+        args.fail("tile.fillpad_expand needs a real padding value", "pad_value", hint="pl.PadValue.zero, .max or .min")
+    if any(cint(d) is None for d in shape):
+        args.fail("tile.fillpad_expand: the destination shape is made of constants", "shape")
+    if t is None:
+        return None
+    if len(shape) != len(t.shape) or any(cint(s) is not None and cint(d) is not None and cint(d) < cint(s)
+                                         for s, d in zip(t.shape, shape)):
+        args.fail(f"tile.fillpad_expand: {fmt_shape(tuple(shape))} must cover the source {fmt_shape(t.shape)} "
+                  "axis by axis", "shape")
+    view = replace(_layout_fields(t), pad=pad, valid_shape=None)
+    return new_tile(tuple(shape), t.dtype, t.memory, None, view)
+
+
 # --------------------------------------------------------------------------------------------------
 # user-level short names
 # --------------------------------------------------------------------------------------------------
@@ -864,6 +896,8 @@ short_name("set_validshape", tensor="tensor.set_validshape", tile="tile.set_vali
 short_name("arange", tensor="tensor.ci")
 short_name("extract", tile="tile.extract")
 short_name("fillpad", tile="tile.fillpad")
+short_name("fillpad_inplace", tile="tile.fillpad_inplace")
+short_name("fillpad_expand", tile="tile.fillpad_expand")
 
 # `.pto` spellings (PTOAS PTOOps.td, destination-passing form)
 declare("tile.set_validshape", pto=Emitter("set_validshape"))
@@ -882,3 +916,93 @@ declare("tile.ci", pto=Emitter("ci"))
 declare("tile.tri", pto=Emitter("tri"))
 
 __all__ = ["INDEX", "ConstInt", "RegionError", "narrow_region", "reshape_valid_region"]
+
+
+# --------------------------------------------------------------------------------------------------
+# PyPTO's expand_clone, scatter_update and concat (src/ir/op/tensor_ops/broadcast.cpp,
+# scatter_update.cpp, tile_ops/transform.cpp, tensor_ops/transform.cpp). No .pto lowering yet.
+# --------------------------------------------------------------------------------------------------
+
+
+@register("tensor.expand_clone", ("input", "target"), unit="any", family="layout")
+def _expand_clone(args: Args) -> Type | None:
+    """a rank-3 tensor copied to the target's shape, broadcast along at most one axis of extent 1"""
+    x, t = args.tensor("input"), args.tensor("target")
+    if x is None or t is None:
+        return None
+    if x.dtype != t.dtype:
+        args.fail(f"tensor.expand_clone: the input is {x.dtype.name}, the target {t.dtype.name}", "target")
+    if len(x.shape) != 3 or len(t.shape) != 3:
+        args.fail(f"tensor.expand_clone takes rank-3 tensors, got {fmt_shape(x.shape)} and {fmt_shape(t.shape)}",
+                  "input")
+    widened = 0
+    for i, (a, b) in enumerate(zip(x.shape, t.shape)):
+        if dim_eq(a, b) is True:
+            continue
+        if cint(a) != 1:
+            args.fail(f"tensor.expand_clone: axis {i} of {fmt_shape(x.shape)} cannot grow to {fmt_shape(t.shape)}: "
+                      "only an axis of extent 1 is broadcast", "input")
+        widened += 1
+    if widened > 1:
+        args.fail("tensor.expand_clone broadcasts along at most one axis", "input")
+    return new_tensor(t.shape, t.dtype)
+
+
+def _scatter_update(kind: str):
+    def rule(args: Args) -> Type | None:
+        get = args.tensor if kind == "tensor" else args.tile
+        x, idx, src = get("input"), get("index"), get("src")
+        dim = args.get("dim")
+        if dim is not None and cint(dim) != -2:
+            args.fail(f"{args.op.name}: only dim=-2 is supported, got {fmt_shape((dim,))[1:-1]}", "dim")
+        if idx is not None and (len(idx.shape) != 2 or not idx.dtype.is_int):
+            args.fail(f"{args.op.name}: the index is a 2-D integer {kind} [b, s]", "index")
+        if x is None or src is None:
+            return None
+        if len(x.shape) not in (2, 4):
+            args.fail(f"{args.op.name}: the destination is [rows, d] or [blocks, block_size, 1, d], got "
+                      f"{fmt_shape(x.shape)}", "input")
+        if len(src.shape) != len(x.shape) or src.dtype != x.dtype:
+            args.fail(f"{args.op.name}: the source must have the destination's rank and dtype", "src")
+        if kind == "tensor":
+            return new_tensor(x.shape, x.dtype)
+        return new_tile(x.shape, x.dtype, x.memory)
+
+    rule.__doc__ = (f"write the {kind} rows of src at the rows index names (dim=-2); the result is the updated "
+                    "destination")
+    return rule
+
+
+def _concat(kind: str):
+    def rule(args: Args) -> Type | None:
+        get = args.tensor if kind == "tensor" else args.tile
+        a, b = get("src0"), get("src1")
+        if a is None or b is None:
+            return None
+        if a.dtype != b.dtype:
+            args.fail(f"{args.op.name}: src0 is {a.dtype.name}, src1 {b.dtype.name}", "src1")
+        if len(a.shape) != 2 or len(b.shape) != 2:
+            args.fail(f"{args.op.name} joins 2-D {kind}s", "src0")
+        if dim_eq(a.shape[0], b.shape[0]) is False:
+            args.fail(f"{args.op.name}: the row counts differ ({fmt_shape(a.shape)} and {fmt_shape(b.shape)})",
+                      "src1")
+        ca, cb = cint(a.shape[1]), cint(b.shape[1])
+        cols = c(ca + cb) if ca is not None and cb is not None else BinOp("+", a.shape[1], b.shape[1])
+        shape = (a.shape[0], cols)
+        if kind == "tensor":
+            return new_tensor(shape, a.dtype)
+        return new_tile(shape, a.dtype, a.memory)
+
+    rule.__doc__ = f"two 2-D {kind}s side by side: [M, N0] and [M, N1] -> [M, N0 + N1]"
+    return rule
+
+
+for _k in ("tensor", "tile"):
+    register(f"{_k}.scatter_update", ("input", "index", "src"), optional=(("dim", None),),
+             unit="any" if _k == "tensor" else "vector", family="layout")(_scatter_update(_k))
+    register(f"{_k}.concat", ("src0", "src1"), unit="any" if _k == "tensor" else "vector",
+             family="layout")(_concat(_k))
+for _n in ("scatter_update", "concat"):
+    short_name(_n, tensor=f"tensor.{_n}", tile=f"tile.{_n}")
+    declare(f"tile.{_n}", pto=NoPto(f"ptoc's .pto emitter has no lowering for tile.{_n} yet"))
+short_name("expand_clone", tensor="tensor.expand_clone")

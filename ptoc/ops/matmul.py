@@ -22,11 +22,12 @@ c0 x 16 for an inner column-major box (Right, ZN), 16 x 16 for Acc's 1024-byte b
 from __future__ import annotations
 
 from ptoc.ir import dtypes
-from ptoc.ir.nodes import ConstBool, TensorType, TileType, Type
+from ptoc.ir.nodes import ConstBool, StrLit, TensorType, TileType, Type
 from ptoc.ir.types import effective_tile_view
 from ptoc.ops.common import (
     FLOATS,
     broadcast,
+    c,
     cint,
     dim_eq,
     dtype_arg,
@@ -412,6 +413,7 @@ def _tile_batch_matmul_acc(args: Args) -> Type | None:
 short_name("matmul", tensor="tensor.matmul", tile="tile.matmul")
 short_name("matmul_acc", tensor="tensor.matmul_acc", tile="tile.matmul_acc")
 short_name("matmul_bias", tile="tile.matmul_bias")
+short_name("matmul_mx", tile="tile.matmul_mx")
 short_name("batch_matmul", tile="tile.batch_matmul")
 short_name("batch_matmul_acc", tile="tile.batch_matmul_acc")
 
@@ -427,3 +429,94 @@ declare("tile.matmul_bias", pto=Pto("tmatmul.bias", ("tile:lhs", "tile:rhs", "ti
 __all__ = ["boxed_dims_problem", "check_boxed_tile_dims", "inner_box"]
 
 from ptoc.ops import move  # noqa: F401, E402  (tile.move loads with the matmul family)
+
+
+# --------------------------------------------------------------------------------------------------
+# GEMV (PyPTO src/ir/op/tile_ops/matmul.cpp): a row vector [1, K] times [K, N]. The result is an Acc
+# tile of 16 physical rows (one cube fractal) of which one is valid: [16, N] valid [1, N_valid].
+# ptoc's .pto emitter has no lowering for it yet.
+# --------------------------------------------------------------------------------------------------
+
+_GEMV_IN = {"INT8": "INT32", "FP16": "FP32", "BF16": "FP32", "FP32": "FP32"}
+_GEMV_PHASES = ("unspecified", "partial", "final")
+
+
+def _gemv_product(args: Args):
+    lhs, rhs = args.tile("lhs"), args.tile("rhs")
+    phase = args.get("acc_phase")
+    if phase is not None and not (isinstance(phase, StrLit) and phase.value in _GEMV_PHASES):
+        args.fail(f"{args.op.name}: acc_phase must be one of {', '.join(_GEMV_PHASES)}", "acc_phase")
+    if lhs is None or rhs is None:
+        return None
+    _rank2(args, lhs, "lhs")
+    _rank2(args, rhs, "rhs")
+    _space(args, lhs, "lhs", "Left")
+    _space(args, rhs, "rhs", "Right")
+    if lhs.dtype != rhs.dtype:
+        args.fail(f"{args.op.name}: lhs is {lhs.dtype.name} but rhs is {rhs.dtype.name}; both operands need one "
+                  "dtype", "rhs", hint="cast one operand first")
+    acc = _GEMV_IN.get(lhs.dtype.name)
+    if acc is None:
+        args.fail(f"{args.op.name} multiplies INT8 (-> INT32) and FP16/BF16/FP32 (-> FP32), got {lhs.dtype.name}",
+                  "lhs")
+    if cint(lhs.shape[0]) != 1:
+        args.fail(f"{args.op.name}: lhs must be one row [1, K], got {fmt_shape(lhs.shape)}", "lhs",
+                  hint="use tile.matmul for more rows")
+    lv, rv = valid_shape_of(lhs), valid_shape_of(rhs)
+    k_l, k_r = cint(lv[1]), cint(rv[0])
+    if k_l is not None and k_r is not None and k_l > k_r:
+        args.fail(f"{args.op.name}: rhs covers K = {k_r} but lhs has K = {k_l}", "rhs")
+    return (c(16), rhs.shape[1]), (lv[0], rv[1]), dtypes.BY_NAME[acc]
+
+
+@register("tile.gemv", ("lhs", "rhs"), optional=(("acc_phase", None),), unit="cube")
+def _tile_gemv(args: Args) -> Type | None:
+    """row vector Left [1, K] x Right [K, N] -> Acc [16, N] valid [1, N] (INT8 -> INT32, else FP32)"""
+    prod = _gemv_product(args)
+    if prod is None:
+        return None
+    shape, valid, acc = prod
+    return new_tile(shape, acc, "Acc", valid)
+
+
+@register("tile.gemv_acc", ("acc", "lhs", "rhs"), optional=(("acc_phase", None),), unit="cube")
+def _tile_gemv_acc(args: Args) -> Type | None:
+    """acc += Left [1, K] x Right [K, N]; the accumulator is the GEMV result type"""
+    acc_t = args.tile("acc")
+    prod = _gemv_product(args)
+    if acc_t is None or prod is None:
+        return None
+    shape, valid, acc = prod
+    _rank2(args, acc_t, "acc")
+    if acc_t.dtype != acc:
+        args.fail(f"{args.op.name}: the accumulator is {acc_t.dtype.name}, the product accumulates in {acc.name}",
+                  "acc")
+    if dim_eq(acc_t.shape[1], shape[1]) is False:
+        args.fail(f"{args.op.name}: the accumulator has {fmt_shape(acc_t.shape)}, the product N is "
+                  f"{fmt_shape((shape[1],))[1:-1]}", "acc")
+    return new_tile(shape, acc, "Acc", valid)
+
+
+@register("tile.gemv_bias", ("lhs", "rhs", "bias"), optional=(("acc_phase", None),), unit="cube")
+def _tile_gemv_bias(args: Args) -> Type | None:
+    """Left [1, K] x Right [K, N] + Bias [1, N] -> Acc [16, N] valid [1, N]"""
+    bias = args.tile("bias")
+    prod = _gemv_product(args)
+    if prod is None:
+        return None
+    shape, valid, acc = prod
+    if bias is not None:
+        _space(args, bias, "bias", "Bias")
+        if bias.dtype != acc:
+            args.fail(f"{args.op.name}: the bias is {bias.dtype.name}, the product accumulates in {acc.name}", "bias")
+        if cint(valid_shape_of(bias)[0]) not in (None, 1):
+            args.fail(f"{args.op.name}: the bias must be one row [1, N]", "bias")
+    return new_tile(shape, acc, "Acc", valid)
+
+
+short_name("gemv", tile="tile.gemv")
+short_name("gemv_acc", tile="tile.gemv_acc")
+short_name("gemv_bias", tile="tile.gemv_bias")
+for _g in ("tile.gemv", "tile.gemv_acc", "tile.gemv_bias"):
+    declare(_g, pto=NoPto(f"ptoc's .pto emitter has no lowering for {_g} yet (PTOAS TGEMV); use tile.matmul "
+                          "on a 16-row Left tile"))

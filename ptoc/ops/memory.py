@@ -20,7 +20,7 @@ from ptoc.ops.common import (
     new_tile,
     static_shape,
 )
-from ptoc.ops.registry import Args, Emitter, declare, register, short_name
+from ptoc.ops.registry import Args, Emitter, NoPto, declare, register, short_name
 
 MEM_SPACES = ("Vec", "Mat", "Left", "Right", "Acc", "Bias", "LeftScale", "RightScale")
 
@@ -155,7 +155,8 @@ def _tensor_alloc(args: Args) -> Type | None:
     return PtrType()
 
 
-@register("tensor.create", ("shape",), optional=(("dtype", None), ("layout", None)), unit="any")
+@register("tensor.create", ("shape",), optional=(("dtype", None), ("layout", None), ("manual_dep", None),
+                                                 ("init_value", None)), unit="any")
 def _tensor_create(args: Args) -> Type | None:
     """a new GM tensor"""
     shape = int_list(args, "shape")
@@ -254,11 +255,16 @@ register("tile.get_block_idx", (), unit="scalar")(_core_id("this core's block in
 register("tile.get_block_num", (), unit="scalar")(_core_id("the number of blocks (UINT64)"))
 register("tile.get_subblock_idx", (), unit="scalar")(_core_id("the sub-block (AIV lane) index (UINT64)"))
 
+# the tensor-scope aliases of the core queries (PyPTO: INDEX scalars; ConvertTensorToTileOps gives the tile op)
+for _q, _what in (("get_block_idx", "this core's block index"), ("get_block_num", "the number of blocks"),
+                  ("get_subblock_idx", "the sub-block (AIV lane) index")):
+    register(f"tensor.{_q}", (), unit="scalar", summary=f"{_what} (INDEX; the tensor-scope tile.{_q})")(
+        lambda args: ScalarType(dtypes.INDEX))
 short_name("load", tile="tile.load", tensor="tile.load")
 short_name("store", tile="tile.store", tensor="tile.store")
 short_name("create", tile="tile.create")
 short_name("create_tensor", tensor="tensor.create")
-short_name("full", tile="tile.full")
+short_name("full", tensor="tensor.full")  # PyPTO: pl.full is the tensor op (no operand to dispatch on)
 short_name("read", tile="tile.read", tensor="tensor.read")
 short_name("write", tile="tile.write", tensor="tensor.write")
 short_name("dim", tensor="tensor.dim")
@@ -276,3 +282,49 @@ declare("tile.read", pto=Emitter("op_read"))
 declare("tile.write", pto=Emitter("op_write"))
 
 __all__ = ["MEM_SPACES", "TileType", "blocked_nz_logical"]
+
+
+# Counter-based random numbers (PyPTO tile.random / tensor.random, pto.trandom): a 64-bit key (key0,
+# key1) and a 128-bit counter (counter0..3), each an INT32 scalar, give every element a reproducible
+# 32-bit value. dtype= INT32 or UINT32 (default UINT32 in the language), rounds= 7 or 10 (default 10).
+_RANDOM_SEEDS = ("key0", "key1", "counter0", "counter1", "counter2", "counter3")
+
+
+def _random_common(args: Args) -> dtypes.DType | None:
+    for name in _RANDOM_SEEDS:
+        t = args.type(name)
+        if t is not None and not (isinstance(t, ScalarType) and t.dtype.is_int):
+            args.fail(f"{args.op.name}: {name} is an INT32 seed word, got a {type(t).__name__}", name)
+    dt = dtype_arg(args, "dtype", required=False) or dtypes.BY_NAME["UINT32"]
+    if dt.name not in ("INT32", "UINT32"):
+        args.fail(f"{args.op.name} makes INT32 or UINT32 values (32-bit lanes), got {dt.name}", "dtype")
+    rounds = args.get("rounds")
+    if rounds is not None and (cint(rounds) not in (7, 10)):
+        args.fail(f"{args.op.name}: rounds must be 7 or 10", "rounds")
+    return dt
+
+
+@register("tile.random", _RANDOM_SEEDS + ("shape",), optional=(("valid_shape", None), ("dtype", None),
+                                                                  ("rounds", None)), unit="vector")
+def _tile_random(args: Args) -> Type | None:
+    """a 2-D tile of counter-based random INT32/UINT32 values (key0, key1, counter0..3: INT32 seeds)"""
+    dt = _random_common(args)
+    shape = int_list(args, "shape")
+    if len(shape) != 2 or any(cint(d) is None or cint(d) <= 0 for d in shape):
+        args.fail("tile.random: shape must be two positive constants", "shape")
+    valid = int_list(args, "valid_shape", required=False)
+    if valid is not None:
+        if len(valid) != 2 or any(cint(v) is None or not 0 < cint(v) <= cint(d) for v, d in zip(valid, shape)):
+            args.fail("tile.random: valid_shape must be two constants in (0, shape]", "valid_shape")
+    return new_tile(shape, dt, "Vec", valid)  # pto.trandom writes a vector tile
+
+
+@register("tensor.random", _RANDOM_SEEDS + ("shape",), optional=(("dtype", None), ("rounds", None)), unit="any")
+def _tensor_random(args: Args) -> Type | None:
+    """a tensor of counter-based random INT32/UINT32 values (key0, key1, counter0..3: INT32 seeds)"""
+    dt = _random_common(args)
+    return new_tensor(int_list(args, "shape"), dt)
+
+
+short_name("random", tensor="tensor.random")  # PyPTO: pl.random is the tensor op
+declare("tile.random", pto=NoPto("ptoc's .pto emitter has no lowering for tile.random (pto.trandom) yet"))

@@ -9,9 +9,10 @@ input, every extent at least the input's.
 
 from __future__ import annotations
 
+from ptoc.ir import dtypes
 from ptoc.ir.nodes import Expr, TensorType, TileType, Type
 from ptoc.ops.common import ONE, cint, dim_eq, fmt_shape, new_tensor, new_tile, valid_shape_of
-from ptoc.ops.registry import Args, Emitter, Pto, declare, register, short_name
+from ptoc.ops.registry import Args, Emitter, NoPto, Pto, declare, register, short_name
 
 TENSOR_OPS = ("row_sum", "row_max", "row_min", "col_sum", "col_max", "col_min")
 TILE_ROW = ("row_sum", "row_max", "row_min", "row_prod")
@@ -138,3 +139,27 @@ for _n in ("col_max", "col_min", "col_prod"):
 declare("tile.col_sum", pto=Emitter("op_col_sum"))
 
 __all__ = ["TensorType"]
+
+
+# Argmax / argmin (PyPTO src/ir/op/tile_ops/reduction.cpp): the index of the extreme element along the
+# reduced axis, INT32, with a scratch tile of the input's shape and dtype. ptoc's .pto emitter has no
+# lowering for them yet.
+def _arg_rule(name: str):
+    base = _tile_rule(name, "required")
+    row = name.startswith("row_")
+
+    def rule(args: Args) -> Type | None:
+        t = base(args)
+        if t is None:
+            return None
+        return new_tile(t.shape, dtypes.BY_NAME["INT32"], t.memory, valid_shape_of(t))
+
+    rule.__doc__ = (f"tile {name.replace('_', ' ')}: [M, N] -> INT32 " + ("[M, 1]" if row else "[1, N]")
+                    + " indices (tmp scratch tile)")
+    return rule
+
+
+for _n in ("row_argmax", "row_argmin", "col_argmax", "col_argmin"):
+    register(f"tile.{_n}", ("input", "tmp"), family="reduction",
+             pto=NoPto(f"ptoc's .pto emitter has no lowering for tile.{_n} yet"))(_arg_rule(_n))
+    short_name(_n, tile=f"tile.{_n}")

@@ -55,8 +55,6 @@ _SYNC = {
     "system.sync_src": "set flag (set_pipe=, wait_pipe=, event_id=)",
     "system.sync_dst": "wait flag (set_pipe=, wait_pipe=, event_id=)",
     "system.syncall": "cross-core all-participant barrier (core_type=, mode=, ...)",
-    "system.aic_initialize_pipe": "set up the cube side of a cross-core pipe (dir_mask=, slot_size=, ...)",
-    "system.aiv_initialize_pipe": "set up the vector side of a cross-core pipe (dir_mask=, slot_size=, ...)",
     "system.reserve_buffer": "reserve a named cross-core buffer (name=, size=, base=)",
     "system.import_peer_buffer": "import a peer core's reserved buffer (name=, ...)",
     "tile.tpop_from_aic": "pop a tile pushed by the cube core (split=, id=); typed by its annotation",
@@ -64,6 +62,35 @@ _SYNC = {
 }
 for _name, _doc in _SYNC.items():
     register(_name, (), unit="sync", family="system", open_kwargs=True)(_nothing(_doc))
+
+
+
+def _pipe_init(doc: str):
+    def rule(args: Args) -> Type | None:
+        for name in ("c2v_consumer_buf", "v2c_consumer_buf"):
+            t = args.types.get(name)
+            v = args.get(name)
+            if v is not None and not isinstance(v, ConstInt) and t is not None and (
+                    getattr(t, "dtype", None) is None or not t.dtype.is_int):
+                args.fail(f"{args.op.name}: {name} is a buffer base address, an integer scalar", name,
+                          hint="pass the base of a reserved or imported buffer, or 0")
+        for key in ("dir_mask", "slot_size"):
+            if key not in args.extra:
+                args.fail(f"{args.op.name} needs {key}=", code="PTOC-E0201",
+                          hint="e.g. dir_mask=1, slot_size=4096")
+        return None
+
+    rule.__doc__ = doc
+    return rule
+
+
+# PyPTO: the two consumer buffer bases are the op's arguments (positional, each 0 when left out), the
+# pipe's geometry its attributes (dir_mask=, slot_size= required; slot_num=, local_slot_num=, id=)
+for _name, _side in (("system.aic_initialize_pipe", "cube"), ("system.aiv_initialize_pipe", "vector")):
+    register(_name, (), optional=(("c2v_consumer_buf", None), ("v2c_consumer_buf", None)), unit="sync",
+             family="system", open_kwargs=True)(
+        _pipe_init(f"set up the {_side} side of a cross-core pipe (c2v_consumer_buf, v2c_consumer_buf, "
+                   "dir_mask=, slot_size=, slot_num=, local_slot_num=, id=)"))
 
 register("system.sync_set", ("event_id",), unit="sync", family="system", open_kwargs=True)(
     _nothing("raise a cross-core event (pipe=, ffts_mode=, core_type=)"))
@@ -193,3 +220,24 @@ for _short in ("aic_initialize_pipe", "aiv_initialize_pipe", "reserve_buffer", "
     short_name(_short, tile=f"system.{_short}")
 
 __all__: list[str] = []
+
+
+# Orchestration markers of PyPTO's language (python/pypto/language/op/tensor_ops.py): `pl.no_dep(t)` as
+# an argument of a kernel call tells the runtime the argument has no dependency to track (PyPTO turns it
+# into a per-argument direction override of the call); `pl.dump_tag(t)` asks the runtime to dump `t` at
+# every later kernel dispatch that reads it. Both are the tensor itself as a value; ptoc keeps them as
+# calls. They concern the runtime of an orchestration function only: no kernel code comes from them.
+def _marker(doc: str):
+    def rule(args: Args) -> Type | None:
+        return args.tensor("tensor")
+
+    rule.__doc__ = doc
+    return rule
+
+
+register("no_dep", ("tensor",), unit="any", family="system",
+         pto=NoPto("pl.no_dep marks a kernel-call argument for the orchestration runtime; a kernel has no use "
+                   "for it"))(_marker("a kernel-call argument whose dependency the runtime does not track"))
+register("dump_tag", ("tensor",), unit="any", family="system",
+         pto=NoPto("pl.dump_tag marks a tensor for the orchestration runtime's dump; a kernel has no use "
+                   "for it"))(_marker("mark a tensor to be dumped at every later kernel dispatch reading it"))

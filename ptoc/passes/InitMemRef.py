@@ -103,7 +103,8 @@ from ptoc.target.arch import get_arch
 VIEW_OPS = {"tile.set_validshape": "tile", "tile.reshape": "tile", "tile.reinterpret_view": "tile",
             "tile.slice": "tile"}
 # Destination-passing ops: the result is written into this operand's buffer, in place.
-TIED_OPS = {"tile.matmul_acc": "acc", "tile.write": "tile", "tile.scatter": "dst", "tile.scatter_mask": "dst"}
+TIED_OPS = {"tile.matmul_acc": "acc", "tile.write": "tile", "tile.scatter": "dst", "tile.scatter_mask": "dst",
+             "tile.gather_row": "dst"}
 # Ops whose result may never share its source's buffer, even when the source dies there (OP-7).
 NO_IN_PLACE = ("tile.move",)
 
@@ -155,6 +156,7 @@ class InitMemRef(Pass):
             return program
         arch = get_arch(ctx.arch)
         env = self.types(program, ctx)
+        _refuse_declared_allocations(todo, env)
         named = {f.name: _Namer(f, env[f.name], ctx, names[id(f)][1]).run() for f in todo}
         if any(named[f.name] is not f for f in todo):  # nested tile calls got names: retype
             program = replace(program, functions=tuple(named.get(f.name, f) for f in program.functions))
@@ -172,6 +174,24 @@ class InitMemRef(Pass):
             raise CompileError(sorted_diagnostics(diags))
         funcs = tuple(new.get(f.name, f) for f in program.functions)
         return replace(program, functions=funcs)
+
+
+def _refuse_declared_allocations(funcs: list[Function], env) -> None:
+    """A tile bound to an allocation the program declares by name (`pl.MemRef("buf")`) asks for that
+    buffer to be shared with every other tile naming it; this pass plans buffers from liveness alone and
+    would silently give each tile its own, so such a program is refused (PTOC-E0141) rather than planned
+    differently from what it asks."""
+    diags = []
+    for f in funcs:
+        for name, t in sorted(env[f.name].items()):
+            m = t.memref if isinstance(t, TileType) else None
+            if m is not None and m.declared:
+                diags.append(Diagnostic(
+                    "PTOC-E0141", f"tile {name!r} of {f.name!r} is bound to the declared allocation "
+                    f"{m.base.value!r}: planning declared allocations is not supported yet", m.span or f.span,
+                    hint="leave the MemRef out and InitMemRef gives the tile a buffer of its own"))
+    if diags:
+        raise CompileError(sorted_diagnostics(diags))
 
 
 class _Namer:

@@ -414,3 +414,23 @@ def test_tile_mrgsort_forms():
     t = types(p, body)
     assert t["o"] == t["q"] == f"pl.Tile[[1, 256], pl.FP32, {VEC}]"
     assert _rules(p, "s = pl.load(a, [0, 0], [1, 256])\no = pl.tile.mrgsort_format1(s, 0)")[0][0] == "PTOC-E0202"
+
+
+# PyPTO's merge sort as the language writes it (python/pypto/language/op/unified_ops.py mrgsort): block_len=
+# selects format1 (one list of sorted runs); otherwise format2 merges 2..4 lists. The tile form takes its
+# workspace last and has its shape; the tensor form joins the lists along the last axis.
+def test_language_mrgsort_picks_the_format():
+    p = "a: pl.Tensor[[1, 128], pl.FP32]"
+    t = types(p, "s = pl.load(a, [0, 0], [1, 128])\nw = pl.tile.create([1, 512], dtype=pl.FP32)\n"
+                 "o = pl.mrgsort(s, block_len=64)\nq = pl.tile.mrgsort(s, s, s, s, w)\nr = pl.tile.mrgsort(s, s, w)\n"
+                 "u = pl.mrgsort(a, block_len=64)\nv = pl.tensor.mrgsort(a, a, a, a)\nz = pl.tensor.mrgsort(a, a)")
+    assert t["o"] == f"pl.Tile[[1, 128], pl.FP32, {VEC}]"
+    assert t["q"] == t["r"] == f"pl.Tile[[1, 512], pl.FP32, {VEC}]"
+    assert t["u"] == "pl.Tensor[[1, 128], pl.FP32]"
+    assert t["v"] == "pl.Tensor[[1, 512], pl.FP32]" and t["z"] == "pl.Tensor[[1, 256], pl.FP32]"
+
+
+def test_tile_mrgsort_format2_needs_its_workspace():
+    p = "a: pl.Tensor[[1, 128], pl.FP32]"
+    assert _rules(p, "s = pl.load(a, [0, 0], [1, 128])\nq = pl.tile.mrgsort_format2(s, s)")[0][0] == "PTOC-E0201"
+    assert _rules(p, "v = pl.tensor.mrgsort_format2(a, a, tmp=a)")[0][0] == "PTOC-E0201"

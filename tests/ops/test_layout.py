@@ -639,3 +639,19 @@ def test_op6_tile_fillpad_null_rejected():
 def test_op6_tile_fillpad_outside_vec_rejected():
     assert rules(TX, "t = pl.tile.load(x, [0, 0], [32, 128], target_memory=pl.Mem.Mat)\n"
                      "y = pl.tile.fillpad(t, pad_value=pl.PadValue.min)") == ["OP-6"]
+
+
+# PyPTO's tile.fillpad_inplace (the padding filled in the tile itself) and tile.fillpad_expand (copied into
+# a larger tile of `shape`, the new area filled): both fully valid, pad recorded (tile_ops/elementwise.cpp)
+def test_fillpad_inplace_and_expand():
+    t = types(TX, "t = pl.tile.load(x, [0, 0], [32, 128], [32, 100])\n"
+                  "y = pl.tile.fillpad_inplace(t, pad_value=pl.PadValue.max)\n"
+                  "z = pl.tile.fillpad_expand(t, [64, 128], pad_value=pl.PadValue.zero)\nw = pl.fillpad_expand(t, [32, 256])")
+    assert t["y"] == "pl.Tile[[32, 128], pl.FP32, pl.Mem.Vec, pl.TileView(pad=pl.PadValue.max)]"
+    assert t["z"] == "pl.Tile[[64, 128], pl.FP32, pl.Mem.Vec, pl.TileView(pad=pl.PadValue.zero)]"
+    assert t["w"] == "pl.Tile[[32, 256], pl.FP32, pl.Mem.Vec, pl.TileView(pad=pl.PadValue.zero)]"
+
+
+def test_fillpad_expand_must_cover_the_source():
+    d = diagnostics(TX, TLOAD + "z = pl.tile.fillpad_expand(t, [16, 128])")
+    assert [x.code for x in d] == ["PTOC-E0202"] and "must cover" in d[0].message

@@ -6,15 +6,15 @@ from optest import codes, diagnostics, types
 from ptoc.ops.registry import lookup
 
 NO_ARG = ["system.bar_v", "system.bar_m", "system.bar_all", "system.fence", "system.sync_src", "system.sync_dst",
-          "system.syncall", "system.aic_initialize_pipe", "system.aiv_initialize_pipe", "system.reserve_buffer",
-          "system.import_peer_buffer"]
+          "system.syncall", "system.reserve_buffer", "system.import_peer_buffer"]
+PIPE_INIT = ["system.aic_initialize_pipe", "system.aiv_initialize_pipe"]
 TILE_ARG = ["tile.tpush_to_aiv", "tile.tpush_to_aic", "system.tfree_to_aic", "system.tfree_to_aiv"]
 POPS = ["tile.tpop_from_aic", "tile.tpop_from_aiv"]
 TILE = "x: pl.Tensor[[16, 64], pl.FP32]"
 LOAD = "t = pl.tile.load(x, [0, 0], [16, 64])\n"
 
 
-@pytest.mark.parametrize("op", NO_ARG + TILE_ARG + POPS + ["system.sync_set", "system.sync_wait", "system.set_ffts",
+@pytest.mark.parametrize("op", NO_ARG + PIPE_INIT + TILE_ARG + POPS + ["system.sync_set", "system.sync_wait", "system.set_ffts",
                                                           "system.cacheinvalid"])
 def test_sync_ops_are_registered_as_sync_unit_with_open_kwargs(op):
     d = lookup(op)
@@ -83,6 +83,28 @@ def test_pipe_setup_short_names():
     body = ('buf = pl.reserve_buffer(name="c2v", size=4096, base=4096)\n'
             "pl.aiv_initialize_pipe(dir_mask=1, slot_size=512, c2v_consumer_buf=buf)")
     assert codes("", body) == []
+
+
+@pytest.mark.parametrize("op", PIPE_INIT)
+def test_pipe_init_takes_the_two_consumer_buffers_positionally(op):
+    # PyPTO's signature: (c2v_consumer_buf=0, v2c_consumer_buf=0, *, dir_mask, slot_size, slot_num=None,
+    # local_slot_num=None, id=None); the buffers are the op's arguments, the rest its attributes
+    head = "b: pl.Scalar[pl.INT32]"
+    assert codes(head, f"pl.{op}(pl.const(0, pl.INT32), b, dir_mask=2, slot_size=512)") == []
+    assert codes(head, f"pl.{op}(b, dir_mask=1, slot_size=512, slot_num=4, id=1)") == []
+    assert codes(head, f"pl.{op}(dir_mask=1, slot_size=512, v2c_consumer_buf=b)") == []
+    assert codes(head, f"pl.{op}(b, b, b, dir_mask=1, slot_size=512)") == [("PTOC-E0201", None)]
+
+
+@pytest.mark.parametrize("op", PIPE_INIT)
+def test_pipe_init_needs_dir_mask_and_slot_size(op):
+    assert codes("", f"pl.{op}(slot_size=512)") == [("PTOC-E0201", None)]
+    assert codes("", f"pl.{op}(dir_mask=1)") == [("PTOC-E0201", None)]
+
+
+def test_pipe_init_buffer_is_an_integer_address():
+    d = diagnostics("x: pl.Tensor[[16, 64], pl.FP32]", "pl.system.aic_initialize_pipe(x, dir_mask=1, slot_size=512)")
+    assert d[0].code == "PTOC-E0202" and "integer scalar" in d[0].message
 
 
 def test_split_descriptor_in_scope_optimizations():

@@ -1,0 +1,99 @@
+"""One spelling per op: short names written as `pl.load(...)`, `pl.add(...)` become the full names
+(`tile.load`, `tensor.add` / `tile.add`) they resolve to, once, right after the front end has checked
+the program (`ptoc.driver.frontend`, which compile, check and passes read programs through).
+
+A short name picks its op by the kind of its first tensor or tile argument (`ptoc.ops.registry.resolve`),
+which the type rules know only after the program is typed. The passes then match `tile.load`, not
+`load`: without this step `pl.load` on a rank-3 tile slipped past FlattenTileNdTo2D while
+`pl.tile.load` was flattened. PyPTO's parser resolves the name to the op when it builds the call, and
+its printer writes the full name; so do ptoc's dumps after this step. `parse_program` and `ptoc fmt`
+keep the spelling as written, so a program prints back as it was written.
+
+A call whose kind cannot be decided (its arguments' types are unknown) keeps its short name; the
+checks that run on it already report why. `t[i]` of a tensor becomes the slice op it stands for
+(`ptoc.ir.verifier.tensor_index_as_slice`), so the passes meet element reads of tuples only.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ptoc.ir import dtypes
+from ptoc.ir.nodes import (
+    Call,
+    ConstBool,
+    ConstFloat,
+    ConstInt,
+    Expr,
+    GetItem,
+    Program,
+    ScalarType,
+    TensorType,
+    Type,
+    Var,
+)
+from ptoc.ir.visitor import Mutator
+from ptoc.ops import registry
+
+
+class _FullNames(Mutator):
+    def __init__(self, env: dict[str, Type | None], ctx):
+        self.env = env
+        self.ctx = ctx
+
+    def type_of(self, e: Expr) -> Type | None:
+        if isinstance(e, Var):
+            return self.env.get(e.name)
+        if isinstance(e, ConstInt):
+            return ScalarType(e.dtype)
+        if isinstance(e, ConstFloat):
+            return ScalarType(e.dtype)
+        if isinstance(e, ConstBool):
+            return ScalarType(dtypes.BY_NAME["BOOL"])
+        if isinstance(e, Call) and e.kind == "op":
+            t, diags = registry.infer_call_type(e, [self.type_of(a) for a in e.args],
+                                                {k: self.type_of(v) for k, v in e.kwargs}, self.ctx)
+            return None if diags else t
+        return None
+
+    def mutate_GetItem(self, e: GetItem) -> Expr:
+        from ptoc.ir.verifier import tensor_index_as_slice
+
+        base = self.type_of(e.value)
+        if isinstance(base, TensorType) and len(base.shape) >= 2:
+            return tensor_index_as_slice(e, base)
+        return e
+
+    def mutate_Call(self, call: Call) -> Call:
+        if call.kind != "op" or call.op not in registry.SHORT:
+            return call
+        op, _ = registry.resolve(call, [self.type_of(a) for a in call.args])
+        if op is None or op.name == call.op:
+            return call
+        return replace(call, op=op.name)
+
+
+def full_op_names(program: Program, ctx) -> Program:
+    """`program` with every short op name that resolves replaced by its full name (the same object when
+    there is none)."""
+    if not any((isinstance(n, Call) and n.kind == "op" and n.op in registry.SHORT) or isinstance(n, GetItem)
+               for n in _calls(program)):
+        return program
+    from ptoc.ir.verifier import function_types
+
+    types = function_types(program, ctx)
+    funcs = []
+    for f in program.functions:
+        funcs.append(_FullNames(types.get(f.name, {}), ctx).mutate(f))
+    if all(a is b for a, b in zip(funcs, program.functions)):
+        return program
+    return replace(program, functions=tuple(funcs))
+
+
+def _calls(program: Program):
+    from ptoc.ir.visitor import walk
+
+    return (n for n in walk(program) if isinstance(n, (Call, GetItem)))
+
+
+__all__ = ["full_op_names"]
