@@ -13,7 +13,6 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ptoc.context import CompileContext
-from ptoc.passes.manager import PIPELINE
 from ptoc.driver import compile_program, frontend
 from ptoc.passes.manager import PIPELINE
 from ptoc.ir.nodes import Call, ListExpr
