@@ -157,6 +157,8 @@ FastMutator = Mutator
 # Keywords of a `self.<function>(...)` call that are call metadata, not arguments: PyPTO prints
 # `attrs={"arg_directions": [...]}` and `device=...` on cross-function calls.
 _CALL_METADATA = ("attrs", "device")
+# keywords of pl.submit / pl.spmd_submit that configure the task, not the kernel's parameters
+_SUBMIT_OPTIONS = ("deps", "dumps", "core_num", "sync_start", "allow_early_resolve", "predicate")
 
 
 # Expressions whose check inside a type can find nothing wrong: a constant, or a name (a dimension
@@ -508,6 +510,8 @@ class Verifier:
         kwarg_types = {k: self.expr(v, scope, in_type) for k, v in e.kwargs}
         if e.kind == "func":
             return self.func_call(e, arg_types, kwarg_types)
+        if e.kind in ("submit", "spmd_submit"):
+            return self.submit(e, arg_types, kwarg_types)
         if self.op_typer is None or in_type:
             return None
         if self.cache is not None:
@@ -561,6 +565,17 @@ class Verifier:
         if len(f.returns) == 1 and not f.returns_tuple:
             return f.returns[0]
         return TupleType(tuple(f.returns))
+
+    def submit(self, e: Call, arg_types: list, kwarg_types: dict) -> Type | None:
+        """`pl.submit(self.kernel, *args, deps=[...])`: the kernel is called as a task; the value is its
+        results followed by the task id, a tuple (PyPTO's Submit type)."""
+        launch = tuple((k, v) for k, v in e.kwargs if k not in _SUBMIT_OPTIONS)
+        call = Call(e.op, e.args, launch, kind="func", span=e.span)
+        self.func_call(call, arg_types, {k: kwarg_types.get(k) for k, _ in launch})
+        f = self.funcs.get(e.op)
+        if f is None:
+            return None
+        return TupleType(tuple(f.returns) + (_scalar(dtypes.TASK_ID),))
 
     def _check_argument(self, f: Function, p, a: Expr, t: Type | None) -> None:
         """An argument agrees with its parameter's type: dtype, shape (where both are static), layout and,
