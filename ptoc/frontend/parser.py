@@ -1031,7 +1031,10 @@ class Builder:
 
     def return_stmt(self, n: SN) -> Stmt:
         vals = n.a[0]
-        return ReturnStmt(tuple(self.expr(x) for x in vals.a) if vals is not None else (), span=n.span)
+        items = vals.a if vals is not None else ()
+        if len(items) == 1 and items[0].k == "tuple" and items[0].a:
+            items = items[0].a  # `return (a, b)` returns two values, as `return a, b` does
+        return ReturnStmt(tuple(self.expr(x) for x in items), span=n.span)
 
     def pass_stmt(self, n: SN) -> Stmt:
         return PassStmt(span=n.span)

@@ -570,9 +570,21 @@ class Verifier:
         """`pl.submit(self.kernel, *args, deps=[...])`: the kernel is called as a task; the value is its
         results followed by the task id, a tuple (PyPTO's Submit type)."""
         launch = tuple((k, v) for k, v in e.kwargs if k not in _SUBMIT_OPTIONS)
-        call = Call(e.op, e.args, launch, kind="func", span=e.span)
-        self.func_call(call, arg_types, {k: kwarg_types.get(k) for k, _ in launch})
         f = self.funcs.get(e.op)
+        if f is not None and not launch and len(e.args) < len(f.params):
+            # a task launch may leave out pl.Out / pl.InOut parameters (the task makes those outputs):
+            # the arguments go, in order, to the parameters left once enough outputs are skipped
+            self.calls = True
+            params = _submitted_params(f.params, len(e.args))
+            if len(params) != len(e.args):
+                sig = f"{f.name}({', '.join(p.name for p in f.params)})"
+                self.err("PTOC-E0113", f"{e.op!r} takes {len(f.params)} argument(s) (its pl.Out parameters may "
+                         f"be left out of a pl.submit), the call passes {len(e.args)}", e, hint=f"the function is {sig}")
+            for p, a, t in zip(params, e.args, arg_types):
+                self._check_argument(f, p, a, t)
+        else:
+            call = Call(e.op, e.args, launch, kind="func", span=e.span)
+            self.func_call(call, arg_types, {k: kwarg_types.get(k) for k, _ in launch})
         if f is None:
             return None
         return TupleType(tuple(f.returns) + (_scalar(dtypes.TASK_ID),))
@@ -677,6 +689,9 @@ class Verifier:
 
     def _return(self, s: ReturnStmt, scope: _Scope, f: Function) -> None:
         ts = [self.expr(v, scope) for v in s.values]
+        if len(ts) == 1 and len(f.returns) > 1 and isinstance(ts[0], TupleType) \
+                and len(ts[0].types) == len(f.returns):
+            ts = list(ts[0].types)  # `return self.g(...)` passes on the results of a call that returns as many
         if f.returns and len(ts) != len(f.returns):
             self.err("PTOC-E0113", f"{f.name!r} returns {len(f.returns)} value(s) but this returns "
                      f"{len(ts)}", s)
@@ -780,6 +795,23 @@ class Verifier:
             if t is None and i < len(init_types):
                 t = init_types[i]
             self.define(v.name, t, v, scope)
+
+
+def _submitted_params(params, n_args: int) -> list:
+    """The parameters `n_args` positional arguments of a pl.submit bind to: an Out/InOut parameter is
+    skipped while the arguments left would still fill every later non-output parameter (PyPTO's pairing)."""
+    out = []
+    left = n_args
+    for i, p in enumerate(params):
+        if left == 0:
+            break
+        if p.direction in ("Out", "InOut"):
+            later_inputs = sum(1 for q in params[i + 1:] if q.direction not in ("Out", "InOut"))
+            if left <= later_inputs:
+                continue
+        out.append(p)
+        left -= 1
+    return out
 
 
 def _binop_type(e: BinOp, lt: Type | None, rt: Type | None) -> Type | None:

@@ -9,7 +9,8 @@ task ids:
 - `pl.system.task_is_valid(tid)`: whether `tid` names a real task (BOOL);
 - `pl.array.create(extent, dtype)`: a `pl.Array[extent, dtype]` of integer, BOOL or TASK_ID scalars
   (extent a positive constant); `pl.array.get_element(a, i)` reads one, `pl.array.update_element(a, i, v)`
-  is the array with element i replaced.
+  is the array with element i replaced;
+- `pl.no_dep(t)`: a kernel-call argument whose dependency the runtime does not track (the tensor itself).
 
 None of them has a `.pto` form: they belong to orchestration code, which ptoc does not compile to
 `.pto` (PTOC-E0400 with a hint).
@@ -20,7 +21,7 @@ from __future__ import annotations
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import ArrayType, ListExpr, ScalarType, TupleExpr, Type
 from ptoc.ops.common import cint, dtype_arg
-from ptoc.ops.registry import Args, NoPto, kind_of, register
+from ptoc.ops.registry import Args, NoPto, kind_of, register, short_name
 
 _NO_PTO = NoPto("task ids and arrays belong to orchestration code, which ptoc does not compile to .pto")
 
@@ -107,3 +108,13 @@ def _array_update(args: Args) -> Type | None:
             args.fail(f"array.update_element: the value ({shown}) must have the array's dtype {a.dtype.name}",
                       "value")
     return a
+
+
+@register("tensor.no_dep", ("tensor",), unit="any", family="task", pto=_NO_PTO)
+def _no_dep(args: Args) -> Type | None:
+    """a kernel-call argument the runtime tracks no dependency for; the tensor itself"""
+    args.tensor("tensor")
+    return args.types.get("tensor")
+
+
+short_name("no_dep", tensor="tensor.no_dep")
