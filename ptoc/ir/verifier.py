@@ -579,7 +579,8 @@ class Verifier:
             if len(params) != len(e.args):
                 sig = f"{f.name}({', '.join(p.name for p in f.params)})"
                 self.err("PTOC-E0113", f"{e.op!r} takes {len(f.params)} argument(s) (its pl.Out parameters may "
-                         f"be left out of a pl.submit), the call passes {len(e.args)}", e, hint=f"the function is {sig}")
+                         f"be left out of a pl.submit), the call passes {len(e.args)}", e,
+                         hint=f"the function is {sig}")
             for p, a, t in zip(params, e.args, arg_types):
                 self._check_argument(f, p, a, t)
         else:
