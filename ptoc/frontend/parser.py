@@ -135,6 +135,7 @@ class Builder:
         self._device_depth = 0  # device-side scopes (`with pl.at(...)`, ...) around the statement
         self._window_target: str | None = None  # `buf` while building `buf = pld.alloc_window_buffer(...)`
         self._window_names: dict[str, Span] = {}  # window buffers of the program, by name
+        self._submits: list[tuple[str, int, Span]] = []  # (kernel, results unpacked, where) of each pl.submit
         self.scalar_names: set[str] = set()  # names known to hold scalars (decides pl.cast form)
         # (line, column, key) of every line the printer writes, when collected for the formatter: the
         # key names the printed line the way the printer finds it (see ptoc.ir.printer.SourceComments)
@@ -293,6 +294,7 @@ class Builder:
                     self.fail("PTOC-E0005", "a program class holds only @pl.function methods", s)
             except _Fail as f:
                 self.report(f)
+        self._check_submits(functions)
         seen: dict[str, Function] = {}
         for f in functions:
             if f.name in seen:
@@ -300,6 +302,18 @@ class Builder:
                                 hint="rename one of the two functions")
             seen[f.name] = f
         return Program(name, tuple(functions), span=n.span)
+
+    def _check_submits(self, functions: list[Function]) -> None:
+        """`out, tid = pl.submit(self.kernel, ...)` unpacks as many results as the kernel returns (the
+        task id is the element after them)."""
+        by_name = {f.name: f for f in functions}
+        for kernel, n, span in self._submits:
+            f = by_name.get(kernel)
+            if f is not None and len(f.returns) != n:
+                self.sink.error("PTOC-E0130", f"pl.submit(...) unpacks {n} result value(s) but kernel {kernel!r} "
+                                f"returns {len(f.returns)}", span,
+                                hint="bind one name per kernel result, then the task id: `(a, b), tid = "
+                                "pl.submit(...)` for two results")
 
     # ------------------------------------------------------------------ functions
     def function(self, n: SN, in_class: bool) -> Function:
@@ -978,11 +992,16 @@ class Builder:
         value = self.expr(call)
         tmp = self._fresh("_submit_tmp" if submit else "_tuple_tmp")
         out: list[Stmt] = [AssignStmt(Var(tmp, span=lhs.span), value, None, span=n.span)]
+        if submit and targets[0].k == "tuple":  # (a, b), tid: the launch's tuple is flat, (a, b, tid)
+            targets = [self._unparen(t) for t in targets[0].a] + targets[1:]
+            if any(t.k != "name" for t in targets):
+                self.fail("PTOC-E0005", "a tuple-unpacking target is a plain name", lhs,
+                          hint=f"write `(a, b), tid = pl.{path[0]}(self.kernel, ...)`")
+        if submit:
+            self._submits.append((value.op, len(targets) - 1, n.span))
         for i, t in enumerate(targets):
             item = GetItem(Var(tmp, span=t.span), ConstInt(i, dtypes.INDEX, span=t.span), span=t.span)
-            if t.k == "tuple" and submit and i == 0:
-                out.extend(self._unpack_names(n, t.a, Var(tmp, span=t.span), i))
-            elif t.k == "name":
+            if t.k == "name":
                 out.append(AssignStmt(Var(t.a[0], span=t.span), item, None, span=n.span))
             else:
                 self.fail("PTOC-E0005", "a tuple-unpacking target is a plain name", t,
@@ -994,20 +1013,6 @@ class Builder:
         same program gives the same names however it is laid out)."""
         self._tmp_count += 1
         return base if self._tmp_count == 1 else f"{base}_{self._tmp_count - 1}"
-
-    def _unpack_names(self, n: SN, names, tuple_var: Var, index: int) -> list[Stmt]:
-        """`(a, b)` inside a submit target: element `index` of the submit is itself a tuple."""
-        tmp = self._fresh("_tuple_tmp")
-        out: list[Stmt] = [AssignStmt(Var(tmp, span=n.span), GetItem(tuple_var, ConstInt(index, dtypes.INDEX),
-                                                                      span=n.span), None, span=n.span)]
-        for i, t in enumerate(names):
-            t = self._unparen(t)
-            if t.k != "name":
-                self.fail("PTOC-E0005", "a tuple-unpacking target is a plain name", t)
-            out.append(AssignStmt(Var(t.a[0], span=t.span),
-                                  GetItem(Var(tmp, span=t.span), ConstInt(i, dtypes.INDEX), span=t.span), None,
-                                  span=n.span))
-        return out
 
     def expr_stmt(self, n: SN) -> Stmt:
         v = self._single(n.a[0])

@@ -576,7 +576,8 @@ class Verifier:
             # the arguments go, in order, to the parameters left once enough outputs are skipped
             self.calls = True
             params = _submitted_params(f.params, len(e.args))
-            if len(params) != len(e.args):
+            inputs = sum(1 for p in f.params if p.direction not in ("Out", "InOut"))
+            if len(params) != len(e.args) or len(e.args) < inputs:
                 sig = f"{f.name}({', '.join(p.name for p in f.params)})"
                 self.err("PTOC-E0113", f"{e.op!r} takes {len(f.params)} argument(s) (its pl.Out parameters may "
                          f"be left out of a pl.submit), the call passes {len(e.args)}", e,
