@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from ptoc.diagnostics import Diagnostic, Span
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
+    ArrayType,
     Abs,
     AssignStmt,
     BreakStmt,
@@ -528,6 +529,8 @@ class Verifier:
                          f"{len(base.types)}", e.index)
                 return None
             return base.types[e.index.value]
+        if isinstance(base, ArrayType):  # `arr[i]` reads an element, as pl.array.get_element does
+            return ScalarType(base.dtype)
         if base is not None and not isinstance(base, TupleType):
             self.err("PTOC-E0114", f"only tuple values can be indexed; this value is a {_kind(base)}", e,
                      hint="t[i] reads element i of a tuple returned by a call; read tensor and tile "

@@ -156,6 +156,16 @@ def test_task_id_annotations_and_auto():
     assert a.functions[0].body[0].value.kwarg("base") == ConstInt(-1, INDEX)
 
 
+def test_indexing_an_array_reads_an_element():
+    got = types_of(program(orch("""
+        a = pl.array.create(4, pl.INT32)
+        a_1 = pl.array.update_element(a, 2, 7)
+        v = a_1[2]
+        return x
+    """, params=f"x: {T}")))
+    assert got["v"] == "pl.Scalar[pl.INT32]"
+
+
 @pytest.mark.parametrize("stmt,needle", [
     ("a = pl.array.create(4, pl.FP32)", "integer, BOOL or TASK_ID"),
     ("a = pl.array.create(0, pl.INT32)", "positive constant"),
