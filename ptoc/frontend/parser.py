@@ -189,7 +189,9 @@ class Builder:
         for n in nodes:
             try:
                 if n.k in ("import", "from_import"):
-                    self._anchor(n.span, ("import",))
+                    pld = n.a[0] == "pypto.language.distributed" or (n.k == "from_import" and tuple(n.a[:2]) == (
+                        "pypto.language", "distributed"))
+                    self._anchor(n.span, ("import_pld",) if pld else ("import",))
                 if n.k == "import" and n.a[0] == "pypto.language.distributed":
                     if n.a[1] is None:
                         self.fail("PTOC-E0005", "import pypto.language.distributed without an alias", n,

@@ -543,6 +543,7 @@ class Printer:
                 out.append(header)
             out.append(f"import pypto.language as {p}" + (f"  {trailing}" if trailing is not None else ""))
         import_at = len(out)
+        pld_above, pld_trailing = self.comments.take(("import_pld",)) if self.comments is not None else ([], None)
         if prog.dynamic_dims:
             out.append("")
             for d in prog.dynamic_dims:
@@ -560,8 +561,9 @@ class Printer:
                 self.function(f, 1, out)
         if self.comments is not None:
             out += self.comments.rest()
-        if any(_USES_DISTRIBUTED.search(line) for line in out[import_at:]):
-            out.insert(import_at, "import pypto.language.distributed as pld")
+        if pld_above or pld_trailing is not None or any(_USES_DISTRIBUTED.search(line) for line in out[import_at:]):
+            line = "import pypto.language.distributed as pld"
+            out[import_at:import_at] = pld_above + [line + (f"  {pld_trailing}" if pld_trailing is not None else "")]
         return "\n".join(out) + "\n"
 
 

@@ -416,6 +416,7 @@ class Verifier:
         self.defined_at = {}
         self.region_of = {}
         self.quiet = set()
+        self.bad_index: set[str] = set()  # values already reported for being indexed though not tuples
         self.calls = False
         self.assigns: list[int] = []  # keys of the assignments the cache remembers for this function
         self.loop_depth = 0  # loops around the current statement (where break/continue may stand)
@@ -532,7 +533,11 @@ class Verifier:
         if isinstance(base, ArrayType):  # `arr[i]` reads an element, as pl.array.get_element does
             return ScalarType(base.dtype)
         if base is not None and not isinstance(base, TupleType):
-            self.err("PTOC-E0114", f"only tuple values can be indexed; this value is a {_kind(base)}", e,
+            if isinstance(e.value, Var):  # once per value: `a, b = f(x)` of a non-tuple reports once
+                if e.value.name in self.bad_index:
+                    return None
+                self.bad_index.add(e.value.name)
+            self.err("PTOC-E0114", f"only tuple values can be indexed or unpacked; this value is a {_kind(base)}", e,
                      hint="t[i] reads element i of a tuple returned by a call; read tensor and tile "
                      "elements with pl.tensor.read / pl.tile.read")
         return None

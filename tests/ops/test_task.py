@@ -264,3 +264,51 @@ def test_a_parenthesised_tuple_returns_its_items():
 def test_returning_one_value_for_two_is_still_an_error():
     d = first_error(_two("return x"))
     assert d.code == "PTOC-E0113" and "returns 2 value(s) but this returns 1" in d.message
+
+
+# ---------------------------------------------------------------------------------------------- formatting
+COMMENTED = '''\
+import pypto.language as pl
+import pypto.language.distributed as pld  # the distributed namespace
+
+
+@pl.program
+class P:
+    @pl.function(type=pl.FunctionType.InCore)
+    def pair(self, x: pl.Tensor[[8], pl.FP32], a: pl.Out[pl.Tensor[[8], pl.FP32]]) -> tuple[
+        pl.Tensor[[8], pl.FP32], pl.Tensor[[8], pl.FP32]
+    ]:
+        return a, a
+
+    @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def host(self, x: pl.Tensor[[8], pl.FP32], o: pl.Out[pl.Tensor[[8], pl.FP32]]):
+        # a window of 8 floats
+        buf = pld.alloc_window_buffer(32)  # bytes
+        with pl.manual_scope():
+            # launch it on four cores
+            (u, v), tid = pl.spmd_submit(self.pair, x, o, core_num=4)  # two results
+        p, q = self.pair(x, o)  # a plain call
+        return 0
+'''
+
+
+def _comments(text: str) -> list[str]:
+    import io
+    import tokenize
+
+    return [t.string for t in tokenize.generate_tokens(io.StringIO(text).readline) if t.type == tokenize.COMMENT]
+
+
+def test_fmt_keeps_comments_and_the_ir_of_unpackings_launches_and_distributed_ops():
+    from ptoc.frontend.parser import parse_for_format
+
+    def fmt(text: str) -> str:
+        prog, comments, _ = parse_for_format(text, "t.ir")
+        return print_program(prog, comments)
+
+    once = fmt(COMMENTED)
+    assert fmt(once) == once
+    assert _comments(once) == ["# pypto.program: P"] + _comments(COMMENTED)
+    assert "import pypto.language.distributed as pld  # the distributed namespace\n" in once
+    assert "_submit_tmp = pl.spmd_submit(self.pair, x, o, core_num=4)  # two results\n" in once
+    assert parse_program(once, "t.ir") == parse_program(COMMENTED, "t.ir")
