@@ -338,3 +338,57 @@ def test_op_calls_keep_the_pld_prefix_in_the_ir():
     prog = parse_program(host("n = pld.world_size()\nreturn 0"), "t.ir")
     c = prog.functions[0].body[0].value
     assert isinstance(c, Call) and c.op == "pld.system.world_size"
+
+
+# ---------------------------------------------------------------------------------------------- every op, well typed
+W = "pld.DistributedTensor[[64, 32], pl.FP16]"
+SIG = "pld.DistributedTensor[[4], pl.INT32]"
+PARAMS = (f"w: {W}, w2: {W}, sig: {SIG}, x: pl.Tensor[[64, 32], pl.FP16], p: pl.Scalar[pl.INT32], "
+          "c: pl.Tensor[[4], pl.INT32]")
+EVERY_OP = [  # (op, the call, its result type as PyPTO defines it; None: a statement with no value)
+    ("pld.tensor.alloc_window_buffer", None, "pl.Ptr"),
+    ("pld.tensor.window", None, "pld.DistributedTensor[[4], pl.FP32]"),
+    ("pld.system.world_size", None, "pl.Scalar[pl.INT64]"),
+    ("pld.system.get_comm_ctx", "pld.system.get_comm_ctx(w)", "pld.CommCtx"),
+    ("pld.system.rank", "pld.system.rank(pld.system.get_comm_ctx(w))", "pl.Scalar[pl.INT32]"),
+    ("pld.system.nranks", "pld.system.nranks(pld.system.get_comm_ctx(w))", "pl.Scalar[pl.INT32]"),
+    ("pld.tile.remote_load", "pld.tile.remote_load(w, p, [0, 0], [16, 32])", "pl.Tile[[16, 32], pl.FP16]"),
+    ("pld.tile.remote_store", "pld.tile.remote_store(pl.tile.load(x, [0, 0], [16, 32]), w, p, [0, 0])", None),
+    ("pld.tensor.remote_store", "pld.tensor.remote_store(x, w, p, [0, 0], atomic=pld.AtomicType.None_)", None),
+    ("pld.tensor.put", "pld.tensor.put(w, p, x, dst_offsets=[0, 0], src_offsets=[0, 0], shape=[16, 32])", None),
+    ("pld.tensor.get", "pld.tensor.get(x, p, w, chunk_rows=4, chunk_cols=32, pipeline=True)", None),
+    ("pld.tile.put", "pld.tile.put(w, p, x, pl.tile.create([16, 32], dtype=pl.FP16))", None),
+    ("pld.tile.get", "pld.tile.get(x, p, w, pl.tile.create([16, 32], dtype=pl.FP16))", None),
+    ("pld.system.notify", "pld.system.notify(sig, p, [1], 1, op=pld.NotifyOp.Set)", None),
+    ("pld.system.wait", "pld.system.wait(sig, [1], 1, cmp=pld.WaitCmp.Eq)", None),
+    ("pld.system.defer_wait", "pld.system.defer_wait(sig, [1], 2, cmp=pld.WaitCmp.Ge)", None),
+    ("pld.tensor.allreduce", None, "pld.DistributedTensor[[4], pl.FP32]"),
+    ("pld.tensor.barrier", "pld.tensor.barrier(sig)", SIG),
+    ("pld.tensor.broadcast", "pld.tensor.broadcast(w, sig, root=0)", W),
+    ("pld.tensor.reduce_scatter", "pld.tensor.reduce_scatter(w, sig, op=pld.ReduceOp.Sum)", W),
+    ("pld.tensor.allgather", "pld.tensor.allgather(x, w2, sig)", W),
+    ("pld.tensor.all_to_all", "pld.tensor.all_to_all(x, w2, sig)", W),
+    ("pld.tensor.all_to_all_v", "pld.tensor.all_to_all_v(x, w2, sig, c, sig)", W),
+]
+HOST_CHAIN = host("""
+    buf = pld.tensor.alloc_window_buffer(16)
+    v = pld.tensor.window(buf, [4], dtype=pl.FP32)
+    n = pld.system.world_size()
+    r = pld.tensor.allreduce(v, op=pld.ReduceOp.Min)
+    return 0
+""")
+
+
+@pytest.mark.parametrize("op,call,result", EVERY_OP, ids=[o[0] for o in EVERY_OP])
+def test_every_distributed_op_types(op, call, result):
+    from ptoc.ops.registry import REGISTRY
+
+    assert op in REGISTRY
+    if call is None:  # the host-only ops, in a HOST function
+        got = result_types(HOST_CHAIN)
+        name = {"pld.tensor.alloc_window_buffer": "buf", "pld.tensor.window": "v", "pld.system.world_size": "n",
+                "pld.tensor.allreduce": "r"}[op]
+        assert got[name] == result
+        return
+    got = result_types(kernel(PARAMS, f"y = {call}"))
+    assert got["y"] == result

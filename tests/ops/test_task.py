@@ -312,3 +312,17 @@ def test_fmt_keeps_comments_and_the_ir_of_unpackings_launches_and_distributed_op
     assert "import pypto.language.distributed as pld  # the distributed namespace\n" in once
     assert "_submit_tmp = pl.spmd_submit(self.pair, x, o, core_num=4)  # two results\n" in once
     assert parse_program(once, "t.ir") == parse_program(COMMENTED, "t.ir")
+
+
+@pytest.mark.parametrize("op,call,result", [
+    ("system.task_is_valid", "pl.system.task_is_valid(pl.system.task_invalid())", "pl.Scalar[pl.BOOL]"),
+    ("tensor.no_dep", "pl.tensor.no_dep(x)", T),
+    ("array.get_element", "pl.array.get_element(pl.array.create(3, pl.BOOL), 1)", "pl.Scalar[pl.BOOL]"),
+])
+def test_task_ops_result_types(op, call, result):
+    assert types_of(program(orch(f"y = {call}\nreturn x", params=f"x: {T}")))["y"] == result
+
+
+def test_task_is_valid_takes_a_task_id():
+    d = first_error(program(orch("y = pl.system.task_is_valid(pl.const(1, pl.INT32))\nreturn x", params=f"x: {T}")))
+    assert "must hold task ids" in d.message
