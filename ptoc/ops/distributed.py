@@ -358,3 +358,32 @@ register("pld.tensor.all_to_all_v", ("input", "target", "signal", "send_counts",
          family="distributed", pto=_NO_PTO)(
     _collective("exchange chunks of per-rank counts between every pair of ranks",
                 ("target", "signal", "recv_counts"), "target"))
+
+
+# ---------------------------------------------------------------------------------------------- views of a window
+def _keeps_window(name: str) -> None:
+    """A view, slice or assembly of a distributed tensor is still a view of the same window: PyPTO's
+    tensor.view / tensor.slice / tensor.assemble keep the pld.DistributedTensor kind of their first operand.
+    The tensor op's own rule decides the shape and view; this only keeps the kind."""
+    import dataclasses
+
+    from ptoc.ops.registry import REGISTRY
+
+    op = REGISTRY.get(name)
+    if op is None or op.rule is None:
+        return
+    inner = op.rule
+    first = op.params[0]
+
+    def rule(args: Args) -> Type | None:
+        t = inner(args)
+        if isinstance(args.types.get(first), DistributedTensorType) and type(t) is TensorType:
+            return DistributedTensorType(t.shape, t.dtype, t.view, t.memref)
+        return t
+
+    rule.__doc__ = inner.__doc__
+    REGISTRY[name] = dataclasses.replace(op, rule=rule)
+
+
+for _name in ("tensor.view", "tensor.slice", "tensor.assemble"):
+    _keeps_window(_name)

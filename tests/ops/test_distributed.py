@@ -392,3 +392,16 @@ def test_every_distributed_op_types(op, call, result):
         return
     got = result_types(kernel(PARAMS, f"y = {call}"))
     assert got["y"] == result
+
+
+def test_views_and_slices_of_a_window_stay_distributed():
+    got = result_types(kernel(f"w: {W}, x: pl.Tensor[[16, 32], pl.FP16]", """
+        v = pl.tensor.view(w, [32, 64])
+        s = pl.tensor.slice(w, [16, 32], [16, 0])
+        a = pl.tensor.assemble(w, x, [0, 0])
+        plain = pl.tensor.slice(x, [8, 32], [0, 0])
+    """))
+    assert got["v"] == "pld.DistributedTensor[[32, 64], pl.FP16]"
+    assert got["s"] == "pld.DistributedTensor[[16, 32], pl.FP16]"
+    assert got["a"] == W
+    assert got["plain"] == "pl.Tensor[[8, 32], pl.FP16]"
