@@ -41,6 +41,9 @@ CODES: dict[str, str] = {
     "PTOC-E0114": "malformed expression",
     "PTOC-E0115": "malformed decorator",
     "PTOC-E0120": "call argument contradicts the callee's parameter type",
+    "PTOC-E0130": "malformed task launch (pl.submit / pl.spmd_submit)",
+    "PTOC-E0131": "host-only distributed op outside HOST orchestration",
+    "PTOC-E0132": "misplaced or duplicate window buffer (pld.alloc_window_buffer)",
     # language front end: forms PyPTO accepts (PTOC-E0140..E0149)
     "PTOC-E0140": "malformed declared allocation (pl.MemRef with a name only)",
     "PTOC-E0141": "declared allocation not supported by memory planning yet",

@@ -8,10 +8,19 @@ from ptoc.ir import dtypes
 SPEC_NAMES = ["BOOL", "INT4", "INT8", "INT16", "INT32", "INT64", "UINT4", "UINT8", "UINT16", "UINT32", "UINT64",
               "INDEX", "FP8E4M3FN", "FP8E5M2", "FP8E8M0", "FP16", "FP32", "BF16", "HF4", "HF8", "FP4E2M1X2",
               "FP4E1M2X2"]
+# PyPTO's DataType.TASK_ID (the id of a submitted task): a scalar-only type of orchestration code, with no
+# .pto, C++ or numpy spelling
+ORCHESTRATION_NAMES = ["TASK_ID"]
 
 
 def test_every_spec_dtype_is_in_the_table():
-    assert sorted(d.name for d in dtypes.ALL) == sorted(SPEC_NAMES)
+    assert sorted(d.name for d in dtypes.ALL) == sorted(SPEC_NAMES + ORCHESTRATION_NAMES)
+
+
+def test_task_id_is_a_scalar_only_type():
+    t = dtypes.BY_NAME["TASK_ID"]
+    assert (t.pto, t.cpp, t.numpy) == (None, None, None)
+    assert not t.is_int and not t.is_float
 
 
 @pytest.mark.parametrize("name,c0", [("INT8", 32), ("UINT8", 32), ("FP8E4M3FN", 32), ("FP8E5M2", 32),

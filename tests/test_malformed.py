@@ -106,8 +106,11 @@ CASES = [
      "PTOC-E0142", BODY, 20, 1),
     ("docstring", prog('"""A docstring."""', "return x"),
      "PTOC-E0005", BODY, 9, 1),
-    ("tuple_unpacking_from_a_call", prog("a, b = self.g(x)", "return a"),
-     "PTOC-E0005", BODY, 9, 1),
+    # (g returns one scalar: the unpacking's first element is not there; one error, not one per name)
+    ("tuple_unpacking_of_a_single_value", prog("a, b = self.g(x)", "return a"),
+     "PTOC-E0114", BODY, 9, 1),
+    ("tuple_unpacking_into_a_subscript", prog("a, x[0] = self.g(x)", "return a"),
+     "PTOC-E0005", BODY, 12, 1),
     ("nested_def", prog("def h(self):", "    pass", "return x"),
      "PTOC-E0005", BODY, 13, 1),
     ("attribute_assignment", prog("x.shape = 4", "return x"),

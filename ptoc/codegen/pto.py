@@ -455,7 +455,7 @@ class _FunctionEmitter(TileOpEmitter):
             elif isinstance(e, Call) and e.kind == "op" and e.op == "tile.write":
                 self.tile_write(e, s.span)
             elif isinstance(e, Call):
-                raise unsupported(f"pl.{e.op}" if e.kind == "op" else f"the call self.{e.op}", s.span)
+                raise unsupported(self._describe(e), s.span, _no_pto_hint(e))
             else:
                 raise unsupported("an expression statement", s.span)
         elif isinstance(s, ForStmt):
@@ -489,7 +489,7 @@ class _FunctionEmitter(TileOpEmitter):
         t = self.types.get(name)
         if not isinstance(t, ScalarType):
             if isinstance(v, Call):
-                raise unsupported(f"pl.{v.op}", s.span)
+                raise unsupported(self._describe(v), s.span, _no_pto_hint(v))
             raise unsupported("this expression", s.span)
         r = self.expr(v, want=t.dtype, name=name)
         self.env[name] = r
@@ -676,12 +676,16 @@ class _FunctionEmitter(TileOpEmitter):
         if isinstance(e, Call) and e.kind == "op" and e.op == "scalar.cast" and len(e.args) > 1 and \
                 isinstance(e.args[1], DTypeLit):
             return e.args[1].dtype
-        raise unsupported(self._describe(e), e.span)
+        raise unsupported(self._describe(e), e.span, _no_pto_hint(e))
 
     @staticmethod
     def _describe(e: Expr) -> str:
         if isinstance(e, Call):
-            return f"pl.{e.op}" if e.kind == "op" else f"the call self.{e.op}"
+            from ptoc.ops.registry import shown_op
+
+            if e.kind in ("submit", "spmd_submit"):
+                return f"the task launch pl.{e.kind}(self.{e.op}, ...)"
+            return shown_op(e.op) if e.kind == "op" else f"the call self.{e.op}"
         return f"the expression {type(e).__name__}"
 
     @staticmethod
@@ -746,7 +750,7 @@ class _FunctionEmitter(TileOpEmitter):
                 return _Scalar(out, own)
             if e.op == "tile.read":
                 return self.tile_read(e, inner)
-        raise unsupported(self._describe(e), e.span)
+        raise unsupported(self._describe(e), e.span, _no_pto_hint(e))
 
     def minmax(self, e: MinMax, own: DType, inner: str | None) -> _Scalar:
         a, b = self.expr(e.lhs, own), self.expr(e.rhs, own)
@@ -897,3 +901,22 @@ class _FunctionEmitter(TileOpEmitter):
 
 
 __all__ = ["emit_module", "kernel_functions", "unsupported", "scalar_type", "KERNEL_KIND"]
+
+
+def _no_pto_hint(e: Expr) -> str | None:
+    """The hint an op declares for having no `.pto` form (`NoPto`), for the op a call names or any op its
+    short name may resolve to; None for other calls (the generic hint then)."""
+    from ptoc.ops.registry import REGISTRY, SHORT, NoPto, load_all
+
+    if not isinstance(e, Call):
+        return None
+    if e.kind in ("submit", "spmd_submit"):
+        return "task launches belong to orchestration code, which ptoc does not compile to .pto"
+    if e.kind != "op":
+        return None
+    load_all()
+    for name in (e.op, *sorted(SHORT.get(e.op, {}).values())):
+        op = REGISTRY.get(name)
+        if op is not None and isinstance(op.pto, NoPto):
+            return op.pto.hint
+    return None

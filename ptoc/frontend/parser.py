@@ -15,17 +15,21 @@ from ptoc.diagnostics import CompileError, Diagnostic, DiagnosticSink, Span
 from ptoc.frontend.syntax import SN, gc_paused, parse_syntax
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
+    DISTRIBUTED_PREFIX,
     FUNCTION_TYPES,
     LOOP_KINDS,
     Abs,
+    ArrayType,
     AssignStmt,
     BinOp,
     Call,
     Cast,
+    CommCtxType,
     ConstBool,
     ConstFloat,
     ConstInt,
     DictExpr,
+    DistributedTensorType,
     DTypeLit,
     DynDim,
     EnumLit,
@@ -81,6 +85,20 @@ def _closest(name: str, options) -> str | None:
 _TYPE_CTORS = ("Tensor", "Tile", "Scalar", "Ptr", "Tuple", "Out", "InOut")
 
 
+# `pld.<op>` short forms that name exactly one op of the distributed namespace
+_DISTRIBUTED_SHORT = {
+    "window": "tensor.window",
+    "alloc_window_buffer": "tensor.alloc_window_buffer",
+    "world_size": "system.world_size",
+    "get_comm_ctx": "system.get_comm_ctx",
+    "rank": "system.rank",
+    "nranks": "system.nranks",
+    "remote_load": "tile.remote_load",
+}
+
+# scopes whose body runs on a device, not on the host (`with pl.at(level=pl.Level.CORE_GROUP):`)
+_DEVICE_SCOPES = ("at", "incore", "auto_incore", "spmd", "cluster")
+
 # syntax-node kind -> the Builder method that builds its statement
 _STMT_BUILDERS = {
     "ann_assign": "ann_assign_stmt", "assign": "assign_stmt", "expr_stmt": "expr_stmt", "return": "return_stmt",
@@ -127,6 +145,12 @@ class Builder:
         self.prefix = "pl"
         self.declared_slots: dict[str, tuple[int, Span]] = {}
         self.split_modes: list[str] = []  # SplitMode members of the enclosing pl.split_aiv loops
+        self.dprefix: str | None = None  # the alias of `import pypto.language.distributed`, when imported
+        self._host = False  # the function being built is a HOST-level one (`level=pl.Level.HOST`)
+        self._device_depth = 0  # device-side scopes (`with pl.at(...)`, ...) around the statement
+        self._window_target: str | None = None  # `buf` while building `buf = pld.alloc_window_buffer(...)`
+        self._window_names: dict[str, Span] = {}  # window buffers of the program, by name
+        self._submits: list[tuple[str, int, Span]] = []  # (kernel, results unpacked, where) of each pl.submit
         self.scalar_names: set[str] = set()  # names known to hold scalars (decides pl.cast form)
         # (line, column, key) of every line the printer writes, when collected for the formatter: the
         # key names the printed line the way the printer finds it (see ptoc.ir.printer.SourceComments)
@@ -154,6 +178,18 @@ class Builder:
             return parts[::-1]
         return None
 
+    def _pld_path(self, n: SN) -> list[str] | None:
+        """`pld.a.b` -> ["a", "b"] when `pld` is the distributed namespace's alias; else None."""
+        if self.dprefix is None:
+            return None
+        parts: list[str] = []
+        while n.k == "attr":
+            parts.append(n.a[1])
+            n = n.a[0]
+        if n.k == "name" and n.a[0] == self.dprefix:
+            return parts[::-1]
+        return None
+
     @staticmethod
     def _unparen(n: SN) -> SN:
         while n.k == "paren":
@@ -168,16 +204,26 @@ class Builder:
         for n in nodes:
             try:
                 if n.k in ("import", "from_import"):
-                    self._anchor(n.span, ("import",))
-                if n.k == "import":
+                    pld = n.a[0] == "pypto.language.distributed" or (n.k == "from_import" and tuple(n.a[:2]) == (
+                        "pypto.language", "distributed"))
+                    self._anchor(n.span, ("import_pld",) if pld else ("import",))
+                if n.k == "import" and n.a[0] == "pypto.language.distributed":
+                    if n.a[1] is None:
+                        self.fail("PTOC-E0005", "import pypto.language.distributed without an alias", n,
+                                  hint="write `import pypto.language.distributed as pld`")
+                    self.dprefix = n.a[1]
+                elif n.k == "import":
                     if n.a[0] != "pypto.language":
                         self.fail("PTOC-E0005", f"unexpected import of {n.a[0]!r}", n,
-                                  hint="an IR file imports only `import pypto.language as pl`")
+                                  hint="an IR file imports `import pypto.language as pl` and, for distributed "
+                                  "programs, `import pypto.language.distributed as pld`")
                     self.prefix = n.a[1] or "pypto.language"
                     if n.a[1] is None:
                         self.fail("PTOC-E0005", "import pypto.language without an alias", n,
                                   hint="write `import pypto.language as pl`")
                     seen_import = True
+                elif n.k == "from_import" and n.a[0] == "pypto.language" and n.a[1] == "distributed":
+                    self.dprefix = n.a[2] or "distributed"
                 elif n.k == "from_import":
                     if n.a[0] == "pypto" and n.a[1] == "language":
                         self.prefix = n.a[2] or "language"
@@ -265,6 +311,7 @@ class Builder:
                     self.fail("PTOC-E0005", "a program class holds only @pl.function methods", s)
             except _Fail as f:
                 self.report(f)
+        self._check_submits(functions)
         seen: dict[str, Function] = {}
         for f in functions:
             if f.name in seen:
@@ -273,11 +320,24 @@ class Builder:
             seen[f.name] = f
         return Program(name, tuple(functions), span=n.span)
 
+    def _check_submits(self, functions: list[Function]) -> None:
+        """`out, tid = pl.submit(self.kernel, ...)` unpacks as many results as the kernel returns (the
+        task id is the element after them)."""
+        by_name = {f.name: f for f in functions}
+        for kernel, n, span in self._submits:
+            f = by_name.get(kernel)
+            if f is not None and len(f.returns) != n:
+                self.sink.error("PTOC-E0130", f"pl.submit(...) unpacks {n} result value(s) but kernel {kernel!r} "
+                                f"returns {len(f.returns)}", span,
+                                hint="bind one name per kernel result, then the task id: `(a, b), tid = "
+                                "pl.submit(...)` for two results")
+
     # ------------------------------------------------------------------ functions
     def function(self, n: SN, in_class: bool) -> Function:
         name, params, ret, body, decos = n.a
         self.scalar_names = set()
         self.declared_slots: dict[str, tuple[int, Span]] = {}  # pl.MemRef("name") of this function
+        self._tmp_count = 0  # temporaries of tuple unpacking in this function
         fkey = (n.span.line, n.span.col)
         for d in decos:
             self._anchor(d.span, ("deco",) + fkey)
@@ -286,6 +346,7 @@ class Builder:
             self.fail("PTOC-E0115", f"function {name!r} needs exactly one decorator, `@pl.function`", n,
                       hint="write `@pl.function` or `@pl.function(type=pl.FunctionType.InCore)`")
         func_type, dkw = self._function_decorator(name, decos[0])
+        self._host = any(k == "level" and isinstance(v, EnumLit) and v.member == "HOST" for k, v in dkw)
         has_self = bool(params) and params[0].a[0] == "self" and params[0].a[1] is None
         plist = self._params(params[1:] if has_self else params)
         returns, returns_tuple = self._returns(ret)
@@ -388,6 +449,10 @@ class Builder:
             args = n.a[1]
         elif n.k == "attr":
             path = self._pl_path(n)
+        if not path and n.k in ("getitem", "attr"):
+            dpath = self._pld_path(n.a[0] if n.k == "getitem" else n)
+            if dpath:
+                return self.distributed_type(n, dpath, args)
         if not path:
             self.fail("PTOC-E0109", "expected a type such as `pl.Tensor[[64, 64], pl.FP32]`", n,
                       hint="types are pl.Tensor[...], pl.Tile[...], pl.Scalar[...], pl.Ptr or pl.Tuple[...]")
@@ -395,6 +460,8 @@ class Builder:
         if n.k == "attr":
             if head == "Ptr":
                 return PtrType(span=n.span)
+            if head == "TaskId":  # PyPTO's shorthand for pl.Scalar[pl.TASK_ID]
+                return ScalarType(dtypes.TASK_ID, span=n.span)
             dt = self._dtype_from_path(path, n, soft=True)
             if dt is not None:
                 return ScalarType(dt, span=n.span)
@@ -406,6 +473,11 @@ class Builder:
             return ScalarType(self.dtype(args[0]), span=n.span)
         if head == "Tuple":
             return TupleType(tuple(self.type(t) for t in args), span=n.span)
+        if head == "Array":
+            if len(args) != 2:
+                self.fail("PTOC-E0109", "pl.Array[...] takes an extent and a dtype", n,
+                          hint="write `pl.Array[4, pl.TASK_ID]`")
+            return ArrayType(self.expr(args[0]), self.dtype(args[1]), span=n.span)
         if head in ("Tensor", "Tile"):
             if len(args) < 2:
                 self.fail("PTOC-E0109", f"pl.{head}[...] needs a shape and a dtype", n,
@@ -421,6 +493,24 @@ class Builder:
         self.fail("PTOC-E0109", f"unknown type constructor `pl.{'.'.join(path)}`", n,
                   hint=f"did you mean pl.{near}?" if near else
                   "types are pl.Tensor[...], pl.Tile[...], pl.Scalar[...], pl.Ptr or pl.Tuple[...]")
+
+    def distributed_type(self, n: SN, path: list[str], args: tuple) -> Type:
+        """`pld.DistributedTensor[[shape], dtype, ...]` and `pld.CommCtx` (also spelled `pld.CommCtxType`,
+        as PyPTO prints it)."""
+        if n.k == "attr" and path in (["CommCtx"], ["CommCtxType"]):
+            return CommCtxType(span=n.span)
+        if n.k == "getitem" and path == ["DistributedTensor"]:
+            if len(args) < 2:
+                self.fail("PTOC-E0109", "pld.DistributedTensor[...] needs a shape and a dtype", n,
+                          hint="write `pld.DistributedTensor[[256], pl.BF16]`")
+            # a trailing "window_buffer=NAME" string is a note PyPTO's dumps add; the window says it
+            extra = tuple(x for x in args[2:] if self._unparen(x).k != "str")
+            t = self.tensor_type(n, self.shape(args[0], what="shape"), self.dtype(args[1]), extra)
+            return DistributedTensorType(t.shape, t.dtype, t.view, t.memref, span=n.span)
+        shown = f"{self.dprefix}.{'.'.join(path)}"
+        self.fail("PTOC-E0109", f"`{shown}` is not a type", n,
+                  hint=f"distributed types are {self.dprefix}.DistributedTensor[[shape], dtype] and "
+                  f"{self.dprefix}.CommCtx")
 
     def shape(self, n: SN, what: str) -> tuple[Expr, ...]:
         n = self._unparen(n)
@@ -732,6 +822,10 @@ class Builder:
 
     def attr_value(self, n: SN) -> Expr:
         path = self._pl_path(n)
+        if path is None and self._pld_path(n):
+            return self.distributed_enum(n, self._pld_path(n))
+        if path == ["AUTO"]:  # pl.AUTO: "let the compiler choose" (a buffer base), PyPTO's -1
+            return ConstInt(-1, dtypes.INDEX, span=n.span)
         if path is None:
             self.fail("PTOC-E0114", "attribute access is allowed on `pl` only", n,
                       hint="values are names, constants, pl.<enum>.<member>, pl.<dtype> or calls")
@@ -751,6 +845,22 @@ class Builder:
             return EnumLit(f"{path[0]}.{path[1]}", path[2], span=n.span)  # e.g. pl.tile.MaskPattern.P0101
         self.fail("PTOC-E0114", f"`pl.{'.'.join(path)}` is not a value", n,
                   hint="call it (`pl.<namespace>.<op>(...)`) or use an enum member `pl.<Enum>.<member>`")
+
+    def distributed_enum(self, n: SN, path: list[str]) -> Expr:
+        """`pld.ReduceOp.Sum` and the other enums of the distributed namespace."""
+        fam = DISTRIBUTED_PREFIX + path[0]
+        if len(path) != 2 or fam not in ENUMS:
+            names = ", ".join(f"{self.dprefix}.{f[len(DISTRIBUTED_PREFIX):]}" for f in ENUMS
+                              if f.startswith(DISTRIBUTED_PREFIX))
+            self.fail("PTOC-E0114", f"`{self.dprefix}.{'.'.join(path)}` is not a value", n,
+                      hint=f"call it (`{self.dprefix}.<namespace>.<op>(...)`) or use a member of {names}")
+        members = ENUMS[fam] or ()
+        if path[1] not in members:
+            near = _closest(path[1], members)
+            self.fail("PTOC-E0110", f"{self.dprefix}.{path[0]} has no member {path[1]!r}", n,
+                      hint=f"did you mean {self.dprefix}.{path[0]}.{near}?" if near else
+                      "members: " + ", ".join(members))
+        return EnumLit(fam, path[1], span=n.span)
 
     def _args(self, n: SN) -> tuple[tuple[Expr, ...], tuple[tuple[str, Expr], ...]]:
         args: list[Expr] = []
@@ -783,8 +893,14 @@ class Builder:
             args, kwargs = self._args(n)
             return Call(func.a[1], args, kwargs, kind="func", span=sp)
         path = self._pl_path(func) if func.k == "attr" else None
+        if not path and func.k == "attr" and self._pld_path(func):
+            return self.distributed_call(n, self._pld_path(func))
         if not path:
             self.fail("PTOC-E0114", "only `pl.<op>(...)`, `self.<function>(...)` and abs(...) can be called", n)
+        if len(path) == 2 and path[1] == "get_byte" and dtypes.lookup(path[0]) is not None:
+            if n.a[1]:
+                self.fail("PTOC-E0113", f"pl.{path[0]}.get_byte() takes no arguments", n)
+            return ConstInt(dtypes.lookup(path[0]).bytes, dtypes.INDEX, span=sp)  # bytes of one element
         op = ".".join(path)
         if op == "const":
             return self.const(n)
@@ -796,6 +912,8 @@ class Builder:
             self.fail("PTOC-E0111", f"pl.{op}(...) may appear only {where}", n)
         if op in LOOP_KINDS or op == "while_":
             self.fail("PTOC-E0111", f"pl.{op}(...) is a loop header; use it as `for ... in pl.{op}(...)`", n)
+        if op in ("submit", "spmd_submit"):
+            return self.submit(n, op)
         args, kwargs = self._args(n)
         if op in ("min", "max") and len(args) == 2 and not kwargs:
             return MinMax(op, args[0], args[1], span=sp)
@@ -817,6 +935,55 @@ class Builder:
         if aliases and any(k in aliases for k, _ in kwargs):
             kwargs = tuple((aliases.get(k, k), v) for k, v in kwargs)
         return Call(op, args, kwargs, kind="op", span=sp)
+
+    def distributed_call(self, n: SN, path: list[str]) -> Expr:
+        """`pld.<category>.<op>(...)`: an op of the distributed namespace, named `pld.<category>.<op>` in
+        the IR. The short forms that name one op (`pld.window`) become its full name, as PyPTO's parser
+        makes them; `pld.remote_store` picks its tile or tensor form by its source (see ops/distributed)."""
+        name = ".".join(path)
+        name = _DISTRIBUTED_SHORT.get(name, name)
+        if name in ("tensor.alloc_window_buffer", "system.world_size"):
+            self._host_only(n, name)
+        if name == "tensor.alloc_window_buffer":
+            self._window_buffer(n)
+        args, kwargs = self._args(n)
+        return Call(DISTRIBUTED_PREFIX + name, args, kwargs, kind="op", span=n.span)
+
+    def _host_only(self, n: SN, name: str) -> None:
+        """PyPTO's placement rule: window buffers and the world size belong to HOST orchestration."""
+        if not self._host or self._device_depth:
+            where = "inside a device-side (InCore / SPMD) scope" if self._host else "in a function that is not HOST"
+            self.fail("PTOC-E0131", f"pld.{name}() can be called only in HOST orchestration context, not {where}",
+                      n, hint="call it in `@pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)`, "
+                      "outside any `with pl.at(...)` scope")
+
+    def _window_buffer(self, n: SN) -> None:
+        """`buf = pld.alloc_window_buffer(...)`: the buffer takes its name from `buf`, unique in the program."""
+        target, self._window_target = self._window_target, None
+        if target is None:
+            self.fail("PTOC-E0132", "pld.tensor.alloc_window_buffer must appear as the RHS of a simple "
+                      "assignment (the buffer is named after the variable)", n,
+                      hint="write `buf = pld.alloc_window_buffer(size)`")
+        if any(k is not None and k.k == "name" and k.a[0] == "name" for k, _ in n.a[1]):
+            self.fail("PTOC-E0132", f"pld.tensor.alloc_window_buffer's name cannot be passed explicitly: it is the "
+                      f"assigned variable's ({target!r})", n, hint="drop name=")
+        first = self._window_names.get(target)
+        if first is not None:
+            self.fail("PTOC-E0132", f"window buffer {target!r} is already declared in this program (line "
+                      f"{first.line})", n, hint="give each window buffer a name of its own across all functions")
+        self._window_names[target] = n.span
+
+    def submit(self, n: SN, op: str) -> Expr:
+        """`pl.submit(self.kernel, *args, deps=[...], ...)`: a task launch of a program function, a Call of
+        kind "submit" (or "spmd_submit") naming the kernel; its value is the kernel's result(s) followed by
+        the producer's task id (pl.Scalar[pl.TASK_ID])."""
+        items = n.a[1]
+        first = self._unparen(items[0][1]) if items and items[0][0] is None else None
+        if first is None or first.k != "attr" or first.a[0].k != "name" or first.a[0].a[0] != "self":
+            self.fail("PTOC-E0130", f"pl.{op}(...) takes the kernel, `self.<function>`, as its first argument",
+                      n, hint=f"write `out, tid = pl.{op}(self.kernel, x, y)`, not pl.{op}(self.kernel(x, y))")
+        args, kwargs = self._args(SN(n.k, (n.a[0], items[1:]), n.span))
+        return Call(first.a[1], args, kwargs, kind=op, span=n.span)
 
     def _is_scalar(self, e: Expr) -> bool:
         if isinstance(e, Var):
@@ -848,7 +1015,9 @@ class Builder:
         for s in nodes:
             try:
                 st = self.stmt(s)
-                if st is not None:
+                if isinstance(st, tuple):
+                    out.extend(st)
+                elif st is not None:
                     out.append(st)
             except _Fail as f:
                 self.report(f)
@@ -856,7 +1025,7 @@ class Builder:
                 self.sink.error("PTOC-E0114", "statement nested too deeply", s.span)
         return tuple(out)
 
-    def stmt(self, n: SN) -> Stmt | None:
+    def stmt(self, n: SN) -> Stmt | tuple[Stmt, ...] | None:
         self._anchor(n.span, ("stmt", n.span.line, n.span.col))
         method = _STMT_BUILDERS.get(n.k)
         if method is not None:
@@ -884,16 +1053,24 @@ class Builder:
             return YieldStmt((Var(name, span=target.span),), yv, t, span=n.span)
         return AssignStmt(Var(name, span=target.span), self.expr(v), t, span=n.span)
 
-    def assign_stmt(self, n: SN) -> Stmt:
+    def assign_stmt(self, n: SN) -> Stmt | tuple[Stmt, ...]:
         lhs, rhs = n.a
         if rhs.k != "exprlist":  # pragma: no cover - grammar guarantees
             self.fail("PTOC-E0114", "bad assignment", n)
         v = self._single(rhs)
         items = lhs.a
-        if len(items) == 1 and self._unparen(items[0]).k == "tuple":  # `(a,) = pl.yield_(x)`
-            items = self._unparen(items[0]).a
         if len(items) == 1 and self._unparen(items[0]).k == "getitem" and v is not None:
             return self._subscript_write(self._unparen(items[0]), v, n)
+        unpack = self._unpack_call(n, lhs, v)
+        if unpack is not None:
+            return unpack
+        if len(lhs.a) == 1 and lhs.a[0].k == "name" and v is not None:
+            call = self._unparen(v)
+            dpath = self._pld_path(call.a[0]) if call.k == "call" and call.a[0].k == "attr" else None
+            if dpath in (["alloc_window_buffer"], ["tensor", "alloc_window_buffer"]):
+                self._window_target = lhs.a[0].a[0]
+        if len(items) == 1 and self._unparen(items[0]).k == "tuple":  # `(a,) = pl.yield_(x)`
+            items = self._unparen(items[0]).a
         targets = []
         for t in items:
             t = self._unparen(t)
@@ -914,6 +1091,47 @@ class Builder:
         if self._is_scalar(value):
             self.scalar_names.add(targets[0].name)
         return AssignStmt(targets[0], value, None, span=n.span)
+
+    def _unpack_call(self, n: SN, lhs: SN, v: SN | None) -> tuple[Stmt, ...] | None:
+        """`a, b = call(...)`: the call's tuple goes to a temporary and each name takes its element
+        (`tmp = call(...)`, `a = tmp[0]`, `b = tmp[1]`), as PyPTO's parser desugars it. The result target
+        of `pl.submit` may itself be a tuple: `(a, b), tid = pl.submit(self.kernel, ...)`."""
+        targets = [self._unparen(t) for t in lhs.a]
+        if len(targets) == 1 and targets[0].k != "tuple":
+            return None
+        call = self._unparen(v) if v is not None else None
+        if call is None or call.k != "call" or self._yield_call(call) is not None:
+            return None
+        path = self._pl_path(call.a[0]) if call.a[0].k == "attr" else None
+        submit = path in (["submit"], ["spmd_submit"])
+        if submit and len(targets) != 2:
+            self.fail("PTOC-E0130", f"pl.{path[0]}(...) is unpacked into exactly two names: the kernel's "
+                      f"result(s) and the task id; got {len(targets)}", lhs,
+                      hint=f"write `out, tid = pl.{path[0]}(self.kernel, ...)`")
+        value = self.expr(call)
+        tmp = self._fresh("_submit_tmp" if submit else "_tuple_tmp")
+        out: list[Stmt] = [AssignStmt(Var(tmp, span=lhs.span), value, None, span=n.span)]
+        if submit and targets[0].k == "tuple":  # (a, b), tid: the launch's tuple is flat, (a, b, tid)
+            targets = [self._unparen(t) for t in targets[0].a] + targets[1:]
+            if any(t.k != "name" for t in targets):
+                self.fail("PTOC-E0005", "a tuple-unpacking target is a plain name", lhs,
+                          hint=f"write `(a, b), tid = pl.{path[0]}(self.kernel, ...)`")
+        if submit:
+            self._submits.append((value.op, len(targets) - 1, n.span))
+        for i, t in enumerate(targets):
+            item = GetItem(Var(tmp, span=t.span), ConstInt(i, dtypes.INDEX, span=t.span), span=t.span)
+            if t.k == "name":
+                out.append(AssignStmt(Var(t.a[0], span=t.span), item, None, span=n.span))
+            else:
+                self.fail("PTOC-E0005", "a tuple-unpacking target is a plain name", t,
+                          hint="write `a, b = self.f(...)`; only the result of pl.submit may be `(a, b)`")
+        return tuple(out)
+
+    def _fresh(self, base: str) -> str:
+        """A temporary's name, numbered by its place among the function's unpackings (never by line, so the
+        same program gives the same names however it is laid out)."""
+        self._tmp_count += 1
+        return base if self._tmp_count == 1 else f"{base}_{self._tmp_count - 1}"
 
     def expr_stmt(self, n: SN) -> Stmt:
         v = self._single(n.a[0])
@@ -937,7 +1155,10 @@ class Builder:
 
     def return_stmt(self, n: SN) -> Stmt:
         vals = n.a[0]
-        return ReturnStmt(tuple(self.expr(x) for x in vals.a) if vals is not None else (), span=n.span)
+        items = vals.a if vals is not None else ()
+        if len(items) == 1 and items[0].k == "tuple" and items[0].a:
+            items = items[0].a  # `return (a, b)` returns two values, as `return a, b` does
+        return ReturnStmt(tuple(self.expr(x) for x in items), span=n.span)
 
     def pass_stmt(self, n: SN) -> Stmt:
         return PassStmt(span=n.span)
@@ -1094,7 +1315,13 @@ class Builder:
         var = Var(alias[0], span=alias[1]) if alias else None
         if var is not None:
             self.scalar_names.add(var.name)
-        return ScopeStmt(".".join(path), args, self.block(body), kwargs, var, span=n.span)
+        device = path[0] in _DEVICE_SCOPES
+        self._device_depth += device
+        try:
+            inner = self.block(body)
+        finally:
+            self._device_depth -= device
+        return ScopeStmt(".".join(path), args, inner, kwargs, var, span=n.span)
 
 
 def parse_program(text: str, file: str = "<input>", verify: bool = True, ctx=None,

@@ -17,7 +17,7 @@ from dataclasses import dataclass
 class DType:
     name: str  # canonical printed name after "pl." (e.g. "FP32")
     bits: int  # storage bits of one element (carrier bits for packed types)
-    kind: str  # "int" | "uint" | "float" | "bool" | "index"
+    kind: str  # "int" | "uint" | "float" | "bool" | "index" | "task"
     pto: str | None  # .pto spelling (None: not expressible in .pto)
     cpp: str | None  # pto-isa C++ element type (None: scalars only / none)
     numpy: str | None  # numpy dtype name or "ml_dtypes.<name>"
@@ -71,6 +71,8 @@ _ROWS = [
     DType("UINT32", 32, "uint", "ui32", "uint32_t", "uint32"),
     DType("UINT64", 64, "uint", "ui64", "uint64_t", "uint64"),
     DType("INDEX", 64, "index", "index", None, "int64"),
+    # the id of a submitted task (pl.submit's second result, pl.system.task_invalid); a scalar only
+    DType("TASK_ID", 64, "task", None, None, None),
     DType("FP8E4M3FN", 8, "float", "f8E4M3FN", "float8_e4m3_t", "ml_dtypes.float8_e4m3fn"),
     DType("FP8E5M2", 8, "float", "f8E5M2", "float8_e5m2_t", "ml_dtypes.float8_e5m2"),
     DType("FP8E8M0", 8, "float", "!pto.f8E8M0", "float8_e8m0_t", "ml_dtypes.float8_e8m0fnu"),
@@ -109,6 +111,7 @@ INT32 = BY_NAME["INT32"]
 INT64 = BY_NAME["INT64"]
 UINT8 = BY_NAME["UINT8"]
 INDEX = BY_NAME["INDEX"]
+TASK_ID = BY_NAME["TASK_ID"]
 FP16 = BY_NAME["FP16"]
 FP32 = BY_NAME["FP32"]
 BF16 = BY_NAME["BF16"]

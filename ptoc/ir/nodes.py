@@ -101,6 +101,32 @@ class TensorType(Type):
         return len(self.shape)
 
 
+@dataclass(frozen=True)
+class DistributedTensorType(TensorType):
+    """`pld.DistributedTensor[[shape], dtype]`: a tensor that lives in a per-rank communication window
+    (made by `pld.tensor.window` over a `pld.tensor.alloc_window_buffer`). It is a tensor wherever a
+    tensor is expected; the distributed ops require this type for their window operands."""
+
+
+@dataclass(frozen=True)
+class CommCtxType(Type):
+    """`pld.CommCtx`: the communication context of a distributed tensor (`pld.system.get_comm_ctx`)."""
+
+
+@dataclass(frozen=True)
+class ArrayType(Type):
+    """`pl.Array[extent, dtype]`: a small fixed-size array of integer, BOOL or TASK_ID scalars held by
+    an orchestration function (`pl.array.create`)."""
+
+    extent: Expr
+    dtype: DType
+
+
+# Ops of the distributed namespace (`import pypto.language.distributed as pld`) keep this prefix in
+# their IR name, as in PyPTO (`pld.tensor.window`); the printer writes them under it.
+DISTRIBUTED_PREFIX = "pld."
+
+
 TILE_VIEW_FIELDS = ("valid_shape", "stride", "start_offset", "blayout", "slayout", "fractal", "pad", "compact")
 
 

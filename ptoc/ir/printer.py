@@ -32,17 +32,22 @@ import bisect
 import contextlib
 import contextvars
 import math
+import re
 
 from ptoc.ir.nodes import (
+    DISTRIBUTED_PREFIX,
     Abs,
+    ArrayType,
     AssignStmt,
     BinOp,
     Call,
     Cast,
     ConstBool,
     ConstFloat,
+    CommCtxType,
     ConstInt,
     DictExpr,
+    DistributedTensorType,
     DTypeLit,
     EnumLit,
     EvalStmt,
@@ -305,7 +310,14 @@ class Printer:
             args, kwargs = _pypto_call_operands(e)
         parts = [self.expr(a) for a in args]
         parts += [f"{k}={self.expr(v)}" for k, v in kwargs]
-        callee = f"self.{e.op}" if e.kind == "func" else f"{self.p}.{e.op}"
+        if e.kind in ("submit", "spmd_submit"):  # a task launch names its kernel as the first argument
+            return f"{self.p}.{e.kind}({', '.join([f'self.{e.op}'] + parts)})"
+        if e.kind == "func":
+            callee = f"self.{e.op}"
+        elif e.op.startswith(DISTRIBUTED_PREFIX):  # the distributed ops' own namespace (`pld.tensor.window`)
+            callee = e.op
+        else:
+            callee = f"{self.p}.{e.op}"
         return f"{callee}({', '.join(parts)})"
 
     def _tuple(self, e: TupleExpr) -> str:
@@ -360,6 +372,10 @@ class Printer:
             return f"{p}.Ptr"
         if isinstance(t, TupleType):
             return f"{p}.Tuple[" + ", ".join(self.type(x) for x in t.types) + "]"
+        if isinstance(t, CommCtxType):
+            return "pld.CommCtx"
+        if isinstance(t, ArrayType):
+            return f"{p}.Array[{self.expr(t.extent)}, {p}.{t.dtype.name}]"
         if isinstance(t, TensorType):
             parts = [self._list(t.shape), f"{p}.{t.dtype.name}"]
             v = normalize_tensor_view(t.view)
@@ -367,7 +383,8 @@ class Printer:
                 parts.append(self._tensor_view(v))
             if t.memref is not None:
                 parts.append(self.memref(t.memref))
-            return f"{p}.Tensor[{', '.join(parts)}]"
+            head = "pld.DistributedTensor" if isinstance(t, DistributedTensorType) else f"{p}.Tensor"
+            return f"{head}[{', '.join(parts)}]"
         if isinstance(t, TileType):
             parts = [self._list(t.shape), f"{p}.{t.dtype.name}"]
             if t.memref is not None:
@@ -528,6 +545,8 @@ class Printer:
             if not self.comments.has_program_header:
                 out.append(header)
             out.append(f"import pypto.language as {p}" + (f"  {trailing}" if trailing is not None else ""))
+        import_at = len(out)
+        pld_above, pld_trailing = self.comments.take(("import_pld",)) if self.comments is not None else ([], None)
         if prog.dynamic_dims:
             out.append("")
             for d in prog.dynamic_dims:
@@ -545,6 +564,9 @@ class Printer:
                 self.function(f, 1, out)
         if self.comments is not None:
             out += self.comments.rest()
+        if pld_above or pld_trailing is not None or any(_USES_DISTRIBUTED.search(line) for line in out[import_at:]):
+            line = "import pypto.language.distributed as pld"
+            out[import_at:import_at] = pld_above + [line + (f"  {pld_trailing}" if pld_trailing is not None else "")]
         return "\n".join(out) + "\n"
 
 
@@ -557,6 +579,9 @@ _PYPTO_LEVEL_ROLE = {
     "Orchestration": ("CHIP", "Orchestrator"),
 }
 
+# a printed line that names the distributed namespace (its ops, types or enums) needs its import
+_USES_DISTRIBUTED = re.compile(r"(?<![\w.])pld\.")
+
 _EXPR_METHODS = {
     Var: Printer._var,
     ConstInt: Printer._const_int,
@@ -565,7 +590,8 @@ _EXPR_METHODS = {
     StrLit: lambda self, e: _str(e.value),
     NoneLit: lambda self, e: "None",
     DTypeLit: lambda self, e: f"{self.p}.{e.dtype.name}",
-    EnumLit: lambda self, e: f"{self.p}.{e.family}.{e.member}",
+    EnumLit: lambda self, e: (f"{e.family}.{e.member}" if e.family.startswith(DISTRIBUTED_PREFIX)
+                              else f"{self.p}.{e.family}.{e.member}"),
     TypeLit: lambda self, e: self.type(e.type),
     BinOp: Printer._binop,
     UnaryOp: Printer._unary,

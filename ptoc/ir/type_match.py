@@ -3,12 +3,26 @@ annotated assignment, a returned value and a call argument.)"""
 
 from __future__ import annotations
 
-from ptoc.ir.nodes import ConstInt, Expr, ScalarType, TensorType, TileType, TupleType, Type
+from ptoc.ir.nodes import (
+    ArrayType,
+    ConstInt,
+    DistributedTensorType,
+    Expr,
+    ScalarType,
+    TensorType,
+    TileType,
+    TupleType,
+    Type,
+)
 
 
 def type_mismatch(annotated: Type, actual: Type) -> str | None:
     """Why `annotated` contradicts `actual` (None when they agree where both are known)."""
     a, b = annotated, actual
+    if type(a) is TensorType and isinstance(b, DistributedTensorType):
+        return _shaped_mismatch(a, b)  # a distributed tensor is a tensor wherever a tensor is expected
+    if isinstance(a, ArrayType) and isinstance(b, ArrayType):
+        return None if a.dtype == b.dtype else f"the value holds {b.dtype.name}, the annotation says {a.dtype.name}"
     if type(a) is not type(b):
         return f"the value is a {kind_of(b)}, the annotation says {kind_of(a)}"
     if isinstance(a, ScalarType):
@@ -232,7 +246,8 @@ def layout_as_annotated(annotated: Type, actual: Type) -> Type:
 
 def kind_of(t: Type) -> str:
     return {"ScalarType": "scalar", "TensorType": "tensor", "TileType": "tile", "PtrType": "pointer",
-            "TupleType": "tuple"}.get(type(t).__name__, type(t).__name__)
+            "TupleType": "tuple", "DistributedTensorType": "pld.DistributedTensor", "CommCtxType": "pld.CommCtx",
+            "ArrayType": "array"}.get(type(t).__name__, type(t).__name__)
 
 
 __all__ = ["VALID_SHAPE_MISMATCH", "kind_of", "layout_as_annotated", "type_mismatch", "with_value_layout"]

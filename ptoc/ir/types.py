@@ -21,6 +21,11 @@ ENUMS: dict[str, tuple[str, ...] | None] = {
     "Role": None,
     "SplitMode": ("NONE", "UP_DOWN", "LEFT_RIGHT"),
     "ScopeMode": ("AUTO", "MANUAL"),
+    # the distributed namespace's enums (`pld.ReduceOp.Sum`), as PyPTO defines them
+    "pld.ReduceOp": ("Sum", "Max", "Min", "Prod"),
+    "pld.WaitCmp": ("Eq", "Ge"),
+    "pld.AtomicType": ("None_", "Add"),
+    "pld.NotifyOp": ("AtomicAdd", "Set"),
 }
 ENUM_ALIASES = {"MemorySpace": "Mem"}
 LAYOUT_SHORTHANDS = ("ND", "DN", "NZ", "MX_A_ZZ", "MX_B_NN")  # pl.NZ, pl.MX_A_ZZ (PyPTO exports all five)

@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterator
 from ptoc.diagnostics import Diagnostic, Span
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
+    ArrayType,
     Abs,
     AssignStmt,
     BreakStmt,
@@ -157,6 +158,8 @@ FastMutator = Mutator
 # Keywords of a `self.<function>(...)` call that are call metadata, not arguments: PyPTO prints
 # `attrs={"arg_directions": [...]}` and `device=...` on cross-function calls.
 _CALL_METADATA = ("attrs", "device")
+# keywords of pl.submit / pl.spmd_submit that configure the task, not the kernel's parameters
+_SUBMIT_OPTIONS = ("deps", "dumps", "core_num", "sync_start", "allow_early_resolve", "predicate")
 
 
 # Expressions whose check inside a type can find nothing wrong: a constant, or a name (a dimension
@@ -413,6 +416,7 @@ class Verifier:
         self.defined_at = {}
         self.region_of = {}
         self.quiet = set()
+        self.bad_index: set[str] = set()  # values already reported for being indexed though not tuples
         self.calls = False
         self.assigns: list[int] = []  # keys of the assignments the cache remembers for this function
         self.loop_depth = 0  # loops around the current statement (where break/continue may stand)
@@ -508,6 +512,8 @@ class Verifier:
         kwarg_types = {k: self.expr(v, scope, in_type) for k, v in e.kwargs}
         if e.kind == "func":
             return self.func_call(e, arg_types, kwarg_types)
+        if e.kind in ("submit", "spmd_submit"):
+            return self.submit(e, arg_types, kwarg_types)
         if self.op_typer is None or in_type:
             return None
         if self.cache is not None:
@@ -524,6 +530,8 @@ class Verifier:
                          f"{len(base.types)}", e.index)
                 return None
             return base.types[e.index.value]
+        if isinstance(base, ArrayType):  # `arr[i]` reads an element, as pl.array.get_element does
+            return ScalarType(base.dtype)
         if isinstance(base, TensorType) and len(base.shape) >= 2 and self.op_typer is not None:
             # PyPTO: t[i] of a tensor is the slice at i of its first axis, that axis dropped
             t, diags = self.op_typer(tensor_index_as_slice(e, base), [base, None, None], {"drop_dims": None},
@@ -531,7 +539,11 @@ class Verifier:
             self.diags.extend(diags)
             return t
         if base is not None and not isinstance(base, TupleType):
-            self.err("PTOC-E0114", f"only tuple values can be indexed; this value is a {_kind(base)}", e,
+            if isinstance(e.value, Var):  # once per value: `a, b = f(x)` of a non-tuple reports once
+                if e.value.name in self.bad_index:
+                    return None
+                self.bad_index.add(e.value.name)
+            self.err("PTOC-E0114", f"only tuple values can be indexed or unpacked; this value is a {_kind(base)}", e,
                      hint="t[i] reads element i of a tuple returned by a call; read tensor and tile "
                      "elements with pl.tensor.read / pl.tile.read")
         return None
@@ -567,6 +579,31 @@ class Verifier:
         if len(f.returns) == 1 and not f.returns_tuple:
             return f.returns[0]
         return TupleType(tuple(f.returns))
+
+    def submit(self, e: Call, arg_types: list, kwarg_types: dict) -> Type | None:
+        """`pl.submit(self.kernel, *args, deps=[...])`: the kernel is called as a task; the value is its
+        results followed by the task id, a tuple (PyPTO's Submit type)."""
+        launch = tuple((k, v) for k, v in e.kwargs if k not in _SUBMIT_OPTIONS)
+        f = self.funcs.get(e.op)
+        if f is not None and not launch and len(e.args) < len(f.params):
+            # a task launch may leave out pl.Out / pl.InOut parameters (the task makes those outputs):
+            # the arguments go, in order, to the parameters left once enough outputs are skipped
+            self.calls = True
+            params = _submitted_params(f.params, len(e.args))
+            inputs = sum(1 for p in f.params if p.direction not in ("Out", "InOut"))
+            if len(params) != len(e.args) or len(e.args) < inputs:
+                sig = f"{f.name}({', '.join(p.name for p in f.params)})"
+                self.err("PTOC-E0113", f"{e.op!r} takes {len(f.params)} argument(s) (its pl.Out parameters may "
+                         f"be left out of a pl.submit), the call passes {len(e.args)}", e,
+                         hint=f"the function is {sig}")
+            for p, a, t in zip(params, e.args, arg_types):
+                self._check_argument(f, p, a, t)
+        else:
+            call = Call(e.op, e.args, launch, kind="func", span=e.span)
+            self.func_call(call, arg_types, {k: kwarg_types.get(k) for k, _ in launch})
+        if f is None:
+            return None
+        return TupleType(tuple(f.returns) + (_scalar(dtypes.TASK_ID),))
 
     def _check_argument(self, f: Function, p, a: Expr, t: Type | None) -> None:
         """An argument agrees with its parameter's type: dtype, shape (where both are static), layout and,
@@ -670,6 +707,9 @@ class Verifier:
 
     def _return(self, s: ReturnStmt, scope: _Scope, f: Function) -> None:
         ts = [self.expr(v, scope) for v in s.values]
+        if len(ts) == 1 and len(f.returns) > 1 and isinstance(ts[0], TupleType) \
+                and len(ts[0].types) == len(f.returns):
+            ts = list(ts[0].types)  # `return self.g(...)` passes on the results of a call that returns as many
         if f.returns and len(ts) != len(f.returns):
             self.err("PTOC-E0113", f"{f.name!r} returns {len(f.returns)} value(s) but this returns "
                      f"{len(ts)}", s)
@@ -773,6 +813,23 @@ class Verifier:
             if t is None and i < len(init_types):
                 t = init_types[i]
             self.define(v.name, t, v, scope)
+
+
+def _submitted_params(params, n_args: int) -> list:
+    """The parameters `n_args` positional arguments of a pl.submit bind to: an Out/InOut parameter is
+    skipped while the arguments left would still fill every later non-output parameter (PyPTO's pairing)."""
+    out = []
+    left = n_args
+    for i, p in enumerate(params):
+        if left == 0:
+            break
+        if p.direction in ("Out", "InOut"):
+            later_inputs = sum(1 for q in params[i + 1:] if q.direction not in ("Out", "InOut"))
+            if left <= later_inputs:
+                continue
+        out.append(p)
+        left -= 1
+    return out
 
 
 def _binop_type(e: BinOp, lt: Type | None, rt: Type | None) -> Type | None:

@@ -89,8 +89,7 @@ class Mutator:
             hooks = self.__dict__["_hooks"] = {}
         pair = hooks.get(cls)
         if pair is None:
-            pair = hooks[cls] = (getattr(self, f"pre_{cls.__name__}", None),
-                                 getattr(self, f"mutate_{cls.__name__}", None))
+            pair = hooks[cls] = (self._hook("pre", cls), self._hook("mutate", cls))
         pre, post = pair
         if pre is not None:
             r = pre(node)
@@ -111,6 +110,17 @@ class Mutator:
         if changes:
             node = dataclasses.replace(node, **changes)
         return post(node) if post is not None else node
+
+
+    def _hook(self, kind: str, cls: type):
+        """The hook for `cls`, else for its nearest node base class (`pld.DistributedTensor` is a tensor)."""
+        for c in cls.__mro__:
+            if c is Node:
+                return None
+            fn = getattr(self, f"{kind}_{c.__name__}", None)
+            if fn is not None:
+                return fn
+        return None
 
 
 def rebuild_bodies(s, block):

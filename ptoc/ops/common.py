@@ -124,7 +124,8 @@ def enum_arg(args: Args, name: str, family: str, default: str | None = None) -> 
         return default
     if isinstance(e, EnumLit) and e.family == family:
         return e.member
-    args.fail(f"{args.op.name}: {name} must be a pl.{family} member", name, code="PTOC-E0201")
+    shown = family if "." in family else f"pl.{family}"  # (pld.ReduceOp and the other distributed enums)
+    args.fail(f"{args.op.name}: {name} must be a {shown} member", name, code="PTOC-E0201")
     return None
 
 

@@ -111,7 +111,14 @@ class Args:
 
 def kind_of(t: Type | None) -> str:
     return {"ScalarType": "scalar", "TensorType": "tensor", "TileType": "tile", "PtrType": "pointer",
-            "TupleType": "tuple"}.get(type(t).__name__, "value")
+            "TupleType": "tuple", "DistributedTensorType": "tensor", "CommCtxType": "communication context",
+            "ArrayType": "array"}.get(type(t).__name__, "value")
+
+
+def shown_op(name: str) -> str:
+    """How the IR text spells op `name`: `pl.tile.add`, and the distributed ops under their own namespace
+    (`pld.tensor.window`)."""
+    return name if name.startswith("pld.") else f"pl.{name}"
 
 
 TypeRule = Callable[[Args], "Type | None"]
@@ -220,7 +227,8 @@ def short_name(short: str, **targets: str) -> None:
 
 _LOADED = False
 
-FAMILIES = ("elementwise", "bitwise", "memory", "layout", "reduction", "matmul", "gather", "fp4", "system")
+FAMILIES = ("elementwise", "bitwise", "memory", "layout", "reduction", "matmul", "gather", "fp4", "system",
+            "task", "distributed")
 
 
 def load_all() -> None:
@@ -261,7 +269,7 @@ def resolve(call: Call, arg_types: list[Type | None]) -> tuple[OpDef | None, str
         if len(targets) == 1:
             kind = next(iter(targets))
         else:
-            return None, (f"pl.{call.op} resolves to {' or '.join(sorted(targets.values()))} by its "
+            return None, (f"{shown_op(call.op)} resolves to {' or '.join(sorted(targets.values()))} by its "
                           "arguments' types, which are not known here")
     if kind in ("tensor", "tile") and f"{kind}_scalar" in targets and len(call.args) >= 2:
         second = arg_types[1] if len(arg_types) >= 2 else None
@@ -272,7 +280,7 @@ def resolve(call: Call, arg_types: list[Type | None]) -> tuple[OpDef | None, str
             kind = f"{kind}_scalar"
     full = targets.get(kind)
     if full is None:
-        return None, f"pl.{call.op} has no form for {kind} arguments"
+        return None, f"{shown_op(call.op)} has no form for {kind} arguments"
     return REGISTRY.get(full), None
 
 
@@ -333,7 +341,7 @@ def signature(op: OpDef) -> str:
     parts = list(op.params)
     for n, d in op.optional:
         parts.append(f"{n}=" + ("None" if d is None else _short_repr(d)))
-    return f"pl.{op.name}({', '.join(parts)})"
+    return f"{shown_op(op.name)}({', '.join(parts)})"
 
 
 def _short_repr(d) -> str:
@@ -369,8 +377,8 @@ def infer_call_type(call: Call, arg_types: list[Type | None], kwarg_types: dict[
                 return None, [Diagnostic("PTOC-E0201", why, call.span,
                                          hint="annotate the arguments or call the tensor/tile op by its full name")]
             near = closest_op(call.op)
-            return None, [Diagnostic("PTOC-E0200", f"unknown operator pl.{call.op}", call.span,
-                                     hint=f"did you mean pl.{near}?" if near else
+            return None, [Diagnostic("PTOC-E0200", f"unknown operator {shown_op(call.op)}", call.span,
+                                     hint=f"did you mean {shown_op(near)}?" if near else
                                      "see `ptoc ops` for the operator set")]
         args = bind(op, call, arg_types, kwarg_types, ctx)
         result = op.rule(args) if op.rule is not None else None

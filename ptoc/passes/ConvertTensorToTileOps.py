@@ -838,7 +838,7 @@ class _CallRewriter(FastMutator):
         self.at = at
 
     def mutate_Call(self, c: Call):
-        if c.kind != "func" or c.op not in self.sites.added:
+        if c.kind not in ("func", "submit", "spmd_submit") or c.op not in self.sites.added:  # (a task launch too)
             return c
         caller = self.sites.f
         if caller.func_type in KERNEL_TYPES:
