@@ -222,9 +222,8 @@ for _short in ("aic_initialize_pipe", "aiv_initialize_pipe", "reserve_buffer", "
 __all__: list[str] = []
 
 
-# Orchestration markers of PyPTO's language (python/pypto/language/op/tensor_ops.py): `pl.no_dep(t)` as
-# an argument of a kernel call tells the runtime the argument has no dependency to track (PyPTO turns it
-# into a per-argument direction override of the call); `pl.dump_tag(t)` asks the runtime to dump `t` at
+# Orchestration markers of PyPTO's language (python/pypto/language/op/tensor_ops.py); `pl.no_dep(t)` is
+# `tensor.no_dep` of the task family (ptoc/ops/task.py). `pl.dump_tag(t)` asks the runtime to dump `t` at
 # every later kernel dispatch that reads it. Both are the tensor itself as a value; ptoc keeps them as
 # calls. They concern the runtime of an orchestration function only: no kernel code comes from them.
 def _marker(doc: str):
@@ -235,9 +234,6 @@ def _marker(doc: str):
     return rule
 
 
-register("no_dep", ("tensor",), unit="any", family="system",
-         pto=NoPto("pl.no_dep marks a kernel-call argument for the orchestration runtime; a kernel has no use "
-                   "for it"))(_marker("a kernel-call argument whose dependency the runtime does not track"))
 register("dump_tag", ("tensor",), unit="any", family="system",
          pto=NoPto("pl.dump_tag marks a tensor for the orchestration runtime's dump; a kernel has no use "
                    "for it"))(_marker("mark a tensor to be dumped at every later kernel dispatch reading it"))

@@ -15,9 +15,9 @@ def test_markers_are_the_tensor_itself():
 
 def test_markers_take_a_tensor():
     body = "x = pl.tile.load(t, [0, 0], [16, 64])\na = pl.no_dep(x)"
-    assert codes(T, body) == [("PTOC-E0202", None)]
+    assert codes(T, body) == [("PTOC-E0201", None)]  # pl.no_dep has no form for a tile
     assert codes(T, "pl.dump_tag(t, t)") == [("PTOC-E0201", None)]
 
 
 def test_markers_have_no_kernel_code():
-    assert isinstance(lookup("no_dep").pto, NoPto) and isinstance(lookup("dump_tag").pto, NoPto)
+    assert isinstance(lookup("tensor.no_dep").pto, NoPto) and isinstance(lookup("dump_tag").pto, NoPto)
