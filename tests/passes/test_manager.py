@@ -23,11 +23,13 @@ PTOC = [sys.executable, "-m", "ptoc.cli"]
 
 
 def test_pipeline_order_is_pinned():
-    # CtrlFlowTransform and ConvertToSSA first (every later pass needs structured single assignment), then
-    # OutlineIncoreScopes (PyPTO: after SSA, before ConvertTensorToTileOps). NZ-5 fixes BlockNzTensorViews after FlattenTileNdTo2D and before LegalizeTileCast and
+    # UnrollLoops, CtrlFlowTransform and ConvertToSSA first (every later pass needs structured single
+    # assignment), then Simplify, NormalizeStmtStructure, FlattenCallExpr and OutlineIncoreScopes (PyPTO's
+    # order: after SSA, before ConvertTensorToTileOps). NZ-5 fixes BlockNzTensorViews after FlattenTileNdTo2D and before LegalizeTileCast and
     # MaterializeTensorStrides; memory planning comes last.
     assert [n for _, n in PIPELINE] == [
-        "CtrlFlowTransform", "ConvertToSSA", "OutlineIncoreScopes", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
+        "UnrollLoops", "CtrlFlowTransform", "ConvertToSSA", "Simplify", "NormalizeStmtStructure", "FlattenCallExpr",
+        "OutlineIncoreScopes", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
         "InferTileMemorySpace", "ClassifyKernels", "MaterializeTensorStrides", "InitMemRef", "AllocateMemoryAddr",
     ]
 
