@@ -11,12 +11,17 @@ standalone `.ir` text (optionally written to `--out-dir`). Programs written insi
 
 For every other program it runs what `ptoc check` runs (in-process) and groups the rejections by
 diagnostic code and the first words of the message. For every test that calls PyPTO passes
-(`passes.<name>()`) on a `Before...` program and compares with an `Expected...` program, it runs the
-same passes with ptoc (`ptoc passes --pipeline A,B`: exactly those passes) and compares the result
-with Expected after canonical printing: annotations of assignments dropped (PyPTO compares the
-values' types, which ptoc infers), loop ranges written with start, stop and step, the program named
-alike, `strict_ssa=` dropped, and every identifier renamed in order of first appearance. A pair
-counts as matched only when both texts are then equal. Passes ptoc does not have count as misses.
+(`passes.<name>()`, directly or through a module-level helper of the test file that applies passes,
+such as `_unroll_and_ssa(P)`) on a `Before...` program and compares with an `Expected...` program, it
+runs the same passes with ptoc (`ptoc passes --pipeline A,B`: exactly those passes; ConvertToSSA first
+when Before is not in single assignment and the first pass needs it) and compares the result with
+Expected, to which the passes the test applies to Expected (`NormalizeIR(passes.convert_to_ssa()(
+Expected))`) are applied too, after canonical printing: annotations of assignments dropped (PyPTO
+compares the values' types, which ptoc infers), operators written by their full name (`pl.add` on
+tensors is `pl.tensor.adds`, as PyPTO's parser records it), loop ranges written with start, stop and
+step, the program named alike, `strict_ssa=` dropped, and every identifier renamed in order of first
+appearance. A pair counts as matched only when both texts are then equal. Passes ptoc does not have
+count as misses.
 
 Anything other than a ptoc diagnostic (`CompileError`) is a crash. This is a measurement, not a
 test: it asserts nothing.

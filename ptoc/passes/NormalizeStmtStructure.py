@@ -90,6 +90,7 @@ class NormalizeStmtStructure(Pass):
     stage = "ssa"
     summary = "bodies in canonical form: no `pass` beside other statements, no empty body"
     produces = frozenset({"normalized_stmts"})
+    accepts_non_ssa = True  # as PyPTO's: it requires nothing
 
     def run(self, program: Program, ctx: CompileContext) -> Program:
         funcs = tuple(_normalize(f) for f in program.functions)

@@ -37,8 +37,8 @@ After::
 
 Deliberate differences from PyPTO: ptoc's rewriting is a small set of rules, not PyPTO's full
 arithmetic simplifier, so an expression that folds only by deeper algebra (reassociation of non-linear
-terms) stays as written; `pl.tensor.view` calls that change nothing are not dropped; floating-point
-operands are not folded.
+terms) stays as written; floating-point operands are not folded. Like PyPTO, a `pl.tensor.view(x,
+layout=L)` of a tensor that already has layout L becomes `x`.
 """
 
 from __future__ import annotations
@@ -56,6 +56,7 @@ from ptoc.ir.nodes import (
     ConstBool,
     ConstFloat,
     ConstInt,
+    EnumLit,
     EvalStmt,
     Expr,
     ForStmt,
@@ -68,6 +69,7 @@ from ptoc.ir.nodes import (
     ScalarType,
     ScopeStmt,
     Stmt,
+    TensorType,
     UnaryOp,
     Var,
     WhileStmt,
@@ -354,6 +356,16 @@ class _Fold(Mutator):
             pick = min if e.op == "min" else max
             return _int(pick(e.lhs.value, e.rhs.value), e.lhs)
         return e
+
+    def mutate_Call(self, e: Call) -> Expr:
+        """`pl.tensor.view(x, layout=L)` where `x` already has layout L is `x` (a view that changes nothing)."""
+        if e.kind != "op" or e.op != "tensor.view" or len(e.args) != 1 or not isinstance(e.args[0], Var):
+            return e
+        layout = e.kwarg("layout")
+        src = self.ranges.types.get(e.args[0].name)
+        if len(e.kwargs) != 1 or not isinstance(layout, EnumLit) or not isinstance(src, TensorType):
+            return e
+        return e.args[0] if (src.view.layout if src.view is not None else "ND") == layout.member else e
 
     def mutate_Abs(self, e: Abs) -> Expr:
         return _int(abs(e.operand.value), e.operand) if isinstance(e.operand, ConstInt) else e
