@@ -98,18 +98,18 @@ def _scale(a: Bound, c: int) -> Bound:
     return (lo, hi) if c >= 0 else (hi, lo)
 
 
-def _linear(e: Expr) -> tuple[dict[str, int], int] | None:
-    """`e` as sum(coef * name) + const when it is built from integer constants, names, + - and
-    multiplication by a constant; else None."""
+def _linear(e: Expr, is_int) -> tuple[dict[str, int], int] | None:
+    """`e` as sum(coef * name) + const when it is built from integer constants, integer names
+    (`is_int(name)`), + - and multiplication by a constant; else None."""
     if isinstance(e, ConstInt):
         return {}, e.value
     if isinstance(e, Var):
-        return {e.name: 1}, 0
+        return ({e.name: 1}, 0) if is_int(e.name) else None
     if isinstance(e, UnaryOp) and e.op == "-":
-        inner = _linear(e.operand)
+        inner = _linear(e.operand, is_int)
         return None if inner is None else ({k: -v for k, v in inner[0].items()}, -inner[1])
     if isinstance(e, BinOp) and e.op in ("+", "-", "*"):
-        a, b = _linear(e.lhs), _linear(e.rhs)
+        a, b = _linear(e.lhs, is_int), _linear(e.rhs, is_int)
         if a is None or b is None:
             return None
         if e.op == "*":
@@ -136,6 +136,25 @@ class _Ranges:
         self.types = types
         self.bounds: dict[str, Bound] = {}
 
+    def is_int(self, name: str) -> bool:
+        """An integer scalar (a name without a known type is a dynamic dimension: INDEX)."""
+        t = self.types.get(name, ScalarType(dtypes.INDEX))
+        return isinstance(t, ScalarType) and t.dtype.is_int
+
+    def int_expr(self, e: Expr) -> bool:
+        """`e` computes an integer (so folding it to an integer constant keeps its kind)."""
+        if isinstance(e, ConstInt):
+            return True
+        if isinstance(e, Var):
+            return self.is_int(e.name)
+        if isinstance(e, BinOp) and e.op in ("+", "-", "*", "//", "%"):
+            return self.int_expr(e.lhs) and self.int_expr(e.rhs)
+        if isinstance(e, Abs):
+            return self.int_expr(e.operand)
+        if isinstance(e, UnaryOp):
+            return e.op == "-" and self.int_expr(e.operand)
+        return False
+
     def default(self, name: str) -> Bound:
         t = self.types.get(name)
         if isinstance(t, ScalarType) and t.dtype.name == "INDEX":
@@ -148,7 +167,7 @@ class _Ranges:
     def of(self, e: Expr) -> Bound:
         if isinstance(e, ConstBool):
             return int(e.value), int(e.value)
-        lin = _linear(e)
+        lin = _linear(e, self.is_int)
         if lin is not None:
             out: Bound = (lin[1], lin[1])
             for n, c in lin[0].items():
@@ -186,7 +205,7 @@ class _Ranges:
             return True if True in (a, b) else (False if a is False and b is False else None)
         if isinstance(e, BinOp) and e.op in _NEGATE:
             lo, hi = self.of(BinOp("-", e.lhs, e.rhs))
-            if _linear(BinOp("-", e.lhs, e.rhs)) is None:  # not a sum: compare the two ranges instead
+            if _linear(BinOp("-", e.lhs, e.rhs), self.is_int) is None:  # not a sum: compare the two ranges instead
                 a, b = self.of(e.lhs), self.of(e.rhs)
                 lo = None if a[0] is None or b[1] is None else a[0] - b[1]
                 hi = None if a[1] is None or b[0] is None else a[1] - b[0]
@@ -319,12 +338,13 @@ class _Fold(Mutator):
         return self.values.get(v.name, v)
 
     def mutate_BinOp(self, e: BinOp) -> Expr:
-        for rule in (_fold_consts, _identity):
-            r = rule(e)
-            if r is not None:
-                return r
+        r = _fold_consts(e)
+        if r is None and self.ranges.int_expr(e):
+            r = _identity(e)
+        if r is not None:
+            return r
         if e.op in ("+", "-"):
-            lin = _linear(e)
+            lin = _linear(e, self.ranges.is_int)
             if lin is not None and not lin[0]:
                 return _int(lin[1], e.lhs if isinstance(e.lhs, ConstInt) else e.rhs)
             if lin is not None and lin[1] == 0 and list(lin[0].values()) == [1]:

@@ -300,3 +300,29 @@ class p:
     for prog in (before, after):
         got = np.asarray(run_function(prog, "main", {"x": x, "y": np.zeros(64, np.float32)})["y"])
         np.testing.assert_array_equal(got, x * 3)  # every chunk is scaled: c // 4 == 0 for c < 4
+
+
+def test_float_scalars_keep_their_arithmetic():
+    # x * 0 is not 0 for an infinite or NaN x, and an integer 0 would change the value's dtype
+    text = fn("""
+        z: pl.Scalar[pl.FP32] = f * 0
+        w: pl.Scalar[pl.FP32] = f + 0 - f
+        pl.tensor.write(out, [0], z + w)
+    """, "f: pl.Scalar[pl.FP32], out: pl.Tensor[[16], pl.FP32]")
+    prog = parse_program(text, "t.ir", ctx=CTX)
+    assert Simplify().run(prog, CTX) == prog
+
+
+def test_the_dump_after_simplify_shows_the_example_chunk_sizes_as_numbers():
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    ptoc = Path(sys.executable).with_name("ptoc")
+    p = subprocess.run([str(ptoc), "passes", str(root / "examples" / "scoped_chunked_add.ir"), "--dump-after",
+                        "Simplify"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "pl.Tile[[32, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [row, 0], [32, 64]" in p.stdout
+    assert "pl.range(8, init_values=" in p.stdout  # 256 // CHUNK
+    assert "CHUNK" not in p.stdout and "COLS" not in p.stdout
