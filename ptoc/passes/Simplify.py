@@ -125,6 +125,21 @@ def _linear(e: Expr, is_int) -> tuple[dict[str, int], int] | None:
     return None
 
 
+def _min_max(op: str, a: Bound, b: Bound) -> Bound:
+    """The range of min(x, y) / max(x, y) for x in `a`, y in `b`. An unbounded side (None) of min's
+    lower or max's upper bound stays unbounded; for min's upper bound (max's lower) one known side is
+    enough."""
+    def both(x, y, f):
+        return None if x is None or y is None else f(x, y)
+
+    def either(x, y, f):
+        return y if x is None else x if y is None else f(x, y)
+
+    if op == "min":
+        return both(a[0], b[0], min), either(a[1], b[1], min)
+    return either(a[0], b[0], max), both(a[1], b[1], max)
+
+
 def _floordiv_bound(a: Bound, c: int) -> Bound:
     return (None if a[0] is None else a[0] // c, None if a[1] is None else a[1] // c)
 
@@ -182,13 +197,7 @@ class _Ranges:
                     return a
                 return 0, e.rhs.value - 1
         if isinstance(e, MinMax):
-            a, b = self.of(e.lhs), self.of(e.rhs)
-            pick = min if e.op == "min" else max
-            lo = None if (a[0] is None or b[0] is None) and e.op == "min" else pick(x for x in (a[0], b[0])
-                                                                                    if x is not None)
-            hi = None if (a[1] is None or b[1] is None) and e.op == "max" else pick(x for x in (a[1], b[1])
-                                                                                    if x is not None)
-            return lo, hi
+            return _min_max(e.op, self.of(e.lhs), self.of(e.rhs))
         return _ANY
 
     def decide(self, e: Expr) -> bool | None:
@@ -460,7 +469,7 @@ class _Simplifier:
             return self.for_(s)
         if isinstance(s, WhileStmt):
             init, cond = self.e(s.init_values), self.e(s.cond)
-            body = tuple(self.region(s.body))
+            body = tuple(self.region(s.body)) or (PassStmt(span=s.span),)
             return [dataclasses.replace(s, init_values=init, cond=cond, body=body)]
         if isinstance(s, IfStmt):
             return self.if_(s)
@@ -617,7 +626,8 @@ def simplify_function(f: Function, types: dict) -> Function:
     s = _Simplifier(f, types)
     body = tuple(s.block(f.body))
     new = f if body == f.body else dataclasses.replace(f, body=body)
-    return _eliminate(new, types)
+    new = _eliminate(new, types)
+    return new if new.body else dataclasses.replace(new, body=(PassStmt(span=f.span),))  # as it prints
 
 
 class Simplify(Pass):

@@ -326,3 +326,22 @@ def test_the_dump_after_simplify_shows_the_example_chunk_sizes_as_numbers():
     assert "pl.Tile[[32, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [row, 0], [32, 64]" in p.stdout
     assert "pl.range(8, init_values=" in p.stdout  # 256 // CHUNK
     assert "CHUNK" not in p.stdout and "COLS" not in p.stdout
+
+
+def test_min_and_max_narrow_ranges_even_with_an_unbounded_side():
+    params = f"n: pl.Scalar[pl.INDEX], {OUT}"
+    assert_simplifies(fn("""
+        for i in pl.range(8):
+            a: pl.Scalar[pl.INDEX] = pl.min(i + 20, 3) // 4
+            b: pl.Scalar[pl.INDEX] = pl.min(n, 5) // 8
+            c: pl.Scalar[pl.INDEX] = pl.max(n, 5) // 8
+            d: pl.Scalar[pl.INDEX] = pl.max(i, 9) // 16
+            pl.tensor.write(out, [a + b], c + d)
+    """, params), fn("""
+        for i in pl.range(8):
+            a: pl.Scalar[pl.INDEX] = 0
+            b: pl.Scalar[pl.INDEX] = 0
+            c: pl.Scalar[pl.INDEX] = pl.max(n, 5) // 8
+            d: pl.Scalar[pl.INDEX] = 0
+            pl.tensor.write(out, [a + b], c + d)
+    """, params))  # n is an INDEX (0 or more) without an upper bound: max(n, 5) // 8 is unknown

@@ -174,3 +174,54 @@ def test_the_unrolled_program_computes_what_the_loop_computes():
     for i in (1, 2, 3):  # computed here by hand: x = 2x + i, three times
         want = want * 2 + i
     np.testing.assert_allclose(got, want, rtol=1e-6)
+
+
+def test_names_local_to_the_body_get_a_fresh_name_in_each_later_copy():
+    # r0 is bound only inside the loop: the program is in single assignment and stays so
+    assert_unrolls(fn("""
+        for i in pl.unroll(3):
+            r0: pl.Scalar[pl.INDEX] = i * 16
+            pl.tensor.write(x, [r0], 1.0)
+        return x
+    """), fn("""
+        r0: pl.Scalar[pl.INDEX] = 0 * 16
+        pl.tensor.write(x, [r0], 1.0)
+        r0_1: pl.Scalar[pl.INDEX] = 1 * 16
+        pl.tensor.write(x, [r0_1], 1.0)
+        r0_2: pl.Scalar[pl.INDEX] = 2 * 16
+        pl.tensor.write(x, [r0_2], 1.0)
+        return x
+    """))
+    from ptoc.passes.ConvertToSSA import ssa_violations
+
+    assert ssa_violations(unroll(fn("""
+        for i in pl.unroll(3):
+            r0: pl.Scalar[pl.INDEX] = i * 16
+            pl.tensor.write(x, [r0], 1.0)
+        return x
+    """))) == []
+
+
+def test_nested_unrolls_with_local_names_stay_in_single_assignment_and_compute_the_same():
+    from ptoc.passes.ConvertToSSA import ssa_violations
+    from ptoc.reference.interp import run_function
+
+    text = fn("""
+        for a in pl.unroll(2):
+            for b in pl.unroll(3):
+                k: pl.Scalar[pl.INDEX] = a * 3 + b
+                s: pl.Scalar[pl.FP32] = pl.tensor.read(x, [k])
+                pl.tensor.write(x, [k + 32], s * 2.0)
+        return x
+    """)
+    prog = parse_program(text, "k.ir", ctx=CTX)
+    assert ssa_violations(prog) == []
+    out = UnrollLoops().run(prog, CTX)
+    assert ssa_violations(out) == []
+    printed = print_program(out)
+    assert printed.count("pl.tensor.write(") == 6 and "unroll" not in printed
+    x = np.arange(64, dtype=np.float32)
+    got = np.asarray(run_function(out, "main", {"x": x.copy(), "n": 0})["return[0]"])
+    want = x.copy()
+    want[32:38] = x[0:6] * 2  # k = 3a + b runs over 0..5
+    np.testing.assert_array_equal(got, want)
