@@ -71,12 +71,10 @@ class _Flatten:
         """`e` itself, or (a call) a fresh name assigned `e` just before the current statement."""
         if not isinstance(e, Call):
             return e
-        while True:
-            name = f"t__tmp_v{self.counter}"
+        while f"t__tmp_v{self.counter}" in self.taken:
             self.counter += 1
-            if name not in self.taken:
-                break
-        name = fresh_name(name, self.taken)
+        name = fresh_name(f"t__tmp_v{self.counter}", self.taken)
+        self.counter += 1
         self.pending.append(AssignStmt(Var(name, span=e.span), e, span=e.span))
         return Var(name, span=e.span)
 

@@ -444,14 +444,15 @@ class _Simplifier:
         t = s.annotation if s.annotation is not None else self.types.get(s.target.name)
         return isinstance(t, ScalarType)
 
-    def region(self, body: tuple[Stmt, ...], deeper: bool = True) -> list[Stmt]:
-        """A nested body: what it learns about names ends with it."""
+    def region(self, body: tuple[Stmt, ...]) -> list[Stmt]:
+        """A nested body (loop, branch, pl.spmd): constants assigned in it only narrow ranges, and what
+        it learns about names ends with it."""
         saved_values, saved_bounds = dict(self.values), dict(self.ranges.bounds)
-        self.depth += deeper
+        self.depth += 1
         try:
             return self.block(body)
         finally:
-            self.depth -= deeper
+            self.depth -= 1
             self.values.clear()
             self.values.update(saved_values)
             self.ranges.bounds = saved_bounds
