@@ -11,15 +11,17 @@ standalone `.ir` text (optionally written to `--out-dir`). Programs written insi
 
 For every other program it runs what `ptoc check` runs (in-process) and groups the rejections by
 diagnostic code and the first words of the message. For every test that calls PyPTO passes
-(`passes.<name>()`) on a `Before...` program and compares with an `Expected...` program, it runs the
-same passes with ptoc (`ptoc passes --pipeline A,B`: exactly those passes; ConvertToSSA first when
-Before is not in SSA form and the first pass needs it) and compares the result with Expected (itself
-run through the passes the test applies to it, e.g. `Expected = passes.convert_to_ssa()(Expected)`)
-after canonical printing: annotations of assignments dropped (PyPTO compares the values' types, which
-ptoc infers), loop ranges written with start, stop and step, the program named alike, `strict_ssa=`
-dropped, the functions in name order (a PyPTO program holds its functions by name) and every
-identifier renamed in order of first appearance within its function. A pair counts as matched only
-when both texts are then equal. Passes ptoc does not have count as misses.
+(`passes.<name>()`, directly or through a module-level helper of the test file that applies passes,
+such as `_unroll_and_ssa(P)`) on a `Before...` program and compares with an `Expected...` program, it
+runs the same passes with ptoc (`ptoc passes --pipeline A,B`: exactly those passes; ConvertToSSA first
+when Before is not in single assignment and the first pass needs it) and compares the result with
+Expected, to which the passes the test applies to Expected (`NormalizeIR(passes.convert_to_ssa()(
+Expected))`) are applied too, after canonical printing: annotations of assignments dropped (PyPTO
+compares the values' types, which ptoc infers), operators written by their full name (`pl.add` on
+tensors is `pl.tensor.adds`, as PyPTO's parser records it), loop ranges written with start, stop and
+step, the program named alike, `strict_ssa=` dropped, and every identifier renamed in order of first
+appearance. A pair counts as matched only when both texts are then equal. Passes ptoc does not have
+count as misses.
 
 Anything other than a ptoc diagnostic (`CompileError`) is a crash. This is a measurement, not a
 test: it asserts nothing.
@@ -52,6 +54,7 @@ PASS_NAMES = {
     "init_mem_ref": "InitMemRef",
     "allocate_memory_addr": "AllocateMemoryAddr",
     "ctrl_flow_transform": "CtrlFlowTransform",
+    "canonicalize_io_order": "CanonicalizeIOOrder",
 }
 # pass-module calls that are not passes applied to a program
 NOT_PASSES = {"run_verifier", "verify_properties", "get_default_verify_properties", "get_verified_properties",
@@ -126,6 +129,7 @@ class _Walker:
         self.closure = 0
         self.module_dyn: dict[str, str] = {}
         self.pairs: list[dict] = []
+        self.helpers: dict[str, list[str]] = {}  # module-level helper function -> the passes it applies
 
     def text_of(self, node: ast.ClassDef | ast.FunctionDef, dyn: dict[str, str], uses_pld: bool) -> str:
         start = min([d.lineno for d in node.decorator_list] + [node.lineno]) - 1
@@ -195,30 +199,65 @@ class _Walker:
             exp = by_name.get("Expected" + suffix)
             if exp is None:
                 continue
-            order = _applied_passes(fn, getattr(self, "helpers", {}))
+            order = _applied_passes(fn, self.helpers)
             if not order:
                 continue
             self.pairs.append({"file": self.rel, "test": fn.name, "before": by_name[b], "expected": exp,
-                               "passes": order, "expected_passes": _expected_passes(fn)})
+                               "passes": order, "expected_passes": _expected_passes(fn, self.helpers)})
 
 
-def _applied_passes(fn: ast.FunctionDef, helpers: dict | None = None, depth: int = 0) -> list[str]:
+def _pass_name(call: ast.expr) -> str | None:
+    """`passes.<name>()` -> name (for a pass applied to a program)."""
+    if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
+            and isinstance(call.func.value, ast.Name) and call.func.value.id == "passes"
+            and call.func.attr not in NOT_PASSES):
+        return call.func.attr
+    return None
+
+
+def _helper_passes(tree: ast.Module) -> dict[str, list[str]]:
+    """Module-level helpers that apply passes to their argument (`def _unroll_and_ssa(p): return
+    passes.convert_to_ssa()(passes.unroll_loops()(p))`) -> those passes in application order."""
+    out = {}
+    for s in tree.body:
+        if isinstance(s, ast.FunctionDef) and not s.name.startswith("test") and s.args.args:
+            order = _applied_passes(s, {})
+            if order:
+                out[s.name] = order
+    return out
+
+
+def _expected_passes(fn: ast.FunctionDef, helpers: dict[str, list[str]]) -> list[str]:
+    """The passes a test applies to its Expected program before comparing
+    (`assert_structural_equal(After, NormalizeIR(passes.convert_to_ssa()(Expected)))`)."""
+    for node in ast.walk(fn):
+        order: list[str] = []
+        cur = node
+        while isinstance(cur, ast.Call) and cur.args:
+            name = _pass_name(cur.func)
+            if name is not None:
+                order.append(name)
+            elif isinstance(cur.func, ast.Name) and cur.func.id in helpers:
+                order += reversed(helpers[cur.func.id])
+            else:
+                break
+            cur = cur.args[0]
+        if order and isinstance(cur, ast.Name) and cur.id.startswith("Expected"):
+            return order[::-1]
+    return []
+
+
+def _applied_passes(fn: ast.FunctionDef, helpers: dict[str, list[str]]) -> list[str]:
     """The `passes.<name>()` calls of a test, in the order they apply to a program:
-    `passes.b()(passes.a()(P))` applies a, then b; statements apply in source order. A call of a module-level
-    helper of the test file (e.g. `_run_pass(Before)`) applies the passes that helper applies."""
+    `passes.b()(passes.a()(P))` applies a, then b; statements apply in source order. A call of a
+    module-level helper that applies passes (`helpers`) counts as those passes."""
     out: list[str] = []
-    helpers = helpers or {}
-
-    def pass_name(call: ast.expr) -> str | None:
-        if (isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute)
-                and isinstance(call.func.value, ast.Name) and call.func.value.id == "passes"
-                and call.func.attr not in NOT_PASSES):
-            return call.func.attr
-        return None
+    pass_name = _pass_name
 
     def on_expected(node: ast.expr) -> bool:
         """The chain `passes.x()(passes.y()(Expected...))` normalises the expected program: skip it."""
-        while isinstance(node, ast.Call) and pass_name(node.func) is not None and node.args:
+        while isinstance(node, ast.Call) and node.args and (
+                pass_name(node.func) is not None or isinstance(node.func, ast.Name) and node.func.id in helpers):
             node = node.args[0]
         return isinstance(node, ast.Name) and node.id.startswith("Expected")
 
@@ -236,10 +275,12 @@ def _applied_passes(fn: ast.FunctionDef, helpers: dict | None = None, depth: int
             if name is not None:
                 out.append(name)
                 return
-            if isinstance(node.func, ast.Name) and node.func.id in helpers and depth < 3:
+            if isinstance(node.func, ast.Name) and node.func.id in helpers and node.args:
+                if on_expected(node):
+                    return
                 for a in node.args:
                     visit(a)
-                out.extend(_applied_passes(helpers[node.func.id], helpers, depth + 1))
+                out.extend(helpers[node.func.id])
                 return
         for child in ast.iter_child_nodes(node):
             visit(child)
@@ -249,21 +290,6 @@ def _applied_passes(fn: ast.FunctionDef, helpers: dict | None = None, depth: int
             continue
         visit(s)
     return out
-
-
-def _expected_passes(fn: ast.FunctionDef) -> list[str]:
-    """The passes a test applies to its Expected program itself (`Expected = passes.convert_to_ssa()(Expected)`),
-    innermost first."""
-    for node in ast.walk(fn):
-        chain: list[str] = []
-        while (isinstance(node, ast.Call) and isinstance(node.func, ast.Call) and node.args
-               and isinstance(node.func.func, ast.Attribute) and isinstance(node.func.func.value, ast.Name)
-               and node.func.func.value.id == "passes" and node.func.func.attr not in NOT_PASSES):
-            chain.insert(0, node.func.func.attr)
-            node = node.args[0]
-        if chain and isinstance(node, ast.Name) and node.id.startswith("Expected"):
-            return chain
-    return []
 
 
 def extract(checkout: Path):
@@ -279,7 +305,7 @@ def extract(checkout: Path):
             continue
         w = _Walker(path, str(path.relative_to(checkout)), source)
         w.module_dyn = _dynamic_defs(tree.body)
-        w.helpers = {f.name: f for f in tree.body if isinstance(f, ast.FunctionDef) and not f.name.startswith("test")}
+        w.helpers = _helper_passes(tree)
         w.walk_body(tree.body, [], "", False, [])
         programs += w.found
         pairs += w.pairs
@@ -402,6 +428,36 @@ def _unique_definitions(program):
     return dataclasses.replace(program, functions=tuple(funcs))
 
 
+def _resolve_short_ops(program):
+    """Operators called by their short name (`pl.add(t, 1.0)` on a tensor) written by the full name
+    the argument types select (`pl.tensor.adds`), as PyPTO's parser records them."""
+    from ptoc.ir.nodes import Call
+    from ptoc.ir.verifier import function_types
+    from ptoc.ir.visitor import Mutator
+    from ptoc.passes.common import resolve_op
+
+    try:
+        types = function_types(program)
+    except Exception:  # noqa: BLE001 - a program whose types cannot be inferred keeps its names
+        return program
+
+    class Resolve(Mutator):
+        def __init__(self, env):
+            self.env = env
+
+        def mutate_Call(self, c: Call):
+            if c.kind != "op" or "." in c.op:
+                return c
+            try:
+                op = resolve_op(c, self.env)
+            except Exception:  # noqa: BLE001
+                return c
+            return c if op is None else dataclasses.replace(c, op=op.name)
+
+    return dataclasses.replace(program, functions=tuple(
+        Resolve(types.get(f.name, {})).mutate(f) for f in program.functions))
+
+
 def canonical(program) -> str:
     """The printed program with assignment annotations dropped, `for` ranges as (start, stop, step),
     the program named P, `strict_ssa=` dropped, and identifiers renamed in order of appearance."""
@@ -427,10 +483,8 @@ def canonical(program) -> str:
             kw = tuple((k, v) for k, v in f.decorator_kwargs if k != "strict_ssa")
             return dataclasses.replace(f, decorator_kwargs=kw)
 
-    prog = Canon().mutate(_unique_definitions(program))
-    # PyPTO's programs hold their functions by name: the order they were written or made in does not count
-    prog = dataclasses.replace(prog, name="P" if prog.name is not None else None,
-                               functions=tuple(sorted(prog.functions, key=lambda f: f.name)))
+    prog = Canon().mutate(_resolve_short_ops(_unique_definitions(program)))
+    prog = dataclasses.replace(prog, name="P" if prog.name is not None else None)
     text = print_program(prog)
     ids: list[str] = []
     for f in prog.functions:
@@ -449,14 +503,7 @@ def canonical(program) -> str:
             mapping[w] = f"v{len(mapping)}"
         return mapping[w]
 
-    # names are local to their function (PyPTO compares each function up to renaming): each function's
-    # text, from its decorator on, is renamed on its own
-    chunks = re.split(r"(?m)^(?=(?:    )?@pl\.function)", text)
-    out = []
-    for chunk in chunks:
-        mapping.clear()
-        out.append(re.sub(r"(?<![.\w])[A-Za-z_]\w*", rename, chunk))
-    return "".join(out)
+    return re.sub(r"(?<![.\w])[A-Za-z_]\w*", rename, text)
 
 
 def main(argv=None) -> int:
@@ -542,18 +589,21 @@ def main(argv=None) -> int:
             crashes[f"{type(e).__name__}: {str(e)[:100]}"] += 1
             continue
         exp_names = [camel(n) for n in pair.get("expected_passes", [])]
-        if exp_names and all(n in have for n in exp_names) and input_properties:
-            try:  # the test normalises its Expected program with these passes: so does the comparison
-                expected = run_pipeline(expected, ctx, passes=[load_pass(n) for n in exp_names],
-                                        given=input_properties(expected, ctx))
-            except (CompileError, InternalError):
-                outcomes["Expected rejected"] += 1
+        if exp_names:  # the test normalises Expected with passes too (e.g. convert_to_ssa): do the same
+            if not all(n in have for n in exp_names):
+                outcomes["pass not in ptoc (applied to Expected)"] += 1
+                continue
+            try:
+                kw = {"given": input_properties(expected, ctx)} if input_properties else {}
+                expected = run_pipeline(expected, ctx, passes=[load_pass(n) for n in exp_names], **kw)
+            except (CompileError, InternalError) as e:
+                outcomes[f"Expected's passes fail: {type(e).__name__}"] += 1
                 continue
         try:
             classes = [load_pass(n) for n in names]
             given = input_properties(before, ctx) if input_properties else None
             if given is not None and "ssa" not in given and "structured" in given \
-                    and not classes[0].accepts_non_ssa:
+                    and not getattr(classes[0], "accepts_non_ssa", False):
                 # PyPTO's reassigned names are distinct values already: give them their own names first
                 classes = [load_pass("ConvertToSSA")] + classes
                 renamed_first["ConvertToSSA first"] += 1

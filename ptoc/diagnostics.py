@@ -130,6 +130,11 @@ CODES: dict[str, str] = {
     "PTOC-E0504": "kernel faults while the reference executes it",
     "PTOC-E0505": "validation needs a value for a dynamic dimension",
     "PTOC-E0506": "bad --input / --dim / --scalar value",
+    # passes: UnrollLoops, Simplify, NormalizeStmtStructure, FlattenCallExpr (PTOC-E0600..E0609)
+    "PTOC-E0600": "pl.unroll bounds are not integer constants",
+    "PTOC-E0601": "pl.unroll step is 0",
+    "PTOC-E0602": "pl.unroll loop has too many iterations",
+    "PTOC-E0603": "pl.unroll loop carries values",
     # whole programs: inlining and outlining (PTOC-E0610..E0619)
     "PTOC-E0610": "Inline functions call each other in a cycle",
     "PTOC-E0611": "call to an Inline function that cannot be inlined",

@@ -29,8 +29,12 @@ from ptoc.ops import registry as _op_rules  # noqa: F401  (installs the type rul
 # The pipeline: (stage, pass name). The module ptoc.passes.<name> defines class <name>.
 PIPELINE: list[tuple[str, str]] = [
     ("ssa", "InlineFunctions"),
+    ("ssa", "UnrollLoops"),
     ("ssa", "CtrlFlowTransform"),
     ("ssa", "ConvertToSSA"),
+    ("ssa", "Simplify"),
+    ("ssa", "NormalizeStmtStructure"),
+    ("ssa", "FlattenCallExpr"),
     ("ssa", "OutlineHierarchyScopes"),
     ("ssa", "OutlineIncoreScopes"),
     ("ssa", "OutlineClusterScopes"),

@@ -128,6 +128,11 @@ EXPECTED = {
             "out": ("float", nd(64, 128), "ND"), "prod_1": ("float", nd(64, 128), "ND"),
             "t_pview": ("float", nd(64, 128, (16, 128)), "ND"),
             "out_2_pview": ("float", nd(64, 128, (16, 128)), "ND")}},
+    # one kernel outlined from a pl.at scope whose tile shapes are named constants (CHUNK = 32 rows)
+    "scoped_chunked_add": {"main_incore_0": {
+        "out": ("float", nd(256, 64), "ND"), "x": ("float", nd(256, 64), "ND"), "y": ("float", nd(256, 64), "ND"),
+        "a_pview": ("float", nd(256, 64, (32, 64)), "ND"), "b_pview": ("float", nd(256, 64, (32, 64)), "ND"),
+        "out_2_pview": ("float", nd(256, 64, (32, 64)), "ND")}},
     "softmax_rows": {"softmax_kernel": {
         "x": ("float", nd(64, 128), "ND"), "y": ("float", nd(64, 128), "ND"),
         "row_max_out": ("float", dn(64), "DN"),

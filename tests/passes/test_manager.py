@@ -23,13 +23,15 @@ PTOC = [sys.executable, "-m", "ptoc.cli"]
 
 
 def test_pipeline_order_is_pinned():
-    # InlineFunctions first (no later pass sees an Inline function), then CtrlFlowTransform and ConvertToSSA
-    # (every later pass needs structured single assignment), then the outlining passes in PyPTO's order
-    # (after SSA, before ConvertTensorToTileOps). NZ-5 fixes BlockNzTensorViews after FlattenTileNdTo2D and before LegalizeTileCast and
+    # InlineFunctions first (no later pass sees an Inline function), then UnrollLoops, CtrlFlowTransform and
+    # ConvertToSSA (every later pass needs structured single assignment), Simplify, NormalizeStmtStructure,
+    # FlattenCallExpr and the outlining passes in PyPTO's order (after SSA, before ConvertTensorToTileOps).
+    # NZ-5 fixes BlockNzTensorViews after FlattenTileNdTo2D and before LegalizeTileCast and
     # MaterializeTensorStrides; memory planning comes last, then DeriveCallDirections (PyPTO: after
     # AllocateMemoryAddr).
     assert [n for _, n in PIPELINE] == [
-        "InlineFunctions", "CtrlFlowTransform", "ConvertToSSA", "OutlineHierarchyScopes", "OutlineIncoreScopes",
+        "InlineFunctions", "UnrollLoops", "CtrlFlowTransform", "ConvertToSSA", "Simplify", "NormalizeStmtStructure",
+        "FlattenCallExpr", "OutlineHierarchyScopes", "OutlineIncoreScopes",
         "OutlineClusterScopes", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
         "InferTileMemorySpace", "ResolveBackendOpLayouts", "ClassifyKernels", "LowerPipelineLoops", "CanonicalizeIOOrder",
         "MaterializeTensorStrides", "InitMemRef", "AllocateMemoryAddr", "DeriveCallDirections",
