@@ -444,6 +444,29 @@ def _explicit_ops(program):
     return dataclasses.replace(program, functions=tuple(funcs))
 
 
+def _per_function_names(program):
+    """Every value's name made the function's own (`f<i>_<name>`): a name in one function has nothing
+    to do with the same name in another (PyPTO compares each function's values by position), so the
+    renaming in order of first appearance numbers each function's names apart."""
+    from ptoc.ir.visitor import Mutator
+
+    funcs = []
+    for i, f in enumerate(program.functions):
+        prefix = f"f{i}_"
+
+        class Own(Mutator):
+            def __init__(self, prefix):
+                self.prefix = prefix
+
+            def pre_Var(self, v):
+                return dataclasses.replace(v, name=self.prefix + v.name)
+
+        f2 = Own(prefix).mutate(f)
+        f2 = dataclasses.replace(f2, params=tuple(dataclasses.replace(p, name=prefix + p.name) for p in f.params))
+        funcs.append(f2)
+    return dataclasses.replace(program, functions=tuple(funcs))
+
+
 def canonical(program) -> str:
     """The printed program with assignment annotations dropped, `for` ranges as (start, stop, step),
     the program named P, `strict_ssa=` dropped, and identifiers renamed in order of appearance."""
@@ -469,7 +492,7 @@ def canonical(program) -> str:
             kw = tuple((k, v) for k, v in f.decorator_kwargs if k != "strict_ssa")
             return dataclasses.replace(f, decorator_kwargs=kw)
 
-    prog = Canon().mutate(_explicit_ops(_unique_definitions(program)))
+    prog = Canon().mutate(_per_function_names(_explicit_ops(_unique_definitions(program))))
     prog = dataclasses.replace(prog, name="P" if prog.name is not None else None)
     text = print_program(prog)
     ids: list[str] = []
