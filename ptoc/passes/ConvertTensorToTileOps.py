@@ -38,11 +38,14 @@ Rules
   - `tensor.dim` (a shape query on a global tensor) stays as it is;
   - `tensor.slice(t, shape, offset)` of a global tensor becomes `tile.load(t, offset, shape)` of that
     window (one load per memory space its consumers need);
-  - `tensor.matmul(a, b)` (2-D, no transposes) -> Mat loads, `tile.move` to Left / Right, `tile.matmul`
-    into Acc; `tensor.matmul_acc(acc, a, b)` -> `tile.matmul_acc` on the Acc accumulator.
-- Loads. Every tensor parameter an op reads gets one entry `tile.load` of the whole tensor at the top of
-  the kernel (offsets 0, shapes = the tensor's shape, `valid_shapes` = the view's valid_shape when it has
-  one), in Mat for matmul operands and in Vec otherwise; a parameter read in both spaces gets both.
+  - `tensor.matmul(a, b)` (2-D, no transposes) -> `tile.matmul` of Mat tiles into Acc; a tensor operand
+    is loaded into Mat right before the product, once per product (as PyPTO does; a product reusing an
+    operand loads it again). `tensor.matmul_acc(acc, a, b)` -> `tile.matmul_acc` on the Acc accumulator.
+    The operands stay in Mat: InferTileMemorySpace moves them into Left / Right, and the hardware rules
+    of those buffers are checked there.
+- Loads. Every tensor parameter a (non-matmul) op reads gets one entry `tile.load` of the whole tensor at
+  the top of the kernel (offsets 0, shapes = the tensor's shape, `valid_shapes` = the view's valid_shape when it has
+  one), in Vec.
   A global tensor computed inside the kernel (e.g. a `tile.store` result) is loaded where it is read.
 - Control flow. A loop-carried or branch-yielded value becomes a tile when any value flowing into it is
   computed by a tensor op; a tensor parameter flowing into it is replaced by its entry load.
@@ -485,7 +488,7 @@ class _Kernel:
             return Var(self.spaces[name]["Mat"], span=v.span)
         k = self.kind(name)
         if k == "gm":
-            return self.load(v, "Mat", at, out)
+            return self.load(v, "Mat", at, out, here=True)
         if k == "tile":
             t = self.ttypes.get(name) or self.orig(name)
             if isinstance(t, TileType) and t.memory == "Mat":
@@ -517,8 +520,9 @@ class _Kernel:
                          hint="drop out_dtype and cast the result with pl.cast")
         return self.move(v, "Vec", v.name, at, out, "an Acc -> Vec move")
 
-    def load(self, v: Var, space: str, at: Node, out: list[Stmt]) -> Var:
-        """A whole-tensor load of global tensor `v`: the entry load for a parameter, else a load here."""
+    def load(self, v: Var, space: str, at: Node, out: list[Stmt], here: bool = False) -> Var:
+        """A whole-tensor load of global tensor `v`: the entry load for a parameter, else (or with
+        `here`) a load right here."""
         t = self.orig(v.name)
         if not isinstance(t, TensorType):
             raise InternalError(f"ConvertTensorToTileOps: {v.name} is not a tensor")
@@ -527,7 +531,7 @@ class _Kernel:
         if t.view is not None and t.view.valid_shape is not None:
             args += (ListExpr(tuple(t.view.valid_shape)),)
         call = Call("tile.load", args, (("target_memory", _mem(space)),))
-        if v.name in self.params:
+        if v.name in self.params and not here:
             key = (v.name, space)
             if key not in self.entry:
                 p = self.params[v.name]
@@ -698,10 +702,8 @@ class _Kernel:
             if isinstance(t, (TensorType, TileType)) and t.rank != 2:
                 raise _error("PTOC-E0300", f"{what} on rank-{t.rank} operands (batched matmul) is not supported "
                              "in a kernel yet", v, hint="call the kernel once per batch with 2-D operands")
-        lm = self.mat_operand(lhs, s, out, what)
-        rm = self.mat_operand(rhs, s, out, what)
-        left = self.move(lm, "Left", self.base(lhs), s, out, what)
-        right = self.move(rm, "Right", self.base(rhs), s, out, what)
+        left = self.mat_operand(lhs, s, out, what)
+        right = self.mat_operand(rhs, s, out, what)
         if suffix == "matmul":
             new = Call("tile.matmul", (left, right), span=call.span)
         else:

@@ -87,7 +87,8 @@ def test_tensor_scalar_ops_become_scalar_tile_ops():
     assert_same(out, expected)
 
 
-def test_bf16_matmul_loads_mat_moves_left_right_and_stores_the_fp32_acc():
+def test_bf16_matmul_reads_mat_tiles_loaded_at_the_product_and_stores_the_fp32_acc():
+    # The cube operands stay in Mat here; InferTileMemorySpace moves them into Left / Right.
     before = program("""
         @pl.function(type=pl.FunctionType.InCore)
         def mm(self, a: pl.Tensor[[64, 256], pl.BF16], b: pl.Tensor[[256, 128], pl.BF16],
@@ -101,9 +102,7 @@ def test_bf16_matmul_loads_mat_moves_left_right_and_stores_the_fp32_acc():
                c: pl.Out[pl.Tensor[[64, 128], pl.FP32]]) -> pl.Tensor[[64, 128], pl.FP32]:
             a_mat: pl.Tile[[64, 256], pl.BF16, pl.Mem.Mat] = pl.tile.load(a, [0, 0], [64, 256], target_memory=pl.Mem.Mat)
             b_mat: pl.Tile[[256, 128], pl.BF16, pl.Mem.Mat] = pl.tile.load(b, [0, 0], [256, 128], target_memory=pl.Mem.Mat)
-            a_left: pl.Tile[[64, 256], pl.BF16, pl.Mem.Left] = pl.tile.move(a_mat, target_memory=pl.Mem.Left)
-            b_right: pl.Tile[[256, 128], pl.BF16, pl.Mem.Right] = pl.tile.move(b_mat, target_memory=pl.Mem.Right)
-            prod: pl.Tile[[64, 128], pl.FP32, pl.Mem.Acc] = pl.tile.matmul(a_left, b_right)
+            prod: pl.Tile[[64, 128], pl.FP32, pl.Mem.Acc] = pl.tile.matmul(a_mat, b_mat)
             prod_store: pl.Tensor[[64, 128], pl.FP32] = pl.tile.store(prod, [0, 0], c)
             return prod_store
     """)
@@ -111,7 +110,8 @@ def test_bf16_matmul_loads_mat_moves_left_right_and_stores_the_fp32_acc():
     assert_same(out, expected)
 
 
-def test_matmul_acc_accumulates_in_acc_and_reuses_the_operand_moves():
+def test_matmul_acc_accumulates_in_acc_and_loads_its_operands_again():
+    # Each product loads its own Mat operands where it stands (as PyPTO's conversion does).
     before = program("""
         @pl.function(type=pl.FunctionType.AIC)
         def mm2(self, a: pl.Tensor[[64, 256], pl.BF16], b: pl.Tensor[[256, 128], pl.BF16],
@@ -126,10 +126,10 @@ def test_matmul_acc_accumulates_in_acc_and_reuses_the_operand_moves():
                 c: pl.Out[pl.Tensor[[64, 128], pl.FP32]]) -> pl.Tensor[[64, 128], pl.FP32]:
             a_mat: pl.Tile[[64, 256], pl.BF16, pl.Mem.Mat] = pl.tile.load(a, [0, 0], [64, 256], target_memory=pl.Mem.Mat)
             b_mat: pl.Tile[[256, 128], pl.BF16, pl.Mem.Mat] = pl.tile.load(b, [0, 0], [256, 128], target_memory=pl.Mem.Mat)
-            a_left: pl.Tile[[64, 256], pl.BF16, pl.Mem.Left] = pl.tile.move(a_mat, target_memory=pl.Mem.Left)
-            b_right: pl.Tile[[256, 128], pl.BF16, pl.Mem.Right] = pl.tile.move(b_mat, target_memory=pl.Mem.Right)
-            p0: pl.Tile[[64, 128], pl.FP32, pl.Mem.Acc] = pl.tile.matmul(a_left, b_right)
-            p1: pl.Tile[[64, 128], pl.FP32, pl.Mem.Acc] = pl.tile.matmul_acc(p0, a_left, b_right)
+            p0: pl.Tile[[64, 128], pl.FP32, pl.Mem.Acc] = pl.tile.matmul(a_mat, b_mat)
+            a_mat_1: pl.Tile[[64, 256], pl.BF16, pl.Mem.Mat] = pl.tile.load(a, [0, 0], [64, 256], target_memory=pl.Mem.Mat)
+            b_mat_1: pl.Tile[[256, 128], pl.BF16, pl.Mem.Mat] = pl.tile.load(b, [0, 0], [256, 128], target_memory=pl.Mem.Mat)
+            p1: pl.Tile[[64, 128], pl.FP32, pl.Mem.Acc] = pl.tile.matmul_acc(p0, a_mat_1, b_mat_1)
             p1_store: pl.Tensor[[64, 128], pl.FP32] = pl.tile.store(p1, [0, 0], c)
             return p1_store
     """)
