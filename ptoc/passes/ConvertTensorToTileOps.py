@@ -45,7 +45,8 @@ Rules
     of those buffers are checked there.
 - Loads. Every tensor parameter a (non-matmul) op reads gets one entry `tile.load` of the whole tensor at
   the top of the kernel (offsets 0, shapes = the tensor's shape, `valid_shapes` = the view's valid_shape when it has
-  one), in Vec.
+  one), in Vec. The source of a `tensor.assemble` is loaded right before the assemble instead, once per
+  assemble (PyPTO's self-loading ops).
   A global tensor computed inside the kernel (e.g. a `tile.store` result) is loaded where it is read.
 - Control flow. A loop-carried or branch-yielded value becomes a tile when any value flowing into it is
   computed by a tensor op; a tensor parameter flowing into it is replaced by its entry load.
@@ -465,8 +466,9 @@ class _Kernel:
             self.check_untouched(EvalStmt(e), at)
 
     # ------------------------------------------------------------------ operands
-    def vec_operand(self, v: Var, at: Node, out: list[Stmt]) -> Var:
-        """A tile holding value `v` for a vector op (loads global tensors, leaves Acc when possible)."""
+    def vec_operand(self, v: Var, at: Node, out: list[Stmt], here: bool = False) -> Var:
+        """A tile holding value `v` for a vector op (loads global tensors, leaves Acc when possible);
+        `here`: a parameter is loaded right here instead of at kernel entry."""
         name = v.name
         if name in self.spaces and "Vec" in self.spaces[name]:
             return Var(self.spaces[name]["Vec"], span=v.span)
@@ -477,7 +479,7 @@ class _Kernel:
                 return self.acc_to_vec(v, t, at, out)
             return v
         if k == "gm":
-            return self.load(v, "Vec", at, out)
+            return self.load(v, "Vec", at, out, here=here)
         return v
 
     def mat_operand(self, v: Expr, at: Node, out: list[Stmt], what: str) -> Var:
@@ -582,7 +584,9 @@ class _Kernel:
         if twin is None or twin.params not in (op.params, op.params + ("tmp",)):
             raise _error("PTOC-E0300", f"{what} is not supported in a kernel yet (it has no one-to-one tile form)",
                          call, hint="write this step with pl.tile ops, or move it to the orchestration function")
-        new_args = [self.operand_arg(a, s, out) for a in call.args]
+        # tensor.assemble loads its source where it stands (PyPTO's self-loading ops), not at kernel entry
+        new_args = [self.operand_arg(a, s, out, here=(suffix == "assemble" and i == 1))
+                    for i, a in enumerate(call.args)]
         new_kwargs = []
         for k, v in call.kwargs:
             if k not in twin.param_names and k != "attrs" and not twin.open_kwargs:
@@ -625,9 +629,9 @@ class _Kernel:
             return Var(name, span=a.span)
         return a
 
-    def operand_arg(self, a: Expr, s: Stmt, out: list[Stmt]) -> Expr:
+    def operand_arg(self, a: Expr, s: Stmt, out: list[Stmt], here: bool = False) -> Expr:
         if isinstance(a, Var) and self.kind(a.name) in ("tile", "gm"):
-            return self.vec_operand(a, s, out)
+            return self.vec_operand(a, s, out, here)
         return a
 
     def convert_create(self, suffix: str, call: Call, target: str, s: Stmt, out: list[Stmt]) -> Var:

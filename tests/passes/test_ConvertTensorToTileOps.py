@@ -426,3 +426,30 @@ def test_tile_code_next_to_tensor_ops_is_kept():
     """)
     _, out = run(before)
     assert_same(out, expected)
+
+
+def test_assemble_loads_its_source_where_it_stands_into_a_created_tile():
+    # tensor.create -> tile.create; each assembled piece is loaded right before its assemble.
+    T1 = "pl.Tensor[[1, 32], pl.FP32]"
+    before = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def cat(self, a: {T1}, b: {T1}, o: pl.Out[pl.Tensor[[1, 64], pl.FP32]]) -> pl.Tensor[[1, 64], pl.FP32]:
+            t: pl.Tensor[[1, 64], pl.FP32] = pl.tensor.create([1, 64], dtype=pl.FP32)
+            t1: pl.Tensor[[1, 64], pl.FP32] = pl.tensor.assemble(t, a, [0, 0])
+            t2: pl.Tensor[[1, 64], pl.FP32] = pl.tensor.assemble(t1, b, [0, 32])
+            return t2
+    """)
+    V1, V2 = "pl.Tile[[1, 32], pl.FP32, pl.Mem.Vec]", "pl.Tile[[1, 64], pl.FP32, pl.Mem.Vec]"
+    expected = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def cat(self, a: {T1}, b: {T1}, o: pl.Out[pl.Tensor[[1, 64], pl.FP32]]) -> pl.Tensor[[1, 64], pl.FP32]:
+            t: {V2} = pl.tile.create([1, 64], dtype=pl.FP32, target_memory=pl.Mem.Vec)
+            a_tile: {V1} = pl.tile.load(a, [0, 0], [1, 32], target_memory=pl.Mem.Vec)
+            t1: {V2} = pl.tile.assemble(t, a_tile, [0, 0])
+            b_tile: {V1} = pl.tile.load(b, [0, 0], [1, 32], target_memory=pl.Mem.Vec)
+            t2: {V2} = pl.tile.assemble(t1, b_tile, [0, 32])
+            t2_store: pl.Tensor[[1, 64], pl.FP32] = pl.tile.store(t2, [0, 0], o)
+            return t2_store
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
