@@ -56,6 +56,9 @@ Rules
   kernel that gained parameters passes a fresh `pl.tensor.create(shape, dtype=...)` created just before
   the call. The kernel returns the store's result; Acc results store straight from Acc (the store converts
   FP32 to the declared result dtype).
+- A returned loop that only assembles pieces into a fresh `tensor.create` stores each piece into the
+  Out parameter instead (the loop carries the Out tensor; the create is dropped), as PyPTO does: the
+  whole result never needs an on-chip buffer. Any other use of the carried value keeps the form above.
 - Kernels without tensor ops pass through unchanged, so a second run changes nothing.
 - User errors: a tensor op with no tile twin, or a form not handled yet (transposed or batched matmul,
   `tensor.alloc`, a computed value passed where a tensor is expected, ...) -> PTOC-E0300 naming the op;
@@ -730,6 +733,9 @@ class _Kernel:
 
     # ------------------------------------------------------------------ results
     def store_result(self, i: int, v: Var, s: Stmt, out: list[Stmt]) -> Var:
+        stored = self.store_assemble_loop(i, v, s, out)
+        if stored is not None:
+            return stored
         t = self.ttypes[v.name]
         param = self.out_param(i, v, s)
         pt = param.type
@@ -740,6 +746,57 @@ class _Kernel:
         self.infer(call, s, "the result store")
         out.append(AssignStmt(Var(name, span=s.span), call, pt, span=s.span))
         return Var(name, span=v.span)
+
+    def store_assemble_loop(self, i: int, v: Var, s: Stmt, out: list[Stmt]) -> Var | None:
+        """A returned loop that only assembles pieces into a fresh tile stores each piece instead:
+
+            acc0 = pl.tile.create(shape, ...)            # (dropped)
+            for i, (acc,) in pl.range(n, init_values=(acc0,)):   ->   init_values=(out,)
+                nxt = pl.tile.assemble(acc, piece, offsets)      ->   nxt = pl.tile.store(piece, offsets, acc)
+                r = pl.yield_(nxt)
+            return r
+
+        as PyPTO does: the pieces go straight to the Out parameter, and the whole result never needs a
+        buffer of its own. Any other use of the tile or of the carried value keeps the ordinary form."""
+        k = next((j for j, x in enumerate(out)
+                  if isinstance(x, ForStmt) and tuple(r.name for r in x.results) == (v.name,)), None)
+        if k is None:
+            return None
+        loop: ForStmt = out[k]  # type: ignore[assignment]
+        if len(loop.iter_args) != 1 or not isinstance(loop.init_values[0], Var):
+            return None
+        acc, init, y = loop.iter_args[0], loop.init_values[0], loop.body[-1]
+        d = next((j for j, x in enumerate(out[:k]) if isinstance(x, AssignStmt) and x.target.name == init.name), None)
+        if d is None or not (isinstance(out[d].value, Call) and out[d].value.op == "tile.create"):
+            return None
+        if not (isinstance(y, YieldStmt) and len(y.values) == 1 and isinstance(y.values[0], Var)):
+            return None
+        a = next((j for j, x in enumerate(loop.body) if isinstance(x, AssignStmt) and x.target.name == y.values[0].name),
+                 None)
+        asm = loop.body[a].value if a is not None else None
+        if not (isinstance(asm, Call) and asm.op == "tile.assemble" and len(asm.args) == 3 and not asm.kwargs
+                and isinstance(asm.args[0], Var) and asm.args[0].name == acc.name and isinstance(asm.args[1], Var)):
+            return None
+        piece = self.ttypes.get(asm.args[1].name) or self.orig(asm.args[1].name)
+        if not isinstance(piece, TileType) or piece.memory not in ("Vec", "Acc", None):
+            return None
+        others = [x for j, x in enumerate(out) if j not in (d, k)] + [x for j, x in enumerate(loop.body) if j != a]
+        for x in others:
+            if any(isinstance(n, Var) and n.name in (acc.name, init.name, y.values[0].name) for n in iter_nodes(x)
+                   if not (x is y and n is y.values[0])):
+                return None
+        param = self.out_param(i, v, s)
+        pt = param.type
+        store = Call("tile.store", (asm.args[1], asm.args[2], Var(acc.name, span=asm.span)), span=asm.span)
+        body = list(loop.body)
+        body[a] = replace(body[a], value=store, annotation=pt if body[a].annotation is not None else None)
+        body[-1] = replace(y, annotation=pt if y.annotation is not None else None)
+        out[k] = replace(loop, init_values=(Var(param.name, span=init.span),), body=tuple(body))
+        del out[d]
+        for name in (acc.name, init.name, y.values[0].name, v.name):
+            self.ttypes.pop(name, None)
+            self.converted.discard(name)
+        return v
 
     def out_param(self, i: int, v: Var, s: Stmt) -> Param:
         if i in self.out_for_position:

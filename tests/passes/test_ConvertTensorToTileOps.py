@@ -453,3 +453,45 @@ def test_assemble_loads_its_source_where_it_stands_into_a_created_tile():
     """)
     _, out = run(before)
     assert_same(out, expected)
+
+
+LOOP_CAT = """
+    @pl.function(type=pl.FunctionType.InCore)
+    def cat(self, x: pl.Tensor[[16, 32], pl.FP32]) -> pl.Tensor[[16, 128], pl.FP32]:
+        buf: pl.Tensor[[16, 128], pl.FP32] = pl.tensor.create([16, 128], dtype=pl.FP32)
+        for i, (acc,) in pl.range(4, init_values=(buf,)):
+            off: pl.Scalar[pl.INDEX] = i * 32
+            e: pl.Tensor[[16, 32], pl.FP32] = pl.tensor.exp(x)
+            nxt: pl.Tensor[[16, 128], pl.FP32] = pl.tensor.assemble(acc, {target}, [0, off])
+            r: pl.Tensor[[16, 128], pl.FP32] = pl.yield_(nxt)
+        return r
+"""
+
+
+def test_returned_assemble_loop_stores_each_piece_into_the_out_param():
+    # The loop carries the new Out tensor; each 16 x 32 piece is stored at its column offset.
+    before = program(LOOP_CAT.format(target="e"))
+    expected = program("""
+        @pl.function(type=pl.FunctionType.InCore)
+        def cat(self, x: pl.Tensor[[16, 32], pl.FP32], r_out: pl.Out[pl.Tensor[[16, 128], pl.FP32]]) -> pl.Tensor[[16, 128], pl.FP32]:
+            x_tile: pl.Tile[[16, 32], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [16, 32], target_memory=pl.Mem.Vec)
+            for i, (acc,) in pl.range(4, init_values=(r_out,)):
+                off: pl.Scalar[pl.INDEX] = i * 32
+                e: pl.Tile[[16, 32], pl.FP32, pl.Mem.Vec] = pl.tile.exp(x_tile)
+                nxt: pl.Tensor[[16, 128], pl.FP32] = pl.tile.store(e, [0, off], acc)
+                r: pl.Tensor[[16, 128], pl.FP32] = pl.yield_(nxt)
+            return r
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
+
+
+def test_assemble_loop_reading_its_own_carry_keeps_the_whole_tile():
+    # Here the piece is a slice of the carried value itself: the loop must keep the tile it builds.
+    before = program(LOOP_CAT.format(target="e").replace(
+        "e: pl.Tensor[[16, 32], pl.FP32] = pl.tensor.exp(x)",
+        "e: pl.Tensor[[16, 32], pl.FP32] = pl.tensor.slice(acc, [16, 32], [0, 0])"))
+    _, out = run(before)
+    text = print_program(out)
+    assert "pl.tile.create([16, 128]" in text and "pl.tile.assemble(acc, e, [0, off])" in text
+    assert "pl.tile.store(r, [0, 0], r_out)" in text
