@@ -32,8 +32,10 @@ Rules
   whatever the memory space. For a source tensor with layout NZ this is required: BlockNzTensorViews
   runs after this pass (NZ-5) and folds the leading offsets into the blocked batch axis itself (NZ-4), so
   the load must reach it with its logical N-D window, without any ND2NZ collapse.
-- `tile.store` into a tensor of rank > 2 gets the explicit partition-shape operand (4th positional
-  argument): the N-D window the tile covers, its original shape left-padded with 1s to the tensor rank.
+- `tile.store` into a tensor of rank > 2, or of rank 1, gets the explicit partition-shape operand (4th
+  positional argument): the window the tile covers in the tensor's own coordinates, its original shape
+  left-padded with 1s to the tensor rank (`[N]` for a rank-1 tile, now `[1, N]`, stored into a rank-1
+  tensor).
   A store that already has it is left alone.
 - `tile.create` / `tile.full`: the shape argument is flattened. `tile.read` / `tile.write`: N-D indices
   become `[row, col]` in the flattened tile (row-major linearisation of the leading indices).
@@ -235,7 +237,7 @@ class _Kernel:
         # (NZ-5): only its result type is flattened, by the annotation.
         if name == "tile.store" and len(call.args) == 3 and call.kwarg("shapes") is None:
             tile_t, out_t = self.orig_of(call.args[0]), self.orig_of(call.args[2])
-            if isinstance(tile_t, TileType) and isinstance(out_t, TensorType) and out_t.rank > 2 \
+            if isinstance(tile_t, TileType) and isinstance(out_t, TensorType) and out_t.rank != 2 \
                     and tile_t.rank <= out_t.rank:
                 window = (ConstInt(1, INDEX),) * (out_t.rank - tile_t.rank) + tuple(tile_t.shape)
                 return replace(call, args=call.args + (ListExpr(window),))

@@ -86,6 +86,7 @@ def test_rank4_load_keeps_its_window_and_the_store_gets_the_partition_shape():
 
 
 def test_rank1_tiles_become_one_row():
+    # The [1, 64] row is stored through the window [64] of the rank-1 tensor (its own coordinates).
     T1 = "pl.Tensor[[64], pl.FP32]"
     before = kernel(f"o: pl.Out[{T1}]", T1, """
         z: pl.Tile[[64], pl.FP32, pl.Mem.Vec] = pl.tile.full([64], value=0.0, dtype=pl.FP32, target_memory=pl.Mem.Vec)
@@ -98,7 +99,7 @@ def test_rank1_tiles_become_one_row():
         z: pl.Tile[[1, 64], pl.FP32, pl.Mem.Vec] = pl.tile.full([1, 64], value=0.0, dtype=pl.FP32, target_memory=pl.Mem.Vec)
         w: pl.Tile[[1, 64], pl.FP32, pl.Mem.Vec] = pl.tile.adds(z, 1.0)
         s = pl.tile.read(w, [0, 5])
-        o1: pl.Tensor[[64], pl.FP32] = pl.tile.store(w, [0], o)
+        o1: pl.Tensor[[64], pl.FP32] = pl.tile.store(w, [0], o, [64])
         return o1
     """)
     _, out = run(before)
@@ -114,7 +115,7 @@ def test_rank1_load_is_annotated_as_one_row():
     """)
     expected = kernel(f"x: {T1}, o: pl.Out[{T1}]", T1, """
         t: pl.Tile[[1, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0], [64], target_memory=pl.Mem.Vec)
-        o1: pl.Tensor[[64], pl.FP32] = pl.tile.store(t, [0], o)
+        o1: pl.Tensor[[64], pl.FP32] = pl.tile.store(t, [0], o, [64])
         return o1
     """)
     _, out = run(before)
@@ -286,3 +287,24 @@ def test_nd_assemble_that_is_not_one_row_band_is_rejected():
         return r
     """))
     assert d.code == "PTOC-E0312" and "contiguous band" in d.message and d.span.line == 7
+
+
+def test_rank1_kernel_compiles_to_rank1_partitions():
+    # A rank-1 kernel through the whole pipeline: the [1, 64] tile is loaded from and stored into rank-1
+    # windows of 64 elements (one offset, one size each).
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    ptoc = Path(sys.executable).with_name("ptoc")
+    src = kernel("x: pl.Tensor[[64], pl.FP32], o: pl.Out[pl.Tensor[[64], pl.FP32]]", "pl.Tensor[[64], pl.FP32]", """
+        t: pl.Tile[[64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0], [64], target_memory=pl.Mem.Vec)
+        u: pl.Tile[[64], pl.FP32, pl.Mem.Vec] = pl.tile.muls(t, 2.0)
+        o1: pl.Tensor[[64], pl.FP32] = pl.tile.store(u, [0], o)
+        return o1
+    """)
+    r = subprocess.run([str(ptoc), "compile", "-", "-o", "-", "--no-header"], input=src, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    views = [ln.strip() for ln in r.stdout.splitlines() if "pto.partition_view" in ln]
+    assert len(views) == 2
+    assert all("offsets = [%c0_index], sizes = [%c64_index]" in v and v.endswith("<64xf32>") for v in views)
