@@ -36,6 +36,9 @@ Rules
     it, `tmp=` when it is optional);
   - `tensor.create` / `tensor.full` -> `tile.create` / `tile.full` in Vec (ND layout only);
   - `tensor.dim` (a shape query on a global tensor) stays as it is;
+  - `tensor.read` / `tensor.write` of one element: on a value computed on tiles, or a parameter the kernel
+    loads for another op anyway, `tile.read` / `tile.write` of that tile; on a global tensor nothing else
+    loads, it stays the element access of global memory (as PyPTO; codegen reports PTOC-E0400 for it);
   - `tensor.slice(t, shape, offset)` of a global tensor becomes `tile.load(t, offset, shape)` of that
     window (one load per memory space its consumers need);
   - `tensor.matmul(a, b)` (2-D, no transposes) -> `tile.matmul` of Mat tiles into Acc; a tensor operand
@@ -110,6 +113,8 @@ from ptoc.passes.properties import KERNEL_TYPES, TENSOR_QUERIES
 INDEX = dtypes.INDEX
 SPACES_ORDER = ("Vec", "Mat")
 MATMUL_OPS = ("tensor.matmul", "tensor.matmul_acc")
+# Ops that load what they read themselves (no entry load of their tensor operands), as in PyPTO.
+SELF_LOADING = ("tensor.slice", "tensor.assemble", "tensor.read", "tensor.write")
 
 
 def _c(v: int) -> ConstInt:
@@ -201,6 +206,7 @@ class _Kernel:
         self.entry: dict[tuple[str, str], AssignStmt] = {}  # (param, space) -> entry load
         self.acc_dtype: dict[str, dtypes.DType] = {}  # matmul results: the dtype the tensor op promised
         self.new_params: list[Param] = []
+        self.entry_read: set[str] = set()  # tensors some op other than the self-loading ones reads
         self.out_for_position: dict[int, Param] = {}
         self.taken_outs: set[str] = set()
         self.moves: list[dict[tuple[str, str], str]] = []  # per open block: (tile, space) -> moved tile
@@ -322,6 +328,8 @@ class _Kernel:
         top = tensor_op_name(call, self.types)
         if top is None:
             return
+        if top not in SELF_LOADING:
+            self.entry_read.update(a.name for a in call.args if isinstance(a, Var))
         for i, a in enumerate(call.args):
             if isinstance(a, Call):
                 self.note_calls(a)
@@ -565,6 +573,8 @@ class _Kernel:
             return self.convert_matmul(suffix, op, call, target, s, out)
         if suffix == "slice":
             return self.convert_slice(call, target, s, out)
+        if suffix in ("read", "write"):
+            return self.convert_element(suffix, call, target, ann, s, out)
         if suffix == "alloc" or op is None:
             raise _error("PTOC-E0300", f"{what} is not supported in a kernel yet", call,
                          hint="move it to the orchestration function, or write the kernel with pl.tile ops")
@@ -636,6 +646,31 @@ class _Kernel:
         if isinstance(a, Var) and self.kind(a.name) in ("tile", "gm"):
             return self.vec_operand(a, s, out, here)
         return a
+
+    def convert_element(self, suffix: str, call: Call, target: str, ann: Type | None, s: Stmt,
+                        out: list[Stmt]) -> Var | None:
+        """`tensor.read` / `tensor.write` of one element: on a value computed on tiles, or a parameter the
+        kernel loads anyway, the tile op on that tile; on a global tensor nothing else loads, it stays the
+        scalar access to global memory it is (as PyPTO)."""
+        src = call.args[0] if call.args else None
+        tile = None
+        if isinstance(src, Var):
+            k = self.kind(src.name)
+            if k == "tile":
+                tile = self.vec_operand(src, s, out)
+            elif k == "gm" and src.name in self.params and src.name in self.entry_read:
+                tile = self.load(src, "Vec", s, out)
+        if tile is None:
+            self.check_exprs(tuple(call.args) + tuple(v for _, v in call.kwargs), s)
+            out.append(s)
+            return Var(target, span=s.span)
+        new = Call(f"tile.{suffix}", (tile,) + tuple(self.operand_arg(a, s, out) for a in call.args[1:]),
+                   call.kwargs, span=call.span)
+        if isinstance(s, EvalStmt):
+            self.infer(new, s, f"pl.tensor.{suffix}")
+            out.append(replace(s, expr=new))
+            return None
+        return self.finish(new, target, ann, s, out, f"pl.tensor.{suffix}")
 
     def convert_create(self, suffix: str, call: Call, target: str, s: Stmt, out: list[Stmt]) -> Var:
         kwargs = []

@@ -495,3 +495,54 @@ def test_assemble_loop_reading_its_own_carry_keeps_the_whole_tile():
     text = print_program(out)
     assert "pl.tile.create([16, 128]" in text and "pl.tile.assemble(acc, e, [0, off])" in text
     assert "pl.tile.store(r, [0, 0], r_out)" in text
+
+
+def test_element_read_of_a_tensor_nothing_loads_stays_a_global_read():
+    # config is only read element-wise: no load; the scalar comes straight from global memory.
+    T4, T64 = "pl.Tensor[[4], pl.FP32]", "pl.Tensor[[64], pl.FP32]"
+    before = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, config: {T4}, x: {T64}, o: pl.Out[{T64}]) -> {T64}:
+            scale: pl.Scalar[pl.FP32] = pl.tensor.read(config, [0])
+            y: {T64} = pl.tensor.mul(x, scale)
+            return y
+    """)
+    expected = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, config: {T4}, x: {T64}, o: pl.Out[{T64}]) -> {T64}:
+            x_tile: pl.Tile[[64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0], [64], target_memory=pl.Mem.Vec)
+            scale: pl.Scalar[pl.FP32] = pl.tensor.read(config, [0])
+            y: pl.Tile[[64], pl.FP32, pl.Mem.Vec] = pl.tile.muls(x_tile, scale)
+            y_store: {T64} = pl.tile.store(y, [0], o)
+            return y_store
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
+
+
+def test_element_access_of_tiles_becomes_tile_read_and_write():
+    # a is loaded for the add anyway, so its element is read from the tile; t is computed on tiles.
+    T4 = "pl.Tensor[[4], pl.FP32]"
+    V4 = "pl.Tile[[4], pl.FP32, pl.Mem.Vec]"
+    before = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, a: {T4}, b: {T4}) -> pl.Scalar[pl.FP32]:
+            t: {T4} = pl.tensor.add(a, b)
+            val: pl.Scalar[pl.FP32] = pl.tensor.read(a, [0])
+            pl.tensor.write(t, [1], val)
+            v: pl.Scalar[pl.FP32] = pl.tensor.read(t, [1])
+            return v
+    """)
+    expected = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, a: {T4}, b: {T4}) -> pl.Scalar[pl.FP32]:
+            a_tile: {V4} = pl.tile.load(a, [0], [4], target_memory=pl.Mem.Vec)
+            b_tile: {V4} = pl.tile.load(b, [0], [4], target_memory=pl.Mem.Vec)
+            t: {V4} = pl.tile.add(a_tile, b_tile)
+            val: pl.Scalar[pl.FP32] = pl.tile.read(a_tile, [0])
+            pl.tile.write(t, [1], val)
+            v: pl.Scalar[pl.FP32] = pl.tile.read(t, [1])
+            return v
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
