@@ -62,7 +62,10 @@ Rules
 - A returned loop that only assembles pieces into a fresh `tensor.create` stores each piece into the
   Out parameter instead (the loop carries the Out tensor; the create is dropped), as PyPTO does: the
   whole result never needs an on-chip buffer. Any other use of the carried value keeps the form above.
-- Kernels without tensor ops pass through unchanged, so a second run changes nothing.
+- Directions. A tensor parameter declared `In` that the kernel writes (tile.store into it, tensor.write,
+  the workspace of a soft system.syncall) becomes `Out`, or `InOut` when the kernel also reads it; a
+  caller's own `In` parameter passed straight to it follows (as PyPTO). This applies to every kernel.
+- Kernels without tensor ops pass through unchanged (but for the directions), so a second run changes nothing.
 - User errors: a tensor op with no tile twin, or a form not handled yet (transposed or batched matmul,
   `tensor.alloc`, a computed value passed where a tensor is expected, ...) -> PTOC-E0300 naming the op;
   a conversion the tile op's type rule or the target rejects -> PTOC-E0301; a kernel calling a kernel that
@@ -967,6 +970,103 @@ class _CallRewriter(FastMutator):
         return replace(c, args=tuple(args), kwargs=tuple(kwargs))
 
 
+def _param_accesses(f: Function) -> tuple[set[str], set[str]]:
+    """(parameters the kernel reads, parameters it writes), following the names a tensor flows through:
+    plain copies, loop carries (init value, iter_arg, yielded value, result), branch results, and the
+    result of a store (the tensor it wrote). Reads: tile.load, tensor.read; writes: tile.store (its
+    output), tensor.write; a soft system.syncall reads and writes its gm_workspace."""
+    classes = _Classes()
+    reads: list[str] = []
+    writes: list[str] = []
+
+    def visit(body: tuple[Stmt, ...]) -> None:
+        for st in body:
+            if isinstance(st, AssignStmt) and isinstance(st.value, Var):
+                classes.union(st.target.name, st.value.name)
+            if isinstance(st, (AssignStmt, EvalStmt)):
+                c = st.value if isinstance(st, AssignStmt) else st.expr
+                if isinstance(c, Call) and c.kind == "op":
+                    access(c, st.target.name if isinstance(st, AssignStmt) else None)
+            if isinstance(st, (ForStmt, WhileStmt)):
+                ys = st.body[-1] if st.body and isinstance(st.body[-1], YieldStmt) else None
+                for k, a in enumerate(st.iter_args):
+                    if k < len(st.init_values) and isinstance(st.init_values[k], Var):
+                        classes.union(a.name, st.init_values[k].name)
+                    if ys is not None and k < len(ys.values) and isinstance(ys.values[k], Var):
+                        classes.union(a.name, ys.values[k].name)
+                    if ys is not None and k < len(ys.targets):
+                        classes.union(a.name, ys.targets[k].name)
+                visit(st.body)
+            elif isinstance(st, IfStmt):
+                for branch in (st.then_body, st.else_body):
+                    if branch and isinstance(branch[-1], YieldStmt):
+                        for r, v in zip(branch[-1].targets, branch[-1].values):
+                            if isinstance(v, Var):
+                                classes.union(r.name, v.name)
+                    visit(branch)
+            elif isinstance(st, ScopeStmt):
+                visit(st.body)
+
+    def access(c: Call, target: str | None) -> None:
+        def name(e: Expr | None) -> str | None:
+            return e.name if isinstance(e, Var) else None
+
+        if c.op in ("tile.load", "tensor.read", "load", "read") and c.args:
+            reads.append(name(c.args[0]) or "")
+        elif c.op in ("tile.store", "store"):
+            out = c.args[2] if len(c.args) >= 3 else c.kwarg("output_tensor") or c.kwarg("output")
+            if name(out):
+                writes.append(name(out))
+                if target is not None:
+                    classes.union(target, name(out))
+        elif c.op in ("tensor.write", "write") and c.args:
+            writes.append(name(c.args[0]) or "")
+        elif c.op == "system.syncall":
+            mode = c.kwarg("mode")
+            if getattr(mode, "value", None) == "soft" and name(c.kwarg("gm_workspace")):
+                reads.append(name(c.kwarg("gm_workspace")))
+                writes.append(name(c.kwarg("gm_workspace")))
+
+    visit(f.body)
+    tensors = [p.name for p in f.params if isinstance(p.type, TensorType)]
+    read = {p for p in tensors if any(r and classes.find(r) == classes.find(p) for r in reads)}
+    written = {p for p in tensors if any(w and classes.find(w) == classes.find(p) for w in writes)}
+    return read, written
+
+
+def _upgrade_directions(funcs: list[Function]) -> list[Function]:
+    """An `In` tensor parameter a kernel writes becomes `Out` (`InOut` when the kernel also reads it), as
+    PyPTO's conversion does; a caller's own `In` parameter passed straight to it follows, so the
+    orchestration's signature says which tensors its kernels write."""
+    changed: dict[str, dict[int, str]] = {}
+    out = []
+    for f in funcs:
+        if f.func_type in KERNEL_TYPES and any(p.direction == "In" for p in f.params):
+            read, written = _param_accesses(f)
+            new = {i: ("InOut" if p.name in read else "Out") for i, p in enumerate(f.params)
+                   if p.direction == "In" and p.name in written}
+            if new:
+                changed[f.name] = new
+                f = replace(f, params=tuple(replace(p, direction=new[i]) if i in new else p
+                                            for i, p in enumerate(f.params)))
+        out.append(f)
+    if not changed:
+        return funcs
+    result = []
+    for f in out:
+        ups: dict[str, str] = {}
+        for n in iter_nodes(f):
+            if isinstance(n, Call) and n.kind == "func" and n.op in changed:
+                for i, d in changed[n.op].items():
+                    if i < len(n.args) and isinstance(n.args[i], Var):
+                        ups[n.args[i].name] = "InOut" if "InOut" in (d, ups.get(n.args[i].name)) else d
+        if any(p.direction == "In" and p.name in ups for p in f.params):
+            f = replace(f, params=tuple(replace(p, direction=ups[p.name]) if p.direction == "In" and p.name in ups
+                                        else p for p in f.params))
+        result.append(f)
+    return result
+
+
 class ConvertTensorToTileOps(Pass):
     name = "ConvertTensorToTileOps"
     stage = "tile"
@@ -992,6 +1092,7 @@ class ConvertTensorToTileOps(Pass):
         if added:
             kernels = {f.name: f for f in funcs}
             funcs = [_CallSites(f, added, kernels).run() for f in funcs]
+        funcs = _upgrade_directions(funcs)
         if all(a is b for a, b in zip(funcs, program.functions)):
             return program
         return replace(program, functions=tuple(funcs))

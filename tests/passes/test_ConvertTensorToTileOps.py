@@ -546,3 +546,49 @@ def test_element_access_of_tiles_becomes_tile_read_and_write():
     """)
     _, out = run(before)
     assert_same(out, expected)
+
+
+def test_in_param_the_kernel_stores_into_becomes_inout_and_so_does_the_callers():
+    # x is loaded and then overwritten: InOut; main passes its own x, so main's x is InOut too.
+    T = "pl.Tensor[[16, 64], pl.FP32]"
+    kernel_body = """
+            t: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
+            u: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.muls(t, 2.0)
+            r: {T} = pl.tile.store(u, [0, 0], x)
+            return r
+    """.format(T=T)
+    main = """
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def main(self, x: {X}) -> {T}:
+            y: {T} = self.scale(x)
+            return y
+    """
+    before = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def scale(self, x: {T}) -> {T}:
+    """ + kernel_body, main.format(X=T, T=T))
+    expected = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def scale(self, x: pl.InOut[{T}]) -> {T}:
+    """ + kernel_body, main.format(X=f"pl.InOut[{T}]", T=T))
+    _, out = run(before)
+    assert_same(out, expected)
+
+
+def test_written_only_param_becomes_out_and_soft_syncall_workspace_inout():
+    before = program("""
+        @pl.function(type=pl.FunctionType.InCore)
+        def w(self, o: pl.Tensor[[4], pl.FP32], s: pl.Scalar[pl.FP32], ws: pl.Tensor[[16], pl.INT32]):
+            pl.tensor.write(o, [0], s)
+            pl.system.syncall(mode="soft", core_type="aiv_only", gm_workspace=ws, used_cores=0)
+            return
+    """)
+    expected = program("""
+        @pl.function(type=pl.FunctionType.InCore)
+        def w(self, o: pl.Out[pl.Tensor[[4], pl.FP32]], s: pl.Scalar[pl.FP32], ws: pl.InOut[pl.Tensor[[16], pl.INT32]]):
+            pl.tensor.write(o, [0], s)
+            pl.system.syncall(mode="soft", core_type="aiv_only", gm_workspace=ws, used_cores=0)
+            return
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
