@@ -428,34 +428,95 @@ def _unique_definitions(program):
     return dataclasses.replace(program, functions=tuple(funcs))
 
 
-def _resolve_short_ops(program):
-    """Operators called by their short name (`pl.add(t, 1.0)` on a tensor) written by the full name
-    the argument types select (`pl.tensor.adds`), as PyPTO's parser records them."""
-    from ptoc.ir.nodes import Call
+# Arguments PyPTO's op builders always put into the IR when the text leaves them out, so that
+# `pl.load(t, [0], [64])` and `pl.tile.load(t, [0], [64], [64], target_memory=pl.Mem.Vec)` are one value.
+_PYPTO_DEFAULTS = {
+    "tile.load": (("valid_shapes", "shapes"), ("target_memory", ("Mem", "Vec"))),
+    "tile.create": (("target_memory", ("Mem", "Vec")),),
+    "tile.full": (("target_memory", ("Mem", "Vec")),),
+    "tensor.create": (("layout", ("TensorLayout", "ND")),),
+    "tile.cast": (("mode", "round"),),
+    "tensor.cast": (("mode", "round"),),
+}
+
+
+def _explicit_ops(program):
+    """Every operator call in PyPTO's explicit form: the short name resolved to the op it means
+    (`pl.load` -> `pl.tile.load`, by the arguments' types), the arguments PyPTO's builders fill in
+    written out, positional parameters positional and the optional ones as keywords in name order.
+    PyPTO compares IR, where these spellings are one call; ptoc keeps the text's spelling."""
+    from ptoc.ir.nodes import EnumLit, StrLit
     from ptoc.ir.verifier import function_types
     from ptoc.ir.visitor import Mutator
     from ptoc.passes.common import resolve_op
 
     try:
         types = function_types(program)
-    except Exception:  # noqa: BLE001 - a program whose types cannot be inferred keeps its names
+    except Exception:  # noqa: BLE001 - a program whose types do not infer keeps its spelling
         return program
 
-    class Resolve(Mutator):
+    class Explicit(Mutator):
         def __init__(self, env):
             self.env = env
 
-        def mutate_Call(self, c: Call):
-            if c.kind != "op" or "." in c.op:
+        def mutate_Call(self, c):
+            if c.kind != "op":
                 return c
-            try:
-                op = resolve_op(c, self.env)
-            except Exception:  # noqa: BLE001
+            op = resolve_op(c, self.env)
+            if op is None:
                 return c
-            return c if op is None else dataclasses.replace(c, op=op.name)
+            bound = dict(zip(op.param_names, c.args))
+            if len(c.args) > len(op.param_names):
+                return c
+            extra = []
+            for k, v in c.kwargs:
+                (bound.__setitem__(k, v) if k in op.param_names else extra.append((k, v)))
+            for name, default in _PYPTO_DEFAULTS.get(op.name, ()):
+                if name in bound:
+                    continue
+                if isinstance(default, tuple):
+                    bound[name] = EnumLit(*default)
+                elif default in bound:
+                    bound[name] = bound[default]
+                else:
+                    bound[name] = StrLit(default)
+            if not all(p in bound for p in op.params):
+                return c
+            args = tuple(bound[p] for p in op.params)
+            opt = [(n, bound[n]) for n, _ in op.optional if n in bound and n != "valid_shapes"]
+            if "valid_shapes" in bound and op.name == "tile.load":
+                args += (bound["valid_shapes"],)
+            elif "valid_shapes" in bound:
+                opt.append(("valid_shapes", bound["valid_shapes"]))
+            return dataclasses.replace(c, op=op.name, args=args, kwargs=tuple(sorted(opt + extra)))
 
-    return dataclasses.replace(program, functions=tuple(
-        Resolve(types.get(f.name, {})).mutate(f) for f in program.functions))
+    funcs = []
+    for f in program.functions:
+        funcs.append(Explicit(types.get(f.name, {})).mutate(f))
+    return dataclasses.replace(program, functions=tuple(funcs))
+
+
+def _per_function_names(program):
+    """Every value's name made the function's own (`f<i>_<name>`): a name in one function has nothing
+    to do with the same name in another (PyPTO compares each function's values by position), so the
+    renaming in order of first appearance numbers each function's names apart."""
+    from ptoc.ir.visitor import Mutator
+
+    funcs = []
+    for i, f in enumerate(program.functions):
+        prefix = f"f{i}_"
+
+        class Own(Mutator):
+            def __init__(self, prefix):
+                self.prefix = prefix
+
+            def pre_Var(self, v):
+                return dataclasses.replace(v, name=self.prefix + v.name)
+
+        f2 = Own(prefix).mutate(f)
+        f2 = dataclasses.replace(f2, params=tuple(dataclasses.replace(p, name=prefix + p.name) for p in f.params))
+        funcs.append(f2)
+    return dataclasses.replace(program, functions=tuple(funcs))
 
 
 def canonical(program) -> str:
@@ -483,7 +544,7 @@ def canonical(program) -> str:
             kw = tuple((k, v) for k, v in f.decorator_kwargs if k != "strict_ssa")
             return dataclasses.replace(f, decorator_kwargs=kw)
 
-    prog = Canon().mutate(_resolve_short_ops(_unique_definitions(program)))
+    prog = Canon().mutate(_per_function_names(_explicit_ops(_unique_definitions(program))))
     prog = dataclasses.replace(prog, name="P" if prog.name is not None else None)
     text = print_program(prog)
     ids: list[str] = []

@@ -102,6 +102,7 @@ CODES: dict[str, str] = {
     "PTOC-E0362": "NZ write-back does not cover the whole row axis at row 0",
     "PTOC-E0363": "NZ write-back spans more than one batch panel",
     "PTOC-E0364": "NZ write-back column offset not aligned or out of range",
+    "PTOC-E0365": "tile stored from a buffer TSTORE cannot read",
     "PTOC-E0370": "NZ load GM gap exceeds the 16-bit burst stride (pto-isa#317)",
     # codegen: .pto module (PTOC-E0400..E0409)
     "PTOC-E0400": "operation the .pto emitter cannot emit yet",

@@ -52,7 +52,7 @@ def test_addresses_move_into_memref_offsets():
     16384 and 32768: the ptoc style writes them as `addr=`, the pypto style as MemRef offsets."""
     prog = lowered("vector_add.ir")
     ptoc_text, pypto_text = print_program(prog), print_program(prog, style="pypto")
-    for n, addr in ((0, 0), (1, 16384), (2, 32768)):
+    for n, addr in ((3, 0), (4, 16384), (5, 32768)):  # mem_ddr_0..2 name the kernel's three tensors
         assert f"mem_vec_{n}: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384, addr={addr})" in ptoc_text
         assert f"pl.MemRef(mem_vec_{n}, 0, 16384)" in ptoc_text
         assert f"mem_vec_{n}: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)\n" in pypto_text
@@ -142,15 +142,15 @@ def test_passes_cli_print_style(tmp_path):
     r = subprocess.run([str(PTOC), "passes", str(ROOT / "examples" / "vector_add.ir"), "--dump-after",
                         "AllocateMemoryAddr", "--print-style", "pypto"], capture_output=True, text=True, check=False)
     assert r.returncode == 0, r.stderr
-    assert "pl.MemRef(mem_vec_1, 16384, 16384)" in r.stdout and "addr=" not in r.stdout
+    assert "pl.MemRef(mem_vec_4, 16384, 16384)" in r.stdout and "addr=" not in r.stdout
     r = subprocess.run([str(PTOC), "passes", str(ROOT / "examples" / "vector_add.ir"), "--dump-after", "all",
                         "--print-style", "pypto", "--roundtrip-check"], capture_output=True, text=True, check=False)
     assert r.returncode == 2 and "--roundtrip-check" in r.stderr
 
 
 def test_allocations_are_declared_at_the_top():
-    """matmul_bf16 allocates four of its nine buffers inside its k-loop; PyPTO's InitMemRef declares
-    every buffer at the top of the function, and the pypto style prints them there."""
+    """matmul_bf16 has nine buffers, four of them used only inside its k-loop; InitMemRef declares
+    every buffer at the top of the function (as PyPTO's), and both styles print them there."""
     text = print_program(lowered("matmul_bf16.ir"), style="pypto")
     body = text.split("def mm_kernel", 1)[1].split("\n    @pl.function", 1)[0].splitlines()[1:]
     kinds = ["alloc" if "= pl.tile.alloc(" in ln else "other" for ln in body]
@@ -159,7 +159,7 @@ def test_allocations_are_declared_at_the_top():
     assert all(ln.startswith(" " * 8 + "mem_") for ln in body[:9])
     inside_loop = "\n".join(body).split("pl.range(", 1)[1]
     assert "pl.tile.alloc(" not in inside_loop
-    assert "pl.MemRef(mem_mat_6, 8192, 16384)" in inside_loop  # its address, at its use in the loop
+    assert "pl.MemRef(mem_mat_9, 8192, 16384)" in inside_loop  # its address, at its use in the loop
     again = parse_program(text, "<hoisted>", check_ops=False)
     assert print_program(again, style="pypto") == text
 

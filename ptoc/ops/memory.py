@@ -23,6 +23,8 @@ from ptoc.ops.common import (
 from ptoc.ops.registry import Args, Emitter, NoPto, declare, register, short_name
 
 MEM_SPACES = ("Vec", "Mat", "Left", "Right", "Acc", "Bias", "LeftScale", "RightScale")
+# The buffers TSTORE reads (pto-isa TStore: Vec, Mat, Acc); applied with the hardware rules.
+STORE_SOURCES = ("Vec", "Mat", "Acc")
 
 
 def blocked_nz_logical(t: TensorType, sizes) -> tuple | None:
@@ -101,6 +103,10 @@ def _store(args: Args) -> Type | None:
         v = cint(x)
         if v is not None and v < 0:
             args.fail(f"tile.store: offset {i} is {v}; offsets must be non-negative", "offsets")
+    if args.hardware and tile is not None and tile.memory not in (None, *STORE_SOURCES):
+        args.fail(f"tile.store: a {tile.memory} tile cannot be stored; TSTORE writes Vec, Mat and Acc tiles to "
+                  "global memory", "tile", code="PTOC-E0365",
+                  hint="store the tile it was moved from, or compute the value in Vec or Acc")
     if out is None:
         return None
     if len(offsets) != out.rank:

@@ -27,7 +27,8 @@ After (ta is dead once tb is computed, so tc takes its place)::
 Rules
 -----
 1. Lifetimes are intervals over the linear statement order (pre-order; a loop or if also has an end
-   position after its body). A buffer is live from its alloc to the last read or definition of any value
+   position after its body). A buffer is live from the first definition of a value bound to it (its
+   alloc, at the top of the function, only declares it) to the last read or definition of any value
    bound to it (every name whose type carries `pl.MemRef(<its pointer>, ...)`: tiles, iter_args, loop and
    if results). A read inside a loop of a buffer allocated outside that loop keeps the buffer live to the
    end of the loop, so loop-carried buffers live across the whole loop. An operand and the result of one
@@ -192,7 +193,19 @@ def _lifetimes(flow: Flow, env: dict[str, Type | None], buffers: dict[str, _Buff
                 return max(site.pos, end)
         return site.pos
 
-    for name in sorted(env, key=lambda n: (flow.defs[n].pos if n in flow.defs else -1, n)):
+    names = sorted(env, key=lambda n: (flow.defs[n].pos if n in flow.defs else -1, n))
+    # A buffer's lifetime starts at the first definition of a value bound to it, not at its alloc:
+    # InitMemRef declares every buffer at the top of the function.
+    first: dict[str, int] = {}
+    for name in names:
+        if name in flow.defs and name not in buffers:
+            for b in dict.fromkeys(_bases(env[name])):
+                if b in buffers and b not in first:
+                    first[b] = flow.defs[name].pos
+    for b in buffers.values():
+        if b.name in first:
+            b.start = b.end = first[b.name]
+    for name in names:
         bound = [buffers[b] for b in dict.fromkeys(_bases(env[name])) if b in buffers]
         if not bound or name in buffers:
             continue

@@ -36,13 +36,20 @@ Rules
     it, `tmp=` when it is optional);
   - `tensor.create` / `tensor.full` -> `tile.create` / `tile.full` in Vec (ND layout only);
   - `tensor.dim` (a shape query on a global tensor) stays as it is;
+  - `tensor.read` / `tensor.write` of one element: on a value computed on tiles, or a parameter the kernel
+    loads for another op anyway, `tile.read` / `tile.write` of that tile; on a global tensor nothing else
+    loads, it stays the element access of global memory (as PyPTO; codegen reports PTOC-E0400 for it);
   - `tensor.slice(t, shape, offset)` of a global tensor becomes `tile.load(t, offset, shape)` of that
     window (one load per memory space its consumers need);
-  - `tensor.matmul(a, b)` (2-D, no transposes) -> Mat loads, `tile.move` to Left / Right, `tile.matmul`
-    into Acc; `tensor.matmul_acc(acc, a, b)` -> `tile.matmul_acc` on the Acc accumulator.
-- Loads. Every tensor parameter an op reads gets one entry `tile.load` of the whole tensor at the top of
-  the kernel (offsets 0, shapes = the tensor's shape, `valid_shapes` = the view's valid_shape when it has
-  one), in Mat for matmul operands and in Vec otherwise; a parameter read in both spaces gets both.
+  - `tensor.matmul(a, b)` (2-D, no transposes) -> `tile.matmul` of Mat tiles into Acc; a tensor operand
+    is loaded into Mat right before the product, once per product (as PyPTO does; a product reusing an
+    operand loads it again). `tensor.matmul_acc(acc, a, b)` -> `tile.matmul_acc` on the Acc accumulator.
+    The operands stay in Mat: InferTileMemorySpace moves them into Left / Right, and the hardware rules
+    of those buffers are checked there.
+- Loads. Every tensor parameter a (non-matmul) op reads gets one entry `tile.load` of the whole tensor at
+  the top of the kernel (offsets 0, shapes = the tensor's shape, `valid_shapes` = the view's valid_shape when it has
+  one), in Vec. The source of a `tensor.assemble` is loaded right before the assemble instead, once per
+  assemble (PyPTO's self-loading ops).
   A global tensor computed inside the kernel (e.g. a `tile.store` result) is loaded where it is read.
 - Control flow. A loop-carried or branch-yielded value becomes a tile when any value flowing into it is
   computed by a tensor op; a tensor parameter flowing into it is replaced by its entry load.
@@ -52,7 +59,13 @@ Rules
   kernel that gained parameters passes a fresh `pl.tensor.create(shape, dtype=...)` created just before
   the call. The kernel returns the store's result; Acc results store straight from Acc (the store converts
   FP32 to the declared result dtype).
-- Kernels without tensor ops pass through unchanged, so a second run changes nothing.
+- A returned loop that only assembles pieces into a fresh `tensor.create` stores each piece into the
+  Out parameter instead (the loop carries the Out tensor; the create is dropped), as PyPTO does: the
+  whole result never needs an on-chip buffer. Any other use of the carried value keeps the form above.
+- Directions. A tensor parameter declared `In` that the kernel writes (tile.store into it, tensor.write,
+  the workspace of a soft system.syncall) becomes `Out`, or `InOut` when the kernel also reads it; a
+  caller's own `In` parameter passed straight to it follows (as PyPTO). This applies to every kernel.
+- Kernels without tensor ops pass through unchanged (but for the directions), so a second run changes nothing.
 - User errors: a tensor op with no tile twin, or a form not handled yet (transposed or batched matmul,
   `tensor.alloc`, a computed value passed where a tensor is expected, ...) -> PTOC-E0300 naming the op;
   a conversion the tile op's type rule or the target rejects -> PTOC-E0301; a kernel calling a kernel that
@@ -103,6 +116,8 @@ from ptoc.passes.properties import KERNEL_TYPES, TENSOR_QUERIES
 INDEX = dtypes.INDEX
 SPACES_ORDER = ("Vec", "Mat")
 MATMUL_OPS = ("tensor.matmul", "tensor.matmul_acc")
+# Ops that load what they read themselves (no entry load of their tensor operands), as in PyPTO.
+SELF_LOADING = ("tensor.slice", "tensor.assemble", "tensor.read", "tensor.write")
 
 
 def _c(v: int) -> ConstInt:
@@ -194,6 +209,7 @@ class _Kernel:
         self.entry: dict[tuple[str, str], AssignStmt] = {}  # (param, space) -> entry load
         self.acc_dtype: dict[str, dtypes.DType] = {}  # matmul results: the dtype the tensor op promised
         self.new_params: list[Param] = []
+        self.entry_read: set[str] = set()  # tensors some op other than the self-loading ones reads
         self.out_for_position: dict[int, Param] = {}
         self.taken_outs: set[str] = set()
         self.moves: list[dict[tuple[str, str], str]] = []  # per open block: (tile, space) -> moved tile
@@ -315,6 +331,8 @@ class _Kernel:
         top = tensor_op_name(call, self.types)
         if top is None:
             return
+        if top not in SELF_LOADING:
+            self.entry_read.update(a.name for a in call.args if isinstance(a, Var))
         for i, a in enumerate(call.args):
             if isinstance(a, Call):
                 self.note_calls(a)
@@ -462,8 +480,9 @@ class _Kernel:
             self.check_untouched(EvalStmt(e), at)
 
     # ------------------------------------------------------------------ operands
-    def vec_operand(self, v: Var, at: Node, out: list[Stmt]) -> Var:
-        """A tile holding value `v` for a vector op (loads global tensors, leaves Acc when possible)."""
+    def vec_operand(self, v: Var, at: Node, out: list[Stmt], here: bool = False) -> Var:
+        """A tile holding value `v` for a vector op (loads global tensors, leaves Acc when possible);
+        `here`: a parameter is loaded right here instead of at kernel entry."""
         name = v.name
         if name in self.spaces and "Vec" in self.spaces[name]:
             return Var(self.spaces[name]["Vec"], span=v.span)
@@ -474,7 +493,7 @@ class _Kernel:
                 return self.acc_to_vec(v, t, at, out)
             return v
         if k == "gm":
-            return self.load(v, "Vec", at, out)
+            return self.load(v, "Vec", at, out, here=here)
         return v
 
     def mat_operand(self, v: Expr, at: Node, out: list[Stmt], what: str) -> Var:
@@ -485,7 +504,7 @@ class _Kernel:
             return Var(self.spaces[name]["Mat"], span=v.span)
         k = self.kind(name)
         if k == "gm":
-            return self.load(v, "Mat", at, out)
+            return self.load(v, "Mat", at, out, here=True)
         if k == "tile":
             t = self.ttypes.get(name) or self.orig(name)
             if isinstance(t, TileType) and t.memory == "Mat":
@@ -517,8 +536,9 @@ class _Kernel:
                          hint="drop out_dtype and cast the result with pl.cast")
         return self.move(v, "Vec", v.name, at, out, "an Acc -> Vec move")
 
-    def load(self, v: Var, space: str, at: Node, out: list[Stmt]) -> Var:
-        """A whole-tensor load of global tensor `v`: the entry load for a parameter, else a load here."""
+    def load(self, v: Var, space: str, at: Node, out: list[Stmt], here: bool = False) -> Var:
+        """A whole-tensor load of global tensor `v`: the entry load for a parameter, else (or with
+        `here`) a load right here."""
         t = self.orig(v.name)
         if not isinstance(t, TensorType):
             raise InternalError(f"ConvertTensorToTileOps: {v.name} is not a tensor")
@@ -527,7 +547,7 @@ class _Kernel:
         if t.view is not None and t.view.valid_shape is not None:
             args += (ListExpr(tuple(t.view.valid_shape)),)
         call = Call("tile.load", args, (("target_memory", _mem(space)),))
-        if v.name in self.params:
+        if v.name in self.params and not here:
             key = (v.name, space)
             if key not in self.entry:
                 p = self.params[v.name]
@@ -556,6 +576,8 @@ class _Kernel:
             return self.convert_matmul(suffix, op, call, target, s, out)
         if suffix == "slice":
             return self.convert_slice(call, target, s, out)
+        if suffix in ("read", "write"):
+            return self.convert_element(suffix, call, target, ann, s, out)
         if suffix == "alloc" or op is None:
             raise _error("PTOC-E0300", f"{what} is not supported in a kernel yet", call,
                          hint="move it to the orchestration function, or write the kernel with pl.tile ops")
@@ -578,7 +600,9 @@ class _Kernel:
         if twin is None or twin.params not in (op.params, op.params + ("tmp",)):
             raise _error("PTOC-E0300", f"{what} is not supported in a kernel yet (it has no one-to-one tile form)",
                          call, hint="write this step with pl.tile ops, or move it to the orchestration function")
-        new_args = [self.operand_arg(a, s, out) for a in call.args]
+        # tensor.assemble loads its source where it stands (PyPTO's self-loading ops), not at kernel entry
+        new_args = [self.operand_arg(a, s, out, here=(suffix == "assemble" and i == 1))
+                    for i, a in enumerate(call.args)]
         new_kwargs = []
         for k, v in call.kwargs:
             if k not in twin.param_names and k != "attrs" and not twin.open_kwargs:
@@ -621,10 +645,35 @@ class _Kernel:
             return Var(name, span=a.span)
         return a
 
-    def operand_arg(self, a: Expr, s: Stmt, out: list[Stmt]) -> Expr:
+    def operand_arg(self, a: Expr, s: Stmt, out: list[Stmt], here: bool = False) -> Expr:
         if isinstance(a, Var) and self.kind(a.name) in ("tile", "gm"):
-            return self.vec_operand(a, s, out)
+            return self.vec_operand(a, s, out, here)
         return a
+
+    def convert_element(self, suffix: str, call: Call, target: str, ann: Type | None, s: Stmt,
+                        out: list[Stmt]) -> Var | None:
+        """`tensor.read` / `tensor.write` of one element: on a value computed on tiles, or a parameter the
+        kernel loads anyway, the tile op on that tile; on a global tensor nothing else loads, it stays the
+        scalar access to global memory it is (as PyPTO)."""
+        src = call.args[0] if call.args else None
+        tile = None
+        if isinstance(src, Var):
+            k = self.kind(src.name)
+            if k == "tile":
+                tile = self.vec_operand(src, s, out)
+            elif k == "gm" and src.name in self.params and src.name in self.entry_read:
+                tile = self.load(src, "Vec", s, out)
+        if tile is None:
+            self.check_exprs(tuple(call.args) + tuple(v for _, v in call.kwargs), s)
+            out.append(s)
+            return Var(target, span=s.span)
+        new = Call(f"tile.{suffix}", (tile,) + tuple(self.operand_arg(a, s, out) for a in call.args[1:]),
+                   call.kwargs, span=call.span)
+        if isinstance(s, EvalStmt):
+            self.infer(new, s, f"pl.tensor.{suffix}")
+            out.append(replace(s, expr=new))
+            return None
+        return self.finish(new, target, ann, s, out, f"pl.tensor.{suffix}")
 
     def convert_create(self, suffix: str, call: Call, target: str, s: Stmt, out: list[Stmt]) -> Var:
         kwargs = []
@@ -698,10 +747,8 @@ class _Kernel:
             if isinstance(t, (TensorType, TileType)) and t.rank != 2:
                 raise _error("PTOC-E0300", f"{what} on rank-{t.rank} operands (batched matmul) is not supported "
                              "in a kernel yet", v, hint="call the kernel once per batch with 2-D operands")
-        lm = self.mat_operand(lhs, s, out, what)
-        rm = self.mat_operand(rhs, s, out, what)
-        left = self.move(lm, "Left", self.base(lhs), s, out, what)
-        right = self.move(rm, "Right", self.base(rhs), s, out, what)
+        left = self.mat_operand(lhs, s, out, what)
+        right = self.mat_operand(rhs, s, out, what)
         if suffix == "matmul":
             new = Call("tile.matmul", (left, right), span=call.span)
         else:
@@ -724,6 +771,9 @@ class _Kernel:
 
     # ------------------------------------------------------------------ results
     def store_result(self, i: int, v: Var, s: Stmt, out: list[Stmt]) -> Var:
+        stored = self.store_assemble_loop(i, v, s, out)
+        if stored is not None:
+            return stored
         t = self.ttypes[v.name]
         param = self.out_param(i, v, s)
         pt = param.type
@@ -734,6 +784,57 @@ class _Kernel:
         self.infer(call, s, "the result store")
         out.append(AssignStmt(Var(name, span=s.span), call, pt, span=s.span))
         return Var(name, span=v.span)
+
+    def store_assemble_loop(self, i: int, v: Var, s: Stmt, out: list[Stmt]) -> Var | None:
+        """A returned loop that only assembles pieces into a fresh tile stores each piece instead:
+
+            acc0 = pl.tile.create(shape, ...)            # (dropped)
+            for i, (acc,) in pl.range(n, init_values=(acc0,)):   ->   init_values=(out,)
+                nxt = pl.tile.assemble(acc, piece, offsets)      ->   nxt = pl.tile.store(piece, offsets, acc)
+                r = pl.yield_(nxt)
+            return r
+
+        as PyPTO does: the pieces go straight to the Out parameter, and the whole result never needs a
+        buffer of its own. Any other use of the tile or of the carried value keeps the ordinary form."""
+        k = next((j for j, x in enumerate(out)
+                  if isinstance(x, ForStmt) and tuple(r.name for r in x.results) == (v.name,)), None)
+        if k is None:
+            return None
+        loop: ForStmt = out[k]  # type: ignore[assignment]
+        if len(loop.iter_args) != 1 or not isinstance(loop.init_values[0], Var):
+            return None
+        acc, init, y = loop.iter_args[0], loop.init_values[0], loop.body[-1]
+        d = next((j for j, x in enumerate(out[:k]) if isinstance(x, AssignStmt) and x.target.name == init.name), None)
+        if d is None or not (isinstance(out[d].value, Call) and out[d].value.op == "tile.create"):
+            return None
+        if not (isinstance(y, YieldStmt) and len(y.values) == 1 and isinstance(y.values[0], Var)):
+            return None
+        a = next((j for j, x in enumerate(loop.body) if isinstance(x, AssignStmt) and x.target.name == y.values[0].name),
+                 None)
+        asm = loop.body[a].value if a is not None else None
+        if not (isinstance(asm, Call) and asm.op == "tile.assemble" and len(asm.args) == 3 and not asm.kwargs
+                and isinstance(asm.args[0], Var) and asm.args[0].name == acc.name and isinstance(asm.args[1], Var)):
+            return None
+        piece = self.ttypes.get(asm.args[1].name) or self.orig(asm.args[1].name)
+        if not isinstance(piece, TileType) or piece.memory not in ("Vec", "Acc", None):
+            return None
+        others = [x for j, x in enumerate(out) if j not in (d, k)] + [x for j, x in enumerate(loop.body) if j != a]
+        for x in others:
+            if any(isinstance(n, Var) and n.name in (acc.name, init.name, y.values[0].name) for n in iter_nodes(x)
+                   if not (x is y and n is y.values[0])):
+                return None
+        param = self.out_param(i, v, s)
+        pt = param.type
+        store = Call("tile.store", (asm.args[1], asm.args[2], Var(acc.name, span=asm.span)), span=asm.span)
+        body = list(loop.body)
+        body[a] = replace(body[a], value=store, annotation=pt if body[a].annotation is not None else None)
+        body[-1] = replace(y, annotation=pt if y.annotation is not None else None)
+        out[k] = replace(loop, init_values=(Var(param.name, span=init.span),), body=tuple(body))
+        del out[d]
+        for name in (acc.name, init.name, y.values[0].name, v.name):
+            self.ttypes.pop(name, None)
+            self.converted.discard(name)
+        return v
 
     def out_param(self, i: int, v: Var, s: Stmt) -> Param:
         if i in self.out_for_position:
@@ -869,6 +970,103 @@ class _CallRewriter(FastMutator):
         return replace(c, args=tuple(args), kwargs=tuple(kwargs))
 
 
+def _param_accesses(f: Function) -> tuple[set[str], set[str]]:
+    """(parameters the kernel reads, parameters it writes), following the names a tensor flows through:
+    plain copies, loop carries (init value, iter_arg, yielded value, result), branch results, and the
+    result of a store (the tensor it wrote). Reads: tile.load, tensor.read; writes: tile.store (its
+    output), tensor.write; a soft system.syncall reads and writes its gm_workspace."""
+    classes = _Classes()
+    reads: list[str] = []
+    writes: list[str] = []
+
+    def visit(body: tuple[Stmt, ...]) -> None:
+        for st in body:
+            if isinstance(st, AssignStmt) and isinstance(st.value, Var):
+                classes.union(st.target.name, st.value.name)
+            if isinstance(st, (AssignStmt, EvalStmt)):
+                c = st.value if isinstance(st, AssignStmt) else st.expr
+                if isinstance(c, Call) and c.kind == "op":
+                    access(c, st.target.name if isinstance(st, AssignStmt) else None)
+            if isinstance(st, (ForStmt, WhileStmt)):
+                ys = st.body[-1] if st.body and isinstance(st.body[-1], YieldStmt) else None
+                for k, a in enumerate(st.iter_args):
+                    if k < len(st.init_values) and isinstance(st.init_values[k], Var):
+                        classes.union(a.name, st.init_values[k].name)
+                    if ys is not None and k < len(ys.values) and isinstance(ys.values[k], Var):
+                        classes.union(a.name, ys.values[k].name)
+                    if ys is not None and k < len(ys.targets):
+                        classes.union(a.name, ys.targets[k].name)
+                visit(st.body)
+            elif isinstance(st, IfStmt):
+                for branch in (st.then_body, st.else_body):
+                    if branch and isinstance(branch[-1], YieldStmt):
+                        for r, v in zip(branch[-1].targets, branch[-1].values):
+                            if isinstance(v, Var):
+                                classes.union(r.name, v.name)
+                    visit(branch)
+            elif isinstance(st, ScopeStmt):
+                visit(st.body)
+
+    def access(c: Call, target: str | None) -> None:
+        def name(e: Expr | None) -> str | None:
+            return e.name if isinstance(e, Var) else None
+
+        if c.op in ("tile.load", "tensor.read", "load", "read") and c.args:
+            reads.append(name(c.args[0]) or "")
+        elif c.op in ("tile.store", "store"):
+            out = c.args[2] if len(c.args) >= 3 else c.kwarg("output_tensor") or c.kwarg("output")
+            if name(out):
+                writes.append(name(out))
+                if target is not None:
+                    classes.union(target, name(out))
+        elif c.op in ("tensor.write", "write") and c.args:
+            writes.append(name(c.args[0]) or "")
+        elif c.op == "system.syncall":
+            mode = c.kwarg("mode")
+            if getattr(mode, "value", None) == "soft" and name(c.kwarg("gm_workspace")):
+                reads.append(name(c.kwarg("gm_workspace")))
+                writes.append(name(c.kwarg("gm_workspace")))
+
+    visit(f.body)
+    tensors = [p.name for p in f.params if isinstance(p.type, TensorType)]
+    read = {p for p in tensors if any(r and classes.find(r) == classes.find(p) for r in reads)}
+    written = {p for p in tensors if any(w and classes.find(w) == classes.find(p) for w in writes)}
+    return read, written
+
+
+def _upgrade_directions(funcs: list[Function]) -> list[Function]:
+    """An `In` tensor parameter a kernel writes becomes `Out` (`InOut` when the kernel also reads it), as
+    PyPTO's conversion does; a caller's own `In` parameter passed straight to it follows, so the
+    orchestration's signature says which tensors its kernels write."""
+    changed: dict[str, dict[int, str]] = {}
+    out = []
+    for f in funcs:
+        if f.func_type in KERNEL_TYPES and any(p.direction == "In" for p in f.params):
+            read, written = _param_accesses(f)
+            new = {i: ("InOut" if p.name in read else "Out") for i, p in enumerate(f.params)
+                   if p.direction == "In" and p.name in written}
+            if new:
+                changed[f.name] = new
+                f = replace(f, params=tuple(replace(p, direction=new[i]) if i in new else p
+                                            for i, p in enumerate(f.params)))
+        out.append(f)
+    if not changed:
+        return funcs
+    result = []
+    for f in out:
+        ups: dict[str, str] = {}
+        for n in iter_nodes(f):
+            if isinstance(n, Call) and n.kind == "func" and n.op in changed:
+                for i, d in changed[n.op].items():
+                    if i < len(n.args) and isinstance(n.args[i], Var):
+                        ups[n.args[i].name] = "InOut" if "InOut" in (d, ups.get(n.args[i].name)) else d
+        if any(p.direction == "In" and p.name in ups for p in f.params):
+            f = replace(f, params=tuple(replace(p, direction=ups[p.name]) if p.direction == "In" and p.name in ups
+                                        else p for p in f.params))
+        result.append(f)
+    return result
+
+
 class ConvertTensorToTileOps(Pass):
     name = "ConvertTensorToTileOps"
     stage = "tile"
@@ -894,6 +1092,7 @@ class ConvertTensorToTileOps(Pass):
         if added:
             kernels = {f.name: f for f in funcs}
             funcs = [_CallSites(f, added, kernels).run() for f in funcs]
+        funcs = _upgrade_directions(funcs)
         if all(a is b for a, b in zip(funcs, program.functions)):
             return program
         return replace(program, functions=tuple(funcs))

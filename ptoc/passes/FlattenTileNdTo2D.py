@@ -32,11 +32,18 @@ Rules
   whatever the memory space. For a source tensor with layout NZ this is required: BlockNzTensorViews
   runs after this pass (NZ-5) and folds the leading offsets into the blocked batch axis itself (NZ-4), so
   the load must reach it with its logical N-D window, without any ND2NZ collapse.
-- `tile.store` into a tensor of rank > 2 gets the explicit partition-shape operand (4th positional
-  argument): the N-D window the tile covers, its original shape left-padded with 1s to the tensor rank.
+- `tile.store` into a tensor of rank > 2, or of rank 1, gets the explicit partition-shape operand (4th
+  positional argument): the window the tile covers in the tensor's own coordinates, its original shape
+  left-padded with 1s to the tensor rank (`[N]` for a rank-1 tile, now `[1, N]`, stored into a rank-1
+  tensor).
   A store that already has it is left alone.
 - `tile.create` / `tile.full`: the shape argument is flattened. `tile.read` / `tile.write`: N-D indices
   become `[row, col]` in the flattened tile (row-major linearisation of the leading indices).
+- `tile.assemble(target, source, offsets)` into an N-D target: the offset becomes `[row, col]` of the
+  flattened target (row-major linearisation of the leading offsets), as PyPTO folds it. The source must
+  have the target's rank and its rows must form one contiguous band of the target's rows (every leading
+  axis after its first partial one written whole); otherwise PTOC-E0312.
+- Short names (`pl.load`, `pl.store`, ...) are the ops they resolve to, by the N-D argument types.
 - Every other op keeps its arguments; its operands now have 2-D types. The pass re-checks each op on
   the 2-D operand types and requires the result to be the flattening of the N-D result, so an op whose
   meaning depends on the N-D axes (col reductions, transposes, slices, broadcasting across a leading
@@ -78,7 +85,7 @@ from ptoc.ir.printer import print_type
 from ptoc.ir.flatten import compile_error as _error
 from ptoc.ir.flatten import const_value as _cint
 from ptoc.ir.flatten import flat_shape, flat_tile, flat_type, flat_valid
-from ptoc.passes.common import expr_type
+from ptoc.passes.common import expr_type, resolve_op
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 
@@ -198,16 +205,24 @@ class _Kernel:
     def orig_of(self, e: Expr) -> Type | None:
         return expr_type(e, self.types)
 
+    def op_name(self, call: Call) -> str:
+        """The registered op a call names: short names (`pl.store`, `pl.load`) resolved by the N-D types."""
+        op = resolve_op(call, self.types)
+        return op.name if op is not None else call.op
+
     def rewrite(self, call: Call, at: Stmt) -> Call:
         if call.kind != "op":
             return call
-        if call.op in SHAPE_OPS and call.args and isinstance(call.args[0], (ListExpr, TupleExpr)):
+        name = self.op_name(call)
+        if name == "tile.assemble":
+            return self.assemble(call, at)
+        if name in SHAPE_OPS and call.args and isinstance(call.args[0], (ListExpr, TupleExpr)):
             shape = call.args[0].items
             if len(shape) != 2 and len(shape) > 0:
                 new_shape = replace(call.args[0], items=flat_shape(tuple(shape), at))
                 return replace(call, args=(new_shape,) + call.args[1:])
             return call
-        if call.op in INDEX_OPS and len(call.args) >= 2 and isinstance(call.args[1], (ListExpr, TupleExpr)):
+        if name in INDEX_OPS and len(call.args) >= 2 and isinstance(call.args[1], (ListExpr, TupleExpr)):
             t = self.orig_of(call.args[0])
             idx = call.args[1].items
             if isinstance(t, TileType) and t.rank != 2 and len(idx) == t.rank:
@@ -220,13 +235,37 @@ class _Kernel:
             return call
         # tile.load keeps its N-D window (offsets, shapes, valid_shapes) for every source, NZ included
         # (NZ-5): only its result type is flattened, by the annotation.
-        if call.op == "tile.store" and len(call.args) == 3 and call.kwarg("shapes") is None:
+        if name == "tile.store" and len(call.args) == 3 and call.kwarg("shapes") is None:
             tile_t, out_t = self.orig_of(call.args[0]), self.orig_of(call.args[2])
-            if isinstance(tile_t, TileType) and isinstance(out_t, TensorType) and out_t.rank > 2 \
+            if isinstance(tile_t, TileType) and isinstance(out_t, TensorType) and out_t.rank != 2 \
                     and tile_t.rank <= out_t.rank:
                 window = (ConstInt(1, INDEX),) * (out_t.rank - tile_t.rank) + tuple(tile_t.shape)
                 return replace(call, args=call.args + (ListExpr(window),))
         return call
+
+    def assemble(self, call: Call, at: Stmt) -> Call:
+        """`tile.assemble(target, source, offsets)` into an N-D target: the N-D offset becomes the 2-D
+        `[row, col]` of the flattened target. One 2-D insert writes the same elements only when the source
+        rows form one contiguous band of the target's rows: every leading axis after the source's first
+        partial one is written whole."""
+        if len(call.args) != 3 or not isinstance(call.args[2], (ListExpr, TupleExpr)):
+            return call
+        tt, st = self.orig_of(call.args[0]), self.orig_of(call.args[1])
+        if not (isinstance(tt, TileType) and tt.rank > 2):
+            return call
+        offsets = call.args[2].items
+        if not isinstance(st, TileType) or st.rank != tt.rank or len(offsets) != tt.rank:
+            raise _error("PTOC-E0312", f"pl.tile.assemble into a rank-{tt.rank} tile needs a rank-{tt.rank} source "
+                         f"and {tt.rank} offsets to have a 2-D form", at,
+                         hint="reshape the source to the target's rank before assembling")
+        lead_s, lead_t = [_cint(d) for d in st.shape[:-1]], [_cint(d) for d in tt.shape[:-1]]
+        first = next((i for i, d in enumerate(lead_s) if d != 1), len(lead_s))
+        if any(a is None or b is None or a != b for a, b in zip(lead_s[first + 1:], lead_t[first + 1:])):
+            raise _error("PTOC-E0312", f"pl.tile.assemble writes a {print_type(st)} region into a {print_type(tt)}: "
+                         "flattened to 2-D, its rows are not one contiguous band of the target's rows", at,
+                         hint="assemble one whole page of the inner axes per call (loop over the outer axis)")
+        row = _linear(offsets[:-1], tt.shape[:-1])
+        return replace(call, args=call.args[:2] + (replace(call.args[2], items=(row, offsets[-1])),))
 
     def check(self, call: Call, orig: Type | None, at: Stmt) -> None:
         """The op on the flattened operand types must give the flattening of its N-D result."""
@@ -240,7 +279,7 @@ class _Kernel:
         kw_types = {k: expr_type(v, self.new) for k, v in call.kwargs}
         got, diags = infer_call_type(call, arg_types, kw_types, self.ctx)
         why = diags[0].message if diags else None
-        if why is None and call.op != "tile.load" and isinstance(orig, TileType):
+        if why is None and self.op_name(call) != "tile.load" and isinstance(orig, TileType):
             want = flat_tile(orig, at)
             if not isinstance(got, TileType) or got.shape != want.shape or got.dtype != want.dtype \
                     or (got.memory or "Vec") != (want.memory or "Vec"):

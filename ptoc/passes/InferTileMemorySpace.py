@@ -41,6 +41,11 @@ Rules
    before the consumer, which then reads the moved tile; one move per tile and space in a block and
    the blocks nested in it. A move TMOV cannot make on the target (e.g. Vec -> Left) is a user error
    (PTOC-E0325, rule MOV-6) that says how to stage the operand instead.
+   Likewise an Acc tile (a matmul result) read by a vector-unit op gets
+   `t_vec = pl.tile.move(t, target_memory=pl.Mem.Vec, blayout=pl.TileLayout.row_major,
+   slayout=pl.TileLayout.none_box)`: the cube -> vector path delivers ND rows whatever the fractal
+   form in Acc. The consumer's result then lives in Vec. (View-like ops that keep their operand's space,
+   tile.assemble and tile.transpose, ask for no move.) tile.store reads Vec and Acc tiles as they are.
 4. Types. Every annotation of a tile whose space changed or was missing is updated to the value's
    type (space and implicit view), so statements depending on a changed tile check again.
 5. Hardware rules. With the spaces decided, the program is checked again with the operator rules
@@ -49,8 +54,19 @@ Rules
    reported here, not by the front end, because before this pass a Mat matmul operand is simply the
    operand to move and a move is judged by the target's paths only once the spaces are final.
 
-Not done (yet): hoisting a move of a loop-invariant operand out of its loop; moving Acc / Mat tiles
-into Vec for vector consumers (TMOV Acc -> Vec exists on A5 only); tile-typed kernel parameters.
+Where ptoc deliberately differs from PyPTO's pass
+-------------------------------------------------
+- A load with no `target_memory=` that feeds a matmul operand is staged in Mat (then moved to Left /
+  Right). PyPTO without a backend keeps it in Vec and moves Vec -> Left, a path TMOV does not have on
+  a2a3 or a5; the program would be correct IR but could never run.
+- A Mat tile that is stored, or written element-wise (tile.write), is not moved to Vec first: PyPTO moves
+  it Mat -> Vec, which no TMOV of either target performs, while TSTORE reads Mat tiles directly. A Left
+  / Right / Bias tile that is stored is reported by tile.store's hardware rule (PTOC-E0365): TSTORE reads
+  only Vec, Mat and Acc, and no TMOV brings those buffers back.
+- A vector op reading a Mat tile gets no Mat -> Vec move for the same reason (the mixed-kernel split is
+  where such data crosses from the cube to the vector core, through GM).
+
+Not done (yet): hoisting a move of a loop-invariant operand out of its loop; tile-typed kernel parameters.
 """
 
 from __future__ import annotations
@@ -95,6 +111,8 @@ CUBE_SLOTS: dict[str, dict[str, str]] = {
 # Spaces a load stages a cube operand through: L1 is the only buffer TLOAD fills that TMOV empties into L0A/L0B.
 STAGED_IN_MAT = ("Mat", "Left", "Right", "Bias", "LeftScale", "RightScale")
 RETARGETABLE = ("tile.load", "tile.create")
+# Vector-unit ops whose result takes its operand's space (no Vec demand of their own).
+SPACE_INHERITING = ("tile.assemble", "tile.transpose")
 
 
 class InferTileMemorySpace(Pass):
@@ -371,6 +389,9 @@ class _Mover:
             return [s]
         op = _resolve(call, self.types)
         slots = CUBE_SLOTS.get(op.name, {}) if op is not None else {}
+        if not slots and op is not None and op.unit == "vector" and op.name not in SPACE_INHERITING:
+            slots = {pname: "Vec" for pname, _, e in _operands(op, call) if isinstance(e, Var)
+                     and getattr(self.types.get(e.name), "memory", None) == "Acc"}
         if not slots:
             return [s]
         moves: list[Stmt] = []
@@ -397,7 +418,18 @@ class _Mover:
             return [s]
         new_call = replace(call, args=tuple(args), kwargs=tuple(kwargs))
         new_s = replace(s, value=new_call) if isinstance(s, AssignStmt) else replace(s, expr=new_call)
+        if isinstance(s, AssignStmt):  # a consumer reading a moved operand may produce another space
+            self.retype(s.target.name, new_call)
         return moves + [new_s]
+
+    def retype(self, name: str, call: Call) -> None:
+        from ptoc.ops.registry import infer_call_type
+
+        arg_types = [self.types.get(a.name) if isinstance(a, Var) else None for a in call.args]
+        kw_types = {k: (self.types.get(v.name) if isinstance(v, Var) else None) for k, v in call.kwargs}
+        t, diags = infer_call_type(call, arg_types, kw_types, self.ctx)
+        if not diags and isinstance(t, TileType):
+            self.types[name] = t
 
     def lookup(self, name: str, space: str) -> str | None:
         for scope in reversed(self.scopes):
@@ -408,9 +440,11 @@ class _Mover:
     def move(self, src: Var, t: TileType, space: str, op_name: str, pname: str, consumer: Call) -> tuple[str, Stmt]:
         from ptoc.ops.registry import infer_call_type
 
-        call = Call("tile.move", (Var(src.name, span=src.span),), (("target_memory", EnumLit("Mem", space)),),
-                    span=consumer.span)
-        mt, diags = infer_call_type(call, [t], {"target_memory": None}, _hardware(self.ctx))
+        kwargs: tuple = (("target_memory", EnumLit("Mem", space)),)
+        if t.memory == "Acc" and space == "Vec":  # the cube -> vector path delivers ND rows
+            kwargs += (("blayout", EnumLit("TileLayout", "row_major")), ("slayout", EnumLit("TileLayout", "none_box")))
+        call = Call("tile.move", (Var(src.name, span=src.span),), kwargs, span=consumer.span)
+        mt, diags = infer_call_type(call, [t], {k: None for k, _ in kwargs}, _hardware(self.ctx))
         if diags or not isinstance(mt, TileType):
             why = diags[0].message if diags else "tile.move has no result type"
             stage = ("load it with target_memory=pl.Mem.Mat: cube operands are staged in Mat and moved "

@@ -1,30 +1,33 @@
-"""InitMemRef: bind every kernel tile to an on-chip buffer (`pl.tile.alloc` + `pl.MemRef`).
+"""InitMemRef: bind every tile to an on-chip buffer (`pl.tile.alloc` + `pl.MemRef`).
 
 Purpose
 -------
-After InferTileMemorySpace every kernel tile names its memory space, but not where it lives. This pass
-decides which tiles share one buffer and declares each buffer once: before the statement that first
-writes it, `mem_<space>_<n>: pl.Ptr = pl.tile.alloc(pl.Mem.<Space>, <bytes>)` is inserted, and every
-tile bound to the buffer carries `pl.MemRef(mem_<space>_<n>, 0, <bytes>)` in its type (property
-`memrefs`). Addresses come later (AllocateMemoryAddr). The allocations are ordinary SSA statements, so
-the printed IR re-parses and checks.
+After InferTileMemorySpace every tile names its memory space, but not where it lives. This pass
+decides which tiles share one buffer and declares each buffer once, at the top of the function:
+`mem_<space>_<n>: pl.Ptr = pl.tile.alloc(pl.Mem.<Space>, <bytes>)`, and every tile bound to the buffer
+carries `pl.MemRef(mem_<space>_<n>, 0, <bytes>)` in its type (property `memrefs`). Each static tensor
+parameter names its GM region, `pl.MemRef("mem_ddr_<k>", 0, <bytes>)`. Addresses come later
+(AllocateMemoryAddr). The allocations are ordinary SSA statements, so the printed IR re-parses and checks.
 
 Before::
 
-    ta: pl.Tile[[64, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
-    tb: pl.Tile[[64, 64], pl.FP32, pl.Mem.Vec] = pl.tile.exp(ta)
+    def k(self, a: pl.Tensor[[64, 64], pl.FP32], ...):
+        ta: pl.Tile[[64, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
+        tb: pl.Tile[[64, 64], pl.FP32, pl.Mem.Vec] = pl.tile.exp(ta)
 
 After::
 
-    mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
-    ta: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_0, 0, 16384), pl.Mem.Vec] = pl.tile.load(...)
-    mem_vec_1: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
-    tb: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_1, 0, 16384), pl.Mem.Vec] = pl.tile.exp(ta)
+    def k(self, a: pl.Tensor[[64, 64], pl.FP32, pl.MemRef("mem_ddr_0", 0, 16384)], ...):
+        mem_vec_1: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        mem_vec_2: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        ta: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_1, 0, 16384), pl.Mem.Vec] = pl.tile.load(...)
+        tb: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_2, 0, 16384), pl.Mem.Vec] = pl.tile.exp(ta)
 
 Rules
 -----
-0. Kernels only (InCore, AIC, AIV). A kernel that already holds a `pl.tile.alloc` is planned and left
-   alone (the pass is idempotent). A tile-typed kernel parameter has no on-chip buffer (PTOC-E0384).
+0. Kernels (InCore, AIC, AIV) and plain functions (no type) that hold tiles, as PyPTO plans every
+   function; an orchestration function holds no tiles and is left alone. A function that already holds
+   a `pl.tile.alloc` is planned and left alone (the pass is idempotent). A tile-typed kernel parameter has no on-chip buffer (PTOC-E0384).
    A tile computed inside another expression (`pl.tile.exp(pl.tile.sub(a, b))`), or yielded / returned
    straight from a call, first gets a statement of its own (`e_sub: T = pl.tile.sub(a, b)`).
 1. Writers get a fresh buffer: tile.load, tile.create, tile.full, tile.move, every compute op result,
@@ -48,10 +51,18 @@ Rules
 5. Size: rows * cols * dtype bytes of the physical shape, Acc rows padded to `acc_row_pad` (16), rounded
    up to the target's alignment (32 bytes); a shared buffer takes its largest tile. A static shape with
    a dynamic valid_shape allocates the static bound; a dynamic physical shape is PTOC-E0380.
-6. Placement and names: a buffer's alloc goes right before the first statement (in the innermost block
-   holding all its definitions) that defines one of its tiles; buffers are numbered in the order their
-   allocs appear, one counter per function (`mem_vec_0`, `mem_mat_1`, ...). Every statement binding a tile
-   is annotated with its MemRef (an unannotated one gets its type written out).
+6. Placement and names: every alloc goes at the top of the function body (as PyPTO), in the order of
+   the first statement defining one of the buffer's tiles. One counter per function numbers the GM
+   regions of the tensor parameters first (`"mem_ddr_0"`, ... in parameter order; a tensor with a dynamic
+   extent is counted but gets no MemRef, its size being unknown here), then the buffers (`mem_vec_3`,
+   `mem_mat_4`, ...). Every statement binding a tile is annotated with its MemRef (an unannotated one
+   gets its type written out).
+
+Where ptoc deliberately differs from PyPTO's pass: a loop's iter_arg, its init value, the value yielded
+for it and the loop result are one buffer, and so are an if's result and the values its branches yield
+(rule 4); PyPTO gives a yielded value a buffer of its own. The `.pto` form has no copy on a loop's back
+edge or at an if's join, so a carried value must already sit in the carried buffer (a same-space move
+is inserted where sharing would overwrite a live tile).
 
 Not done: a MemRef offset other than 0 (a slice addresses its parent through its view's start_offset);
 a while loop's condition is not searched for nested tile calls.
@@ -82,6 +93,8 @@ from ptoc.ir.nodes import (
     ReturnStmt,
     ScopeStmt,
     Stmt,
+    StrLit,
+    TensorType,
     TileType,
     TupleType,
     Type,
@@ -96,6 +109,10 @@ from ptoc.passes.common import align_up
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target.arch import get_arch
+
+# Kernels, and plain functions holding tiles (PyPTO plans every function; an orchestration function
+# holds no tiles).
+TILE_FUNCTION_TYPES = (*KERNEL_TYPES, "Opaque")
 
 
 
@@ -147,7 +164,7 @@ class InitMemRef(Pass):
         todo = []
         names: dict[int, tuple[Function, set[str]]] = {}  # id(f) -> (f, every name in f): one walk serves all
         for f in program.functions:
-            if f.func_type in KERNEL_TYPES:
+            if f.func_type in TILE_FUNCTION_TYPES:
                 has_alloc, has_tiles, f_names = _scan(f, self.cache)
                 if not has_alloc and has_tiles:
                     todo.append(f)
@@ -665,7 +682,8 @@ class _Planner:
     # ---------------------------------------------------------------- 4. rewrite
     def rewrite(self, plans: list[dict]) -> Function:
         plans.sort(key=lambda p: p["order"])
-        counter = 0
+        params, counter = _ddr_params(self.f, self.arch)
+        self.f = replace(self.f, params=params)
         self.memref: dict[Slot, MemRef] = {}
         self.allocs: dict[Key, list[Stmt]] = {}
         for p in plans:
@@ -680,7 +698,7 @@ class _Planner:
             size = ConstInt(p["size"], INDEX)
             alloc = AssignStmt(Var(name, span=span), Call("tile.alloc", (EnumLit("Mem", space), size), span=span),
                                PtrType(), span=span)
-            self.allocs.setdefault(p["where"], []).append(alloc)
+            self.allocs.setdefault((0, 0), []).append(alloc)  # every buffer is declared at the top
             ref = MemRef(Var(name), ConstInt(0, INDEX), size)
             for slot in p["slots"]:
                 self.memref[slot] = ref
@@ -794,6 +812,23 @@ def _union(a: set, b: set) -> set:
         a, b = b, a
     a |= b
     return a
+
+
+def _ddr_params(f: Function, arch) -> tuple[tuple, int]:
+    """The parameters with `pl.MemRef("mem_ddr_<k>", 0, <bytes>)` in every static tensor type (k counts
+    the tensor parameters in order; the on-chip buffers are numbered on from there), and that count."""
+    out, k = [], 0
+    for p in f.params:
+        t = p.type
+        if isinstance(t, TensorType) and t.memref is None:
+            dims = [d.value if isinstance(d, ConstInt) else None for d in t.shape]
+            if all(d is not None for d in dims):
+                size = (math.prod(dims) * t.dtype.bits + 7) // 8
+                ref = MemRef(StrLit(f"mem_ddr_{k}"), ConstInt(0, INDEX), ConstInt(size, INDEX))
+                p = replace(p, type=replace(t, memref=ref))
+            k += 1
+        out.append(p)
+    return tuple(out), k
 
 
 def _with_memref(t: TileType, ref: MemRef) -> TileType:

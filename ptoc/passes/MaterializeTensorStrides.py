@@ -1,4 +1,4 @@
-"""MaterializeTensorStrides: give every kernel tensor its explicit, packed strides.
+"""MaterializeTensorStrides: give every kernel (and plain function) tensor its explicit, packed strides.
 
 Purpose
     Codegen writes `pto.make_tensor_view ... strides = [...]` and the GlobalTensor header from the
@@ -13,6 +13,11 @@ Rules
       row-major strides, which are exactly pto-isa's NZ strides `[C*R, R*c0, 16*c0, c0, 1]` (NZ-3).
       An NZ view that is not rank 5 here means BlockNzTensorViews did not run: an internal error.
     - Dynamic extents give stride expressions (`N * 64`); constants fold.
+
+Functions
+    Kernels and plain functions (no type), as PyPTO. PyPTO also rewrites orchestration functions;
+    ptoc leaves them as written: their tensors are the runtime's, described by the kernels' views and
+    the generated GlobalTensor header, and a stride there would only repeat the packed default.
 
 Example
     before: `w: pl.Tensor[[1, 16, 16, 16, 32], pl.INT8, pl.NZ]`
@@ -88,7 +93,7 @@ class MaterializeTensorStrides(Pass):
         m = _Strides()
         funcs: list[Function] = []
         for f in program.functions:
-            funcs.append(m.mutate(f) if f.func_type in KERNEL_TYPES else f)
+            funcs.append(m.mutate(f) if f.func_type in (*KERNEL_TYPES, "Opaque") else f)
         if all(a is b for a, b in zip(funcs, program.functions)):
             return program
         return replace(program, functions=tuple(funcs))

@@ -10,6 +10,7 @@ from ptoc.passes.manager import property_check
 
 KERNEL_TYPES = ("InCore", "AIC", "AIV")
 TENSOR_QUERIES = ("tensor.dim",)  # shape queries on global tensors: allowed in kernels
+GM_ELEMENT_OPS = ("tensor.read", "tensor.write")  # one element of a global tensor: allowed in kernels
 
 # Each check takes (program, ctx, cache): `cache` is the pipeline run's VerifyCache (or None), whose
 # NodeIndex of a function serves every check and pass that looks at the same function parts.
@@ -42,11 +43,12 @@ def _structured(program: Program, ctx: CompileContext, cache=None) -> list[str]:
 @property_check("tile_ops")
 def _tile_ops(program: Program, ctx: CompileContext, cache=None) -> list[str]:
     """Kernels compute on tiles only: no tensor.* operator call survives in them (except the metadata
-    queries in TENSOR_QUERIES, which read a global tensor's runtime shape and compute nothing)."""
+    queries in TENSOR_QUERIES, which read a global tensor's runtime shape and compute nothing, and the
+    element accesses of global tensors in GM_ELEMENT_OPS)."""
     bad = []
     for f in kernels(program):
         for n in NodeIndex.get(f, cache).of(Call):
-            if n.kind == "op" and n.op.startswith("tensor.") and n.op not in TENSOR_QUERIES:
+            if n.kind == "op" and n.op.startswith("tensor.") and n.op not in TENSOR_QUERIES + GM_ELEMENT_OPS:
                 bad.append(f"{f.name}: pl.{n.op} at line {n.span.line}")
     return bad
 

@@ -245,8 +245,8 @@ def test_vec_overflow_rejected_on_a2a3_with_peak_line_and_capacity():
     assert d.message == "Vec needs 196608 bytes at line 7 but holds 188416 (184 KiB usable)"
     assert d.span.line == 7
     assert d.hint and [m for m, _ in d.notes] == [
-        "x (mem_vec_0): 65536 bytes at offset 0", "y (mem_vec_1): 65536 bytes at offset 65536",
-        "z (mem_vec_2): 65536 bytes at offset 131072"]
+        "x (mem_vec_3): 65536 bytes at offset 0", "y (mem_vec_4): 65536 bytes at offset 65536",
+        "z (mem_vec_5): 65536 bytes at offset 131072"]  # mem_ddr_0..2 name the three tensor parameters
 
 
 def test_same_kernel_fits_vec_on_a5():

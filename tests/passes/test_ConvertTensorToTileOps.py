@@ -87,7 +87,8 @@ def test_tensor_scalar_ops_become_scalar_tile_ops():
     assert_same(out, expected)
 
 
-def test_bf16_matmul_loads_mat_moves_left_right_and_stores_the_fp32_acc():
+def test_bf16_matmul_reads_mat_tiles_loaded_at_the_product_and_stores_the_fp32_acc():
+    # The cube operands stay in Mat here; InferTileMemorySpace moves them into Left / Right.
     before = program("""
         @pl.function(type=pl.FunctionType.InCore)
         def mm(self, a: pl.Tensor[[64, 256], pl.BF16], b: pl.Tensor[[256, 128], pl.BF16],
@@ -101,9 +102,7 @@ def test_bf16_matmul_loads_mat_moves_left_right_and_stores_the_fp32_acc():
                c: pl.Out[pl.Tensor[[64, 128], pl.FP32]]) -> pl.Tensor[[64, 128], pl.FP32]:
             a_mat: pl.Tile[[64, 256], pl.BF16, pl.Mem.Mat] = pl.tile.load(a, [0, 0], [64, 256], target_memory=pl.Mem.Mat)
             b_mat: pl.Tile[[256, 128], pl.BF16, pl.Mem.Mat] = pl.tile.load(b, [0, 0], [256, 128], target_memory=pl.Mem.Mat)
-            a_left: pl.Tile[[64, 256], pl.BF16, pl.Mem.Left] = pl.tile.move(a_mat, target_memory=pl.Mem.Left)
-            b_right: pl.Tile[[256, 128], pl.BF16, pl.Mem.Right] = pl.tile.move(b_mat, target_memory=pl.Mem.Right)
-            prod: pl.Tile[[64, 128], pl.FP32, pl.Mem.Acc] = pl.tile.matmul(a_left, b_right)
+            prod: pl.Tile[[64, 128], pl.FP32, pl.Mem.Acc] = pl.tile.matmul(a_mat, b_mat)
             prod_store: pl.Tensor[[64, 128], pl.FP32] = pl.tile.store(prod, [0, 0], c)
             return prod_store
     """)
@@ -111,7 +110,8 @@ def test_bf16_matmul_loads_mat_moves_left_right_and_stores_the_fp32_acc():
     assert_same(out, expected)
 
 
-def test_matmul_acc_accumulates_in_acc_and_reuses_the_operand_moves():
+def test_matmul_acc_accumulates_in_acc_and_loads_its_operands_again():
+    # Each product loads its own Mat operands where it stands (as PyPTO's conversion does).
     before = program("""
         @pl.function(type=pl.FunctionType.AIC)
         def mm2(self, a: pl.Tensor[[64, 256], pl.BF16], b: pl.Tensor[[256, 128], pl.BF16],
@@ -126,10 +126,10 @@ def test_matmul_acc_accumulates_in_acc_and_reuses_the_operand_moves():
                 c: pl.Out[pl.Tensor[[64, 128], pl.FP32]]) -> pl.Tensor[[64, 128], pl.FP32]:
             a_mat: pl.Tile[[64, 256], pl.BF16, pl.Mem.Mat] = pl.tile.load(a, [0, 0], [64, 256], target_memory=pl.Mem.Mat)
             b_mat: pl.Tile[[256, 128], pl.BF16, pl.Mem.Mat] = pl.tile.load(b, [0, 0], [256, 128], target_memory=pl.Mem.Mat)
-            a_left: pl.Tile[[64, 256], pl.BF16, pl.Mem.Left] = pl.tile.move(a_mat, target_memory=pl.Mem.Left)
-            b_right: pl.Tile[[256, 128], pl.BF16, pl.Mem.Right] = pl.tile.move(b_mat, target_memory=pl.Mem.Right)
-            p0: pl.Tile[[64, 128], pl.FP32, pl.Mem.Acc] = pl.tile.matmul(a_left, b_right)
-            p1: pl.Tile[[64, 128], pl.FP32, pl.Mem.Acc] = pl.tile.matmul_acc(p0, a_left, b_right)
+            p0: pl.Tile[[64, 128], pl.FP32, pl.Mem.Acc] = pl.tile.matmul(a_mat, b_mat)
+            a_mat_1: pl.Tile[[64, 256], pl.BF16, pl.Mem.Mat] = pl.tile.load(a, [0, 0], [64, 256], target_memory=pl.Mem.Mat)
+            b_mat_1: pl.Tile[[256, 128], pl.BF16, pl.Mem.Mat] = pl.tile.load(b, [0, 0], [256, 128], target_memory=pl.Mem.Mat)
+            p1: pl.Tile[[64, 128], pl.FP32, pl.Mem.Acc] = pl.tile.matmul_acc(p0, a_mat_1, b_mat_1)
             p1_store: pl.Tensor[[64, 128], pl.FP32] = pl.tile.store(p1, [0, 0], c)
             return p1_store
     """)
@@ -423,6 +423,172 @@ def test_tile_code_next_to_tensor_ops_is_kept():
             e: {V} = pl.tile.exp(x_tile)
             e_store: {T} = pl.tile.store(e, [0, 0], o)
             return e_store
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
+
+
+def test_assemble_loads_its_source_where_it_stands_into_a_created_tile():
+    # tensor.create -> tile.create; each assembled piece is loaded right before its assemble.
+    T1 = "pl.Tensor[[1, 32], pl.FP32]"
+    before = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def cat(self, a: {T1}, b: {T1}, o: pl.Out[pl.Tensor[[1, 64], pl.FP32]]) -> pl.Tensor[[1, 64], pl.FP32]:
+            t: pl.Tensor[[1, 64], pl.FP32] = pl.tensor.create([1, 64], dtype=pl.FP32)
+            t1: pl.Tensor[[1, 64], pl.FP32] = pl.tensor.assemble(t, a, [0, 0])
+            t2: pl.Tensor[[1, 64], pl.FP32] = pl.tensor.assemble(t1, b, [0, 32])
+            return t2
+    """)
+    V1, V2 = "pl.Tile[[1, 32], pl.FP32, pl.Mem.Vec]", "pl.Tile[[1, 64], pl.FP32, pl.Mem.Vec]"
+    expected = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def cat(self, a: {T1}, b: {T1}, o: pl.Out[pl.Tensor[[1, 64], pl.FP32]]) -> pl.Tensor[[1, 64], pl.FP32]:
+            t: {V2} = pl.tile.create([1, 64], dtype=pl.FP32, target_memory=pl.Mem.Vec)
+            a_tile: {V1} = pl.tile.load(a, [0, 0], [1, 32], target_memory=pl.Mem.Vec)
+            t1: {V2} = pl.tile.assemble(t, a_tile, [0, 0])
+            b_tile: {V1} = pl.tile.load(b, [0, 0], [1, 32], target_memory=pl.Mem.Vec)
+            t2: {V2} = pl.tile.assemble(t1, b_tile, [0, 32])
+            t2_store: pl.Tensor[[1, 64], pl.FP32] = pl.tile.store(t2, [0, 0], o)
+            return t2_store
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
+
+
+LOOP_CAT = """
+    @pl.function(type=pl.FunctionType.InCore)
+    def cat(self, x: pl.Tensor[[16, 32], pl.FP32]) -> pl.Tensor[[16, 128], pl.FP32]:
+        buf: pl.Tensor[[16, 128], pl.FP32] = pl.tensor.create([16, 128], dtype=pl.FP32)
+        for i, (acc,) in pl.range(4, init_values=(buf,)):
+            off: pl.Scalar[pl.INDEX] = i * 32
+            e: pl.Tensor[[16, 32], pl.FP32] = pl.tensor.exp(x)
+            nxt: pl.Tensor[[16, 128], pl.FP32] = pl.tensor.assemble(acc, {target}, [0, off])
+            r: pl.Tensor[[16, 128], pl.FP32] = pl.yield_(nxt)
+        return r
+"""
+
+
+def test_returned_assemble_loop_stores_each_piece_into_the_out_param():
+    # The loop carries the new Out tensor; each 16 x 32 piece is stored at its column offset.
+    before = program(LOOP_CAT.format(target="e"))
+    expected = program("""
+        @pl.function(type=pl.FunctionType.InCore)
+        def cat(self, x: pl.Tensor[[16, 32], pl.FP32], r_out: pl.Out[pl.Tensor[[16, 128], pl.FP32]]) -> pl.Tensor[[16, 128], pl.FP32]:
+            x_tile: pl.Tile[[16, 32], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [16, 32], target_memory=pl.Mem.Vec)
+            for i, (acc,) in pl.range(4, init_values=(r_out,)):
+                off: pl.Scalar[pl.INDEX] = i * 32
+                e: pl.Tile[[16, 32], pl.FP32, pl.Mem.Vec] = pl.tile.exp(x_tile)
+                nxt: pl.Tensor[[16, 128], pl.FP32] = pl.tile.store(e, [0, off], acc)
+                r: pl.Tensor[[16, 128], pl.FP32] = pl.yield_(nxt)
+            return r
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
+
+
+def test_assemble_loop_reading_its_own_carry_keeps_the_whole_tile():
+    # Here the piece is a slice of the carried value itself: the loop must keep the tile it builds.
+    before = program(LOOP_CAT.format(target="e").replace(
+        "e: pl.Tensor[[16, 32], pl.FP32] = pl.tensor.exp(x)",
+        "e: pl.Tensor[[16, 32], pl.FP32] = pl.tensor.slice(acc, [16, 32], [0, 0])"))
+    _, out = run(before)
+    text = print_program(out)
+    assert "pl.tile.create([16, 128]" in text and "pl.tile.assemble(acc, e, [0, off])" in text
+    assert "pl.tile.store(r, [0, 0], r_out)" in text
+
+
+def test_element_read_of_a_tensor_nothing_loads_stays_a_global_read():
+    # config is only read element-wise: no load; the scalar comes straight from global memory.
+    T4, T64 = "pl.Tensor[[4], pl.FP32]", "pl.Tensor[[64], pl.FP32]"
+    before = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, config: {T4}, x: {T64}, o: pl.Out[{T64}]) -> {T64}:
+            scale: pl.Scalar[pl.FP32] = pl.tensor.read(config, [0])
+            y: {T64} = pl.tensor.mul(x, scale)
+            return y
+    """)
+    expected = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, config: {T4}, x: {T64}, o: pl.Out[{T64}]) -> {T64}:
+            x_tile: pl.Tile[[64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0], [64], target_memory=pl.Mem.Vec)
+            scale: pl.Scalar[pl.FP32] = pl.tensor.read(config, [0])
+            y: pl.Tile[[64], pl.FP32, pl.Mem.Vec] = pl.tile.muls(x_tile, scale)
+            y_store: {T64} = pl.tile.store(y, [0], o)
+            return y_store
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
+
+
+def test_element_access_of_tiles_becomes_tile_read_and_write():
+    # a is loaded for the add anyway, so its element is read from the tile; t is computed on tiles.
+    T4 = "pl.Tensor[[4], pl.FP32]"
+    V4 = "pl.Tile[[4], pl.FP32, pl.Mem.Vec]"
+    before = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, a: {T4}, b: {T4}) -> pl.Scalar[pl.FP32]:
+            t: {T4} = pl.tensor.add(a, b)
+            val: pl.Scalar[pl.FP32] = pl.tensor.read(a, [0])
+            pl.tensor.write(t, [1], val)
+            v: pl.Scalar[pl.FP32] = pl.tensor.read(t, [1])
+            return v
+    """)
+    expected = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, a: {T4}, b: {T4}) -> pl.Scalar[pl.FP32]:
+            a_tile: {V4} = pl.tile.load(a, [0], [4], target_memory=pl.Mem.Vec)
+            b_tile: {V4} = pl.tile.load(b, [0], [4], target_memory=pl.Mem.Vec)
+            t: {V4} = pl.tile.add(a_tile, b_tile)
+            val: pl.Scalar[pl.FP32] = pl.tile.read(a_tile, [0])
+            pl.tile.write(t, [1], val)
+            v: pl.Scalar[pl.FP32] = pl.tile.read(t, [1])
+            return v
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
+
+
+def test_in_param_the_kernel_stores_into_becomes_inout_and_so_does_the_callers():
+    # x is loaded and then overwritten: InOut; main passes its own x, so main's x is InOut too.
+    T = "pl.Tensor[[16, 64], pl.FP32]"
+    kernel_body = """
+            t: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
+            u: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.muls(t, 2.0)
+            r: {T} = pl.tile.store(u, [0, 0], x)
+            return r
+    """.format(T=T)
+    main = """
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def main(self, x: {X}) -> {T}:
+            y: {T} = self.scale(x)
+            return y
+    """
+    before = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def scale(self, x: {T}) -> {T}:
+    """ + kernel_body, main.format(X=T, T=T))
+    expected = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def scale(self, x: pl.InOut[{T}]) -> {T}:
+    """ + kernel_body, main.format(X=f"pl.InOut[{T}]", T=T))
+    _, out = run(before)
+    assert_same(out, expected)
+
+
+def test_written_only_param_becomes_out_and_soft_syncall_workspace_inout():
+    before = program("""
+        @pl.function(type=pl.FunctionType.InCore)
+        def w(self, o: pl.Tensor[[4], pl.FP32], s: pl.Scalar[pl.FP32], ws: pl.Tensor[[16], pl.INT32]):
+            pl.tensor.write(o, [0], s)
+            pl.system.syncall(mode="soft", core_type="aiv_only", gm_workspace=ws, used_cores=0)
+            return
+    """)
+    expected = program("""
+        @pl.function(type=pl.FunctionType.InCore)
+        def w(self, o: pl.Out[pl.Tensor[[4], pl.FP32]], s: pl.Scalar[pl.FP32], ws: pl.InOut[pl.Tensor[[16], pl.INT32]]):
+            pl.tensor.write(o, [0], s)
+            pl.system.syncall(mode="soft", core_type="aiv_only", gm_workspace=ws, used_cores=0)
+            return
     """)
     _, out = run(before)
     assert_same(out, expected)

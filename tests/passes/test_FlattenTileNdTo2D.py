@@ -86,6 +86,7 @@ def test_rank4_load_keeps_its_window_and_the_store_gets_the_partition_shape():
 
 
 def test_rank1_tiles_become_one_row():
+    # The [1, 64] row is stored through the window [64] of the rank-1 tensor (its own coordinates).
     T1 = "pl.Tensor[[64], pl.FP32]"
     before = kernel(f"o: pl.Out[{T1}]", T1, """
         z: pl.Tile[[64], pl.FP32, pl.Mem.Vec] = pl.tile.full([64], value=0.0, dtype=pl.FP32, target_memory=pl.Mem.Vec)
@@ -98,7 +99,7 @@ def test_rank1_tiles_become_one_row():
         z: pl.Tile[[1, 64], pl.FP32, pl.Mem.Vec] = pl.tile.full([1, 64], value=0.0, dtype=pl.FP32, target_memory=pl.Mem.Vec)
         w: pl.Tile[[1, 64], pl.FP32, pl.Mem.Vec] = pl.tile.adds(z, 1.0)
         s = pl.tile.read(w, [0, 5])
-        o1: pl.Tensor[[64], pl.FP32] = pl.tile.store(w, [0], o)
+        o1: pl.Tensor[[64], pl.FP32] = pl.tile.store(w, [0], o, [64])
         return o1
     """)
     _, out = run(before)
@@ -114,7 +115,7 @@ def test_rank1_load_is_annotated_as_one_row():
     """)
     expected = kernel(f"x: {T1}, o: pl.Out[{T1}]", T1, """
         t: pl.Tile[[1, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0], [64], target_memory=pl.Mem.Vec)
-        o1: pl.Tensor[[64], pl.FP32] = pl.tile.store(t, [0], o)
+        o1: pl.Tensor[[64], pl.FP32] = pl.tile.store(t, [0], o, [64])
         return o1
     """)
     _, out = run(before)
@@ -233,3 +234,77 @@ def test_a_2d_kernel_passes_through_unchanged():
     """)
     prog, out = run(text)
     assert out is prog
+
+
+T3B = "pl.Tensor[[4, 8, 16], pl.FP32]"
+
+
+def test_short_names_flatten_like_the_full_ones():
+    # pl.load / pl.store name tile.load / tile.store: the store still gets its N-D window.
+    before = kernel(f"a: {T3}, o: pl.Out[{T3}]", T3, """
+        t: pl.Tile[[2, 16, 64], pl.FP32, pl.Mem.Vec] = pl.load(a, [0, 0, 0], [2, 16, 64])
+        u: pl.Tile[[2, 16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.exp(t)
+        r: pl.Tensor[[2, 16, 64], pl.FP32] = pl.store(u, [0, 0, 0], o)
+        return r
+    """)
+    expected = kernel(f"a: {T3}, o: pl.Out[{T3}]", T3, """
+        t: pl.Tile[[32, 64], pl.FP32, pl.Mem.Vec] = pl.load(a, [0, 0, 0], [2, 16, 64])
+        u: pl.Tile[[32, 64], pl.FP32, pl.Mem.Vec] = pl.tile.exp(t)
+        r: pl.Tensor[[2, 16, 64], pl.FP32] = pl.store(u, [0, 0, 0], o, [2, 16, 64])
+        return r
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
+
+
+def test_nd_assemble_offset_becomes_the_first_row_of_its_band():
+    # A [1, 8, 16] page at [2, 0, 0] of a [4, 8, 16] tile is rows 2 * 8 = 16 .. 23 of the [32, 16] tile.
+    before = kernel(f"o: pl.Out[{T3B}]", T3B, """
+        page: pl.Tile[[1, 8, 16], pl.FP32, pl.Mem.Vec] = pl.tile.full([1, 8, 16], dtype=pl.FP32, value=1.0, target_memory=pl.Mem.Vec)
+        buf: pl.Tile[[4, 8, 16], pl.FP32, pl.Mem.Vec] = pl.tile.create([4, 8, 16], dtype=pl.FP32, target_memory=pl.Mem.Vec)
+        full: pl.Tile[[4, 8, 16], pl.FP32, pl.Mem.Vec] = pl.tile.assemble(buf, page, [2, 0, 0])
+        r: pl.Tensor[[4, 8, 16], pl.FP32] = pl.tile.store(full, [0, 0, 0], o)
+        return r
+    """)
+    expected = kernel(f"o: pl.Out[{T3B}]", T3B, """
+        page: pl.Tile[[8, 16], pl.FP32, pl.Mem.Vec] = pl.tile.full([8, 16], dtype=pl.FP32, value=1.0, target_memory=pl.Mem.Vec)
+        buf: pl.Tile[[32, 16], pl.FP32, pl.Mem.Vec] = pl.tile.create([32, 16], dtype=pl.FP32, target_memory=pl.Mem.Vec)
+        full: pl.Tile[[32, 16], pl.FP32, pl.Mem.Vec] = pl.tile.assemble(buf, page, [16, 0])
+        r: pl.Tensor[[4, 8, 16], pl.FP32] = pl.tile.store(full, [0, 0, 0], o, [4, 8, 16])
+        return r
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
+
+
+def test_nd_assemble_that_is_not_one_row_band_is_rejected():
+    # A [2, 4, 16] block covers rows 0..3 and 8..11 of the flattened [32, 16] tile: no single 2-D insert.
+    d = rejected(kernel(f"o: pl.Out[{T3B}]", T3B, """
+        blk: pl.Tile[[2, 4, 16], pl.FP32, pl.Mem.Vec] = pl.tile.full([2, 4, 16], dtype=pl.FP32, value=1.0, target_memory=pl.Mem.Vec)
+        buf: pl.Tile[[4, 8, 16], pl.FP32, pl.Mem.Vec] = pl.tile.create([4, 8, 16], dtype=pl.FP32, target_memory=pl.Mem.Vec)
+        full: pl.Tile[[4, 8, 16], pl.FP32, pl.Mem.Vec] = pl.tile.assemble(buf, blk, [0, 0, 0])
+        r: pl.Tensor[[4, 8, 16], pl.FP32] = pl.tile.store(full, [0, 0, 0], o)
+        return r
+    """))
+    assert d.code == "PTOC-E0312" and "contiguous band" in d.message and d.span.line == 7
+
+
+def test_rank1_kernel_compiles_to_rank1_partitions():
+    # A rank-1 kernel through the whole pipeline: the [1, 64] tile is loaded from and stored into rank-1
+    # windows of 64 elements (one offset, one size each).
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    ptoc = Path(sys.executable).with_name("ptoc")
+    src = kernel("x: pl.Tensor[[64], pl.FP32], o: pl.Out[pl.Tensor[[64], pl.FP32]]", "pl.Tensor[[64], pl.FP32]", """
+        t: pl.Tile[[64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0], [64], target_memory=pl.Mem.Vec)
+        u: pl.Tile[[64], pl.FP32, pl.Mem.Vec] = pl.tile.muls(t, 2.0)
+        o1: pl.Tensor[[64], pl.FP32] = pl.tile.store(u, [0], o)
+        return o1
+    """)
+    r = subprocess.run([str(ptoc), "compile", "-", "-o", "-", "--no-header"], input=src, capture_output=True, text=True)
+    assert r.returncode == 0, r.stderr
+    views = [ln.strip() for ln in r.stdout.splitlines() if "pto.partition_view" in ln]
+    assert len(views) == 2
+    assert all("offsets = [%c0_index], sizes = [%c64_index]" in v and v.endswith("<64xf32>") for v in views)

@@ -230,3 +230,74 @@ def test_non_kernel_functions_are_untouched():
             "        return a\n")
     prog = parse(text)
     assert InferTileMemorySpace().run(prog, A2A3) is prog
+
+
+def test_matmul_result_read_by_a_vector_op_is_moved_to_vec_as_nd_rows():
+    # The product lives in Acc; the vector unit reads Vec. The cube -> vector path un-fractalises the data,
+    # so the moved tile is row-major and unboxed whatever Acc's own layout is.
+    before = kernel("""
+        a: pl.Tile[[64, 64], pl.BF16, pl.Mem.Mat] = pl.tile.load(x, [0, 0], [64, 64], target_memory=pl.Mem.Mat)
+        b: pl.Tile[[64, 64], pl.BF16, pl.Mem.Mat] = pl.tile.load(w, [0, 0], [64, 64], target_memory=pl.Mem.Mat)
+        c: pl.Tile[[64, 64], pl.FP32] = pl.tile.matmul(a, b)
+        d: pl.Tile[[64, 64], pl.FP32] = pl.tile.exp(c)
+        e: pl.Tile[[64, 64], pl.FP32] = pl.tile.add(d, c)
+        o1: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(e, [0, 0], o)
+        return o1
+    """, MM_PARAMS, MM_RET)
+    expected = kernel("""
+        a: pl.Tile[[64, 64], pl.BF16, pl.Mem.Mat] = pl.tile.load(x, [0, 0], [64, 64], target_memory=pl.Mem.Mat)
+        b: pl.Tile[[64, 64], pl.BF16, pl.Mem.Mat] = pl.tile.load(w, [0, 0], [64, 64], target_memory=pl.Mem.Mat)
+        a_left: pl.Tile[[64, 64], pl.BF16, pl.Mem.Left] = pl.tile.move(a, target_memory=pl.Mem.Left)
+        b_right: pl.Tile[[64, 64], pl.BF16, pl.Mem.Right] = pl.tile.move(b, target_memory=pl.Mem.Right)
+        c: pl.Tile[[64, 64], pl.FP32, pl.Mem.Acc] = pl.tile.matmul(a_left, b_right)
+        c_vec: pl.Tile[[64, 64], pl.FP32, pl.Mem.Vec] = pl.tile.move(c, target_memory=pl.Mem.Vec, blayout=pl.TileLayout.row_major, slayout=pl.TileLayout.none_box)
+        d: pl.Tile[[64, 64], pl.FP32, pl.Mem.Vec] = pl.tile.exp(c_vec)
+        e: pl.Tile[[64, 64], pl.FP32, pl.Mem.Vec] = pl.tile.add(d, c_vec)
+        o1: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(e, [0, 0], o)
+        return o1
+    """, MM_PARAMS, MM_RET)
+    assert_same(run(parse(before, check_ops=False)), expected)
+
+
+def test_acc_tile_stored_directly_needs_no_move():
+    # tile.store reads Vec or Acc (TSTORE writes L0C to GM with the FP32 -> output dtype conversion).
+    before = kernel("""
+        a: pl.Tile[[64, 64], pl.BF16, pl.Mem.Mat] = pl.tile.load(x, [0, 0], [64, 64], target_memory=pl.Mem.Mat)
+        b: pl.Tile[[64, 64], pl.BF16, pl.Mem.Mat] = pl.tile.load(w, [0, 0], [64, 64], target_memory=pl.Mem.Mat)
+        c: pl.Tile[[64, 64], pl.FP32] = pl.tile.matmul(a, b)
+        o1: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(c, [0, 0], o)
+        return o1
+    """, MM_PARAMS, MM_RET)
+    out = print_program(run(parse(before, check_ops=False)))
+    assert "target_memory=pl.Mem.Vec" not in out
+    assert "pl.tile.store(c, [0, 0], o)" in out
+
+
+BF_PARAMS = "self, x: pl.Tensor[[16, 128], pl.BF16], o: pl.Out[pl.Tensor[[16, 128], pl.BF16]]"
+BF_RET = "pl.Tensor[[16, 128], pl.BF16]"
+
+
+def test_mat_tile_is_stored_from_mat():
+    # TSTORE reads Mat tiles, and no TMOV path goes Mat -> Vec: the store stays as written.
+    before = kernel("""
+        t: pl.Tile[[16, 128], pl.BF16, pl.Mem.Mat] = pl.tile.load(x, [0, 0], [16, 128], target_memory=pl.Mem.Mat)
+        o1: pl.Tensor[[16, 128], pl.BF16] = pl.tile.store(t, [0, 0], o)
+        return o1
+    """, BF_PARAMS, BF_RET)
+    prog = parse(before)
+    assert run(prog) == prog
+
+
+def test_left_tile_store_accepted_by_the_front_end_and_rejected_here():
+    before = kernel("""
+        t: pl.Tile[[16, 128], pl.BF16, pl.Mem.Mat] = pl.tile.load(x, [0, 0], [16, 128], target_memory=pl.Mem.Mat)
+        u: pl.Tile[[16, 128], pl.BF16, pl.Mem.Left] = pl.tile.move(t, target_memory=pl.Mem.Left)
+        o1: pl.Tensor[[16, 128], pl.BF16] = pl.tile.store(u, [0, 0], o)
+        return o1
+    """, BF_PARAMS, BF_RET)
+    prog = parse(before)  # the operator checks before memory inference: no complaint
+    with pytest.raises(CompileError) as e:
+        InferTileMemorySpace().run(prog, A2A3)
+    (d,) = e.value.diagnostics
+    assert (d.code, d.span.line) == ("PTOC-E0365", 7)
+    assert "Left tile cannot be stored" in d.message

@@ -22,6 +22,15 @@ MM_PARAMS = ("self, a: pl.Tensor[[16, 32], pl.BF16], b: pl.Tensor[[32, 32], pl.B
              "out: pl.Out[pl.Tensor[[16, 32], pl.FP32]]")
 MM_RET = "pl.Tensor[[16, 32], pl.FP32]"
 
+# The same parameters as InitMemRef gives them: every static tensor parameter names its GM region
+# (64 x 64 FP32 = 16384 bytes; [16, 32] BF16 = 1024, [32, 32] BF16 = 2048, [16, 32] FP32 = 2048).
+VEC_PARAMS_MEM = ('self, a: pl.Tensor[[64, 64], pl.FP32, pl.MemRef("mem_ddr_0", 0, 16384)], '
+                  'b: pl.Tensor[[64, 64], pl.FP32, pl.MemRef("mem_ddr_1", 0, 16384)], '
+                  'out: pl.Out[pl.Tensor[[64, 64], pl.FP32, pl.MemRef("mem_ddr_2", 0, 16384)]]')
+MM_PARAMS_MEM = ('self, a: pl.Tensor[[16, 32], pl.BF16, pl.MemRef("mem_ddr_0", 0, 1024)], '
+                 'b: pl.Tensor[[32, 32], pl.BF16, pl.MemRef("mem_ddr_1", 0, 2048)], '
+                 'out: pl.Out[pl.Tensor[[16, 32], pl.FP32, pl.MemRef("mem_ddr_2", 0, 2048)]]')
+
 T64 = "pl.Tile[[64, 64], pl.FP32, pl.Mem.Vec]"
 
 
@@ -72,15 +81,15 @@ def test_vector_add_gets_one_vec_buffer_per_tile_and_none_for_the_store():
         return out_1
     """)
     expected = kernel("""
-        mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
-        ta: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_0, 0, 16384), pl.Mem.Vec] = pl.tile.load(a, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
-        mem_vec_1: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
-        tb: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_1, 0, 16384), pl.Mem.Vec] = pl.tile.load(b, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
-        mem_vec_2: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
-        tc: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_2, 0, 16384), pl.Mem.Vec] = pl.tile.add(ta, tb)
+        mem_vec_3: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        mem_vec_4: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        mem_vec_5: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        ta: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_3, 0, 16384), pl.Mem.Vec] = pl.tile.load(a, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
+        tb: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_4, 0, 16384), pl.Mem.Vec] = pl.tile.load(b, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
+        tc: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_5, 0, 16384), pl.Mem.Vec] = pl.tile.add(ta, tb)
         out_1: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(tc, [0, 0], out)
         return out_1
-    """)
+    """, VEC_PARAMS_MEM)
     assert_same(run(parse(before)), expected)
 
 
@@ -97,19 +106,19 @@ def test_matmul_kernel_gets_mat_left_right_and_acc_buffers():
         return o
     """, MM_PARAMS, MM_RET, "AIC")
     expected = kernel("""
-        mem_mat_0: pl.Ptr = pl.tile.alloc(pl.Mem.Mat, 1024)
-        x: pl.Tile[[16, 32], pl.BF16, pl.MemRef(mem_mat_0, 0, 1024), pl.Mem.Mat] = pl.tile.load(a, [0, 0], [16, 32], target_memory=pl.Mem.Mat)
-        mem_mat_1: pl.Ptr = pl.tile.alloc(pl.Mem.Mat, 2048)
-        w: pl.Tile[[32, 32], pl.BF16, pl.MemRef(mem_mat_1, 0, 2048), pl.Mem.Mat] = pl.tile.load(b, [0, 0], [32, 32], target_memory=pl.Mem.Mat)
-        mem_left_2: pl.Ptr = pl.tile.alloc(pl.Mem.Left, 1024)
-        xl: pl.Tile[[16, 32], pl.BF16, pl.MemRef(mem_left_2, 0, 1024), pl.Mem.Left] = pl.tile.move(x, target_memory=pl.Mem.Left)
-        mem_right_3: pl.Ptr = pl.tile.alloc(pl.Mem.Right, 2048)
-        wr: pl.Tile[[32, 32], pl.BF16, pl.MemRef(mem_right_3, 0, 2048), pl.Mem.Right] = pl.tile.move(w, target_memory=pl.Mem.Right)
-        mem_acc_4: pl.Ptr = pl.tile.alloc(pl.Mem.Acc, 2048)
-        c: pl.Tile[[16, 32], pl.FP32, pl.MemRef(mem_acc_4, 0, 2048), pl.Mem.Acc] = pl.tile.matmul(xl, wr)
+        mem_mat_3: pl.Ptr = pl.tile.alloc(pl.Mem.Mat, 1024)
+        mem_mat_4: pl.Ptr = pl.tile.alloc(pl.Mem.Mat, 2048)
+        mem_left_5: pl.Ptr = pl.tile.alloc(pl.Mem.Left, 1024)
+        mem_right_6: pl.Ptr = pl.tile.alloc(pl.Mem.Right, 2048)
+        mem_acc_7: pl.Ptr = pl.tile.alloc(pl.Mem.Acc, 2048)
+        x: pl.Tile[[16, 32], pl.BF16, pl.MemRef(mem_mat_3, 0, 1024), pl.Mem.Mat] = pl.tile.load(a, [0, 0], [16, 32], target_memory=pl.Mem.Mat)
+        w: pl.Tile[[32, 32], pl.BF16, pl.MemRef(mem_mat_4, 0, 2048), pl.Mem.Mat] = pl.tile.load(b, [0, 0], [32, 32], target_memory=pl.Mem.Mat)
+        xl: pl.Tile[[16, 32], pl.BF16, pl.MemRef(mem_left_5, 0, 1024), pl.Mem.Left] = pl.tile.move(x, target_memory=pl.Mem.Left)
+        wr: pl.Tile[[32, 32], pl.BF16, pl.MemRef(mem_right_6, 0, 2048), pl.Mem.Right] = pl.tile.move(w, target_memory=pl.Mem.Right)
+        c: pl.Tile[[16, 32], pl.FP32, pl.MemRef(mem_acc_7, 0, 2048), pl.Mem.Acc] = pl.tile.matmul(xl, wr)
         o: pl.Tensor[[16, 32], pl.FP32] = pl.tile.store(c, [0, 0], out)
         return o
-    """, MM_PARAMS, MM_RET, "AIC")
+    """, MM_PARAMS_MEM, MM_RET, "AIC")
     assert_same(run(parse(before)), expected)
 
 
@@ -117,17 +126,18 @@ def test_acc_rows_are_padded_to_16():
     # [8, 16] FP32 in Acc occupies 16 * 16 * 4 = 1024 bytes (not 8 * 16 * 4 = 512); Vec is not padded.
     params = "self, out: pl.Out[pl.Tensor[[8, 16], pl.FP32]]"
     ret = "pl.Tensor[[8, 16], pl.FP32]"
+    params_mem = 'self, out: pl.Out[pl.Tensor[[8, 16], pl.FP32, pl.MemRef("mem_ddr_0", 0, 512)]]'
     before = kernel("""
         c: pl.Tile[[8, 16], pl.FP32, pl.Mem.Acc] = pl.tile.create([8, 16], dtype=pl.FP32, target_memory=pl.Mem.Acc)
         o: pl.Tensor[[8, 16], pl.FP32] = pl.tile.store(c, [0, 0], out)
         return o
     """, params, ret, "AIC")
     expected = kernel("""
-        mem_acc_0: pl.Ptr = pl.tile.alloc(pl.Mem.Acc, 1024)
-        c: pl.Tile[[8, 16], pl.FP32, pl.MemRef(mem_acc_0, 0, 1024), pl.Mem.Acc] = pl.tile.create([8, 16], dtype=pl.FP32, target_memory=pl.Mem.Acc)
+        mem_acc_1: pl.Ptr = pl.tile.alloc(pl.Mem.Acc, 1024)
+        c: pl.Tile[[8, 16], pl.FP32, pl.MemRef(mem_acc_1, 0, 1024), pl.Mem.Acc] = pl.tile.create([8, 16], dtype=pl.FP32, target_memory=pl.Mem.Acc)
         o: pl.Tensor[[8, 16], pl.FP32] = pl.tile.store(c, [0, 0], out)
         return o
-    """, params, ret, "AIC")
+    """, params_mem, ret, "AIC")
     assert_same(run(parse(before)), expected)
 
 
@@ -139,12 +149,12 @@ def test_odd_sized_tile_is_rounded_up_to_32_bytes():
         return out
     """)
     expected = kernel("""
-        mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 32)
-        t: pl.Tile[[3, 5], pl.FP16, pl.MemRef(mem_vec_0, 0, 32), pl.Mem.Vec] = pl.tile.full([3, 5], value=0.0, dtype=pl.FP16, target_memory=pl.Mem.Vec)
-        mem_vec_1: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 32)
-        u: pl.Tile[[3, 5], pl.FP16, pl.MemRef(mem_vec_1, 0, 32), pl.Mem.Vec] = pl.tile.neg(t)
+        mem_vec_3: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 32)
+        mem_vec_4: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 32)
+        t: pl.Tile[[3, 5], pl.FP16, pl.MemRef(mem_vec_3, 0, 32), pl.Mem.Vec] = pl.tile.full([3, 5], value=0.0, dtype=pl.FP16, target_memory=pl.Mem.Vec)
+        u: pl.Tile[[3, 5], pl.FP16, pl.MemRef(mem_vec_4, 0, 32), pl.Mem.Vec] = pl.tile.neg(t)
         return out
-    """)
+    """, VEC_PARAMS_MEM)
     assert_same(run(parse(before)), expected)
 
 
@@ -156,13 +166,13 @@ def test_unannotated_tile_statement_gets_its_type_with_memref_written_out():
         return out_1
     """)
     expected = kernel("""
-        mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
-        ta: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_0, 0, 16384), pl.Mem.Vec] = pl.tile.load(a, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
-        mem_vec_1: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
-        e: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_1, 0, 16384), pl.Mem.Vec] = pl.tile.exp(ta)
+        mem_vec_3: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        mem_vec_4: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        ta: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_3, 0, 16384), pl.Mem.Vec] = pl.tile.load(a, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
+        e: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_4, 0, 16384), pl.Mem.Vec] = pl.tile.exp(ta)
         out_1: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(e, [0, 0], out)
         return out_1
-    """)
+    """, VEC_PARAMS_MEM)
     assert_same(run(parse(before)), expected)
 
 
@@ -183,8 +193,8 @@ def test_dynamic_valid_shape_allocates_the_static_bound():
         return o
     """, params, ret, head=head)
     expected = kernel(f"""
-        mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
-        t: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_0, 0, 16384), pl.Mem.Vec, {view}] = pl.tile.load(a, [0, 0], [64, 64], [M, 64], target_memory=pl.Mem.Vec)
+        mem_vec_2: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        t: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_2, 0, 16384), pl.Mem.Vec, {view}] = pl.tile.load(a, [0, 0], [64, 64], [M, 64], target_memory=pl.Mem.Vec)
         o: pl.Tensor[[M, 64], pl.FP32] = pl.tile.store(t, [0, 0], out)
         return o
     """, params, ret, head=head)
@@ -213,6 +223,8 @@ def test_views_alias_their_source_buffer():
     # reshape and set_validshape move no data: same MemRef as the loaded tile; exp writes a new buffer.
     params = "self, a: pl.Tensor[[16, 64], pl.FP32], out: pl.Out[pl.Tensor[[64, 16], pl.FP32]]"
     ret = "pl.Tensor[[64, 16], pl.FP32]"
+    params_mem = ('self, a: pl.Tensor[[16, 64], pl.FP32, pl.MemRef("mem_ddr_0", 0, 4096)], '
+                  'out: pl.Out[pl.Tensor[[64, 16], pl.FP32, pl.MemRef("mem_ddr_1", 0, 4096)]]')
     before = kernel("""
         t: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
         r: pl.Tile[[64, 16], pl.FP32, pl.Mem.Vec] = pl.tile.reshape(t, [64, 16])
@@ -222,21 +234,21 @@ def test_views_alias_their_source_buffer():
         return o
     """, params, ret)
     expected = kernel("""
-        mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 4096)
-        t: pl.Tile[[16, 64], pl.FP32, pl.MemRef(mem_vec_0, 0, 4096), pl.Mem.Vec] = pl.tile.load(a, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
-        r: pl.Tile[[64, 16], pl.FP32, pl.MemRef(mem_vec_0, 0, 4096), pl.Mem.Vec] = pl.tile.reshape(t, [64, 16])
-        v: pl.Tile[[64, 16], pl.FP32, pl.MemRef(mem_vec_0, 0, 4096), pl.Mem.Vec, pl.TileView(valid_shape=[32, 16])] = pl.tile.set_validshape(r, 32, 16)
-        mem_vec_1: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 4096)
-        e: pl.Tile[[64, 16], pl.FP32, pl.MemRef(mem_vec_1, 0, 4096), pl.Mem.Vec, pl.TileView(valid_shape=[32, 16])] = pl.tile.exp(v)
+        mem_vec_2: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 4096)
+        mem_vec_3: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 4096)
+        t: pl.Tile[[16, 64], pl.FP32, pl.MemRef(mem_vec_2, 0, 4096), pl.Mem.Vec] = pl.tile.load(a, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
+        r: pl.Tile[[64, 16], pl.FP32, pl.MemRef(mem_vec_2, 0, 4096), pl.Mem.Vec] = pl.tile.reshape(t, [64, 16])
+        v: pl.Tile[[64, 16], pl.FP32, pl.MemRef(mem_vec_2, 0, 4096), pl.Mem.Vec, pl.TileView(valid_shape=[32, 16])] = pl.tile.set_validshape(r, 32, 16)
+        e: pl.Tile[[64, 16], pl.FP32, pl.MemRef(mem_vec_3, 0, 4096), pl.Mem.Vec, pl.TileView(valid_shape=[32, 16])] = pl.tile.exp(v)
         o: pl.Tensor[[64, 16], pl.FP32] = pl.tile.store(e, [0, 0], out)
         return o
-    """, params, ret)
+    """, params_mem, ret)
     assert_same(run(parse(before)), expected)
 
 
 def test_loop_carried_vector_accumulator_keeps_the_buffer_of_its_init_value():
-    # z (init), acc (iter_arg), n (yielded) and s (loop result) are one buffer, allocated before z;
-    # the tile loaded in the body gets its own buffer inside the loop.
+    # z (init), acc (iter_arg), n (yielded) and s (loop result) are one buffer; the tile loaded in the
+    # body gets its own buffer. Every buffer is declared at the top of the function, in order of first use.
     before = kernel(f"""
         z: {T64} = pl.tile.full([64, 64], value=0.0, dtype=pl.FP32, target_memory=pl.Mem.Vec)
         for i, (acc,) in pl.range(4, init_values=(z,)):
@@ -246,18 +258,18 @@ def test_loop_carried_vector_accumulator_keeps_the_buffer_of_its_init_value():
         o: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(s, [0, 0], out)
         return o
     """)
-    ref0 = "pl.MemRef(mem_vec_0, 0, 16384)"
+    ref0 = "pl.MemRef(mem_vec_3, 0, 16384)"
     expected = kernel(f"""
-        mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        mem_vec_3: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        mem_vec_4: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
         z: pl.Tile[[64, 64], pl.FP32, {ref0}, pl.Mem.Vec] = pl.tile.full([64, 64], value=0.0, dtype=pl.FP32, target_memory=pl.Mem.Vec)
         for i, (acc,) in pl.range(4, init_values=(z,)):
-            mem_vec_1: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
-            x: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_1, 0, 16384), pl.Mem.Vec] = pl.tile.load(a, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
+            x: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_4, 0, 16384), pl.Mem.Vec] = pl.tile.load(a, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
             n: pl.Tile[[64, 64], pl.FP32, {ref0}, pl.Mem.Vec] = pl.tile.add(acc, x)
             s: pl.Tile[[64, 64], pl.FP32, {ref0}, pl.Mem.Vec] = pl.yield_(n)
         o: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(s, [0, 0], out)
         return o
-    """)
+    """, VEC_PARAMS_MEM)
     assert_same(run(parse(before)), expected)
 
 
@@ -277,24 +289,20 @@ def test_matmul_acc_accumulates_in_place_across_the_loop():
         return o
     """
     before = kernel(mm.format("", "", "", "", ""), MM_PARAMS, MM_RET, "AIC")
-    refs = [", pl.MemRef(mem_mat_0, 0, 1024)", ", pl.MemRef(mem_mat_1, 0, 2048)", ", pl.MemRef(mem_left_2, 0, 1024)",
-            ", pl.MemRef(mem_right_3, 0, 2048)", ", pl.MemRef(mem_acc_4, 0, 2048)"]
+    refs = [", pl.MemRef(mem_mat_3, 0, 1024)", ", pl.MemRef(mem_mat_4, 0, 2048)", ", pl.MemRef(mem_left_5, 0, 1024)",
+            ", pl.MemRef(mem_right_6, 0, 2048)", ", pl.MemRef(mem_acc_7, 0, 2048)"]
     lines = mm.format(*refs).strip("\n").split("\n")
-    allocs = ["mem_mat_0: pl.Ptr = pl.tile.alloc(pl.Mem.Mat, 1024)",
-              "mem_mat_1: pl.Ptr = pl.tile.alloc(pl.Mem.Mat, 2048)",
-              "mem_left_2: pl.Ptr = pl.tile.alloc(pl.Mem.Left, 1024)",
-              "mem_right_3: pl.Ptr = pl.tile.alloc(pl.Mem.Right, 2048)",
-              "mem_acc_4: pl.Ptr = pl.tile.alloc(pl.Mem.Acc, 2048)"]
-    body = []
-    for i, line in enumerate(lines):
-        if i < 5:
-            body.append(" " * 8 + allocs[i])
-        body.append(line)
-    expected = kernel("\n".join(body), MM_PARAMS, MM_RET, "AIC")
+    allocs = ["mem_mat_3: pl.Ptr = pl.tile.alloc(pl.Mem.Mat, 1024)",
+              "mem_mat_4: pl.Ptr = pl.tile.alloc(pl.Mem.Mat, 2048)",
+              "mem_left_5: pl.Ptr = pl.tile.alloc(pl.Mem.Left, 1024)",
+              "mem_right_6: pl.Ptr = pl.tile.alloc(pl.Mem.Right, 2048)",
+              "mem_acc_7: pl.Ptr = pl.tile.alloc(pl.Mem.Acc, 2048)"]
+    body = [" " * 8 + a for a in allocs] + lines
+    expected = kernel("\n".join(body), MM_PARAMS_MEM, MM_RET, "AIC")
     assert_same(run(parse(before)), expected)
 
 
-def test_if_result_and_both_yielded_values_share_one_buffer_allocated_before_the_if():
+def test_if_result_and_both_yielded_values_share_one_buffer():
     params = VEC_PARAMS + ", n: pl.Scalar[pl.INDEX]"
     before = kernel(f"""
         t: {T64} = pl.tile.load(a, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
@@ -307,11 +315,11 @@ def test_if_result_and_both_yielded_values_share_one_buffer_allocated_before_the
         o: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(r, [0, 0], out)
         return o
     """, params)
-    ref1 = "pl.MemRef(mem_vec_1, 0, 16384)"
+    ref1 = "pl.MemRef(mem_vec_4, 0, 16384)"
     expected = kernel(f"""
-        mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
-        t: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_0, 0, 16384), pl.Mem.Vec] = pl.tile.load(a, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
-        mem_vec_1: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        mem_vec_3: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        mem_vec_4: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        t: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_3, 0, 16384), pl.Mem.Vec] = pl.tile.load(a, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
         if n > 0:
             p1: pl.Tile[[64, 64], pl.FP32, {ref1}, pl.Mem.Vec] = pl.tile.exp(t)
             r: pl.Tile[[64, 64], pl.FP32, {ref1}, pl.Mem.Vec] = pl.yield_(p1)
@@ -320,7 +328,7 @@ def test_if_result_and_both_yielded_values_share_one_buffer_allocated_before_the
             r: pl.Tile[[64, 64], pl.FP32, {ref1}, pl.Mem.Vec] = pl.yield_(p2)
         o: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(r, [0, 0], out)
         return o
-    """, params)
+    """, VEC_PARAMS_MEM + ", n: pl.Scalar[pl.INDEX]")
     assert_same(run(parse(before)), expected)
 
 
@@ -341,7 +349,7 @@ def test_if_branch_yielding_an_outer_tile_updated_in_the_other_branch_in_place()
     out = run(parse(before))
     text = print_program(out)
     assert text.count("pl.tile.alloc(") == 1
-    assert text.count("pl.MemRef(mem_vec_0, 0, 16384)") == 4
+    assert text.count("pl.MemRef(mem_vec_3, 0, 16384)") == 4
 
 
 # --------------------------------------------------------------------------------------------------
@@ -361,20 +369,20 @@ def test_carried_tile_read_after_its_next_value_is_computed_is_copied_at_the_yie
         o: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(s, [0, 0], out)
         return o
     """)
-    ref0 = "pl.MemRef(mem_vec_0, 0, 16384)"
+    ref0 = "pl.MemRef(mem_vec_3, 0, 16384)"
     expected = kernel(f"""
-        mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        mem_vec_3: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        mem_vec_4: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        mem_vec_5: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
         z: pl.Tile[[64, 64], pl.FP32, {ref0}, pl.Mem.Vec] = pl.tile.full([64, 64], value=0.0, dtype=pl.FP32, target_memory=pl.Mem.Vec)
         for i, (acc,) in pl.range(4, init_values=(z,)):
-            mem_vec_1: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
-            n: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_1, 0, 16384), pl.Mem.Vec] = pl.tile.add(acc, acc)
-            mem_vec_2: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
-            m: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_2, 0, 16384), pl.Mem.Vec] = pl.tile.mul(acc, n)
+            n: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_4, 0, 16384), pl.Mem.Vec] = pl.tile.add(acc, acc)
+            m: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_5, 0, 16384), pl.Mem.Vec] = pl.tile.mul(acc, n)
             n_carry: pl.Tile[[64, 64], pl.FP32, {ref0}, pl.Mem.Vec] = pl.tile.move(n, target_memory=pl.Mem.Vec)
             s: pl.Tile[[64, 64], pl.FP32, {ref0}, pl.Mem.Vec] = pl.yield_(n_carry)
         o: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(s, [0, 0], out)
         return o
-    """)
+    """, VEC_PARAMS_MEM)
     assert_same(run(parse(before)), expected)
 
 
@@ -389,18 +397,18 @@ def test_init_value_read_inside_its_loop_is_copied_before_the_loop():
         o: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(s, [0, 0], out)
         return o
     """)
-    ref1 = "pl.MemRef(mem_vec_1, 0, 16384)"
+    ref1 = "pl.MemRef(mem_vec_4, 0, 16384)"
     expected = kernel(f"""
-        mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
-        z: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_0, 0, 16384), pl.Mem.Vec] = pl.tile.full([64, 64], value=0.0, dtype=pl.FP32, target_memory=pl.Mem.Vec)
-        mem_vec_1: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        mem_vec_3: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        mem_vec_4: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        z: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_3, 0, 16384), pl.Mem.Vec] = pl.tile.full([64, 64], value=0.0, dtype=pl.FP32, target_memory=pl.Mem.Vec)
         z_init: pl.Tile[[64, 64], pl.FP32, {ref1}, pl.Mem.Vec] = pl.tile.move(z, target_memory=pl.Mem.Vec)
         for i, (acc,) in pl.range(4, init_values=(z_init,)):
             n: pl.Tile[[64, 64], pl.FP32, {ref1}, pl.Mem.Vec] = pl.tile.add(acc, z)
             s: pl.Tile[[64, 64], pl.FP32, {ref1}, pl.Mem.Vec] = pl.yield_(n)
         o: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(s, [0, 0], out)
         return o
-    """)
+    """, VEC_PARAMS_MEM)
     assert_same(run(parse(before)), expected)
 
 
@@ -422,24 +430,24 @@ def test_loop_invariant_tile_yielded_by_an_if_inside_the_loop_is_copied_in_its_b
             o_r: pl.Tensor[[64, 64], pl.FP32] = pl.yield_(o_n)
         return o_r
     """, params)
-    ref2 = "pl.MemRef(mem_vec_1, 0, 16384)"
+    ref2 = "pl.MemRef(mem_vec_4, 0, 16384)"
     expected = kernel(f"""
-        mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
-        ones: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_0, 0, 16384), pl.Mem.Vec] = pl.tile.full([64, 64], value=1.0, dtype=pl.FP32, target_memory=pl.Mem.Vec)
+        mem_vec_3: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        mem_vec_4: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        mem_vec_5: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        ones: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_3, 0, 16384), pl.Mem.Vec] = pl.tile.full([64, 64], value=1.0, dtype=pl.FP32, target_memory=pl.Mem.Vec)
         for i, (o_i,) in pl.range(4, init_values=(out,)):
-            mem_vec_1: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
             if i == 0:
                 ones_carry: pl.Tile[[64, 64], pl.FP32, {ref2}, pl.Mem.Vec] = pl.tile.move(ones, target_memory=pl.Mem.Vec)
                 alpha: pl.Tile[[64, 64], pl.FP32, {ref2}, pl.Mem.Vec] = pl.yield_(ones_carry)
             else:
-                mem_vec_2: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
-                x: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_2, 0, 16384), pl.Mem.Vec] = pl.tile.load(a, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
+                x: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_5, 0, 16384), pl.Mem.Vec] = pl.tile.load(a, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
                 e: pl.Tile[[64, 64], pl.FP32, {ref2}, pl.Mem.Vec] = pl.tile.exp(x)
                 alpha: pl.Tile[[64, 64], pl.FP32, {ref2}, pl.Mem.Vec] = pl.yield_(e)
             o_n: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(alpha, [0, 0], o_i)
             o_r: pl.Tensor[[64, 64], pl.FP32] = pl.yield_(o_n)
         return o_r
-    """, params)
+    """, VEC_PARAMS_MEM + ", n: pl.Scalar[pl.INDEX]")
     assert_same(run(parse(before)), expected)
 
 
@@ -453,17 +461,17 @@ def test_nested_tile_call_gets_a_named_statement_and_a_buffer():
         return out_1
     """)
     expected = kernel("""
-        mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
-        ta: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_0, 0, 16384), pl.Mem.Vec] = pl.tile.load(a, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
-        mem_vec_1: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
-        tb: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_1, 0, 16384), pl.Mem.Vec] = pl.tile.load(b, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
-        mem_vec_2: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
-        e_sub: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_2, 0, 16384), pl.Mem.Vec] = pl.tile.sub(ta, tb)
         mem_vec_3: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
-        e: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_3, 0, 16384), pl.Mem.Vec] = pl.tile.exp(e_sub)
+        mem_vec_4: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        mem_vec_5: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        mem_vec_6: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        ta: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_3, 0, 16384), pl.Mem.Vec] = pl.tile.load(a, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
+        tb: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_4, 0, 16384), pl.Mem.Vec] = pl.tile.load(b, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
+        e_sub: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_5, 0, 16384), pl.Mem.Vec] = pl.tile.sub(ta, tb)
+        e: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_6, 0, 16384), pl.Mem.Vec] = pl.tile.exp(e_sub)
         out_1: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(e, [0, 0], out)
         return out_1
-    """)
+    """, VEC_PARAMS_MEM)
     assert_same(run(parse(before)), expected)
 
 
@@ -554,7 +562,7 @@ def test_printed_result_reparses_and_checks():
     assert again == out
 
 
-def test_non_kernel_functions_are_untouched():
+def test_orchestration_functions_are_untouched():
     text = VEC_ADD + textwrap.indent(textwrap.dedent("""
         @pl.function(type=pl.FunctionType.Orchestration)
         def main(self, a: pl.Tensor[[64, 64], pl.FP32], b: pl.Tensor[[64, 64], pl.FP32]) -> pl.Tensor[[64, 64], pl.FP32]:
@@ -578,6 +586,8 @@ def test_tuple_result_gets_one_buffer_per_tile_and_its_elements_alias_them():
     # views of those buffers. x: [16, 64] BF16 = 2048 bytes.
     params = "self, a: pl.Tensor[[16, 64], pl.BF16], out: pl.Out[pl.Tensor[[16, 64], pl.FP8E4M3FN]]"
     ret = "pl.Tensor[[16, 64], pl.FP8E4M3FN]"
+    params_mem = ('self, a: pl.Tensor[[16, 64], pl.BF16, pl.MemRef("mem_ddr_0", 0, 2048)], '
+                  'out: pl.Out[pl.Tensor[[16, 64], pl.FP8E4M3FN, pl.MemRef("mem_ddr_1", 0, 1024)]]')
     before = kernel("""
         x: pl.Tile[[16, 64], pl.BF16, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
         q = pl.tile.quant_mx(x, axis=1, dtype=pl.FP8E4M3FN)
@@ -586,17 +596,44 @@ def test_tuple_result_gets_one_buffer_per_tile_and_its_elements_alias_them():
         o: pl.Tensor[[16, 64], pl.FP8E4M3FN] = pl.tile.store(d, [0, 0], out)
         return o
     """, params, ret)
-    data = "pl.Tile[[16, 64], pl.FP8E4M3FN, pl.MemRef(mem_vec_1, 0, 1024), pl.Mem.Vec]"
-    scale = "pl.Tile[[16, 2], pl.FP8E8M0, pl.MemRef(mem_vec_2, 0, 32), pl.Mem.Vec, pl.TileView(fractal=32)]"
+    data = "pl.Tile[[16, 64], pl.FP8E4M3FN, pl.MemRef(mem_vec_3, 0, 1024), pl.Mem.Vec]"
+    scale = "pl.Tile[[16, 2], pl.FP8E8M0, pl.MemRef(mem_vec_4, 0, 32), pl.Mem.Vec, pl.TileView(fractal=32)]"
     expected = kernel(f"""
-        mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 2048)
-        x: pl.Tile[[16, 64], pl.BF16, pl.MemRef(mem_vec_0, 0, 2048), pl.Mem.Vec] = pl.tile.load(a, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
-        mem_vec_1: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 1024)
-        mem_vec_2: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 32)
+        mem_vec_2: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 2048)
+        mem_vec_3: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 1024)
+        mem_vec_4: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 32)
+        x: pl.Tile[[16, 64], pl.BF16, pl.MemRef(mem_vec_2, 0, 2048), pl.Mem.Vec] = pl.tile.load(a, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
         q: pl.Tuple[{data}, {scale}] = pl.tile.quant_mx(x, axis=1, dtype=pl.FP8E4M3FN)
         d: {data} = q[0]
         sc: {scale} = q[1]
         o: pl.Tensor[[16, 64], pl.FP8E4M3FN] = pl.tile.store(d, [0, 0], out)
         return o
-    """, params, ret)
+    """, params_mem, ret)
     assert_same(run(parse(before, A5), A5), expected, A5)
+
+
+def test_plain_function_holding_tiles_is_planned_like_a_kernel():
+    # A function without a type (Opaque) that computes on tiles gets its buffers too; its tensor
+    # parameters name their GM regions: [32, 16] FP16 = 1024 bytes each.
+    params = "self, x: pl.Tensor[[32, 16], pl.FP16], y: pl.Out[pl.Tensor[[32, 16], pl.FP16]]"
+    before = f"""@pl.program
+class p:
+    @pl.function
+    def f({params}) -> pl.Tensor[[32, 16], pl.FP16]:
+        t: pl.Tile[[32, 16], pl.FP16, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [32, 16], target_memory=pl.Mem.Vec)
+        u: pl.Tile[[32, 16], pl.FP16, pl.Mem.Vec] = pl.tile.relu(t)
+        r: pl.Tensor[[32, 16], pl.FP16] = pl.tile.store(u, [0, 0], y)
+        return r
+"""
+    expected = """@pl.program
+class p:
+    @pl.function
+    def f(self, x: pl.Tensor[[32, 16], pl.FP16, pl.MemRef("mem_ddr_0", 0, 1024)], y: pl.Out[pl.Tensor[[32, 16], pl.FP16, pl.MemRef("mem_ddr_1", 0, 1024)]]) -> pl.Tensor[[32, 16], pl.FP16]:
+        mem_vec_2: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 1024)
+        mem_vec_3: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 1024)
+        t: pl.Tile[[32, 16], pl.FP16, pl.MemRef(mem_vec_2, 0, 1024), pl.Mem.Vec] = pl.tile.load(x, [0, 0], [32, 16], target_memory=pl.Mem.Vec)
+        u: pl.Tile[[32, 16], pl.FP16, pl.MemRef(mem_vec_3, 0, 1024), pl.Mem.Vec] = pl.tile.relu(t)
+        r: pl.Tensor[[32, 16], pl.FP16] = pl.tile.store(u, [0, 0], y)
+        return r
+"""
+    assert_same(run(parse(before)), expected)

@@ -80,6 +80,12 @@ def test_orchestration_functions_untouched():
     assert_same(src, src)
 
 
+def test_plain_function_gets_strides_like_a_kernel():
+    # A function without a type is rewritten too (PyPTO materializes every function's tensors).
+    assert_same("@pl.function\ndef f(x: pl.Tensor[[4, 8, 32], pl.FP16]):\n    pass\n",
+                "@pl.function\ndef f(x: pl.Tensor[[4, 8, 32], pl.FP16, pl.TensorView(stride=[256, 32, 1])]):\n    pass\n")
+
+
 def test_unblocked_nz_view_is_an_internal_error():
     with pytest.raises(InternalError, match="unblocked rank-2 NZ"):
         run(kernel("w: pl.Tensor[[256, 512], pl.INT8, pl.NZ]"))
