@@ -35,6 +35,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("tile", "FlattenTileNdTo2D"),
     ("layout", "BlockNzTensorViews"),
     ("layout", "LegalizeTileCast"),
+    ("layout", "AutoTileMatmulL0"),
     ("layout", "InferTileMemorySpace"),
     ("layout", "ClassifyKernels"),
     ("layout", "MaterializeTensorStrides"),

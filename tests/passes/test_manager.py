@@ -25,10 +25,11 @@ PTOC = [sys.executable, "-m", "ptoc.cli"]
 def test_pipeline_order_is_pinned():
     # CtrlFlowTransform and ConvertToSSA first (every later pass needs structured single assignment), then
     # OutlineIncoreScopes (PyPTO: after SSA, before ConvertTensorToTileOps). NZ-5 fixes BlockNzTensorViews after FlattenTileNdTo2D and before LegalizeTileCast and
-    # MaterializeTensorStrides; memory planning comes last.
+    # MaterializeTensorStrides; AutoTileMatmulL0 right after LegalizeTileCast (PyPTO's order); memory
+    # planning comes last.
     assert [n for _, n in PIPELINE] == [
         "CtrlFlowTransform", "ConvertToSSA", "OutlineIncoreScopes", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
-        "InferTileMemorySpace", "ClassifyKernels", "MaterializeTensorStrides", "InitMemRef", "AllocateMemoryAddr",
+        "AutoTileMatmulL0", "InferTileMemorySpace", "ClassifyKernels", "MaterializeTensorStrides", "InitMemRef", "AllocateMemoryAddr",
     ]
 
 
