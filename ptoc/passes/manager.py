@@ -40,6 +40,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("layout", "ClassifyKernels"),
     ("layout", "MaterializeTensorStrides"),
     ("memory", "InitMemRef"),
+    ("memory", "MemoryReuse"),
     ("memory", "AllocateMemoryAddr"),
 ]
 

@@ -29,7 +29,8 @@ def test_pipeline_order_is_pinned():
     # planning comes last.
     assert [n for _, n in PIPELINE] == [
         "CtrlFlowTransform", "ConvertToSSA", "OutlineIncoreScopes", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
-        "AutoTileMatmulL0", "InferTileMemorySpace", "ClassifyKernels", "MaterializeTensorStrides", "InitMemRef", "AllocateMemoryAddr",
+        "AutoTileMatmulL0", "InferTileMemorySpace", "ClassifyKernels", "MaterializeTensorStrides", "InitMemRef", "MemoryReuse",
+        "AllocateMemoryAddr",
     ]
 
 
