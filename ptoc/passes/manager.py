@@ -36,6 +36,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("layout", "BlockNzTensorViews"),
     ("layout", "LegalizeTileCast"),
     ("layout", "AutoTileMatmulL0"),
+    ("layout", "CanonicalizeTileSlice"),
     ("layout", "InferTileMemorySpace"),
     ("layout", "ClassifyKernels"),
     ("layout", "MaterializeTensorStrides"),

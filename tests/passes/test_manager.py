@@ -25,11 +25,13 @@ PTOC = [sys.executable, "-m", "ptoc.cli"]
 def test_pipeline_order_is_pinned():
     # CtrlFlowTransform and ConvertToSSA first (every later pass needs structured single assignment), then
     # OutlineIncoreScopes (PyPTO: after SSA, before ConvertTensorToTileOps). NZ-5 fixes BlockNzTensorViews after FlattenTileNdTo2D and before LegalizeTileCast and
-    # MaterializeTensorStrides; AutoTileMatmulL0 right after LegalizeTileCast (PyPTO's order); memory
+    # MaterializeTensorStrides; AutoTileMatmulL0 and CanonicalizeTileSlice right after LegalizeTileCast and MemoryReuse between
+    # InitMemRef and AllocateMemoryAddr (PyPTO's order); memory
     # planning comes last.
     assert [n for _, n in PIPELINE] == [
         "CtrlFlowTransform", "ConvertToSSA", "OutlineIncoreScopes", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
-        "AutoTileMatmulL0", "InferTileMemorySpace", "ClassifyKernels", "MaterializeTensorStrides", "InitMemRef", "MemoryReuse",
+        "AutoTileMatmulL0", "CanonicalizeTileSlice",
+        "InferTileMemorySpace", "ClassifyKernels", "MaterializeTensorStrides", "InitMemRef", "MemoryReuse",
         "AllocateMemoryAddr",
     ]
 
