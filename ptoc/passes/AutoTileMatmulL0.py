@@ -27,7 +27,8 @@ After::
             c_phi = pl.yield_(c_acc)
         c = pl.yield_(c_phi)
 
-`tile.matmul_acc(acc, a, b)` becomes the same loop with `init_values=(acc,)` and a `matmul_acc` in
+`tile.matmul_bias(a, b, bias)` becomes the same loop with `tile.matmul_bias(sa, sb, bias)` in the first
+iteration (the bias is added once). `tile.matmul_acc(acc, a, b)` becomes the same loop with `init_values=(acc,)` and a `matmul_acc` in
 every iteration (no branch). The loop keeps the matmul's result name, so later uses need no change.
 
 Output blocks (the accumulator exceeds L0C): a fresh `tile.matmul` whose only use is one 2-D
@@ -56,9 +57,13 @@ Where this pass deliberately differs from PyPTO
   It picks PyPTO's tile for the K-only and square-grid cases of PyPTO's tests.
 - When the whole K fits, an output block is one straight matmul (PyPTO nests pipelined loops over
   the blocks and may hold one operand).
-- Not handled (left as written): `tile.matmul_bias`, a Vec-resident operand (PyPTO stages it into
-  Mat), output blocks of a `tile.matmul_acc`, a result with uses other than one store, the f32->bf16
-  cast folded into the FIXPIPE write-back.
+- A Vec-resident left operand is staged into Mat (`<lhs>_mat = tile.move(lhs, target_memory=Mat)`)
+  for a K loop only, as PyPTO does.
+- The bias of a split `tile.matmul_bias` stays the Mat tile it was; InferTileMemorySpace moves it into
+  the Bias table inside the first iteration (PyPTO moves it once before the loop).
+- Not handled (left as written): output blocks of a `tile.matmul_acc` or `tile.matmul_bias` (PyPTO
+  slices the bias along N), a result with uses other than one store, the f32->bf16 cast folded into
+  the FIXPIPE write-back.
 """
 
 from __future__ import annotations
@@ -178,6 +183,7 @@ class _Rewriter:
         self.ctx = ctx
         self.names = {p.name for p in f.params} | {n.name for n in iter_nodes(f) if isinstance(n, Var)}
         nodes = [n for st in f.body for n in iter_nodes(st)]
+        self.bias: Var | None = None  # the bias operand of the tile.matmul_bias being rewritten
         self.uses: Counter[str] = Counter(n.name for n in nodes if isinstance(n, Var))
         # a statement's own target counts as an occurrence too: remove them
         for n in nodes:
@@ -220,10 +226,15 @@ class _Rewriter:
             return None
         call = s.value
         op = resolve_op(call, self.types)
-        if op is None or op.name not in ("tile.matmul", "tile.matmul_acc") or call.kwargs:
+        if op is None or op.name not in ("tile.matmul", "tile.matmul_acc", "tile.matmul_bias") or call.kwargs:
             return None
         acc = None
-        if op.name == "tile.matmul_acc":
+        self.bias = None
+        if op.name == "tile.matmul_bias":
+            if len(call.args) != 3 or not isinstance(call.args[2], Var):
+                return None
+            lhs, rhs, self.bias = call.args
+        elif op.name == "tile.matmul_acc":
             if len(call.args) != 3 or not isinstance(call.args[0], Var):
                 return None
             acc = call.args[0]
@@ -249,6 +260,8 @@ class _Rewriter:
         tile = choose_l0_tile(self.arch, M, N, K, _bytes(lt), _bytes(rt), _bytes(ct))
         if tile is None or (tile.m, tile.n, tile.k) == (M, N, K):
             return None
+        if self.bias is not None and ((tile.m, tile.n) != (M, N) or lt.memory != "Mat"):
+            return None  # a biased matmul is split along K only (its bias row is applied once)
         if (tile.m, tile.n) == (M, N) and lt.memory == "Vec":
             try:  # the Vec -> Mat staging move must be one the target's tile.move rule accepts
                 return self.k_loop(s.target, lhs, rhs, acc, 0, 0, tile, K, s, stage_lhs=True)
@@ -327,7 +340,9 @@ class _Rewriter:
         acc_t = self.types[acc_name]
         if acc is None:
             first_name = self.fresh(f"{base}_first")
-            first = self.typed(first_name, Call("tile.matmul", (a, b), span=span), span)
+            first_call = Call("tile.matmul", (a, b), span=span) if self.bias is None else \
+                Call("tile.matmul_bias", (a, b, self.bias), span=span)
+            first = self.typed(first_name, first_call, span)
             phi = Var(self.fresh(f"{base}_phi"), span=span)
             self.types[phi.name] = acc_t
             body.append(IfStmt(BinOp("==", ko, _idx(0, span), span=span),

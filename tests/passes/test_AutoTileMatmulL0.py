@@ -8,6 +8,7 @@ import sys
 import textwrap
 from pathlib import Path
 
+import ml_dtypes
 import numpy as np
 import pytest
 
@@ -228,3 +229,44 @@ def test_the_example_fits_only_after_tiling_and_validates_at_every_stage(arch, t
     r = subprocess.run([PTOC, "passes", str(ex), "--arch", arch, "--pipeline", others], capture_output=True,
                        text=True, timeout=300, check=False)
     assert r.returncode == 1 and "PTOC-E0390" in r.stderr, r.stderr
+
+
+def test_matmul_bias_adds_its_bias_in_the_first_k_block_only():
+    from ptoc.reference.interp import run_function
+
+    params = SKINNY_PARAMS.replace("out:", "bias: pl.Tensor[[1, 64], pl.FP32], out:")
+    loads = SKINNY_LOADS + """
+    bias_mat: pl.Tile[[1, 64], pl.FP32, pl.Mem.Mat] = pl.tile.load(bias, [0, 0], [1, 64], target_memory=pl.Mem.Mat)
+    """
+    before = program(params, "pl.Tensor[[16, 64], pl.FP32]", loads + """
+    c: pl.Tile[[16, 64], pl.FP32, pl.Mem.Acc] = pl.tile.matmul_bias(lhs_mat, rhs_mat, bias_mat)
+    out_1: pl.Tensor[[16, 64], pl.FP32] = pl.tile.store(c, [0, 0], out)
+    return out_1
+    """)
+    expected = program(params, "pl.Tensor[[16, 64], pl.FP32]", loads + f"""
+    c_init: pl.Tile[[16, 64], pl.FP32, pl.Mem.Acc] = pl.tile.create([16, 64], dtype=pl.FP32, target_memory=pl.Mem.Acc)
+    for ko, (c_iter,) in pl.pipeline(0, 2048, 256, stage=2, init_values=(c_init,)):
+        sa: pl.Tile[[16, 256], pl.BF16, {LEFT}] = pl.tile.extract(lhs_mat, 0, ko, shape=[16, 256], target_memory=pl.Mem.Left)
+        sb: pl.Tile[[256, 64], pl.BF16, pl.Mem.Right] = pl.tile.extract(rhs_mat, ko, 0, shape=[256, 64], target_memory=pl.Mem.Right)
+        if ko == 0:
+            c_first: pl.Tile[[16, 64], pl.FP32, pl.Mem.Acc] = pl.tile.matmul_bias(sa, sb, bias_mat)
+            c_phi: pl.Tile[[16, 64], pl.FP32, pl.Mem.Acc] = pl.yield_(c_first)
+        else:
+            c_acc: pl.Tile[[16, 64], pl.FP32, pl.Mem.Acc] = pl.tile.matmul_acc(c_iter, sa, sb)
+            c_phi: pl.Tile[[16, 64], pl.FP32, pl.Mem.Acc] = pl.yield_(c_acc)
+        c: pl.Tile[[16, 64], pl.FP32, pl.Mem.Acc] = pl.yield_(c_phi)
+    out_1: pl.Tensor[[16, 64], pl.FP32] = pl.tile.store(c, [0, 0], out)
+    return out_1
+    """)
+    for ctx in (CTX_A2, CTX_A5):
+        b, after = run(before, ctx)
+        assert_same(after, expected, ctx)
+        rng = np.random.default_rng(5)
+        x = rng.standard_normal((16, 2048)).astype(ml_dtypes.bfloat16)
+        w = rng.standard_normal((2048, 64)).astype(ml_dtypes.bfloat16)
+        bias = rng.standard_normal((1, 64)).astype(np.float32)
+        want = x.astype(np.float64) @ w.astype(np.float64) + bias  # the bias once, not once per K block
+        for prog in (b, after, run_pipeline(b, ctx)):
+            got = run_function(prog, "kernel", {"lhs": x, "rhs": w, "bias": bias,
+                                                "out": np.zeros((16, 64), np.float32)}, ctx)
+            np.testing.assert_allclose(got["out"], want, rtol=1e-3, atol=1e-2)
