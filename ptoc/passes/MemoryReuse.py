@@ -44,7 +44,8 @@ Rules
    all disjoint from its own, and whose alloc is in scope where it is needed (in the same block or an
    enclosing one). "Disjoint" also admits touching in place: a member last read by the statement that
    first writes the buffer, when that statement is an element-wise op from the in-place list below whose
-   operand bound to the member has the result's shape and dtype width.
+   operand bound to the member has the result's shape, dtype width and TileView (so element i of the
+   result lands exactly on element i of the operand).
 4. In place: tile.add/sub/mul/div/maximum/minimum, their scalar forms (adds, subs, muls, divs, maximums,
    minimums), tile.exp/log/abs/neg/relu/sqrt. Never in place: moves, extracts, matmuls, reductions,
    broadcasts, gathers, casts and everything else (PyPTO marks recip, rsqrt, fmod, and/or/xor, prelu,
@@ -281,7 +282,7 @@ def _inplace_operands(flow: Flow, b: _Buffer, first_def: Site | None, env, bound
             continue
         t = env.get(a.name)
         if isinstance(t, TileType) and t.shape == result.shape and t.dtype.bits == result.dtype.bits \
-                and a.name in bound_to:
+                and t.view == result.view and a.name in bound_to:  # same element layout: index i is index i
             out.add(bound_to[a.name])
     return out
 
