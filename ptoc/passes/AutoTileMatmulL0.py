@@ -42,7 +42,8 @@ The tile chooser
 Sizes are bytes of the padded L0 footprint: Acc rows pad to the target's `acc_row_pad`.
 1. Output blocks, in order of preference: (M, N) when the accumulator fits L0C; then every (m, n) of
    multiples of 16 dividing M and N whose accumulator fits, largest m * n first, then the squarest,
-   then the larger m.
+   then the wider (larger n: fewer, longer FIXPIPE rows; PyPTO's cost model picks the same block for
+   examples/matmul_l0_tiled.ir on both targets).
 2. For the first block that admits one: k = K when the whole [m, K] and [K, n] operands fit L0A and
    L0B at once; otherwise the largest multiple of 16 dividing K such that two [m, k] and two [k, n]
    blocks fit (double buffering).
@@ -147,7 +148,7 @@ def choose_l0_tile(arch: Arch, M: int, N: int, K: int, bytes_a: int, bytes_b: in
     if M % _ALIGN == 0 and N % _ALIGN == 0:
         more = [(m, n) for m in range(_ALIGN, M + 1, _ALIGN) if M % m == 0
                 for n in range(_ALIGN, N + 1, _ALIGN) if N % n == 0 and (m, n) != (M, N) and acc_fits(m, n)]
-        blocks += sorted(more, key=lambda mn: (-mn[0] * mn[1], abs(mn[0] - mn[1]), -mn[0]))
+        blocks += sorted(more, key=lambda mn: (-mn[0] * mn[1], abs(mn[0] - mn[1]), -mn[1]))
     for m, n in blocks:
         if m * K * bytes_a <= l0a and K * n * bytes_b <= l0b:
             return L0Tile(m, n, K)

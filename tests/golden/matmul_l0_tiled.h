@@ -26,35 +26,35 @@ using b_mat_pview_Shape = pto::Shape<1, 1, 1, 256, 512>;
 using b_mat_pview_Stride = pto::Stride<131072, 131072, 131072, 512, 1>;
 using b_mat_pview_Global = pto::GlobalTensor<bfloat16_t, b_mat_pview_Shape, b_mat_pview_Stride, pto::Layout::ND>;
 // c_1_t0_pview: tile.store window of c
-using c_1_t0_pview_Shape = pto::Shape<1, 1, 1, 256, 128>;
+using c_1_t0_pview_Shape = pto::Shape<1, 1, 1, 128, 256>;
 using c_1_t0_pview_Stride = pto::Stride<262144, 262144, 262144, 512, 1>;
 using c_1_t0_pview_Global = pto::GlobalTensor<float, c_1_t0_pview_Shape, c_1_t0_pview_Stride, pto::Layout::ND>;
 // c_1_t1_pview: tile.store window of c
-using c_1_t1_pview_Shape = pto::Shape<1, 1, 1, 256, 128>;
+using c_1_t1_pview_Shape = pto::Shape<1, 1, 1, 128, 256>;
 using c_1_t1_pview_Stride = pto::Stride<262144, 262144, 262144, 512, 1>;
 using c_1_t1_pview_Global = pto::GlobalTensor<float, c_1_t1_pview_Shape, c_1_t1_pview_Stride, pto::Layout::ND>;
 // c_1_t2_pview: tile.store window of c
-using c_1_t2_pview_Shape = pto::Shape<1, 1, 1, 256, 128>;
+using c_1_t2_pview_Shape = pto::Shape<1, 1, 1, 128, 256>;
 using c_1_t2_pview_Stride = pto::Stride<262144, 262144, 262144, 512, 1>;
 using c_1_t2_pview_Global = pto::GlobalTensor<float, c_1_t2_pview_Shape, c_1_t2_pview_Stride, pto::Layout::ND>;
 // c_1_t3_pview: tile.store window of c
-using c_1_t3_pview_Shape = pto::Shape<1, 1, 1, 256, 128>;
+using c_1_t3_pview_Shape = pto::Shape<1, 1, 1, 128, 256>;
 using c_1_t3_pview_Stride = pto::Stride<262144, 262144, 262144, 512, 1>;
 using c_1_t3_pview_Global = pto::GlobalTensor<float, c_1_t3_pview_Shape, c_1_t3_pview_Stride, pto::Layout::ND>;
 // c_1_t4_pview: tile.store window of c
-using c_1_t4_pview_Shape = pto::Shape<1, 1, 1, 256, 128>;
+using c_1_t4_pview_Shape = pto::Shape<1, 1, 1, 128, 256>;
 using c_1_t4_pview_Stride = pto::Stride<262144, 262144, 262144, 512, 1>;
 using c_1_t4_pview_Global = pto::GlobalTensor<float, c_1_t4_pview_Shape, c_1_t4_pview_Stride, pto::Layout::ND>;
 // c_1_t5_pview: tile.store window of c
-using c_1_t5_pview_Shape = pto::Shape<1, 1, 1, 256, 128>;
+using c_1_t5_pview_Shape = pto::Shape<1, 1, 1, 128, 256>;
 using c_1_t5_pview_Stride = pto::Stride<262144, 262144, 262144, 512, 1>;
 using c_1_t5_pview_Global = pto::GlobalTensor<float, c_1_t5_pview_Shape, c_1_t5_pview_Stride, pto::Layout::ND>;
 // c_1_t6_pview: tile.store window of c
-using c_1_t6_pview_Shape = pto::Shape<1, 1, 1, 256, 128>;
+using c_1_t6_pview_Shape = pto::Shape<1, 1, 1, 128, 256>;
 using c_1_t6_pview_Stride = pto::Stride<262144, 262144, 262144, 512, 1>;
 using c_1_t6_pview_Global = pto::GlobalTensor<float, c_1_t6_pview_Shape, c_1_t6_pview_Stride, pto::Layout::ND>;
 // c_1_pview: tile.store window of c
-using c_1_pview_Shape = pto::Shape<1, 1, 1, 256, 128>;
+using c_1_pview_Shape = pto::Shape<1, 1, 1, 128, 256>;
 using c_1_pview_Stride = pto::Stride<262144, 262144, 262144, 512, 1>;
 using c_1_pview_Global = pto::GlobalTensor<float, c_1_pview_Shape, c_1_pview_Stride, pto::Layout::ND>;
 }  // namespace mm_kernel

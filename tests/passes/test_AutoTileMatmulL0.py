@@ -61,10 +61,10 @@ def test_chooser_follows_the_capacities():
     # two [256, k] FP32 blocks in 64 KiB -> k <= 32.
     t = choose_l0_tile(A5, 512, 512, 512, 4, 4, 4)
     assert (t.m, t.n, t.k) == (256, 256, 32)
-    # a2a3 holds 128 KiB of L0C: 32768 FP32 elements -> 256 x 128 (equal area to 128 x 256, equally
-    # square; the larger m wins); two [256, k] BF16 blocks in 64 KiB -> k <= 64.
+    # a2a3 holds 128 KiB of L0C: 32768 FP32 elements -> 128 x 256 (equal area to 256 x 128, equally
+    # square; the wider block wins); two [k, 256] BF16 blocks in 64 KiB -> k <= 64.
     t = choose_l0_tile(A2A3, 512, 512, 256, 2, 2, 4)
-    assert (t.m, t.n, t.k) == (256, 128, 64)
+    assert (t.m, t.n, t.k) == (128, 256, 64)
     # everything fits: the matmul stays as it is
     t = choose_l0_tile(A5, 64, 64, 128, 2, 2, 4)
     assert (t.m, t.n, t.k) == (64, 64, 128)

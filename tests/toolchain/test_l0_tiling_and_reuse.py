@@ -32,7 +32,7 @@ def test_assembles_with_the_real_ptoas(tmp_path, ptoas, src, arch):
     r = run("compile", src, "--arch", arch, "-o", tmp_path / "k.pto", "--assemble", env=env)
     assert r.returncode == 0, r.stderr
     pto = (tmp_path / "k.pto").read_text()
-    if src == TILED:  # one accumulation loop per output block: 2 x 2 blocks on a5, 2 x 4 on a2a3
+    if src == TILED:  # one accumulation loop per output block: 2 x 2 blocks on a5, 4 x 2 on a2a3
         assert pto.count("scf.for") == (4 if arch == "a5" else 8)
     else:  # c = a + b written over a
         assert "pto.tadd ins(%a, %b" in pto and "outs(%a :" in pto
