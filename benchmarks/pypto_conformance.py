@@ -18,8 +18,8 @@ with Expected after canonical printing (a call of a module-level helper of the t
 runs on: Ascend950 (`--arch a5`) for tests/ut/ir/transforms, whose conftest sets it, unless the test
 names BackendType.Ascend910B; an Expected that ptoc rejects only for an annotation contradicting its
 value, PTOC-E0105, is read again without its assignment annotations, which are not compared anyway):
-annotations of assignments dropped (PyPTO compares the values' types, which ptoc infers), loop ranges written with start, stop and step, the program named
-alike, `strict_ssa=` dropped, and every identifier renamed in order of first appearance. A pair
+annotations of assignments dropped (PyPTO compares the values' types, which ptoc infers), loop
+ranges written with start, stop and step, the program named alike, `strict_ssa=` dropped, and every identifier renamed in order of first appearance. A pair
 counts as matched only when both texts are then equal. Passes ptoc does not have count as misses.
 
 Anything other than a ptoc diagnostic (`CompileError`) is a crash. This is a measurement, not a
