@@ -12,15 +12,16 @@ standalone `.ir` text (optionally written to `--out-dir`). Programs written insi
 For every other program it runs what `ptoc check` runs (in-process) and groups the rejections by
 diagnostic code and the first words of the message. For every test that calls PyPTO passes
 (`passes.<name>()`) on a `Before...` program and compares with an `Expected...` program, it runs the
-same passes with ptoc (`ptoc passes --pipeline A,B`: exactly those passes) and compares the result
-with Expected after canonical printing (a call of a module-level helper of the test file, such as
+same passes with ptoc (`ptoc passes --pipeline A,B`: exactly those passes) and compares the result with
+Expected after canonical printing (a call of a module-level helper of the test file, such as
 `_run_pass(Before)`, applies the passes the helper applies; each pair runs on the target PyPTO's test
 runs on: Ascend950 (`--arch a5`) for tests/ut/ir/transforms, whose conftest sets it, unless the test
 names BackendType.Ascend910B; an Expected that ptoc rejects only for an annotation contradicting its
 value, PTOC-E0105, is read again without its assignment annotations, which are not compared anyway):
-annotations of assignments dropped (PyPTO compares the values' types, which ptoc infers), loop
-ranges written with start, stop and step, the program named alike, `strict_ssa=` dropped, and every identifier renamed in order of first appearance. A pair
-counts as matched only when both texts are then equal. Passes ptoc does not have count as misses.
+annotations of assignments dropped (PyPTO compares the values' types, which ptoc infers), loop ranges
+written with start, stop and step, the program named alike, `strict_ssa=` dropped, and every identifier
+renamed in order of first appearance. A pair counts as matched only when both texts are then equal.
+Passes ptoc does not have count as misses.
 
 Anything other than a ptoc diagnostic (`CompileError`) is a crash. This is a measurement, not a
 test: it asserts nothing.
