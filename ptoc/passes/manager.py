@@ -42,6 +42,8 @@ PIPELINE: list[tuple[str, str]] = [
     ("tile", "FlattenTileNdTo2D"),
     ("layout", "BlockNzTensorViews"),
     ("layout", "LegalizeTileCast"),
+    ("layout", "AutoTileMatmulL0"),
+    ("layout", "CanonicalizeTileSlice"),
     ("layout", "InferTileMemorySpace"),
     ("layout", "ResolveBackendOpLayouts"),
     ("layout", "ClassifyKernels"),
@@ -49,6 +51,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("layout", "CanonicalizeIOOrder"),
     ("layout", "MaterializeTensorStrides"),
     ("memory", "InitMemRef"),
+    ("memory", "MemoryReuse"),
     ("memory", "AllocateMemoryAddr"),
     ("memory", "DeriveCallDirections"),
 ]

@@ -172,6 +172,14 @@ EXPECTED = {
         "s": ("float", nz(1, 2, 4, 8), "NZ"),
         "q_mat_pview": ("bfloat16_t", nd(64, 128), "ND"), "k_mat_pview": ("bfloat16_t", nd(128, 16), "ND"),
         "s_1_pview": ("float", nz(1, 2, 4, 8), "NZ")}},
+    # AutoTileMatmulL0 splits the [512, 512] result into a2a3's eight [128, 256] blocks (L0C 128 KiB), stored in
+    # column-block order: block i at rows (i % 4) * 128, columns (i // 4) * 256; the last store keeps c_1
+    "matmul_l0_tiled": {"mm_kernel": {
+        "a": ("bfloat16_t", nd(512, 256), "ND"), "b": ("bfloat16_t", nd(256, 512), "ND"),
+        "c": ("float", nd(512, 512), "ND"),
+        "a_mat_pview": ("bfloat16_t", nd(512, 256), "ND"), "b_mat_pview": ("bfloat16_t", nd(256, 512), "ND"),
+        **{f"c_1_t{i}_pview": ("float", nd(512, 512, (128, 256)), "ND") for i in range(7)},
+        "c_1_pview": ("float", nd(512, 512, (128, 256)), "ND")}},
     "dynamic_rows": {"scale_rows": {
         "x": ("half", nd(None, 64, (D, 64)), "ND"), "y": ("half", nd(None, 64, (D, 64)), "ND"),
         "xt_pview": ("half", nd(None, 64, (D, 64)), "ND"),

@@ -27,14 +27,16 @@ def test_pipeline_order_is_pinned():
     # ConvertToSSA (every later pass needs structured single assignment), Simplify, NormalizeStmtStructure,
     # FlattenCallExpr and the outlining passes in PyPTO's order (after SSA, before ConvertTensorToTileOps).
     # NZ-5 fixes BlockNzTensorViews after FlattenTileNdTo2D and before LegalizeTileCast and
-    # MaterializeTensorStrides; memory planning comes last, then DeriveCallDirections (PyPTO: after
-    # AllocateMemoryAddr).
+    # MaterializeTensorStrides; AutoTileMatmulL0 and CanonicalizeTileSlice right after LegalizeTileCast and
+    # MemoryReuse between InitMemRef and AllocateMemoryAddr (PyPTO's order); memory planning comes last, then
+    # DeriveCallDirections (PyPTO: after AllocateMemoryAddr).
     assert [n for _, n in PIPELINE] == [
         "InlineFunctions", "UnrollLoops", "CtrlFlowTransform", "ConvertToSSA", "Simplify", "NormalizeStmtStructure",
         "FlattenCallExpr", "OutlineHierarchyScopes", "OutlineIncoreScopes",
         "OutlineClusterScopes", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
+        "AutoTileMatmulL0", "CanonicalizeTileSlice",
         "InferTileMemorySpace", "ResolveBackendOpLayouts", "ClassifyKernels", "LowerPipelineLoops", "CanonicalizeIOOrder",
-        "MaterializeTensorStrides", "InitMemRef", "AllocateMemoryAddr", "DeriveCallDirections",
+        "MaterializeTensorStrides", "InitMemRef", "MemoryReuse", "AllocateMemoryAddr", "DeriveCallDirections",
     ]
 
 

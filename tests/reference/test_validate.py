@@ -14,10 +14,9 @@ from hypothesis import strategies as st
 
 from ptoc.context import CompileContext
 from ptoc.driver import compile_program, frontend
-from ptoc.passes.manager import PIPELINE
 from ptoc.ir.nodes import Call, ListExpr
 from ptoc.ir.visitor import Mutator
-from ptoc.passes.manager import Pass
+from ptoc.passes.manager import PIPELINE, Pass
 from ptoc.reference.packers import pack
 from ptoc.reference.pto_exec import run_pto, run_pto_logical
 from ptoc.reference.validate import validate_program
