@@ -55,8 +55,6 @@ _SYNC = {
     "system.sync_src": "set flag (set_pipe=, wait_pipe=, event_id=)",
     "system.sync_dst": "wait flag (set_pipe=, wait_pipe=, event_id=)",
     "system.syncall": "cross-core all-participant barrier (core_type=, mode=, ...)",
-    "system.aic_initialize_pipe": "set up the cube side of a cross-core pipe (dir_mask=, slot_size=, ...)",
-    "system.aiv_initialize_pipe": "set up the vector side of a cross-core pipe (dir_mask=, slot_size=, ...)",
     "system.reserve_buffer": "reserve a named cross-core buffer (name=, size=, base=)",
     "system.import_peer_buffer": "import a peer core's reserved buffer (name=, ...)",
     "tile.tpop_from_aic": "pop a tile pushed by the cube core (split=, id=); typed by its annotation",
@@ -64,6 +62,15 @@ _SYNC = {
 }
 for _name, _doc in _SYNC.items():
     register(_name, (), unit="sync", family="system", open_kwargs=True)(_nothing(_doc))
+
+for _name, _doc in {
+    "system.aic_initialize_pipe": "set up the cube side of a cross-core pipe: the consumer buffers of the two "
+                                  "directions (an unused direction: 0), dir_mask=, slot_size=, slot_num=",
+    "system.aiv_initialize_pipe": "set up the vector side of a cross-core pipe: the consumer buffers of the two "
+                                  "directions (an unused direction: 0), dir_mask=, slot_size=, slot_num=",
+}.items():
+    register(_name, ("c2v_consumer_buf", "v2c_consumer_buf"), unit="sync", family="system",
+             open_kwargs=True)(_nothing(_doc))
 
 register("system.sync_set", ("event_id",), unit="sync", family="system", open_kwargs=True)(
     _nothing("raise a cross-core event (pipe=, ffts_mode=, core_type=)"))
