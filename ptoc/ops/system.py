@@ -69,8 +69,8 @@ for _name, _doc in {
     "system.aiv_initialize_pipe": "set up the vector side of a cross-core pipe: the consumer buffers of the two "
                                   "directions (an unused direction: 0), dir_mask=, slot_size=, slot_num=",
 }.items():
-    register(_name, ("c2v_consumer_buf", "v2c_consumer_buf"), unit="sync", family="system",
-             open_kwargs=True)(_nothing(_doc))
+    register(_name, (), optional=(("c2v_consumer_buf", None), ("v2c_consumer_buf", None)), unit="sync",
+             family="system", open_kwargs=True)(_nothing(_doc))
 
 register("system.sync_set", ("event_id",), unit="sync", family="system", open_kwargs=True)(
     _nothing("raise a cross-core event (pipe=, ffts_mode=, core_type=)"))

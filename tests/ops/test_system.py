@@ -6,15 +6,15 @@ from optest import codes, diagnostics, types
 from ptoc.ops.registry import lookup
 
 NO_ARG = ["system.bar_v", "system.bar_m", "system.bar_all", "system.fence", "system.sync_src", "system.sync_dst",
-          "system.syncall", "system.aic_initialize_pipe", "system.aiv_initialize_pipe", "system.reserve_buffer",
-          "system.import_peer_buffer"]
+          "system.syncall", "system.reserve_buffer", "system.import_peer_buffer"]
+PIPE_INIT = ["system.aic_initialize_pipe", "system.aiv_initialize_pipe"]
 TILE_ARG = ["tile.tpush_to_aiv", "tile.tpush_to_aic", "system.tfree_to_aic", "system.tfree_to_aiv"]
 POPS = ["tile.tpop_from_aic", "tile.tpop_from_aiv"]
 TILE = "x: pl.Tensor[[16, 64], pl.FP32]"
 LOAD = "t = pl.tile.load(x, [0, 0], [16, 64])\n"
 
 
-@pytest.mark.parametrize("op", NO_ARG + TILE_ARG + POPS + ["system.sync_set", "system.sync_wait", "system.set_ffts",
+@pytest.mark.parametrize("op", NO_ARG + PIPE_INIT + TILE_ARG + POPS + ["system.sync_set", "system.sync_wait", "system.set_ffts",
                                                           "system.cacheinvalid"])
 def test_sync_ops_are_registered_as_sync_unit_with_open_kwargs(op):
     d = lookup(op)
@@ -29,6 +29,13 @@ def test_no_argument_ops_accept_any_attributes(op):
 @pytest.mark.parametrize("op", NO_ARG)
 def test_no_argument_ops_reject_a_positional_argument(op):
     assert codes("n: pl.Scalar[pl.INDEX]", f"pl.{op}(n)") == [("PTOC-E0201", None)]
+
+
+@pytest.mark.parametrize("op", PIPE_INIT)
+def test_pipe_init_takes_the_two_consumer_buffers_positionally(op):
+    body = 'buf = pl.system.reserve_buffer(name="c2v", size=4096, base=-1)\n'
+    assert codes("", body + f"pl.{op}(buf, 0, dir_mask=1, slot_size=512, slot_num=8)") == []
+    assert codes("", body + f"pl.{op}(buf, 0, 0)") == [("PTOC-E0201", None)]
 
 
 def test_bar_v_has_no_result():
