@@ -115,12 +115,12 @@ class CrossCoreEmitter:
         operands = []
         if self.arch == "a2a3":
             gm = next((p for p in self.fn.params if p.name == GM_PIPE_PARAM), None)
-            if gm is None:
+            if gm is None or gm.name not in self.gm_ptr:
                 raise CompileError([Diagnostic(
                     "PTOC-E0621", f"the cross-core pipe of {self.fn.name!r} needs a GM slot buffer on a2a3 (the "
-                    f"{GM_PIPE_PARAM} parameter), which the kernel does not have", span,
-                    hint=f"add a tensor parameter {GM_PIPE_PARAM} (InjectGmPipeBuffer does this for split "
-                         "kernels), or compile for --arch a5, whose pipe needs no GM ring")])
+                    f"{GM_PIPE_PARAM} tensor parameter), which the kernel does not have", span,
+                    hint=f"declare {GM_PIPE_PARAM} as a GM tensor (pl.Out[pl.Tensor[[1], pl.FP32]]) or leave it out "
+                         "(InjectGmPipeBuffer then adds it), or compile for --arch a5, whose pipe needs no GM ring")])
             operands.append(f"gm_slot_buffer = %{self.gm_ptr[gm.name]} : !pto.ptr<{element_type(gm.type.dtype)}>")
         for key, e in zip(("c2v_consumer_buf", "v2c_consumer_buf"), c.args[:2]):
             operands.append(f"{key} = %{self._i32(e, span)} : i32")

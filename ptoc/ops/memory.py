@@ -155,7 +155,7 @@ def _tensor_alloc(args: Args) -> Type | None:
     return PtrType()
 
 
-@register("tensor.create", ("shape",), optional=(("dtype", None), ("layout", None)), unit="any")
+@register("tensor.create", ("shape",), optional=(("dtype", None), ("layout", None), ("manual_dep", None)), unit="any")
 def _tensor_create(args: Args) -> Type | None:
     """a new GM tensor"""
     shape = int_list(args, "shape")

@@ -36,6 +36,8 @@ PIPELINE: list[tuple[str, str]] = [
     ("layout", "BlockNzTensorViews"),
     ("layout", "LegalizeTileCast"),
     ("layout", "InferTileMemorySpace"),
+    ("layout", "ExpandMixedKernel"),
+    ("layout", "InjectGmPipeBuffer"),
     ("layout", "ClassifyKernels"),
     ("layout", "MaterializeTensorStrides"),
     ("memory", "InitMemRef"),

@@ -108,9 +108,15 @@ def test_slot_num_is_written_only_when_not_ptoas_default():
     assert any("{dir_mask = 1, slot_size = 4096, slot_num = 2}" in ln for ln in aic)
 
 
-def test_a2a3_pipe_without_gm_buffer_is_e0621():
+def test_a2a3_pipe_without_gm_buffer_gets_one_injected():
+    aic = body(emit(pair(gm=False)), "k_aic")
+    assert any("(gm_slot_buffer = %arg3 : !pto.ptr<f32>" in ln for ln in aic)
+
+
+def test_a2a3_gm_buffer_that_is_not_a_tensor_is_e0621():
+    text = pair().replace("__gm_pipe_buffer: pl.Out[pl.Tensor[[1], pl.FP32]]", "__gm_pipe_buffer: pl.Scalar[pl.INT32]")
     with pytest.raises(CompileError) as e:
-        emit(pair(gm=False))
+        emit(text)
     assert e.value.diagnostics[0].code == "PTOC-E0621"
     assert "__gm_pipe_buffer" in e.value.diagnostics[0].message
 

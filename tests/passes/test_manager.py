@@ -28,7 +28,8 @@ def test_pipeline_order_is_pinned():
     # MaterializeTensorStrides; memory planning comes last.
     assert [n for _, n in PIPELINE] == [
         "CtrlFlowTransform", "ConvertToSSA", "OutlineIncoreScopes", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
-        "InferTileMemorySpace", "ClassifyKernels", "MaterializeTensorStrides", "InitMemRef", "AllocateMemoryAddr",
+        "InferTileMemorySpace", "ExpandMixedKernel", "InjectGmPipeBuffer", "ClassifyKernels",
+        "MaterializeTensorStrides", "InitMemRef", "AllocateMemoryAddr",
     ]
 
 
