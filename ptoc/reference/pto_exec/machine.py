@@ -35,6 +35,8 @@ from ptoc.reference.pto_exec.reduction import ReductionOps
 from ptoc.reference.pto_exec.matmul import MatmulOps
 from ptoc.reference.pto_exec.layout import LayoutOps
 from ptoc.reference.pto_exec.gather import GatherOps
+from ptoc.reference.pto_exec.cross_core import CrossCoreOps
+from ptoc.reference.pto_exec import cross_core as cross_core_ops
 from ptoc.reference.pto_exec import memory as memory_ops
 from ptoc.reference.pto_exec import elementwise as elementwise_ops
 from ptoc.reference.pto_exec import reduction as reduction_ops
@@ -77,7 +79,7 @@ _INT_OPS = {
     "shrui": lambda a, b, bits: _unsigned(a, bits) >> b if b < bits else 0,
 }
 
-class Interpreter(MemoryOps, ElementwiseOps, ReductionOps, MatmulOps, LayoutOps, GatherOps):
+class Interpreter(MemoryOps, ElementwiseOps, ReductionOps, MatmulOps, LayoutOps, GatherOps, CrossCoreOps):
     def __init__(self, module: Module, func: Func, buffers: list[bytearray], env: dict[str, Any],
                  block_idx: int = 0, block_num: int = 1, poison: int = 0xFF):
         self.module = module
@@ -392,14 +394,15 @@ _HANDLERS: dict[str, Any] = {"scf.for": Interpreter.scf_for, "scf.if": Interpret
                              "pto.get_block_idx": Interpreter.block_idx_op,
                              "pto.get_block_num": Interpreter.block_num_op,
                              "pto.get_subblock_idx": Interpreter.subblock_idx_op}
-for _family in (memory_ops, elementwise_ops, reduction_ops, matmul_ops, layout_ops, gather_ops):
+for _family in (memory_ops, elementwise_ops, reduction_ops, matmul_ops, layout_ops, gather_ops, cross_core_ops):
     _HANDLERS.update({k: getattr(Interpreter, v) for k, v in _family.HANDLERS.items()})
 
 _ARITH = {"constant", "addi", "subi", "muli", "divsi", "divui", "floordivsi", "ceildivsi", "remsi", "remui",
           "minsi", "maxsi", "minui", "maxui", "andi", "ori", "xori", "shli", "shrsi", "shrui", "cmpi", "cmpf",
           "select", "addf", "subf", "mulf", "divf", "remf", "maximumf", "minimumf", "maxnumf", "minnumf",
           "negf"} | _CASTS
-_DPS = {k for k in _HANDLERS if k.startswith("pto.t") and k not in ("pto.tgetval", "pto.treshape")}
+_DPS = {k for k in _HANDLERS if k.startswith("pto.t") and k not in ("pto.tgetval", "pto.treshape")
+        and k not in cross_core_ops.HANDLERS}
 
 
 def _prepare(ops: list[Op]) -> None:
