@@ -103,6 +103,7 @@ from ptoc.ir.nodes import (
     ScopeStmt,
     Stmt,
     StrLit,
+    TensorType,
     TileType,
     TileView,
     Var,
@@ -177,6 +178,10 @@ class _Splitter:
                 return self._space_side(src)
             return self._call_side(s, c)
         if isinstance(s, (ForStmt, WhileStmt, ScopeStmt, IfStmt)):
+            if isinstance(s, ForStmt):
+                for r, init in zip(s.results, s.init_values):
+                    if isinstance(self.types.get(r.name), TensorType):
+                        self.store_dest.setdefault(r.name, init)  # a tensor carried through the loop
             bodies = (s.then_body, s.else_body) if isinstance(s, IfStmt) else (s.body,)
             sides = {self.side(x) for b in bodies for x in b} - {"shared"}
             if not sides:
@@ -521,12 +526,34 @@ def _head_uses(s: Stmt) -> set[str]:
     return set()
 
 
+def _drop_dead_iter_args(s: ForStmt, used: set[str]) -> ForStmt:
+    """Loop-carried values nothing reads after the loop and the body only passes on unchanged."""
+    y = s.body[-1] if s.body and isinstance(s.body[-1], YieldStmt) else None
+    if y is None:
+        return s
+    inner = set()
+    for x in s.body[:-1]:
+        inner |= _head_uses(x) if isinstance(x, (ForStmt, IfStmt, WhileStmt, ScopeStmt)) else _uses(x)
+        if isinstance(x, (ForStmt, IfStmt, WhileStmt, ScopeStmt)):
+            inner |= {n.name for st in walk_stmts((x,)) for n in walk(st) if isinstance(n, Var)}
+    keep = [i for i, (a, r, v) in enumerate(zip(s.iter_args, y.targets, y.values))
+            if r.name in used or a.name in inner or not (isinstance(v, Var) and v.name == a.name)]
+    if len(keep) == len(s.iter_args):
+        return s
+    y2 = replace(y, targets=tuple(y.targets[i] for i in keep), values=tuple(y.values[i] for i in keep),
+                 annotation=y.annotation if len(keep) == 1 else None)
+    body = s.body[:-1] + ((y2,) if keep else ())
+    return replace(s, body=body, iter_args=tuple(s.iter_args[i] for i in keep),
+                   init_values=tuple(s.init_values[i] for i in keep))
+
+
 def _dce_block(body: tuple[Stmt, ...], used: set[str]) -> tuple[Stmt, ...]:
     out: list[Stmt] = []
     for s in body:
         if isinstance(s, AssignStmt) and s.target.name not in used and _pure(s):
             continue
         if isinstance(s, ForStmt):
+            s = _drop_dead_iter_args(s, used)
             inner = _dce_block(s.body, used)
             if not inner or all(isinstance(x, YieldStmt) for x in inner):
                 results = inner[-1].targets if inner and isinstance(inner[-1], YieldStmt) else ()
