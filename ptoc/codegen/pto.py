@@ -99,7 +99,7 @@ from ptoc.codegen.pto_forms import (
     unsupported,
 )
 from ptoc.codegen.tile_ops import TileOpEmitter
-from ptoc.codegen.cross_core import CROSS_CORE_OPS, POP_OPS, CrossCoreEmitter
+from ptoc.codegen.cross_core import POP_OPS, CrossCoreEmitter, cross_core_op
 
 
 def dynamic_dims(program: Program, fn: Function, defined: set[str] | None = None) -> list[str]:
@@ -297,7 +297,7 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
                     self.alloc_sizes[s.target.name] = _int(size) or 0 if size is not None else 0
                     self.pending.setdefault(s.target.name, [])
                     continue
-                if isinstance(v, Var) or (isinstance(v, Call) and (v.op in VIEW_OPS or v.op in POP_OPS)):
+                if isinstance(v, Var) or (isinstance(v, Call) and (v.op in VIEW_OPS or cross_core_op(v.op) in POP_OPS)):
                     continue
                 t = self.types.get(s.target.name)
                 if not isinstance(t, TileType) or t.memref is None or not isinstance(t.memref.base, Var):
@@ -455,7 +455,7 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
                 self.store(e, s.span)
             elif isinstance(e, Call) and e.kind == "op" and e.op == "tile.write":
                 self.tile_write(e, s.span)
-            elif isinstance(e, Call) and e.kind == "op" and e.op in CROSS_CORE_OPS:
+            elif isinstance(e, Call) and e.kind == "op" and cross_core_op(e.op):
                 self.cross_core(None, e, s.span)
             elif isinstance(e, Call):
                 raise unsupported(f"pl.{e.op}" if e.kind == "op" else f"the call self.{e.op}", s.span)
@@ -484,7 +484,7 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
                 raise InternalError(f"{v.name} has no value")
             self.env[name] = src
             return
-        if isinstance(v, Call) and v.kind == "op" and v.op in CROSS_CORE_OPS:
+        if isinstance(v, Call) and v.kind == "op" and cross_core_op(v.op):
             self.cross_core(name, v, s.span)
             return
         if isinstance(v, Call) and v.kind == "op" and (v.op.startswith("tile.") and v.op not in CORE_ID):

@@ -24,15 +24,15 @@ After::
     @pl.function(type=pl.FunctionType.AIC)
     def k_aic(self, x, w, out):
         k_c2v_slot_buffer_import: pl.Scalar[pl.INT32] = pl.system.import_peer_buffer(name="k_c2v_slot_buffer", peer_func="k_aiv")
-        pl.system.aic_initialize_pipe(k_c2v_slot_buffer_import, 0, dir_mask=1, slot_size=4096, slot_num=8)
+        pl.system.aic_initialize_pipe(k_c2v_slot_buffer_import, 0, dir_mask=1, slot_size=4096, slot_num=2)
         ...
         acc = pl.tile.matmul(x_left, w_right)
         pl.tile.tpush_to_aiv(acc, split=0)
 
     @pl.function(type=pl.FunctionType.AIV)
     def k_aiv(self, x, w, out) -> ...:
-        k_c2v_slot_buffer: pl.Scalar[pl.INT32] = pl.system.reserve_buffer(name="k_c2v_slot_buffer", size=32768, base=-1)
-        pl.system.aiv_initialize_pipe(k_c2v_slot_buffer, 0, dir_mask=1, slot_size=4096, slot_num=8)
+        k_c2v_slot_buffer: pl.Scalar[pl.INT32] = pl.system.reserve_buffer(name="k_c2v_slot_buffer", size=8192, base=-1)
+        pl.system.aiv_initialize_pipe(k_c2v_slot_buffer, 0, dir_mask=1, slot_size=4096, slot_num=2)
         y: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.tpop_from_aic(split=0)
         r = pl.tile.relu(y)
         pl.system.tfree_to_aic(y)
@@ -65,15 +65,15 @@ Rules (PyPTO's)
 - Pipe set-up is prepended to both kernels: the consumer of a direction reserves `<f>_c2v_slot_buffer`
   (AIV) / `<f>_v2c_slot_buffer` (AIC) of `slot_size * slot_num` bytes (base -1: placed later), the
   producer imports it, and both initialise the pipe with `dir_mask` (1 cube -> vector, 2 vector -> cube,
-  3 both) and `slot_size`, the largest tile crossing in bytes.
-- Functions that are not InCore, and InCore functions that are not mixed, are left alone
-  (ClassifyKernels makes the latter AIC or AIV).
+  3 both), `slot_size`, the largest tile crossing in bytes, and `slot_num` 2 (the ring depth; the `.pto`
+  reserves what the assembler's ring needs, see ptoc.codegen.cross_core).
+- An InCore function that is not mixed becomes AIC (cube work only) or AIV (vector work, or neither), as
+  ClassifyKernels would make it; other functions are left alone. A function with work of both sides but no
+  boundary move between them is left to ClassifyKernels, which rejects it (PTOC-E0330): PyPTO fences such
+  a GM store/load pair with a push/pop, which ptoc does not do yet.
 
 Deliberate differences from PyPTO
 ---------------------------------
-- `slot_num` is 8, the ring depth the toolchain's PTOAS uses whatever the `.pto` says (it does not take
-  the attribute), so the reserved buffer matches the ring PTOAS builds; PyPTO writes 2 and a PTOAS that
-  honours it.
 - No dual-AIV dispatch on a2a3 (PyPTO marks the AIV `dual_aiv_dispatch` and replays the hand-shakes on
   the second vector lane): ptoc's AIV is one lane. No split modes (`aiv_shard` / `aic_gather`, `split=`),
   GM-mediated store/load fences, hand-written Group ABI normalisation or pre-existing Group callers.
@@ -111,15 +111,19 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.visitor import walk
-from ptoc.passes.common import resolve_op
+from ptoc.passes.common import op_names, resolve_op
 from ptoc.passes.manager import Pass
 
 CUBE_SPACES = ("Mat", "Left", "Right", "Acc", "Bias", "LeftScale", "RightScale")
-SLOT_NUM = 8
+SLOT_NUM = 2  # PyPTO's default ring depth
 C2V, V2C = 1, 2
 # ops with an effect beyond their result: never removed as dead code
 EFFECTS = ("tile.store", "tile.write", "tile.tpush_to_aiv", "tile.tpush_to_aic", "tile.tpop_from_aic",
            "tile.tpop_from_aiv", "system.")
+
+
+def _is(c, *ops: str) -> bool:
+    return isinstance(c, Call) and c.kind == "op" and bool(op_names(c.op) & set(ops))
 
 
 def _i(v: int) -> ConstInt:
@@ -143,12 +147,16 @@ class ExpandMixedKernel(Pass):
             if f.func_type != "InCore":
                 out.append(f)
                 continue
-            split = _Splitter(f, types.get(f.name, {}), getattr(ctx, "arch", "a2a3")).run()
-            if split is None:
-                out.append(f)
-            else:
+            splitter = _Splitter(f, types.get(f.name, {}), getattr(ctx, "arch", "a2a3"))
+            split = splitter.run()
+            if split is not None:
                 out.extend(split)
                 changed = True
+            elif splitter.kind is not None:
+                out.append(replace(f, func_type=splitter.kind))
+                changed = True
+            else:
+                out.append(f)
         return replace(program, functions=tuple(out)) if changed else program
 
 
@@ -161,6 +169,7 @@ class _Splitter:
         self.store_dest: dict[str, object] = {}  # store result -> the tensor it was stored into
         self.dirs: set[int] = set()
         self.slot = 0
+        self.kind: str | None = None  # a kernel that is not mixed: "AIC" or "AIV"
 
     # ------------------------------------------------------------------ affinity
     def side(self, s: Stmt) -> str:
@@ -171,7 +180,7 @@ class _Splitter:
                 return self._space_side(self.types.get(c.name))
             if not isinstance(c, Call) or c.kind != "op":
                 return "shared"
-            if isinstance(s, AssignStmt) and c.op == "tile.store":
+            if isinstance(s, AssignStmt) and _is(c, "tile.store"):
                 src = self.types.get(c.args[0].name) if c.args and isinstance(c.args[0], Var) else None
                 if len(c.args) >= 3:
                     self.store_dest[s.target.name] = c.args[2]
@@ -224,6 +233,7 @@ class _Splitter:
         f = self.f
         sides = {self.side(s) for s in f.body} - {"shared"}
         if not self.boundary and len(sides) <= 1:
+            self.kind = "AIC" if sides == {"cube"} else "AIV"
             return None
         if not self.boundary:
             return None  # both kinds of work but nothing crosses: ClassifyKernels reports it
@@ -257,8 +267,7 @@ class _Splitter:
             if isinstance(s, ForStmt):
                 out.append(self._loop(s, side))
             elif isinstance(s, IfStmt):
-                out.append(replace(s, then_body=self.side_body(s.then_body, side),
-                                   else_body=self.side_body(s.else_body, side)))
+                out.append(self._if(s, side))
             else:
                 out.append(s)
         return tuple(out)
@@ -275,6 +284,24 @@ class _Splitter:
                                         annotation=y.annotation if len(keep) == 1 else None),)
         return replace(s, body=body, iter_args=tuple(s.iter_args[i] for i in keep),
                        init_values=tuple(s.init_values[i] for i in keep))
+
+    def _if(self, s: IfStmt, side: str) -> IfStmt:
+        then_body, else_body = self.side_body(s.then_body, side), self.side_body(s.else_body, side)
+        keep = [i for i, r in enumerate(s.results) if self._space_side(self.types.get(r.name)) in ("shared", side)]
+        if len(keep) == len(s.results):
+            return replace(s, then_body=then_body, else_body=else_body)
+
+        def cut(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+            y = body[-1] if body and isinstance(body[-1], YieldStmt) else None
+            if y is None:
+                return body
+            if not keep:
+                return body[:-1]
+            return body[:-1] + (replace(y, targets=tuple(y.targets[i] for i in keep),
+                                        values=tuple(y.values[i] for i in keep),
+                                        annotation=y.annotation if len(keep) == 1 else None),)
+
+        return replace(s, then_body=cut(then_body), else_body=cut(else_body))
 
     def hand_off(self, s: AssignStmt, side: str, d: int) -> list[Stmt]:
         c = s.value
@@ -444,8 +471,7 @@ def _fix_dangling(body: tuple[Stmt, ...], f: Function, store_dest: dict, drop_re
             if isinstance(s, IfStmt):
                 out.append(replace(s, then_body=fix(s.then_body, None), else_body=fix(s.else_body, None)))
                 continue
-            if isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.op == "tile.store" \
-                    and len(s.value.args) >= 3:
+            if isinstance(s, AssignStmt) and _is(s.value, "tile.store") and len(s.value.args) >= 3:
                 c = s.value
                 out.append(replace(s, value=replace(c, args=c.args[:2] + (sub(c.args[2]),) + c.args[3:])))
                 continue
@@ -479,10 +505,9 @@ def _free_pops(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
         out.append(s)
     for i in range(len(out) - 1, -1, -1):
         s = out[i]
-        if not (isinstance(s, AssignStmt) and isinstance(s.value, Call)
-                and s.value.op in ("tile.tpop_from_aic", "tile.tpop_from_aiv")):
+        if not (isinstance(s, AssignStmt) and _is(s.value, "tile.tpop_from_aic", "tile.tpop_from_aiv")):
             continue
-        free = "system.tfree_to_aic" if s.value.op == "tile.tpop_from_aic" else "system.tfree_to_aiv"
+        free = "system.tfree_to_aic" if _is(s.value, "tile.tpop_from_aic") else "system.tfree_to_aiv"
         name = s.target.name
         last = i
         for j in range(i + 1, len(out)):
@@ -498,7 +523,7 @@ def _pure(s: AssignStmt) -> bool:
     v = s.value
     if not isinstance(v, Call):
         return True
-    return v.kind == "op" and not v.op.startswith(EFFECTS)
+    return v.kind == "op" and not any(n.startswith(EFFECTS) for n in op_names(v.op))
 
 
 def _dce(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:

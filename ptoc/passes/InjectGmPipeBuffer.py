@@ -64,6 +64,7 @@ from ptoc.ir.nodes import (
     WhileStmt,
 )
 from ptoc.ir.visitor import walk
+from ptoc.passes.common import op_names
 from ptoc.passes.manager import Pass
 
 PARAM = "__gm_pipe_buffer"
@@ -78,7 +79,7 @@ class InjectGmPipeBuffer(Pass):
     name = "InjectGmPipeBuffer"
     stage = "layout"
     summary = "a2a3: thread the GM slot buffer of cross-core pipes from the orchestration to the kernels"
-    requires = frozenset({"memory_spaces"})
+    requires = frozenset()
     produces = frozenset()
 
     def run(self, program: Program, ctx) -> Program:
@@ -86,7 +87,7 @@ class InjectGmPipeBuffer(Pass):
             return program
         funcs = {f.name: f for f in program.functions}
         seeds = [f.name for f in program.functions
-                 if any(isinstance(n, Call) and n.kind == "op" and n.op in INIT_OPS for n in walk(f))]
+                 if any(isinstance(n, Call) and n.kind == "op" and op_names(n.op) & set(INIT_OPS) for n in walk(f))]
         if not seeds:
             return program
         with_param: set[str] = set()

@@ -103,9 +103,12 @@ def test_level2_lets_ptoas_place_the_slot_buffer():
             "location = #pto.address_space<vec>, auto = true} -> i32") in aiv
 
 
-def test_slot_num_is_written_only_when_not_ptoas_default():
-    aic = body(emit(pair(gm=False, slots=2), A5), "k_aic")
-    assert any("{dir_mask = 1, slot_size = 4096, slot_num = 2}" in ln for ln in aic)
+def test_slot_num_is_not_written_and_the_buffer_holds_the_assemblers_eight_slots():
+    out = emit(pair(gm=False, slots=2).replace("size=32768", "size=8192"), A5)
+    aic, aiv = body(out, "k_aic"), body(out, "k_aiv")
+    assert "slot_num" not in out
+    assert any("{dir_mask = 1, slot_size = 4096} (c2v_consumer_buf" in ln for ln in aic)
+    assert any('pto.reserve_buffer {name = "k_c2v_slot_buffer", size = 32768,' in ln for ln in aiv)
 
 
 def test_a2a3_pipe_without_gm_buffer_gets_one_injected():

@@ -106,6 +106,18 @@ EXPECTED = {
             "out": ("float", nd(64, 128), "ND"), "s": ("float", nd(64, 128), "ND"),
             "t_pview": ("float", nd(64, 128, (16, 128)), "ND"),
             "out_2_pview": ("float", nd(64, 128, (16, 128)), "ND")}},
+    # the mixed scope split into a cube and a vector kernel; both take every parameter of the scope and the
+    # a2a3 GM slot buffer (rank 1, [1])
+    "linear_relu": {
+        "main_incore_0_aic": {
+            "x": ("bfloat16_t", nd(16, 128), "ND"), "out": ("float", nd(16, 128), "ND"),
+            "w": ("bfloat16_t", nd(128, 128), "ND"), "__gm_pipe_buffer": ("float", nd(1, 1), "ND"),
+            "x_mat_pview": ("bfloat16_t", nd(16, 128), "ND"),
+            "w_mat_pview": ("bfloat16_t", nd(128, 128, (128, 64)), "ND")},
+        "main_incore_0_aiv": {
+            "x": ("bfloat16_t", nd(16, 128), "ND"), "out": ("float", nd(16, 128), "ND"),
+            "w": ("bfloat16_t", nd(128, 128), "ND"), "__gm_pipe_buffer": ("float", nd(1, 1), "ND"),
+            "out_2_pview": ("float", nd(16, 128, (16, 64)), "ND")}},
     "softmax_rows": {"softmax_kernel": {
         "x": ("float", nd(64, 128), "ND"), "y": ("float", nd(64, 128), "ND"),
         "row_max_out": ("float", dn(64), "DN"),
