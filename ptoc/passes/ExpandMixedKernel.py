@@ -74,6 +74,8 @@ Rules (PyPTO's)
 
 Deliberate differences from PyPTO
 ---------------------------------
+- A kernel whose callers are all Group functions gets no Group of its own: each of those Groups calls the
+  AIC kernel and then the AIV kernel in place of the kernel (PyPTO's in-place Group rewrite).
 - No dual-AIV dispatch on a2a3 (PyPTO marks the AIV `dual_aiv_dispatch` and replays the hand-shakes on
   the second vector lane): ptoc's AIV is one lane. No split modes (`aiv_shard` / `aic_gather`, `split=`),
   GM-mediated store/load fences, hand-written Group ABI normalisation or pre-existing Group callers.
@@ -143,6 +145,7 @@ class ExpandMixedKernel(Pass):
         types = self.types(program, ctx)
         out: list[Function] = []
         changed = False
+        split_names: dict[str, tuple[str, str]] = {}  # split kernel -> (aic, aiv)
         for f in program.functions:
             if f.func_type != "InCore":
                 out.append(f)
@@ -150,6 +153,10 @@ class ExpandMixedKernel(Pass):
             splitter = _Splitter(f, types.get(f.name, {}), getattr(ctx, "arch", "a2a3"))
             split = splitter.run()
             if split is not None:
+                callers = [g for g in program.functions if g.name != f.name and _calls(g, f.name)]
+                if callers and all(g.func_type == "Group" for g in callers):
+                    split = split[:2]  # its Groups launch the pair themselves
+                    split_names[f.name] = (split[0].name, split[1].name)
                 out.extend(split)
                 changed = True
             elif splitter.kind is not None:
@@ -157,7 +164,28 @@ class ExpandMixedKernel(Pass):
                 changed = True
             else:
                 out.append(f)
+        if split_names:
+            out = [_launch_pairs(g, split_names) if g.func_type == "Group" else g for g in out]
         return replace(program, functions=tuple(out)) if changed else program
+
+
+def _calls(f: Function, name: str) -> bool:
+    return any(isinstance(n, Call) and n.kind == "func" and n.op == name for n in walk(f))
+
+
+def _launch_pairs(g: Function, split: dict[str, tuple[str, str]]) -> Function:
+    """An existing Group calling a split kernel calls its AIC kernel, then its AIV kernel in its place."""
+    body: list[Stmt] = []
+    for s in g.body:
+        c = s.value if isinstance(s, AssignStmt) else s.expr if isinstance(s, EvalStmt) else None
+        if isinstance(c, Call) and c.kind == "func" and c.op in split:
+            aic, aiv = split[c.op]
+            body.append(EvalStmt(replace(c, op=aic), span=s.span))
+            body.append(replace(s, value=replace(c, op=aiv)) if isinstance(s, AssignStmt)
+                        else replace(s, expr=replace(c, op=aiv)))
+            continue
+        body.append(s)
+    return replace(g, body=tuple(body))
 
 
 class _Splitter:
@@ -278,7 +306,9 @@ class _Splitter:
         if len(keep) == len(s.iter_args):
             return replace(s, body=body)
         y = body[-1] if body and isinstance(body[-1], YieldStmt) else None
-        if y is not None:
+        if y is not None and not keep:
+            body = body[:-1]
+        elif y is not None:
             body = body[:-1] + (replace(y, targets=tuple(y.targets[i] for i in keep),
                                         values=tuple(y.values[i] for i in keep),
                                         annotation=y.annotation if len(keep) == 1 else None),)

@@ -220,3 +220,12 @@ def test_a_while_loop_holding_both_sides_is_e0622():
     with pytest.raises(CompileError) as e:
         run(text)
     assert e.value.diagnostics[0].code == "PTOC-E0622"
+
+
+def test_a_kernel_launched_by_groups_is_replaced_in_them_by_the_pair():
+    text = LINEAR_RELU.replace("@pl.function(type=pl.FunctionType.Orchestration)\ndef main", (
+        "@pl.function(type=pl.FunctionType.Group)\ndef g"))
+    _, out = run(text)
+    assert [f.name for f in out.functions] == ["k_aic", "k_aiv", "g"]  # no Group of k's own
+    g = print_program(type(out)(out.name, (out.function("g"),)))
+    assert "self.k_aic(x, w, out)\n        o: pl.Tensor[[16, 64], pl.FP32] = self.k_aiv(x, w, out)" in g
