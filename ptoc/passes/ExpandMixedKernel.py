@@ -69,8 +69,12 @@ Rules (PyPTO's)
   reserves what the assembler's ring needs, see ptoc.codegen.cross_core).
 - An InCore function that is not mixed becomes AIC (cube work only) or AIV (vector work, or neither), as
   ClassifyKernels would make it; other functions are left alone. A function with work of both sides but no
-  boundary move between them is left to ClassifyKernels, which rejects it (PTOC-E0330): PyPTO fences such
-  a GM store/load pair with a push/pop, which ptoc does not do yet.
+  boundary move and no fenced GM hand-off between them is left to ClassifyKernels, which rejects it
+  (PTOC-E0330).
+- Data may also cross through global memory: a cube `tile.store` to a tensor (its only cube store) followed,
+  in the same body, by a vector `tile.load` of that tensor gets a push of the stored tile after the store
+  and a pop (freed at once) before the load, so the load waits for the store. The other way round (a
+  vector store read by the cube) is not fenced, as in PyPTO; such a kernel stays rejected.
 
 Deliberate differences from PyPTO
 ---------------------------------
@@ -198,6 +202,8 @@ class _Splitter:
         self.dirs: set[int] = set()
         self.slot = 0
         self.kind: str | None = None  # a kernel that is not mixed: "AIC" or "AIV"
+        self.fence_push: dict[int, Var] = {}  # id(cube store) -> the stored tile, pushed after the store
+        self.fence_pop: dict[int, TileType] = {}  # id(vector load) -> the token popped before the load
 
     # ------------------------------------------------------------------ affinity
     def side(self, s: Stmt) -> str:
@@ -263,7 +269,8 @@ class _Splitter:
         if not self.boundary and len(sides) <= 1:
             self.kind = "AIC" if sides == {"cube"} else "AIV"
             return None
-        if not self.boundary:
+        self.gm_fences(f.body)
+        if not self.boundary and not self.fence_push:
             return None  # both kinds of work but nothing crosses: ClassifyKernels reports it
         for s in walk_stmts(f.body):
             if isinstance(s, (WhileStmt, ScopeStmt)) and self.side(s) == "mixed":
@@ -282,6 +289,51 @@ class _Splitter:
         aiv = replace(f, name=aiv_name, func_type="AIV", body=aiv_setup + aiv_body)
         return [aic, aiv, self.group(aic, aiv, aiv_body)]
 
+    # ------------------------------------------------------------------ GM-mediated hand-offs
+    def origin(self, e):
+        """The tensor a value stands for: store results and loop results followed back."""
+        seen = 0
+        while isinstance(e, Var) and e.name in self.store_dest and seen < 64:
+            e, seen = self.store_dest[e.name], seen + 1
+        return e.name if isinstance(e, Var) else None
+
+    def gm_fences(self, body: tuple[Stmt, ...]) -> None:
+        """A cube store and a later vector load of the same GM tensor in the same body (the only cube store
+        of that tensor): the data goes through GM, a push after the store and a pop before the load order
+        the load after the store."""
+        stores: dict[str, int] = {}
+        for s in walk_stmts(self.f.body):
+            if isinstance(s, AssignStmt) and _is(s.value, "tile.store") and self.side(s) == "cube":
+                o = self.origin(s.target)
+                stores[o] = stores.get(o, 0) + 1
+        self._fence_body(body, {o for o, n in stores.items() if n == 1})
+
+    def _fence_body(self, body: tuple[Stmt, ...], single: set[str]) -> None:
+        stored: dict[str, Var] = {}
+        for s in body:
+            if isinstance(s, ForStmt):
+                self._fence_body(s.body, single)
+            elif isinstance(s, IfStmt):
+                self._fence_body(s.then_body, single)
+                self._fence_body(s.else_body, single)
+            elif isinstance(s, AssignStmt) and _is(s.value, "tile.store") and self.side(s) == "cube":
+                o = self.origin(s.target)
+                if o in single and s.value.args and isinstance(s.value.args[0], Var):
+                    stored[o] = s.value.args[0]
+                    self._pending = getattr(self, "_pending", {})
+                    self._pending[o] = s
+            elif isinstance(s, AssignStmt) and _is(s.value, "tile.load") and self.side(s) == "vector":
+                src = s.value.args[0] if s.value.args else None
+                o = self.origin(src)
+                if o in stored:
+                    tile = stored.pop(o)
+                    store = self._pending.pop(o)
+                    self.fence_push[id(store)] = tile
+                    t = self.types.get(tile.name)
+                    self.fence_pop[id(s)] = TileType(t.shape, t.dtype, None, "Vec", None)
+                    self.dirs.add(C2V)
+                    self.slot = max(self.slot, _bytes(t))
+
     def side_body(self, body: tuple[Stmt, ...], side: str) -> tuple[Stmt, ...]:
         out: list[Stmt] = []
         for s in body:
@@ -291,6 +343,15 @@ class _Splitter:
                 continue
             k = self.side(s)
             if k not in ("shared", "mixed", side):
+                continue
+            if id(s) in self.fence_push:
+                out.extend([s, EvalStmt(Call("tile.tpush_to_aiv", (self.fence_push[id(s)],), (("split", _i(0)),)),
+                                        span=s.span)])
+                continue
+            if id(s) in self.fence_pop:
+                tok = Var(f"{s.target.name}_ready")
+                out.extend([AssignStmt(tok, Call("tile.tpop_from_aic", (), (("split", _i(0)),)),
+                                       self.fence_pop[id(s)], span=s.span), s])
                 continue
             if isinstance(s, ForStmt):
                 out.append(self._loop(s, side))
@@ -501,9 +562,9 @@ def _fix_dangling(body: tuple[Stmt, ...], f: Function, store_dest: dict, drop_re
             if isinstance(s, IfStmt):
                 out.append(replace(s, then_body=fix(s.then_body, None), else_body=fix(s.else_body, None)))
                 continue
-            if isinstance(s, AssignStmt) and _is(s.value, "tile.store") and len(s.value.args) >= 3:
+            if isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.kind == "op":
                 c = s.value
-                out.append(replace(s, value=replace(c, args=c.args[:2] + (sub(c.args[2]),) + c.args[3:])))
+                out.append(replace(s, value=replace(c, args=tuple(sub(a) for a in c.args))))
                 continue
             out.append(s)
         return tuple(out)

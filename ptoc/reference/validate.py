@@ -376,6 +376,7 @@ class _PtoKernelRunner:
 
     def __call__(self, callee: Function, args: list, span):
         from ptoc.codegen.pto import dynamic_dims
+        from ptoc.reference import pipes
         from ptoc.reference.pto_exec import run_pto_logical
         from ptoc.reference.values import _gm_write, _logical_addr, _read_logical
 
@@ -393,7 +394,14 @@ class _PtoKernelRunner:
             elif isinstance(p.type, ScalarType):
                 scal.append(v.value)
         dyn = [self.dims[d] for d in dynamic_dims(self.lowered, callee)]
-        if self.simulator is None:
+        launch = pipes.current()
+        if self.simulator is None and launch is not None:
+            # a member of a Group launch: it shares global memory with its peer while both run
+            keys = {i: id(v) for i, v in enumerate(a for p, a in zip(callee.params, args)
+                                                    if isinstance(p.type, TensorType))}
+            out = run_pto_logical(self.text, callee.name, tensors, scal, dyn,
+                                  shared=launch[0].__dict__.setdefault("gm", {}), keys=keys)
+        elif self.simulator is None:
             out = run_pto_logical(self.text, callee.name, tensors, scal, dyn)
         else:
             out = self.simulator.run(self.text, callee.name, tensors, scal, dyn, pto_path=f"{callee.name}.pto")

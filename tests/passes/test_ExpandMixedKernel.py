@@ -229,3 +229,26 @@ def test_a_kernel_launched_by_groups_is_replaced_in_them_by_the_pair():
     assert [f.name for f in out.functions] == ["k_aic", "k_aiv", "g"]  # no Group of k's own
     g = print_program(type(out)(out.name, (out.function("g"),)))
     assert "self.k_aic(x, w, out)\n        o: pl.Tensor[[16, 64], pl.FP32] = self.k_aiv(x, w, out)" in g
+
+
+def test_a_cube_store_the_vector_core_loads_is_fenced_by_a_push_and_a_pop():
+    text = f"""
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[16, 128], pl.BF16], w: pl.Tensor[[128, 64], pl.BF16], mid: pl.Out[pl.Tensor[[16, 64], pl.FP32]], out: pl.Out[pl.Tensor[[16, 64], pl.FP32]]) -> pl.Tensor[[16, 64], pl.FP32]:{CUBE_PART}
+        mid_1: pl.Tensor[[16, 64], pl.FP32] = pl.tile.store(acc, [0, 0], mid)
+        t: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(mid_1, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
+        e: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.exp(t)
+        out_1: pl.Tensor[[16, 64], pl.FP32] = pl.tile.store(e, [0, 0], out)
+        return out_1
+    """
+    _, out = run(text)
+    aic = print_program(type(out)(out.name, (out.function("k_aic"),)))
+    aiv = print_program(type(out)(out.name, (out.function("k_aiv"),)))
+    # the AIC pushes the stored tile right after the store; the AIV pops it (and frees it at once) right
+    # before its load, which reads the tensor itself (the AIC's store result is not defined on the AIV)
+    assert ("mid_1: pl.Tensor[[16, 64], pl.FP32] = pl.tile.store(acc, [0, 0], mid)\n"
+            "        pl.tile.tpush_to_aiv(acc, split=0)") in aic
+    assert ("t_ready: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.tpop_from_aic(split=0)\n"
+            "        pl.system.tfree_to_aic(t_ready)\n"
+            "        t: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(mid, [0, 0], [16, 64], "
+            "target_memory=pl.Mem.Vec)") in aiv

@@ -447,11 +447,12 @@ def _func(module: Module, name: str) -> Func:
 
 
 def run_pto(text: str, func_name: str, args: Sequence, dyn_dims: Sequence[int] = (), *, block_idx: int = 0,
-            block_num: int = 1, poison: int = 0xFF) -> list[bytes]:
+            block_num: int = 1, poison: int = 0xFF, share: bool = False) -> list[bytes]:
     """Execute `func_name` of the `.pto` module `text`; return the tensor buffers afterwards (%argN order).
 
     `args`: one value per %argN except the trailing dynamic-dimension `index` arguments, which take
-    `dyn_dims` (GM tensors: bytes-like; scalars: int / float).
+    `dyn_dims` (GM tensors: bytes-like; scalars: int / float). `share`: a `bytearray` argument is the GM
+    buffer itself (written in place, as another kernel running at the same time sees it), not a copy.
     """
     module = parse_module(text)
     func = _func(module, func_name)
@@ -469,7 +470,8 @@ def run_pto(text: str, func_name: str, args: Sequence, dyn_dims: Sequence[int] =
         if m:
             dt = _np_type(m.group(1), func.line)
             try:
-                buf = bytearray(v.tobytes() if isinstance(v, np.ndarray) else memoryview(v).cast("B"))
+                buf = v if share and isinstance(v, bytearray) else bytearray(
+                    v.tobytes() if isinstance(v, np.ndarray) else memoryview(v).cast("B"))
             except TypeError:
                 raise PtoExecError(f"%{name} is a GM tensor ({t}): pass a bytes-like buffer, not "
                                    f"{type(v).__name__}", func.line) from None
@@ -522,11 +524,14 @@ def unpack_logical(data: bytes, layout: str, dtype, shape) -> np.ndarray:
 
 
 def run_pto_logical(text: str, func_name: str, tensors: dict, scalars: Sequence = (),
-                    dyn_dims: Sequence[int] = (), **kw) -> dict[int, np.ndarray]:
+                    dyn_dims: Sequence[int] = (), shared: dict | None = None, keys: dict | None = None,
+                    **kw) -> dict[int, np.ndarray]:
     """Pack `tensors` ({tensor param index: (logical array, layout)}), run, unpack every tensor.
 
     Every tensor parameter must be given (outputs too: their array gives the logical shape and the
-    initial GM contents). Arrays are converted to the parameter's element type.
+    initial GM contents). Arrays are converted to the parameter's element type. `shared` ({key: GM
+    bytearray}) with `keys` ({tensor param index: key}): the kernels of one launch share their GM, so a
+    tensor packed by the first of them is the buffer the others read and write.
     """
     module = parse_module(text)
     func = _func(module, func_name)
@@ -542,9 +547,14 @@ def run_pto_logical(text: str, func_name: str, tensors: dict, scalars: Sequence 
     args: list = []
     for i, dt in enumerate(ptr_types):
         arr, layout = tensors[i]
-        args.append(pack_logical(arr, layout, dt))
+        if shared is not None and keys is not None and i in keys:
+            if keys[i] not in shared:
+                shared[keys[i]] = bytearray(pack_logical(arr, layout, dt))
+            args.append(shared[keys[i]])
+        else:
+            args.append(pack_logical(arr, layout, dt))
     args.extend(scalars)
-    out = run_pto(text, func_name, args, dyn_dims, **kw)
+    out = run_pto(text, func_name, args, dyn_dims, share=shared is not None, **kw)
     return {i: unpack_logical(out[i], tensors[i][1], ptr_types[i], np.shape(tensors[i][0]))
             for i in range(len(ptr_types))}
 
