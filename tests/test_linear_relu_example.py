@@ -98,3 +98,30 @@ def test_the_real_ptoas_assembles_both_targets(arch, tmp_path):
     cpp = (tmp_path / "k.cpp").read_text()
     assert re.search(r"\bvoid main_incore_0_aic\(", cpp) and re.search(r"\bvoid main_incore_0_aiv\(", cpp)
     assert "TPUSH<TPipe<0, Direction::DIR_C2V, 4096, 8" in cpp and "TPOP<" in cpp and "TFREE<" in cpp
+
+
+QUANT = ROOT / "examples" / "quant_linear_nz.ir"
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_the_quantised_linear_example_splits_validates_and_computes_the_scaled_product(arch):
+    """examples/quant_linear_nz.ir: INT8 x NZ INT8 -> INT32 on the cube core, then FP32, scale, BF16 on the
+    vector core; expected: numpy's exact integer product, converted and scaled in float32, rounded to BF16."""
+    import ml_dtypes
+
+    from ptoc.driver import lower
+
+    ctx = CompileContext(arch=arch)
+    prog = frontend(QUANT.read_text(), QUANT.name, ctx)
+    reports = validate_program(prog, ctx, seed=2)
+    assert all(r.ok and r.ran for rep in reports for r in rep.rows), reports
+    low = lower(prog, ctx).program
+    assert [f.func_type for f in low.functions] == ["AIC", "AIV", "Group"]
+    rng = np.random.default_rng(4)
+    x = rng.integers(-128, 128, size=(16, 256), dtype=np.int8)
+    w = rng.integers(-128, 128, size=(256, 256), dtype=np.int8)
+    scale = (rng.integers(1, 64, size=(1, 256)) / 4096).astype(np.float32)
+    got = run_function(low, "quant_linear", {"x": x, "w": w, "scale": scale}, ctx)["out"]
+    acc = x.astype(np.int64) @ w.astype(np.int64)
+    want = (acc.astype(np.float32) * scale).astype(ml_dtypes.bfloat16)
+    np.testing.assert_array_equal(np.asarray(got).astype(np.float32), want.astype(np.float32))
