@@ -118,6 +118,16 @@ EXPECTED = {
             "x": ("bfloat16_t", nd(16, 128), "ND"), "out": ("float", nd(16, 128), "ND"),
             "w": ("bfloat16_t", nd(128, 128), "ND"), "__gm_pipe_buffer": ("float", nd(1, 1), "ND"),
             "out_2_pview": ("float", nd(16, 128, (16, 64)), "ND")}},
+    # an attention block: the AIC loads and stores every tensor it uses, the AIV only takes the parameters
+    "attention_block": {
+        "attention_aic": {
+            "q": ("half", nd(16, 64), "ND"), "kt": ("half", nd(64, 64), "ND"), "v": ("half", nd(64, 64), "ND"),
+            "out": ("float", nd(16, 64), "ND"), "__gm_pipe_buffer": ("float", nd(1, 1), "ND"),
+            "q_mat_pview": ("half", nd(16, 64), "ND"), "kt_mat_pview": ("half", nd(64, 64), "ND"),
+            "v_mat_pview": ("half", nd(64, 64), "ND"), "out_1_pview": ("float", nd(16, 64), "ND")},
+        "attention_aiv": {
+            "q": ("half", nd(16, 64), "ND"), "kt": ("half", nd(64, 64), "ND"), "v": ("half", nd(64, 64), "ND"),
+            "out": ("float", nd(16, 64), "ND"), "__gm_pipe_buffer": ("float", nd(1, 1), "ND")}},
     # a mixed kernel with an NZ INT8 weight split into its cube and vector kernels
     "quant_linear_nz": {
         "quant_linear_aic": {

@@ -1,4 +1,4 @@
-"""examples/linear_relu.ir end to end on both targets: the pl.at scope mixing a matmul and relu is split
+"""The mixed cube + vector examples end to end on both targets. linear_relu.ir: the pl.at scope mixing a matmul and relu is split
 into an AIC/AIV pair joined by the cross-core pipe, the .pto assembles with the real PTOAS, every stage
 validates, and the numbers equal relu(x @ w) computed here with numpy."""
 
@@ -125,3 +125,32 @@ def test_the_quantised_linear_example_splits_validates_and_computes_the_scaled_p
     acc = x.astype(np.int64) @ w.astype(np.int64)
     want = (acc.astype(np.float32) * scale).astype(ml_dtypes.bfloat16)
     np.testing.assert_array_equal(np.asarray(got).astype(np.float32), want.astype(np.float32))
+
+
+ATTENTION = ROOT / "examples" / "attention_block.ir"
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_the_attention_example_hands_scores_over_and_probabilities_back(arch):
+    """examples/attention_block.ir: the scores cross cube -> vector, the FP16 probabilities vector -> cube
+    (one two-way pipe, dir_mask 3); the result is softmax(q @ kt) @ v computed here with numpy."""
+    from ptoc.driver import lower
+
+    ctx = CompileContext(arch=arch)
+    prog = frontend(ATTENTION.read_text(), ATTENTION.name, ctx)
+    reports = validate_program(prog, ctx, seed=6)
+    assert all(r.ok and r.ran for rep in reports for r in rep.rows), reports
+    text = compile_program(prog, ctx, ATTENTION.name).pto
+    aic, aiv = func(text, "attention_aic"), func(text, "attention_aiv")
+    assert "{dir_mask = 3, slot_size = 4096}" in aic and "{dir_mask = 3, slot_size = 4096}" in aiv
+    assert "pto.tpush_to_aiv" in aic and "pto.tpop_from_aiv" in aic and "pto.tfree_from_aiv" in aic
+    assert "pto.tpop_from_aic" in aiv and "pto.tpush_to_aic" in aiv and "pto.texp" in aiv
+    rng = np.random.default_rng(8)
+    q, kt, v = (rng.standard_normal(s).astype(np.float16) for s in ((16, 64), (64, 64), (64, 64)))
+    low = lower(prog, ctx).program
+    got = run_function(low, "attention", {"q": q, "kt": kt, "v": v}, ctx)["out"]
+    s = q.astype(np.float64) @ kt.astype(np.float64)
+    p = np.exp(s - s.max(axis=1, keepdims=True))
+    p = (p / p.sum(axis=1, keepdims=True)).astype(np.float16)
+    want = p.astype(np.float64) @ v.astype(np.float64)
+    np.testing.assert_allclose(got, want, rtol=1e-2, atol=2e-3)
