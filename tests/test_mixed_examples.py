@@ -1,6 +1,6 @@
-"""The mixed cube + vector examples end to end on both targets. linear_relu.ir: the pl.at scope mixing a matmul and relu is split
-into an AIC/AIV pair joined by the cross-core pipe, the .pto assembles with the real PTOAS, every stage
-validates, and the numbers equal relu(x @ w) computed here with numpy."""
+"""The mixed cube + vector examples end to end on both targets (linear_relu, quant_linear_nz,
+attention_block): each is split into an AIC/AIV pair joined by the cross-core pipe, the .pto assembles with
+the real PTOAS, every stage validates, and the numbers equal what numpy computes here."""
 
 from __future__ import annotations
 
