@@ -99,6 +99,7 @@ from ptoc.codegen.pto_forms import (
     unsupported,
 )
 from ptoc.codegen.tile_ops import TileOpEmitter
+from ptoc.codegen.cross_core import POP_OPS, CrossCoreEmitter, cross_core_op
 
 
 def dynamic_dims(program: Program, fn: Function, defined: set[str] | None = None) -> list[str]:
@@ -147,7 +148,7 @@ def emit_module(program: Program, ctx, pto_level: str = "level3") -> tuple[str, 
     skipped = []
     for f in program.functions:
         if f.func_type in KERNEL_KIND:
-            funcs.append(_FunctionEmitter(program, f, types.get(f.name, {}), pto_level).run())
+            funcs.append(_FunctionEmitter(program, f, types.get(f.name, {}), pto_level, arch).run())
         else:
             skipped.append(f.name)
     out = [f'module attributes {{pto.target_arch = "{arch}"}} {{']
@@ -157,14 +158,17 @@ def emit_module(program: Program, ctx, pto_level: str = "level3") -> tuple[str, 
     return "\n".join(out) + "\n", skipped
 
 
-class _FunctionEmitter(TileOpEmitter):
-    def __init__(self, program: Program, fn: Function, types: dict, level: str):
+class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
+    def __init__(self, program: Program, fn: Function, types: dict, level: str, arch: str = "a2a3"):
         from ptoc.codegen.views import partitions, tensor_views
 
         self.program = program
         self.fn = fn
         self.types = types
         self.level = level
+        self.arch = arch
+        self.alloc_sizes: dict[str, int] = {}  # buffer -> bytes
+        self.gm_ptr: dict[str, str] = {}  # tensor param -> its !pto.ptr argument
         self.views = tensor_views(fn)
         self.parts = {id(p.call): p for p in partitions(fn, types)}
         self.used: set[str] = set()
@@ -265,6 +269,7 @@ class _FunctionEmitter(TileOpEmitter):
             n += 1
             self.env[d] = _Scalar(name, dtypes.INDEX)
             args.append(f"%{name}: index")
+        self.gm_ptr = ptr_of
         self._prescan(fn.body)
         self._make_views(ptr_of)
         self.block(fn.body)
@@ -289,9 +294,11 @@ class _FunctionEmitter(TileOpEmitter):
                     mem = _enum_text(v.args[0]) if v.args else None
                     addr = v.kwarg("addr")
                     self.allocs[s.target.name] = (mem or "", _int(addr) if addr is not None else None)
+                    size = v.args[1] if len(v.args) > 1 else v.kwarg("size")
+                    self.alloc_sizes[s.target.name] = _int(size) or 0 if size is not None else 0
                     self.pending.setdefault(s.target.name, [])
                     continue
-                if isinstance(v, Var) or (isinstance(v, Call) and v.op in VIEW_OPS):
+                if isinstance(v, Var) or (isinstance(v, Call) and (v.op in VIEW_OPS or cross_core_op(v.op) in POP_OPS)):
                     continue
                 t = self.types.get(s.target.name)
                 if not isinstance(t, TileType) or t.memref is None or not isinstance(t.memref.base, Var):
@@ -454,6 +461,8 @@ class _FunctionEmitter(TileOpEmitter):
                 self.store(e, s.span)
             elif isinstance(e, Call) and e.kind == "op" and e.op == "tile.write":
                 self.tile_write(e, s.span)
+            elif isinstance(e, Call) and e.kind == "op" and cross_core_op(e.op):
+                self.cross_core(None, e, s.span)
             elif isinstance(e, Call):
                 raise unsupported(self._describe(e), s.span, _no_pto_hint(e))
             else:
@@ -480,6 +489,9 @@ class _FunctionEmitter(TileOpEmitter):
             if src is None:
                 raise InternalError(f"{v.name} has no value")
             self.env[name] = src
+            return
+        if isinstance(v, Call) and v.kind == "op" and cross_core_op(v.op):
+            self.cross_core(name, v, s.span)
             return
         if isinstance(v, Call) and v.kind == "op" and (v.op.startswith("tile.") and v.op not in CORE_ID):
             self.tile_op(s, v)

@@ -31,9 +31,9 @@ Rules
   its first tile operand; a tile.move is done by the core owning its source (Acc -> Vec is the cube's
   fixpipe). Ops touching no tile (scalars, sync) belong to neither.
 - Only cube work -> AIC; only vector work -> AIV; neither (scalar code only) -> AIV.
-- Both -> a user error (PTOC-E0330) listing the cube ops and the vector ops with their lines:
-  splitting a mixed kernel into an AIC and an AIV function (with the cross-core transfers between
-  them) is not supported yet.
+- Both -> a user error (PTOC-E0330) listing the cube ops and the vector ops with their lines. Kernels
+  whose two sides hand data over (a tile.move between the cores, a cube store the vector core loads)
+  were split by ExpandMixedKernel before this pass; what reaches it mixed has no such hand-off.
 - Functions already AIC or AIV, and non-kernel functions, are left as they are (idempotent).
 """
 
@@ -89,12 +89,13 @@ def _classify(f: Function, types: dict, cache=None) -> Function:
     if cube and vector:
         raise CompileError([Diagnostic(
             "PTOC-E0330",
-            f"kernel {f.name!r} mixes cube and vector work; splitting a mixed kernel into cube and vector "
-            f"kernels is not supported yet. cube: {_listing(cube)}; vector: {_listing(vector)}",
+            f"kernel {f.name!r} mixes cube and vector work with no hand-off between them that can be split "
+            f"(a tile.move between the cores, or a cube store the vector core loads). cube: {_listing(cube)}; "
+            f"vector: {_listing(vector)}",
             f.span,
-            hint=f"split {f.name!r} into an AIC function (the cube ops, on Mat/Left/Right/Acc tiles) and an "
-                 "AIV function (the vector ops, on Vec tiles) that exchange data through GM, and call both "
-                 "from the orchestration function")])
+            hint="hand tiles between the cores with pl.tile.move (Acc -> Vec, Vec -> Mat), or split "
+                 f"{f.name!r} by hand into AIC and AIV functions joined by a pipe (pl.tpush_to_aiv / "
+                 "pl.tpop_from_aic)")])
     return replace(f, func_type="AIC" if cube else "AIV")
 
 

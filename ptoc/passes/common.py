@@ -88,4 +88,11 @@ def resolve_op(call: Call, env: TypeEnv):
     return op
 
 
-__all__ = ["TypeEnv", "align_up", "expr_type", "resolve_op"]
+def op_names(op: str) -> set[str]:
+    """`op` and every registered op its short name can stand for (`store` -> tile.store, tensor.store)."""
+    from ptoc.ops.registry import SHORT
+
+    return {op} | set(SHORT.get(op, {}).values())
+
+
+__all__ = ["TypeEnv", "align_up", "expr_type", "op_names", "resolve_op"]

@@ -46,6 +46,8 @@ PIPELINE: list[tuple[str, str]] = [
     ("layout", "CanonicalizeTileSlice"),
     ("layout", "InferTileMemorySpace"),
     ("layout", "ResolveBackendOpLayouts"),
+    ("layout", "ExpandMixedKernel"),
+    ("layout", "InjectGmPipeBuffer"),
     ("layout", "ClassifyKernels"),
     ("layout", "LowerPipelineLoops"),
     ("layout", "CanonicalizeIOOrder"),

@@ -303,6 +303,8 @@ class _Frame:
             if self.m.block_num > 1:
                 return self.m.kernel_runner(callee, args, c.span, block=(self.m.block_idx, self.m.block_num))
             return self.m.kernel_runner(callee, args, c.span)
+        if callee.func_type == "Group":
+            return self.call_group(callee, args, c)
         frame = _Frame(self.m, callee)
         kwargs = {k: self.eval(v) for k, v in c.kwargs if k not in ("attrs", "device")}
         for p, v in zip(callee.params, args):
@@ -313,6 +315,36 @@ class _Frame:
         if not values:
             return None
         return values[0] if len(values) == 1 and not callee.returns_tuple else tuple(values)
+
+    def call_group(self, callee: Function, args: list, c: Call):
+        """A Group launch: its member calls run as separate programs joined by the cross-core pipes
+        (`ptoc.reference.pipes`); then the rest of the Group body (its return) runs as usual."""
+        from ptoc.reference.pipes import GroupRun, PipeFault
+
+        frame = _Frame(self.m, callee)
+        for p, v in zip(callee.params, args):
+            frame.env[p.name] = v
+        launches = [s for s in callee.body if isinstance(s, (AssignStmt, EvalStmt))
+                    and isinstance(s.value if isinstance(s, AssignStmt) else s.expr, Call)
+                    and (s.value if isinstance(s, AssignStmt) else s.expr).kind == "func"]
+        rest = [s for s in callee.body if all(s is not x for x in launches)]
+        members = [(s.value if isinstance(s, AssignStmt) else s.expr) for s in launches]
+        run = GroupRun([m.op for m in members])
+        try:
+            values = run.run([(lambda m=m: frame.call_function(m)) for m in members])
+        except PipeFault as e:
+            _fault(f"launching {callee.name}: {e}", c.span if c is not None else callee.span)
+        for s, v in zip(launches, values):
+            if isinstance(s, AssignStmt):
+                frame.env[s.target.name] = v
+        try:
+            frame.block(tuple(rest))
+        except _Return as r:
+            vals = r.values
+            if not vals:
+                return None
+            return vals[0] if len(vals) == 1 and not callee.returns_tuple else tuple(vals)
+        return None
 
     # ------------------------------------------------------------------ statements
     def run_body(self) -> tuple:
@@ -670,9 +702,9 @@ def run_function(program: Program, fn_name: str, inputs: dict, ctx=None, *, bloc
         for b in range(block_num):
             m.block_idx = b
             frame.env = dict(env0)
-            values = frame.run_body()
+            values = _run_entry(frame, fn)
     else:
-        values = frame.run_body()
+        values = _run_entry(frame, fn)
     out = Outputs()
     unwritten = set()
     for p in fn.params:
@@ -693,6 +725,16 @@ def run_function(program: Program, fn_name: str, inputs: dict, ctx=None, *, bloc
         else:
             out[RETURN_KEY.format(i)] = _output_array(v, params)
     return out
+
+
+def _run_entry(frame: _Frame, fn: Function) -> tuple:
+    """The body of the function a run starts with; a Group launches its members (`call_group`)."""
+    if fn.func_type != "Group":
+        return frame.run_body()
+    v = frame.call_group(fn, [frame.env.get(p.name) for p in fn.params], None)
+    if v is None:
+        return ()
+    return v if isinstance(v, tuple) else (v,)
 
 
 def compare_outputs(expected: dict, actual: dict, *, exact: bool = False, rtol: float = 1e-5,

@@ -15,6 +15,7 @@ from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import Call, ConstInt, Function, Program, ReturnStmt, ScalarType, TensorType, Var
+from ptoc.ir.visitor import walk
 
 KERNEL_TYPES = ("InCore", "AIC", "AIV")
 
@@ -24,6 +25,26 @@ class StageResult:
     stage: str
     ok: bool
     detail: str = ""
+    ran: bool = True  # False: the stage could not be run (the detail says why); not a failure
+
+
+SIM_PAIR_NOT_RUN = ("a split kernel's AIC and AIV exchange tiles through pto-isa's TPipe, which needs "
+                    "both kernels in one simulator process; ptoc's harness runs one kernel per process")
+
+
+def _launches_group(program: Program, fn: Function) -> bool:
+    """`fn` is, or (directly or through other functions) calls, a Group launch."""
+    seen: set[str] = set()
+    todo = [fn.name]
+    while todo:
+        f = program.function(todo.pop())
+        if f is None or f.name in seen:
+            continue
+        seen.add(f.name)
+        if f.func_type == "Group":
+            return True
+        todo.extend(n.op for n in walk(f) if isinstance(n, Call) and n.kind == "func")
+    return False
 
 
 @dataclass
@@ -189,6 +210,12 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
                 rep.rows.append(StageResult(name, not diffs, "; ".join(diffs[:3])))
             except CompileError as e:
                 rep.rows.append(StageResult(name, False, "; ".join(d.message for d in e.diagnostics[:2])))
+        if simulator is not None and _launches_group(stages[-1][1], fn):
+            rep.rows.append(_run_emitted(stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol) if kernel
+                            else _run_emitted_program(stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol))
+            rep.rows.append(StageResult(SIM_STAGE, True, SIM_PAIR_NOT_RUN, ran=False))
+            reports.append(rep)
+            continue
         if not kernel:
             rep.rows.append(_run_emitted_program(stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol))
             if simulator is not None:
@@ -302,6 +329,9 @@ def _run_emitted(lowered: Program, fn: Function, inputs: dict, dims: dict, refer
     except CompileError as e:
         return StageResult(".pto (emitted)", False, "; ".join(d.message for d in e.diagnostics[:2]))
     low_fn = lowered.function(fn.name)
+    if low_fn is not None and low_fn.func_type == "Group":
+        # a split kernel: its AIC and AIV functions run as a pair (ptoc.reference.pipes)
+        return _run_emitted_program(lowered, fn, inputs, dims, reference, ctx, rtol, atol)
     tensors, names, scal = pto_arguments(low_fn, fn, inputs, dims)
     dyn = [dims[d] for d in dynamic_dims(lowered, low_fn)]
     try:
@@ -353,6 +383,7 @@ class _PtoKernelRunner:
 
     def __call__(self, callee: Function, args: list, span, block: tuple[int, int] = (0, 1)):
         from ptoc.codegen.pto import dynamic_dims
+        from ptoc.reference import pipes
         from ptoc.reference.pto_exec import run_pto_logical
         from ptoc.reference.values import _gm_write, _logical_addr, _read_logical
 
@@ -370,7 +401,14 @@ class _PtoKernelRunner:
             elif isinstance(p.type, ScalarType):
                 scal.append(v.value)
         dyn = [self.dims[d] for d in dynamic_dims(self.lowered, callee)]
-        if self.simulator is None:
+        launch = pipes.current()
+        if self.simulator is None and launch is not None:
+            # a member of a Group launch: it shares global memory with its peer while both run
+            keys = {i: id(v) for i, v in enumerate(a for p, a in zip(callee.params, args)
+                                                    if isinstance(p.type, TensorType))}
+            out = run_pto_logical(self.text, callee.name, tensors, scal, dyn,
+                                  shared=launch[0].__dict__.setdefault("gm", {}), keys=keys)
+        elif self.simulator is None:
             kw = {"block_idx": block[0], "block_num": block[1]} if block[1] > 1 else {}
             out = run_pto_logical(self.text, callee.name, tensors, scal, dyn, **kw)
         elif block[1] > 1:
@@ -460,9 +498,12 @@ def format_table(reports: list[KernelReport]) -> str:
         lines.append(f"{rep.label} {rep.kernel}")
         lines.append(f"  {'stage':28} {'result':7} detail")
         for r in rep.rows:
-            lines.append(f"  {r.stage:28} {'ok' if r.ok else 'DIFFERS':7} {r.detail}".rstrip())
+            result = "NOT RUN" if not r.ran else "ok" if r.ok else "DIFFERS"
+            lines.append(f"  {r.stage:28} {result:7} {r.detail}".rstrip())
         ff = rep.first_failure
-        lines.append(f"  first stage that differs: {ff.stage}" if ff else "  every stage agrees with the front end")
+        unrun = [r.stage for r in rep.rows if not r.ran]
+        agree = "  every stage agrees with the front end" + (f" (not run: {', '.join(unrun)})" if unrun else "")
+        lines.append(f"  first stage that differs: {ff.stage}" if ff else agree)
     return "\n".join(lines)
 
 

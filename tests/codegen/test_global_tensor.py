@@ -133,6 +133,42 @@ EXPECTED = {
         "out": ("float", nd(256, 64), "ND"), "x": ("float", nd(256, 64), "ND"), "y": ("float", nd(256, 64), "ND"),
         "a_pview": ("float", nd(256, 64, (32, 64)), "ND"), "b_pview": ("float", nd(256, 64, (32, 64)), "ND"),
         "out_2_pview": ("float", nd(256, 64, (32, 64)), "ND")}},
+    # the mixed scope split into a cube and a vector kernel; both take every parameter of the scope and the
+    # a2a3 GM slot buffer (rank 1, [1])
+    "linear_relu": {
+        "main_incore_0_aic": {
+            "x": ("bfloat16_t", nd(16, 128), "ND"), "out": ("float", nd(16, 128), "ND"),
+            "w": ("bfloat16_t", nd(128, 128), "ND"), "__gm_pipe_buffer": ("float", nd(1, 1), "ND"),
+            "x_mat_pview": ("bfloat16_t", nd(16, 128), "ND"),
+            "w_mat_pview": ("bfloat16_t", nd(128, 128, (128, 64)), "ND")},
+        "main_incore_0_aiv": {
+            "x": ("bfloat16_t", nd(16, 128), "ND"), "out": ("float", nd(16, 128), "ND"),
+            "w": ("bfloat16_t", nd(128, 128), "ND"), "__gm_pipe_buffer": ("float", nd(1, 1), "ND"),
+            "out_2_pview": ("float", nd(16, 128, (16, 64)), "ND")}},
+    # an attention block: the AIC loads and stores every tensor it uses, the AIV only takes the parameters
+    "attention_block": {
+        "attention_aic": {
+            "q": ("half", nd(16, 64), "ND"), "kt": ("half", nd(64, 64), "ND"), "v": ("half", nd(64, 64), "ND"),
+            "out": ("float", nd(16, 64), "ND"), "__gm_pipe_buffer": ("float", nd(1, 1), "ND"),
+            "q_mat_pview": ("half", nd(16, 64), "ND"), "kt_mat_pview": ("half", nd(64, 64), "ND"),
+            "v_mat_pview": ("half", nd(64, 64), "ND"), "out_1_pview": ("float", nd(16, 64), "ND")},
+        "attention_aiv": {
+            "q": ("half", nd(16, 64), "ND"), "kt": ("half", nd(64, 64), "ND"), "v": ("half", nd(64, 64), "ND"),
+            "out": ("float", nd(16, 64), "ND"), "__gm_pipe_buffer": ("float", nd(1, 1), "ND")}},
+    # a mixed kernel with an NZ INT8 weight split into its cube and vector kernels
+    "quant_linear_nz": {
+        "quant_linear_aic": {
+            "x": ("int8_t", nd(16, 256), "ND"), "w": ("int8_t", nz(1, 8, 16, 32), "NZ"),
+            "scale": ("float", nd(1, 256), "ND"), "out": ("bfloat16_t", nd(16, 256), "ND"),
+            "__gm_pipe_buffer": ("float", nd(1, 1), "ND"),
+            "x_mat_pview": ("int8_t", nd(16, 256), "ND"),
+            "w_mat_pview": ("int8_t", nz(1, 8, 16, 32, (1, 2, 16, 16, 32)), "NZ")},
+        "quant_linear_aiv": {
+            "x": ("int8_t", nd(16, 256), "ND"), "w": ("int8_t", nz(1, 8, 16, 32), "NZ"),
+            "scale": ("float", nd(1, 256), "ND"), "out": ("bfloat16_t", nd(16, 256), "ND"),
+            "__gm_pipe_buffer": ("float", nd(1, 1), "ND"),
+            "s_pview": ("float", nd(1, 256, (1, 64)), "ND"),
+            "out_2_pview": ("bfloat16_t", nd(16, 256, (16, 64)), "ND")}},
     "softmax_rows": {"softmax_kernel": {
         "x": ("float", nd(64, 128), "ND"), "y": ("float", nd(64, 128), "ND"),
         "row_max_out": ("float", dn(64), "DN"),
@@ -347,7 +383,7 @@ def test_example_nz_entries_pass_pto_isa_checks(path):
                 assert e.shape[4] * sizes[e.cpp_type] == 32, e
     # and the table says which examples have NZ entries at all
     has_nz = any(v[2] == "NZ" for ns in EXPECTED[path.stem].values() for v in ns.values())
-    assert has_nz == (path.stem in ("nz_weight_int8", "grouped_matmul_nz", "acc_store_nz"))
+    assert has_nz == (path.stem in ("nz_weight_int8", "grouped_matmul_nz", "acc_store_nz", "quant_linear_nz"))
 
 
 @needs_gxx

@@ -31,6 +31,13 @@ def test_no_argument_ops_reject_a_positional_argument(op):
     assert codes("n: pl.Scalar[pl.INDEX]", f"pl.{op}(n)") == [("PTOC-E0201", None)]
 
 
+@pytest.mark.parametrize("op", PIPE_INIT)
+def test_pipe_init_takes_a_reserved_buffer_and_needs_its_geometry(op):
+    body = 'buf = pl.system.reserve_buffer(name="c2v", size=4096, base=-1)\n'
+    assert codes("", body + f"pl.{op}(buf, 0, dir_mask=1, slot_size=512, slot_num=8)") == []
+    assert codes("", body + f"pl.{op}(buf, 0, 0)") == [("PTOC-E0201", None)]
+
+
 def test_bar_v_has_no_result():
     assert types("", "r = pl.system.bar_v()")["r"] is None
 

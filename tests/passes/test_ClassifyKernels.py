@@ -102,7 +102,7 @@ def test_mixed_kernel_rejected_listing_cube_and_vector_ops_with_lines():
     assert "tile.move (line 7)" in cube_part and "tile.store (line 10)" in cube_part
     assert "tile.add (line 13)" in vector_part and "tile.load (line 11)" in vector_part
     assert "tile.store (line 14)" in vector_part and "tile.matmul" not in vector_part
-    assert "not supported yet" in d.message
+    assert "no hand-off between them" in d.message
     assert "AIC" in d.hint and "AIV" in d.hint
 
 

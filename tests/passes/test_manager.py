@@ -35,7 +35,8 @@ def test_pipeline_order_is_pinned():
         "FlattenCallExpr", "OutlineHierarchyScopes", "OutlineIncoreScopes",
         "OutlineClusterScopes", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
         "AutoTileMatmulL0", "CanonicalizeTileSlice",
-        "InferTileMemorySpace", "ResolveBackendOpLayouts", "ClassifyKernels", "LowerPipelineLoops", "CanonicalizeIOOrder",
+        "InferTileMemorySpace", "ResolveBackendOpLayouts", "ExpandMixedKernel",
+        "InjectGmPipeBuffer", "ClassifyKernels", "LowerPipelineLoops", "CanonicalizeIOOrder",
         "MaterializeTensorStrides", "InitMemRef", "MemoryReuse", "AllocateMemoryAddr", "DeriveCallDirections",
     ]
 

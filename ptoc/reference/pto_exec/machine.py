@@ -35,6 +35,8 @@ from ptoc.reference.pto_exec.reduction import ReductionOps
 from ptoc.reference.pto_exec.matmul import MatmulOps
 from ptoc.reference.pto_exec.layout import LayoutOps
 from ptoc.reference.pto_exec.gather import GatherOps
+from ptoc.reference.pto_exec.cross_core import CrossCoreOps
+from ptoc.reference.pto_exec import cross_core as cross_core_ops
 from ptoc.reference.pto_exec import memory as memory_ops
 from ptoc.reference.pto_exec import elementwise as elementwise_ops
 from ptoc.reference.pto_exec import reduction as reduction_ops
@@ -77,7 +79,7 @@ _INT_OPS = {
     "shrui": lambda a, b, bits: _unsigned(a, bits) >> b if b < bits else 0,
 }
 
-class Interpreter(MemoryOps, ElementwiseOps, ReductionOps, MatmulOps, LayoutOps, GatherOps):
+class Interpreter(MemoryOps, ElementwiseOps, ReductionOps, MatmulOps, LayoutOps, GatherOps, CrossCoreOps):
     def __init__(self, module: Module, func: Func, buffers: list[bytearray], env: dict[str, Any],
                  block_idx: int = 0, block_num: int = 1, poison: int = 0xFF):
         self.module = module
@@ -392,14 +394,15 @@ _HANDLERS: dict[str, Any] = {"scf.for": Interpreter.scf_for, "scf.if": Interpret
                              "pto.get_block_idx": Interpreter.block_idx_op,
                              "pto.get_block_num": Interpreter.block_num_op,
                              "pto.get_subblock_idx": Interpreter.subblock_idx_op}
-for _family in (memory_ops, elementwise_ops, reduction_ops, matmul_ops, layout_ops, gather_ops):
+for _family in (memory_ops, elementwise_ops, reduction_ops, matmul_ops, layout_ops, gather_ops, cross_core_ops):
     _HANDLERS.update({k: getattr(Interpreter, v) for k, v in _family.HANDLERS.items()})
 
 _ARITH = {"constant", "addi", "subi", "muli", "divsi", "divui", "floordivsi", "ceildivsi", "remsi", "remui",
           "minsi", "maxsi", "minui", "maxui", "andi", "ori", "xori", "shli", "shrsi", "shrui", "cmpi", "cmpf",
           "select", "addf", "subf", "mulf", "divf", "remf", "maximumf", "minimumf", "maxnumf", "minnumf",
           "negf"} | _CASTS
-_DPS = {k for k in _HANDLERS if k.startswith("pto.t") and k not in ("pto.tgetval", "pto.treshape")}
+_DPS = {k for k in _HANDLERS if k.startswith("pto.t") and k not in ("pto.tgetval", "pto.treshape")
+        and k not in cross_core_ops.HANDLERS}
 
 
 def _prepare(ops: list[Op]) -> None:
@@ -444,11 +447,12 @@ def _func(module: Module, name: str) -> Func:
 
 
 def run_pto(text: str, func_name: str, args: Sequence, dyn_dims: Sequence[int] = (), *, block_idx: int = 0,
-            block_num: int = 1, poison: int = 0xFF) -> list[bytes]:
+            block_num: int = 1, poison: int = 0xFF, share: bool = False) -> list[bytes]:
     """Execute `func_name` of the `.pto` module `text`; return the tensor buffers afterwards (%argN order).
 
     `args`: one value per %argN except the trailing dynamic-dimension `index` arguments, which take
-    `dyn_dims` (GM tensors: bytes-like; scalars: int / float).
+    `dyn_dims` (GM tensors: bytes-like; scalars: int / float). `share`: a `bytearray` argument is the GM
+    buffer itself (written in place, as another kernel running at the same time sees it), not a copy.
     """
     module = parse_module(text)
     func = _func(module, func_name)
@@ -466,7 +470,8 @@ def run_pto(text: str, func_name: str, args: Sequence, dyn_dims: Sequence[int] =
         if m:
             dt = _np_type(m.group(1), func.line)
             try:
-                buf = bytearray(v.tobytes() if isinstance(v, np.ndarray) else memoryview(v).cast("B"))
+                buf = v if share and isinstance(v, bytearray) else bytearray(
+                    v.tobytes() if isinstance(v, np.ndarray) else memoryview(v).cast("B"))
             except TypeError:
                 raise PtoExecError(f"%{name} is a GM tensor ({t}): pass a bytes-like buffer, not "
                                    f"{type(v).__name__}", func.line) from None
@@ -519,11 +524,14 @@ def unpack_logical(data: bytes, layout: str, dtype, shape) -> np.ndarray:
 
 
 def run_pto_logical(text: str, func_name: str, tensors: dict, scalars: Sequence = (),
-                    dyn_dims: Sequence[int] = (), **kw) -> dict[int, np.ndarray]:
+                    dyn_dims: Sequence[int] = (), shared: dict | None = None, keys: dict | None = None,
+                    **kw) -> dict[int, np.ndarray]:
     """Pack `tensors` ({tensor param index: (logical array, layout)}), run, unpack every tensor.
 
     Every tensor parameter must be given (outputs too: their array gives the logical shape and the
-    initial GM contents). Arrays are converted to the parameter's element type.
+    initial GM contents). Arrays are converted to the parameter's element type. `shared` ({key: GM
+    bytearray}) with `keys` ({tensor param index: key}): the kernels of one launch share their GM, so a
+    tensor packed by the first of them is the buffer the others read and write.
     """
     module = parse_module(text)
     func = _func(module, func_name)
@@ -539,9 +547,14 @@ def run_pto_logical(text: str, func_name: str, tensors: dict, scalars: Sequence 
     args: list = []
     for i, dt in enumerate(ptr_types):
         arr, layout = tensors[i]
-        args.append(pack_logical(arr, layout, dt))
+        if shared is not None and keys is not None and i in keys:
+            if keys[i] not in shared:
+                shared[keys[i]] = bytearray(pack_logical(arr, layout, dt))
+            args.append(shared[keys[i]])
+        else:
+            args.append(pack_logical(arr, layout, dt))
     args.extend(scalars)
-    out = run_pto(text, func_name, args, dyn_dims, **kw)
+    out = run_pto(text, func_name, args, dyn_dims, share=shared is not None, **kw)
     return {i: unpack_logical(out[i], tensors[i][1], ptr_types[i], np.shape(tensors[i][0]))
             for i in range(len(ptr_types))}
 

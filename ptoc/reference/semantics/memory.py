@@ -22,6 +22,7 @@ from ptoc.reference.values import (
     _block,
     _box_mask,
     _clip_valid,
+    _fault,
     _gm_read,
     _gm_write,
     _is_float,
@@ -229,11 +230,46 @@ def _subblock_idx(ctx: _OpCtx, a: dict):
 # synchronisation: nothing to do ------------------------------------------------------------------------
 
 @_op("system.bar_v", "system.bar_m", "system.bar_all", "system.fence", "system.sync_src", "system.sync_dst",
-     "system.syncall", "system.aic_initialize_pipe", "system.aiv_initialize_pipe", "system.reserve_buffer",
-     "system.import_peer_buffer", "system.sync_set", "system.sync_wait", "system.set_ffts",
-     "system.cacheinvalid", "system.tfree_to_aic", "system.tfree_to_aiv", "split")
+     "system.syncall", "system.sync_set", "system.sync_wait", "system.set_ffts", "system.cacheinvalid", "split")
 def _nothing(ctx: _OpCtx, a: dict):
     return None
+
+
+@_op("system.reserve_buffer", "system.import_peer_buffer")
+def _pipe_buffer(ctx: _OpCtx, a: dict):
+    return Scalar(0, dtypes.INT32)
+
+
+@_op("system.aic_initialize_pipe", "system.aiv_initialize_pipe")
+def _init_pipe(ctx: _OpCtx, a: dict):
+    from ptoc.reference import pipes
+
+    run = pipes.current()
+    if run is not None:
+        slots = ctx.extra.get("slot_num")
+        run[0].init(_as_int(slots, "slot_num") if slots is not None else None)
+    return None
+
+
+@_op("system.tfree_to_aic", "system.tfree_to_aiv")
+def _tfree(ctx: _OpCtx, a: dict):
+    from ptoc.reference import pipes
+
+    run = pipes.current()
+    if run is not None:
+        _pipe_call(ctx, lambda: run[0].free(run[1], ctx.name))
+        # the freed slot is the producer's again: the tile popped from it (this operand) is garbage now
+        pipes.poison(a.get("tile"))
+    return None
+
+
+def _pipe_call(ctx: _OpCtx, fn):
+    from ptoc.reference import pipes
+
+    try:
+        return fn()
+    except pipes.PipeFault as e:
+        _fault(str(e), ctx.span, code="PTOC-E0504")
 
 
 def _split_mode(v) -> int:
@@ -247,8 +283,15 @@ def _split_mode(v) -> int:
 
 @_op("tile.tpush_to_aiv", "tile.tpush_to_aic")
 def _tpush(ctx: _OpCtx, a: dict):
+    from ptoc.reference import pipes
+
     t = _need_tile(ctx, a["tile"], "tile")
     split = _split_mode(ctx.extra.get("split"))
+    run = pipes.current()
+    if run is not None and split == 0:
+        copy = Tile(t.data.copy(), t.dtype, t.valid, t.pad, t.memory, t.blayout)
+        _pipe_call(ctx, lambda: run[0].push(run[1], ctx.name, copy))
+        return None
     if split in (1, 2) and t.rank == 2:
         ax = 0 if split == 1 else 1
         h = t.shape[ax] // 2
@@ -265,6 +308,14 @@ def _tpush(ctx: _OpCtx, a: dict):
 
 @_op("tile.tpop_from_aic", "tile.tpop_from_aiv")
 def _tpop(ctx: _OpCtx, a: dict):
+    from ptoc.reference import pipes
+
+    run = pipes.current()
+    if run is not None:
+        t = _pipe_call(ctx, lambda: run[0].pop(run[1], ctx.name))
+        # the popped tile is the slot itself: freeing the slot overwrites it
+        t.memory = "Vec" if ctx.name.endswith("aic") else "Mat"
+        return t
     if not ctx.frame.m.fifo:
         raise Unsupported(ctx.name, "nothing was pushed in this run: the producer runs in another kernel", ctx.span)
     t = ctx.frame.m.fifo.pop(0)

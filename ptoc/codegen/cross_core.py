@@ -1,0 +1,167 @@
+"""The `.pto` emitter's cross-core ops: the pipe between a cube kernel (AIC) and its vector kernel (AIV).
+
+Spelling (PTOAS's pipe ops; checked with the PTOAS release in the toolchain):
+
+    %b = pto.reserve_buffer {name = "N", size = S, location = #pto.address_space<vec>, auto = false, base = B} -> i32
+    %b = pto.import_reserved_buffer {name = "N", peer_func = @peer} -> i32
+    pto.aic_initialize_pipe {dir_mask = D, slot_size = S} (gm_slot_buffer = %argK : !pto.ptr<f32>,
+        c2v_consumer_buf = %x : i32, v2c_consumer_buf = %y : i32)      (one line; a5: no gm_slot_buffer)
+    pto.tpush_to_aiv(%t : !pto.tile_buf<...>) {split = 0}               (tile.tpush_to_aiv / _aic)
+    %t = pto.tpop_from_aic {split = 0} -> !pto.tile_buf<...>            (tile.tpop_from_aic / _aiv)
+    pto.tfree_from_aic {split = 0}                                      (system.tfree_to_aic; _aiv alike)
+
+- The consumer of a direction reserves its local slot buffer (Vec for cube -> vector, Mat for vector ->
+  cube); the producer imports it by name. At --pto-level level3 the buffer gets an explicit `base`: the
+  top of the consumer memory (its capacity minus the size), so it never overlaps the tiles that
+  AllocateMemoryAddr places from address 0 upwards; a kernel whose tiles reach into it is PTOC-E0620.
+  At level2 PTOAS places it (`auto = true`).
+- `slot_num` is not written: the toolchain's PTOAS does not take the attribute and always builds a ring of
+  8 slots (`TPipe<..., 8, 8>`), so the `.pto` reserves `slot_size * 8` bytes (at least the IR's `size=`)
+  whatever the IR's `slot_num` says. A ring deeper than the IR's only lets the producer run further
+  ahead; the reference runs the IR's depth, the stricter one.
+- On a2a3 the pipe runs through a GM ring: `gm_slot_buffer` is the kernel's `__gm_pipe_buffer` parameter
+  (InjectGmPipeBuffer adds it); a2a3 pipe set-up without it is PTOC-E0621.
+- A popped tile is the pipe's slot, not a buffer of the kernel: it has no `pto.alloc_tile`.
+"""
+
+from __future__ import annotations
+
+from ptoc.diagnostics import CompileError, Diagnostic, Span
+from ptoc.ir import dtypes
+from ptoc.ir.nodes import Call, ConstInt, StrLit, TileType, Var
+from ptoc.codegen.pto_forms import _Handle, _Scalar, _int, element_type, unsupported
+
+PTOAS_SLOTS = 8
+GM_PIPE_PARAM = "__gm_pipe_buffer"
+PUSH_OPS = ("tile.tpush_to_aiv", "tile.tpush_to_aic")
+POP_OPS = ("tile.tpop_from_aic", "tile.tpop_from_aiv")
+FREE_OPS = {"system.tfree_to_aic": "tfree_from_aic", "system.tfree_to_aiv": "tfree_from_aiv"}
+SETUP_OPS = ("system.reserve_buffer", "system.import_peer_buffer", "system.aic_initialize_pipe",
+             "system.aiv_initialize_pipe")
+CROSS_CORE_OPS = frozenset(PUSH_OPS + POP_OPS + tuple(FREE_OPS) + SETUP_OPS)
+CONSUMER_MEMORY = {"AIV": ("Vec", "vec"), "AIC": ("Mat", "mat")}
+
+
+def cross_core_op(op: str) -> str | None:
+    """The full name of a cross-core op written either way (`pl.tpush_to_aiv` or `pl.tile.tpush_to_aiv`)."""
+    if op in CROSS_CORE_OPS:
+        return op
+    from ptoc.ops.registry import SHORT
+
+    full = [n for n in SHORT.get(op, {}).values() if n in CROSS_CORE_OPS]
+    return full[0] if full else None
+
+
+def _kw_int(c: Call, key: str, default: int | None = None) -> int | None:
+    v = c.kwarg(key)
+    return _int(v) if v is not None else default
+
+
+class CrossCoreEmitter:
+    """Cross-core methods of `_FunctionEmitter` (which provides constants, tile handles and scalars)."""
+
+    def cross_core(self, name: str | None, c: Call, span: Span | None) -> None:
+        op = cross_core_op(c.op)
+        if op == "system.reserve_buffer":
+            self._reserve(name, c, span)
+        elif op == "system.import_peer_buffer":
+            self._import(name, c, span)
+        elif op in ("system.aic_initialize_pipe", "system.aiv_initialize_pipe"):
+            self._init_pipe(c, span)
+        elif op in PUSH_OPS:
+            if not c.args:
+                raise unsupported(f"pl.{op} without a tile", span)
+            h = self.tile(c.args[0], span)
+            self.emit(f"pto.{op[5:]}(%{h.ssa} : {h.type}) {{split = {_kw_int(c, 'split', 0)}}}")
+        elif op in POP_OPS:
+            self._pop(name, c, op, span)
+        else:
+            self.emit(f"pto.{FREE_OPS[op]} {{split = {_kw_int(c, 'split', 0)}}}")
+
+    def _reserve(self, name: str | None, c: Call, span: Span | None) -> None:
+        buf, size = c.kwarg("name"), _kw_int(c, "size")
+        if not isinstance(buf, StrLit) or size is None or size <= 0:
+            raise unsupported("pl.system.reserve_buffer without a name= and a constant size=", span)
+        size = max(size, self.pipe_slot_size() * PTOAS_SLOTS)
+        mem, loc = CONSUMER_MEMORY.get(self.fn.func_type, ("Vec", "vec"))
+        if self.level == "level3":
+            from ptoc.target.arch import get_arch
+
+            cap = get_arch(self.arch).capacity(mem) or 0
+            base = cap - size
+            used = max((a + self.alloc_sizes.get(b, 0) for b, (m, a) in self.allocs.items()
+                        if m == mem and a is not None), default=0)
+            if base < used:
+                raise CompileError([Diagnostic(
+                    "PTOC-E0620", f"the cross-core slot buffer {buf.value!r} ({size} bytes at the top of {mem}) "
+                    f"does not fit beside the kernel's {mem} tiles ({used} bytes of {cap})", span,
+                    hint="make the tiles crossing between the cores smaller (fewer bytes per slot), or the "
+                         "kernel's own tiles smaller")])
+            place = f"auto = false, base = {base}"
+        else:
+            place = "auto = true"
+        ssa = self.fresh(name or buf.value)
+        self.emit(f'%{ssa} = pto.reserve_buffer {{name = "{buf.value}", size = {size}, '
+                  f"location = #pto.address_space<{loc}>, {place}}} -> i32")
+        if name:
+            self.env[name] = _Scalar(ssa, dtypes.INT32)
+
+    def pipe_slot_size(self) -> int:
+        """The slot size of the kernel's pipe initialisation (0 when it has none)."""
+        from ptoc.ir.visitor import walk
+
+        for n in walk(self.fn):
+            if isinstance(n, Call) and n.kind == "op" and n.op.endswith(("aic_initialize_pipe", "aiv_initialize_pipe")):
+                return _kw_int(n, "slot_size", 0) or 0
+        return 0
+
+    def _import(self, name: str | None, c: Call, span: Span | None) -> None:
+        buf, peer = c.kwarg("name"), c.kwarg("peer_func")
+        if not isinstance(buf, StrLit) or not isinstance(peer, StrLit):
+            raise unsupported("pl.system.import_peer_buffer without name= and peer_func=", span)
+        ssa = self.fresh(name or buf.value)
+        self.emit(f'%{ssa} = pto.import_reserved_buffer {{name = "{buf.value}", peer_func = @{peer.value}}} -> i32')
+        if name:
+            self.env[name] = _Scalar(ssa, dtypes.INT32)
+
+    def _init_pipe(self, c: Call, span: Span | None) -> None:
+        side = "aic" if c.op.endswith("aic_initialize_pipe") else "aiv"
+        dir_mask, slot_size = _kw_int(c, "dir_mask"), _kw_int(c, "slot_size")
+        if dir_mask not in (1, 2, 3) or slot_size is None or slot_size <= 0:
+            raise unsupported(f"pl.system.{side}_initialize_pipe without a constant dir_mask= (1, 2 or 3) and "
+                              "slot_size=", span)
+        attrs = f"dir_mask = {dir_mask}, slot_size = {slot_size}"
+        operands = []
+        if self.arch == "a2a3":
+            gm = next((p for p in self.fn.params if p.name == GM_PIPE_PARAM), None)
+            if gm is None or gm.name not in self.gm_ptr:
+                raise CompileError([Diagnostic(
+                    "PTOC-E0621", f"the cross-core pipe of {self.fn.name!r} needs a GM slot buffer on a2a3 (the "
+                    f"{GM_PIPE_PARAM} tensor parameter), which the kernel does not have", span,
+                    hint=f"declare {GM_PIPE_PARAM} as a GM tensor (pl.Out[pl.Tensor[[1], pl.FP32]]) or leave it out "
+                         "(InjectGmPipeBuffer then adds it), or compile for --arch a5, whose pipe needs no GM ring")])
+            operands.append(f"gm_slot_buffer = %{self.gm_ptr[gm.name]} : !pto.ptr<{element_type(gm.type.dtype)}>")
+        for i, key in enumerate(("c2v_consumer_buf", "v2c_consumer_buf")):
+            e = c.args[i] if len(c.args) > i else c.kwarg(key)  # an unused direction's buffer: 0
+            operands.append(f"{key} = %{self._i32(ConstInt(0, dtypes.INT32) if e is None else e, span)} : i32")
+        self.emit(f"pto.{side}_initialize_pipe {{{attrs}}} ({', '.join(operands)})")
+
+    def _i32(self, e, span: Span | None) -> str:
+        if isinstance(e, Call) and e.op == "const" and e.args:
+            e = e.args[0]
+        if isinstance(e, ConstInt):
+            return self.const_int(e.value, dtypes.INT32)
+        if isinstance(e, Var) and isinstance(self.env.get(e.name), _Scalar):
+            return self.env[e.name].ssa
+        return self.expr(e, want=dtypes.INT32).ssa
+
+    def _pop(self, name: str | None, c: Call, op: str, span: Span | None) -> None:
+        t = self.types.get(name) if name else None
+        if not isinstance(t, TileType):
+            raise unsupported(f"pl.{c.op} whose result is not a tile", span)
+        tstr, dyn = self.tile_type(t, span)
+        if dyn:
+            raise unsupported(f"pl.{c.op} of a tile with a dynamic valid shape", span)
+        ssa = self.fresh(name)
+        self.emit(f"%{ssa} = pto.{op[5:]} {{split = {_kw_int(c, 'split', 0)}}} -> {tstr}")
+        self.env[name] = _Handle(ssa, tstr, ("tpop", ssa), False, None)
