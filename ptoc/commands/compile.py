@@ -204,55 +204,6 @@ def _batch_usage(files, output, header_path, timings) -> None:
         raise click.UsageError("--output-dir needs named FILEs; standard input (-) has no name to write")
 
 
-class _Progress:
-    """A progress bar on stderr (rich) for a run that lasts over a second, and only on a terminal."""
-
-    DELAY = 1.0
-
-    def __init__(self, total: int, label: str):
-        import time
-
-        self.total = total
-        self.label = label
-        self.done = 0
-        self.start = time.monotonic()
-        self.enabled = total > 1 and _stream_is_tty(sys.stderr) and not os.environ.get("CI")
-        self.bar = None
-        self.task = None
-
-    def advance(self) -> None:
-        import time
-
-        self.done += 1
-        if not self.enabled:
-            return
-        if self.bar is None:
-            if time.monotonic() - self.start < self.DELAY or self.done >= self.total:
-                return
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TimeElapsedColumn(), console=Console(file=sys.stderr), transient=True,
-                                auto_refresh=False)
-            self.bar.start()
-            self.task = self.bar.add_task(self.label, total=self.total)
-        self.bar.update(self.task, completed=self.done)
-        self.bar.refresh()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-            self.bar = None
-
-
-def _stream_is_tty(stream) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
 def _batch_warm() -> None:
     """Load the parser tables and the compiler before the worker processes are forked, so that each worker
     starts with them loaded instead of loading them again."""
@@ -362,7 +313,9 @@ def _compile_batch(files, output_dir, jobs, depfile, no_header, arch, version, p
         results = pool.map(_batch_compile_one, jobs_in)
     else:
         results = map(_batch_compile_one, jobs_in)
-    progress = _Progress(len(jobs_in), "compiling")
+    from ptoc.progress import Progress
+
+    progress = Progress(len(jobs_in), "compiling")
     results = iter(results)
     try:
         for f, _ in plan:
