@@ -207,3 +207,17 @@ def test_keywords_as_attribute_names_read_as_names():
     assert diags == []
     rhs = nodes[0].a[1].a[0]
     assert (rhs.k, rhs.a[1].k, rhs.a[1].a[1], rhs.a[2].k, rhs.a[2].a[1]) == ("bin", "attr", "if", "attr", "not")
+
+
+def test_a_lark_without_the_parts_the_lexer_reads_falls_back_to_larks_lexer(monkeypatch):
+    text = FILES[0].read_text(encoding="utf-8")
+    expected = _read(monkeypatch, text, "fast")
+
+    def unusable(*_args):
+        raise AttributeError("no root_lexer")
+
+    monkeypatch.setattr(syntax, "FastLexer", unusable)
+    monkeypatch.delitem(syntax._GRAMMAR_CACHE, "l", raising=False)
+    seen, results = _token_streams(monkeypatch, text)
+    assert syntax._GRAMMAR_CACHE["l"] is False
+    assert results["fast"] == expected and seen["fast"] == [] and len(seen["lark lexer"]) > 20

@@ -30,7 +30,11 @@ from __future__ import annotations
 from lark import Token
 from lark.exceptions import LarkError, UnexpectedCharacters, UnexpectedToken
 from lark.lexer import LexerState, LineCounter, UnlessCallback
-from lark.utils import TextSlice
+
+try:  # Lark 1.2 and later hand their lexers a TextSlice; earlier ones the text itself
+    from lark.utils import TextSlice
+except ImportError:  # pragma: no cover - depends on the installed Lark
+    TextSlice = None
 
 
 class IndentError(LarkError):
@@ -136,7 +140,7 @@ class FastLexer:
         counter.line = line
         counter.column = pos - line_start + 1
         counter.line_start_pos = line_start
-        state = LexerState(TextSlice.cast_from(text), counter, prev)
+        state = LexerState(TextSlice.cast_from(text) if TextSlice is not None else text, counter, prev)
         where = _Position(stack)
         try:
             tok = self.contextual.lexers[stack[-1]].next_token(state, where)

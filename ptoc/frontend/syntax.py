@@ -643,13 +643,17 @@ def _drive(parser: Lark, text: str):
     value_stack: list = []
     push_state, push_value = state_stack.append, value_stack.append
     builder: _ToSN = _GRAMMAR_CACHE["b"]  # type: ignore[assignment]
-    if os.environ.get("PTOC_LARK_LEXER"):  # Lark's contextual lexer and indenter (for comparison)
+    fast = _GRAMMAR_CACHE.get("l")
+    if fast is None:
+        try:
+            fast = FastLexer(parser, states)
+        except (AttributeError, TypeError, KeyError):  # a Lark without the parts it reads: Lark's own lexer
+            fast = False
+        _GRAMMAR_CACHE["l"] = fast
+    if not fast or os.environ.get("PTOC_LARK_LEXER"):  # Lark's contextual lexer and indenter
         builder.ind = parser.options.postlex
         stream = _with_end(LexerThread.from_text(parser.parser.lexer, text).lex(_ParserPosition(state_stack)))
     else:
-        fast = _GRAMMAR_CACHE.get("l")
-        if fast is None:
-            fast = _GRAMMAR_CACHE["l"] = FastLexer(parser, states)
         builder.ind = fast
         stream = fast.tokens(text, state_stack)  # ends with $END
     token = None
