@@ -10,9 +10,10 @@ them to a temporary directory and measures, for each size:
   `python -c "ast.parse(...)"` subprocess (both pay interpreter start-up; shown for context);
 - `ptoc --version` start-up time (median of 10 runs).
 
-It then prints the goals and whether each is met:
-linear scaling (100k lines within 12x of 10k), `ptoc check` within 4x of `ast.parse` at 10k lines,
-`ptoc --version` under 150 ms.
+It then prints the goals and whether each is met (issue 15):
+linear scaling (100k lines within 12x of 10k), `ptoc check` within 2x of `ast.parse` at 10k lines,
+`ptoc --version` under 150 ms. On a machine other jobs share, wall times swell; the child's CPU time
+(user + sys) is shown beside them and gives the steadier ratio.
 
     python benchmarks/parse_bench.py [--sizes 1000,10000,100000] [--repeat 3] [--json OUT]
     python benchmarks/parse_bench.py --write-only DIR   # only write the generated programs
@@ -158,7 +159,8 @@ def _ptoc_cmd() -> list[str]:
 
 
 def run_child(cmd: list[str]) -> tuple[float, int, int, str]:
-    """Run `cmd`; return (wall seconds, exit status, peak RSS in KiB, stderr)."""
+    """Run `cmd`; return (wall seconds, exit status, peak RSS in KiB, stderr). The child's CPU seconds
+    (user + sys) are left in `run_child.cpu`."""
     t0 = time.perf_counter()
     proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     err = proc.stderr.read() if proc.stderr is not None else b""
@@ -168,26 +170,30 @@ def run_child(cmd: list[str]) -> tuple[float, int, int, str]:
     if proc.stderr is not None:
         proc.stderr.close()
     kib = usage.ru_maxrss // 1024 if sys.platform == "darwin" else usage.ru_maxrss  # bytes on macOS
+    run_child.cpu = usage.ru_utime + usage.ru_stime  # type: ignore[attr-defined]
     return elapsed, proc.returncode, kib, err.decode("utf-8", "replace")
 
 
 def bench_check(path: str, repeat: int) -> dict:
-    times, rss = [], []
+    times, rss, cpu = [], [], []
     for _ in range(repeat):
         t, rc, kib, err = run_child(_ptoc_cmd() + ["check", path])
         if rc != 0:
             raise SystemExit(f"ptoc check {path} failed (exit {rc}):\n{err[:3000]}")
         times.append(t)
         rss.append(kib)
-    return {"best_s": min(times), "median_s": statistics.median(times), "peak_rss_kib": max(rss)}
+        cpu.append(run_child.cpu)  # type: ignore[attr-defined]
+    return {"best_s": min(times), "median_s": statistics.median(times), "peak_rss_kib": max(rss),
+            "cpu_s": min(cpu)}
 
 
 def bench_ast(text: str, path: str, repeat: int) -> dict:
-    best = float("inf")
+    best = cpu = float("inf")
     for _ in range(repeat):
-        t0 = time.perf_counter()
+        t0, c0 = time.perf_counter(), time.process_time()
         ast.parse(text)
         best = min(best, time.perf_counter() - t0)
+        cpu = min(cpu, time.process_time() - c0)
     sub = float("inf")
     code = "import ast, sys; ast.parse(open(sys.argv[1], encoding='utf-8').read())"
     for _ in range(repeat):
@@ -195,7 +201,7 @@ def bench_ast(text: str, path: str, repeat: int) -> dict:
         if rc != 0:
             raise SystemExit(f"ast.parse subprocess failed: {err[:2000]}")
         sub = min(sub, t)
-    return {"inproc_s": best, "subprocess_s": sub}
+    return {"inproc_s": best, "inproc_cpu_s": cpu, "subprocess_s": sub}
 
 
 def bench_version(runs: int = 10) -> float:
@@ -253,6 +259,8 @@ def main(argv: list[str] | None = None) -> int:
                 "ast_parse_s": ref["inproc_s"],
                 "ratio_vs_ast": chk["best_s"] / ref["inproc_s"],
                 "ast_subprocess_s": ref["subprocess_s"],
+                "check_cpu_s": chk["cpu_s"],
+                "ratio_cpu_vs_ast": chk["cpu_s"] / ref["inproc_cpu_s"],
                 "ratio_vs_ast_subprocess": chk["best_s"] / ref["subprocess_s"],
             }
             results["sizes"].append(row)
@@ -263,13 +271,13 @@ def main(argv: list[str] | None = None) -> int:
 
     # ---- table
     hdr = (f"{'lines':>8} {'check s':>9} {'lines/s':>10} {'peak MiB':>9} {'ast.parse s':>12} "
-           f"{'x ast':>7} {'ast subproc s':>14} {'x subproc':>10}")
+           f"{'x ast':>7} {'ast subproc s':>14} {'x subproc':>10} {'check cpu s':>12} {'x ast (cpu)':>12}")
     print(hdr)
     print("-" * len(hdr))
     for r in results["sizes"]:
         print(f"{r['lines']:>8} {r['check_s']:>9.3f} {r['lines_per_s']:>10.0f} {r['peak_rss_mib']:>9.1f} "
               f"{r['ast_parse_s']:>12.4f} {r['ratio_vs_ast']:>7.1f} {r['ast_subprocess_s']:>14.3f} "
-              f"{r['ratio_vs_ast_subprocess']:>10.1f}")
+              f"{r['ratio_vs_ast_subprocess']:>10.1f} {r['check_cpu_s']:>12.3f} {r['ratio_cpu_vs_ast']:>12.1f}")
     print(f"\nptoc --version: {results['version_median_s'] * 1000:.0f} ms (median of 10)")
 
     # ---- goals
@@ -285,10 +293,11 @@ def main(argv: list[str] | None = None) -> int:
         goals.append(("linear scaling: 100k lines within 12x of 10k", None, "needs sizes 10000 and 100000"))
     if r10:
         ratio = r10["ratio_vs_ast"]
-        goals.append(("check within 4x of ast.parse at 10k lines", ratio <= 4.0,
-                      f"{ratio:.1f}x (vs ast.parse in a subprocess: {r10['ratio_vs_ast_subprocess']:.1f}x)"))
+        goals.append(("check within 2x of ast.parse at 10k lines", ratio <= 2.0,
+                      f"{ratio:.1f}x (CPU time: {r10['ratio_cpu_vs_ast']:.1f}x; vs ast.parse in a subprocess: "
+                      f"{r10['ratio_vs_ast_subprocess']:.1f}x)"))
     else:
-        goals.append(("check within 4x of ast.parse at 10k lines", None, "needs size 10000"))
+        goals.append(("check within 2x of ast.parse at 10k lines", None, "needs size 10000"))
     v = results["version_median_s"]
     goals.append(("ptoc --version under 150 ms", v < 0.150, f"{v * 1000:.0f} ms"))
     print("\ngoals:")

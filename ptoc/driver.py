@@ -169,6 +169,7 @@ def compile_program(program: Program, ctx: CompileContext, source_name: str, pto
     with gc_paused():
         low = lower(program, ctx, dumps=dumps, timings=timings, skip=skip)
         require_kernel(low.program, program)
-        text, skipped = emit_module(low.program, ctx, pto_level=pto_level)
-        hdr = emit_header(low.program, ctx, source_name, __version__, low.function_types(ctx)) if header else None
+        types = low.function_types(ctx)  # what the pipeline's last check inferred: not inferred again
+        text, skipped = emit_module(low.program, ctx, pto_level=pto_level, types=types)
+        hdr = emit_header(low.program, ctx, source_name, __version__, types) if header else None
     return Artifacts(text, hdr, list(skipped), low)

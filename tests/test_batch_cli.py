@@ -199,3 +199,81 @@ def test_progress_bar_on_a_terminal(tmp_path):
     text = data.decode("utf-8", "replace")
     assert "compiling" in text and "/160" in text  # the bar: description and done/total
     assert len(list((tmp_path / "out").glob("*.pto"))) == 160  # (and a .kernels.json per whole program)
+
+
+def _fake_ptoas(tmp_path: Path, body: str) -> Path:
+    exe = tmp_path / "fake-ptoas"
+    exe.write_text(f"#!{sys.executable}\nimport sys\nargs = sys.argv[1:]\n{body}\n")
+    exe.chmod(0o755)
+    return exe
+
+
+# A stand-in assembler: its C++ is the module's first line and the module's name, so each .cpp shows
+# which .pto it was made from; a module whose temporary copy is named bad.pto fails with a located error.
+_ASSEMBLER = """\
+src = [a for a in args if a.endswith('.pto')][0]
+if src.endswith('bad.pto'):
+    sys.stderr.write(src + ":2:1: error: 'pto.alloc_tile' op address out of range\\n")
+    sys.exit(1)
+first = open(src).readline().strip()
+open(args[args.index('-o') + 1], 'w').write('// ' + src.rsplit('/', 1)[-1] + ' ' + first + '\\n')
+"""
+
+
+def test_batch_assemble_writes_each_modules_cpp(tmp_path):
+    exe = _fake_ptoas(tmp_path, _ASSEMBLER)
+    files = [EXAMPLES[0], EXAMPLES[3]]
+    out = tmp_path / "out"
+    r = ptoc("compile", *files, "--output-dir", out, "-j", "2", "--assemble", "--ptoas", exe, "--no-header")
+    assert r.returncode == 0, r.stderr
+    got = _tree(out)
+    assert sorted(got) == sorted([p.stem + ".cpp" for p in files] + [p.stem + ".pto" for p in files])
+    for p in files:
+        first = got[p.stem + ".pto"].decode().split("\n", 1)[0]
+        assert first.startswith("module attributes")
+        assert got[p.stem + ".cpp"].decode() == f"// {p.stem}.pto {first}\n"
+
+
+def test_batch_assemble_error_is_that_files_error(tmp_path):
+    exe = _fake_ptoas(tmp_path, _ASSEMBLER)
+    bad = tmp_path / "bad.ir"
+    shutil.copy(EXAMPLES[0], bad)
+    out = tmp_path / "out"
+    r = ptoc("compile", EXAMPLES[3], bad, "--output-dir", out, "-j", "2", "--assemble", "--ptoas", exe,
+             "--no-header", "--diagnostics", "gcc")
+    assert r.returncode == 1
+    assert f"{out / 'bad.pto'}:2:1" in r.stderr and "address out of range" in r.stderr
+    # the failing file writes nothing (all or nothing per file); the other is complete
+    assert sorted(_tree(out)) == [EXAMPLES[3].stem + ".cpp", EXAMPLES[3].stem + ".pto"]
+
+
+def test_batch_assemble_without_assembler_is_one_usage_error(tmp_path):
+    out = tmp_path / "out"
+    env = {k: v for k, v in os.environ.items() if k not in ("CI", "PTOC_PTOAS")}
+    env["PATH"] = str(tmp_path)
+    r = subprocess.run([str(PTOC), "compile", str(EXAMPLES[0]), str(EXAMPLES[1]), "--output-dir", str(out),
+                        "--assemble"], capture_output=True, text=True, env=env, timeout=600)
+    assert r.returncode == 2
+    assert r.stderr.count("PTOC-E0453") == 1 and not out.exists()
+
+
+def test_batch_dump_dir_holds_each_files_dumps(tmp_path):
+    files = [EXAMPLES[1], EXAMPLES[4]]
+    (tmp_path / "single").mkdir()
+    for p in files:  # the single-file dumps of each input: the expected contents
+        r = ptoc("compile", p, "-o", tmp_path / "single" / (p.stem + ".pto"), "--dump-dir",
+                 tmp_path / "single_dumps" / p.stem)
+        assert r.returncode == 0, r.stderr
+    for jobs in ("1", "2"):
+        r = ptoc("compile", *files, "--output-dir", tmp_path / f"out{jobs}", "--dump-dir",
+                 tmp_path / f"dumps{jobs}", "-j", jobs)
+        assert r.returncode == 0, r.stderr
+        for p in files:
+            got = _tree(tmp_path / f"dumps{jobs}" / p.stem)
+            assert "00_frontend.ir" in got and len(got) > 5
+            assert got == _tree(tmp_path / "single_dumps" / p.stem)
+
+
+def test_batch_timings_is_a_usage_error(tmp_path):
+    r = ptoc("compile", EXAMPLES[0], "--output-dir", tmp_path / "out", "--timings")
+    assert r.returncode == 2 and "--timings works on one FILE" in r.stderr

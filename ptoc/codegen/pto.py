@@ -136,14 +136,17 @@ def kernel_functions(program: Program) -> list[Function]:
     return [f for f in program.functions if f.func_type in KERNEL_KIND]
 
 
-def emit_module(program: Program, ctx, pto_level: str = "level3") -> tuple[str, list[str]]:
-    """The `.pto` module of every kernel of `program` and the names of the functions not emitted."""
+def emit_module(program: Program, ctx, pto_level: str = "level3", types: dict | None = None) -> tuple[str, list[str]]:
+    """The `.pto` module of every kernel of `program` and the names of the functions not emitted.
+    `types`: `ptoc.ir.verifier.function_types` of `program` when the caller has it (the driver's, from
+    the pipeline's verifier cache), so it is not inferred again."""
     if pto_level not in LEVELS:
         raise InternalError(f"unknown PTO level {pto_level!r}")
     from ptoc.ir.verifier import function_types
 
     arch = getattr(ctx, "arch", "a2a3")
-    types = function_types(program, ctx)
+    if types is None:
+        types = function_types(program, ctx)
     funcs = []
     skipped = []
     for f in program.functions:

@@ -44,10 +44,11 @@ from ptoc.cli import (
               "(default: the pin in toolchain/versions.env). NZ views need v0.61 or newer (NZ-15).")
 @click.option("--pto-level", type=click.Choice(["level3", "level2"]), default="level3", show_default=True,
               help="level3: ptoc plans on-chip memory and every pto.alloc_tile has addr; level2: PTOAS plans it.")
-@click.option("--dump-dir", type=click.Path(file_okay=False), help="Also write the IR after every pass here.")
+@click.option("--dump-dir", type=click.Path(file_okay=False), help="Also write the IR after every pass here "
+              "(with --output-dir: in DUMP_DIR/<stem>/ for each FILE).")
 @click.option("--timings", is_flag=True, help="Print per-pass seconds on stderr.")
 @click.option("--assemble", is_flag=True, help="Also run PTOAS on the result and write its C++ beside the "
-              ".pto (OUTPUT with suffix .cpp); report its errors.")
+              ".pto (OUTPUT with suffix .cpp; with --output-dir DIR/<stem>.cpp); report its errors.")
 @click.option("--ptoas", "ptoas_path", type=click.Path(dir_okay=False), help="The PTOAS executable "
               "(default: $PTOC_PTOAS, else ptoas on PATH).")
 @click.option("--no-insert-sync", is_flag=True, help="With --assemble: do not pass --enable-insert-sync (the C++ "
@@ -66,11 +67,12 @@ def compile_cmd(files, output, output_dir, jobs, depfile, header_path, no_header
     symlinks are followed. Orchestration functions are reported and skipped.
 
     With --output-dir DIR every FILE is compiled to DIR/<stem>.pto and DIR/<stem>.h (-j N: N at a time);
-    each file's outputs are written all or nothing, errors are reported per file, and the exit status is
-    1 when any file failed. Nothing is printed on success.
+    each file's outputs (with --assemble its .cpp, with --dump-dir its dumps) are written all or nothing,
+    errors are reported per file, and the exit status is 1 when any file failed. Nothing is printed on
+    success.
     """
     if output_dir is not None:
-        _batch_usage(files, output, header_path, dump_dir, timings, assemble)
+        _batch_usage(files, output, header_path, timings)
     else:
         if output is None:
             raise click.UsageError("give -o OUTPUT.pto for one FILE, or --output-dir DIR for one or more FILEs")
@@ -95,8 +97,9 @@ def compile_cmd(files, output, output_dir, jobs, depfile, header_path, no_header
 
     version = ptoas_version_option(ptoas_version)
     if output_dir is not None:
+        asm = (ptoas_path, not no_insert_sync, ptoas_timeout) if assemble else None
         sys.exit(_run_guarded(lambda: _compile_batch(files, output_dir, jobs, depfile, no_header, arch, version,
-                                                     pto_level, diag_fmt)))
+                                                     pto_level, diag_fmt, dump_dir, asm)))
     file = files[0]
 
     def run() -> int:
@@ -190,64 +193,15 @@ class _HeldDiagnostics:
         self.diags.extend(diags)
 
 
-def _batch_usage(files, output, header_path, dump_dir, timings, assemble) -> None:
+def _batch_usage(files, output, header_path, timings) -> None:
     if output is not None:
         raise click.UsageError("-o and --output-dir cannot be used together")
     if header_path:
         raise click.UsageError("--header names one file; with --output-dir each header is DIR/<stem>.h")
-    if dump_dir is not None or timings or assemble:
-        raise click.UsageError("--dump-dir, --timings and --assemble work on one FILE with -o, not with --output-dir")
+    if timings:
+        raise click.UsageError("--timings works on one FILE with -o, not with --output-dir")
     if "-" in files:
         raise click.UsageError("--output-dir needs named FILEs; standard input (-) has no name to write")
-
-
-class _Progress:
-    """A progress bar on stderr (rich) for a run that lasts over a second, and only on a terminal."""
-
-    DELAY = 1.0
-
-    def __init__(self, total: int, label: str):
-        import time
-
-        self.total = total
-        self.label = label
-        self.done = 0
-        self.start = time.monotonic()
-        self.enabled = total > 1 and _stream_is_tty(sys.stderr) and not os.environ.get("CI")
-        self.bar = None
-        self.task = None
-
-    def advance(self) -> None:
-        import time
-
-        self.done += 1
-        if not self.enabled:
-            return
-        if self.bar is None:
-            if time.monotonic() - self.start < self.DELAY or self.done >= self.total:
-                return
-            from rich.console import Console
-            from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
-
-            self.bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                TimeElapsedColumn(), console=Console(file=sys.stderr), transient=True,
-                                auto_refresh=False)
-            self.bar.start()
-            self.task = self.bar.add_task(self.label, total=self.total)
-        self.bar.update(self.task, completed=self.done)
-        self.bar.refresh()
-
-    def close(self) -> None:
-        if self.bar is not None:
-            self.bar.stop()
-            self.bar = None
-
-
-def _stream_is_tty(stream) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
 
 
 def _batch_warm() -> None:
@@ -260,9 +214,11 @@ def _batch_warm() -> None:
 
 
 def _batch_compile_one(job):
-    """Compile one file of a batch (in a worker process or in-line): ("ok", pto, header, skipped) or
-    ("error", diagnostics)."""
-    name, text, arch, version, pto_level, header = job
+    """Compile one file of a batch (in a worker process or in-line): ("ok", pto, header, skipped, dumps,
+    cpp, notes) or ("error", diagnostics). `dumps`: (name, IR text) after every pass when asked for;
+    `cpp`: PTOAS's C++ when assembling (`asm` = (ptoas path, insert sync, timeout)), with the assembler's
+    notes in `notes`; an assembler error is ("error", notes and diagnostics, exit status)."""
+    name, text, arch, version, pto_level, header, dumps, asm, pto_path = job
     from ptoc.context import CompileContext
     from ptoc.diagnostics import CompileError
     from ptoc.driver import compile_program, frontend
@@ -270,20 +226,30 @@ def _batch_compile_one(job):
     ctx = CompileContext(arch=arch, ptoas_version=version)
     try:
         prog = frontend(text, name, ctx)
-        art = compile_program(prog, ctx, os.path.basename(name), pto_level=pto_level, header=header)
+        art = compile_program(prog, ctx, os.path.basename(name), pto_level=pto_level, header=header, dumps=dumps)
     except CompileError as e:
         return ("error", list(e.diagnostics))
     from ptoc.codegen.manifest import emit_manifest, has_orchestration
 
     manifest = emit_manifest(art.lowered.program, ctx, os.path.basename(name)) \
         if has_orchestration(art.lowered.program) else None
-    return ("ok", art.pto, art.header if header else None, list(art.skipped), manifest)
+    cpp = None
+    held = _HeldDiagnostics()
+    if asm is not None:
+        ptoas_path, insert_sync, timeout = asm
+        cpp = _assemble_for_compile(ptoas_path, art.pto, pto_path, arch, pto_level, insert_sync, timeout, held)
+        if isinstance(cpp, int):
+            return ("error", held.diags, cpp, art.pto)
+    dumped = [(n, body) for n, body, _ in art.lowered.dumps] if dumps else []
+    return ("ok", art.pto, art.header if header else None, list(art.skipped), dumped, cpp, held.diags, manifest)
 
 
-def _compile_batch(files, output_dir, jobs, depfile, no_header, arch, version, pto_level, diag_fmt) -> int:
+def _compile_batch(files, output_dir, jobs, depfile, no_header, arch, version, pto_level, diag_fmt,
+                   dump_dir=None, asm=None) -> int:
     """`compile FILE... --output-dir DIR [-j N]`: every output path is checked before anything is compiled
     or written; then each file is compiled and its outputs committed on their own (all or nothing per
-    file). Diagnostics come out in the order of FILEs whatever -j is."""
+    file). Diagnostics come out in the order of FILEs whatever -j is. `dump_dir`: the IR after every pass
+    goes to DUMP_DIR/<stem>/; `asm`: PTOAS runs on each module (in the worker) and its C++ is DIR/<stem>.cpp."""
     from ptoc.diagnostics import Diagnostic, Span
     from ptoc.outputs import OutputError, OutputSet
 
@@ -299,7 +265,8 @@ def _compile_batch(files, output_dir, jobs, depfile, no_header, arch, version, p
                                       "different --output-dir folders; nothing was written")], None)
             return EXIT_USAGE
         by_stem[stem] = f
-        plan.append((f, [pto] + ([] if no_header else [os.path.join(output_dir, stem + ".h")])))
+        outs = [pto] + ([] if no_header else [os.path.join(output_dir, stem + ".h")])
+        plan.append((f, outs + ([os.path.join(output_dir, stem + ".cpp")] if asm is not None else [])))
     every = OutputSet(files)  # every output of the run against every input and each other, up front
     for _, outs in plan:
         for o in outs:
@@ -315,6 +282,16 @@ def _compile_batch(files, output_dir, jobs, depfile, no_header, arch, version, p
                                   hint="choose another --output-dir or --depfile; nothing was written")], None)
         return EXIT_USAGE
 
+    if asm is not None:  # one missing assembler is one usage error, before anything is compiled
+        from ptoc.target import assembler
+
+        try:
+            asm = (assembler.find_ptoas(asm[0]),) + asm[1:]
+        except assembler.ToolNotFound as e:
+            reporter.emit([Diagnostic("PTOC-E0453", f"cannot assemble: {e}", Span(output_dir, 0, 0, 0, 0),
+                                      hint=f"install PTOAS, then pass --ptoas PATH or set ${assembler.ENV_PTOAS}")],
+                          None)
+            return EXIT_USAGE
     jobs_in: list = []
     sources: dict[str, str] = {}
     status = EXIT_OK
@@ -326,7 +303,8 @@ def _compile_batch(files, output_dir, jobs, depfile, no_header, arch, version, p
             unreadable[f] = held.diags
             continue
         sources[f] = text
-        jobs_in.append((f, text, arch, version, pto_level, not no_header))
+        jobs_in.append((f, text, arch, version, pto_level, not no_header, dump_dir is not None, asm,
+                        dict(plan)[f][0]))
     outs_of = dict(plan)
     done_rules: list[tuple[list[str], str]] = []
     pool = None
@@ -341,7 +319,9 @@ def _compile_batch(files, output_dir, jobs, depfile, no_header, arch, version, p
         results = pool.map(_batch_compile_one, jobs_in)
     else:
         results = map(_batch_compile_one, jobs_in)
-    progress = _Progress(len(jobs_in), "compiling")
+    from ptoc.progress import Progress
+
+    progress = Progress(len(jobs_in), "compiling")
     results = iter(results)
     try:
         for f, _ in plan:
@@ -351,11 +331,12 @@ def _compile_batch(files, output_dir, jobs, depfile, no_header, arch, version, p
                 continue
             res = next(results)
             progress.advance()
-            if res[0] == "error":
-                reporter.emit(res[1], sources[f])
-                status = EXIT_USER
+            if res[0] == "error":  # the input's errors, or the assembler's (in the module's text)
+                reporter.emit(res[1], sources[f] if len(res) == 2 else res[3])
+                status = max(status, res[2] if len(res) > 2 else EXIT_USER)
                 continue
-            _, pto, header, skipped, manifest = res
+            _, pto, header, skipped, dumped, cpp, notes, manifest = res
+            reporter.emit(notes, None)
             for fname in skipped:
                 reporter.emit([Diagnostic("PTOC-I0100", f"{fname} is not a kernel (InCore/AIC/AIV); not emitted",
                                           Span(f, 0, 0, 0, 0), severity="info")], None)
@@ -363,7 +344,14 @@ def _compile_batch(files, output_dir, jobs, depfile, no_header, arch, version, p
             data = [(outs[0], pto)] + ([(outs[1], header)] if header is not None else [])
             if manifest is not None:
                 data.append((os.path.splitext(outs[0])[0] + ".kernels.json", manifest))
-            st = _commit(reporter, data, inputs=files, dirs=[output_dir])
+            if cpp is not None:
+                data.append((outs[-1], cpp))
+            dirs = [output_dir]
+            if dump_dir is not None:
+                where = os.path.join(dump_dir, os.path.splitext(os.path.basename(f))[0])
+                data += [(os.path.join(where, n), body) for n, body in dumped]
+                dirs.append(where)
+            st = _commit(reporter, data, inputs=files, dirs=dirs)
             if st != EXIT_OK:
                 return st
             done_rules.append((outs, f))

@@ -170,6 +170,7 @@ def _number(v: str):
 def _validate(file, text, ctx, seed, dims, scalars, reporter, simulator=None) -> int:
     from ptoc.diagnostics import CompileError
     from ptoc.driver import frontend
+    from ptoc.progress import Progress
     from ptoc.reference.validate import format_table, validate_program
 
     from ptoc.ir.nodes import ScalarType
@@ -185,7 +186,9 @@ def _validate(file, text, ctx, seed, dims, scalars, reporter, simulator=None) ->
                      "scalar parameter")
         for f in ks:
             _check_tensor_sizes(f, d)
-        reports = validate_program(prog, ctx, seed=seed, dims=d, scalars=sc, simulator=simulator)
+        with Progress(0, "validating") as progress:
+            reports = validate_program(prog, ctx, seed=seed, dims=d, scalars=sc, simulator=simulator,
+                                       progress=progress)
     except CompileError as e:
         reporter.emit(e.diagnostics, text)
         return EXIT_USER
@@ -438,6 +441,13 @@ def _run_pto_file(pto_path, prog, fn, values, dims, ctx):
 def _run_simulated(simulator, pto_path, prog, fn, values, dims, ctx, reporter):
     """Outputs of `fn` run on the simulator (the emitted .pto, or the file `pto_path` as given); None after
     reporting a failure."""
+    from ptoc.progress import Progress
+
+    with Progress(2, f"lowering {fn.name}") as progress:  # the bar, after a second: lowering, then simulating
+        return _simulate(simulator, pto_path, prog, fn, values, dims, ctx, reporter, progress)
+
+
+def _simulate(simulator, pto_path, prog, fn, values, dims, ctx, reporter, progress):
     from ptoc.codegen.pto import dynamic_dims, emit_module
     from ptoc.diagnostics import CompileError, Diagnostic, Span
     from ptoc.driver import lower
@@ -462,6 +472,7 @@ def _run_simulated(simulator, pto_path, prog, fn, values, dims, ctx, reporter):
     except KeyError as e:
         raise CompileError([Diagnostic("PTOC-E0506", f"scalar parameter {e.args[0]} needs --input "
                                        f"{e.args[0]}=VALUE", fn.span)]) from None
+    progress.advance(f"simulating {fn.name} (PTOAS, C++ build, run)")
     try:
         out = simulator.run(text, fn.name, tensors, scal, [dims[x] for x in dynamic_dims(low, low_fn)],
                             pto_path=shown)

@@ -17,7 +17,6 @@ import warnings
 
 from lark import Lark, Token
 from lark.exceptions import (
-    LarkError,
     UnexpectedCharacters,
     UnexpectedEOF,
     UnexpectedInput,
@@ -27,6 +26,8 @@ from lark.exceptions import (
 from lark.indenter import DedentError, PythonIndenter
 
 from ptoc.diagnostics import Diagnostic, Span
+from ptoc.frontend.lexer import FastLexer
+from ptoc.frontend.lexer import IndentError as _IndentError
 
 
 class SN:
@@ -41,17 +42,6 @@ class SN:
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"SN({self.k}, {self.a!r})"
-
-
-class _IndentError(LarkError):
-    def __init__(self, line: int, col: int, message: str, start: int = 1,
-                 hint: str = "indent with 4 spaces per level, matching an enclosing block"):
-        super().__init__(message)
-        self.line = line
-        self.col = col  # exclusive end column of the span
-        self.start = start
-        self.message = message
-        self.hint = hint
 
 
 class _Indenter(PythonIndenter):
@@ -597,9 +587,12 @@ class _ParserPosition:
 
 def _driver_tables(parser: Lark) -> tuple:
     """Lark's LALR tables recast for `_drive`: for every state, terminal or rule name -> (shift?, next
-    state, reduction), a reduction being (number of symbols, callback, name of the rule's left side).
-    This spares the loop Lark's per-step rule hashing and attribute look-ups; the tables, the lexer, the
-    indenter and the callbacks (`_ToSN`) are Lark's own, so tokens, nodes and errors are the same."""
+    state, reduction), a reduction being (number of symbols, callback, name of the rule's left side);
+    the callback is None for a `?rule` of one symbol, whose value passes through unchanged (Lark's
+    `ExpandSingleChild` of one child). This spares the loop Lark's per-step rule hashing, attribute
+    look-ups and the many pass-through calls of the expression precedence chain; the tables and the
+    callbacks (`_ToSN`) are Lark's own, so nodes and errors are the same."""
+    from lark.parse_tree_builder import ExpandSingleChild
     from lark.parsers.lalr_analysis import Shift
 
     inner = parser.parser.parser.parser  # Lark -> ParsingFrontend -> LALR_Parser -> _Parser
@@ -614,11 +607,27 @@ def _driver_tables(parser: Lark) -> tuple:
             else:
                 r = reductions.get(arg)
                 if r is None:
-                    r = reductions[arg] = (len(arg.expansion), callbacks[arg], arg.origin.name)
+                    cb = callbacks[arg]
+                    if len(arg.expansion) == 1 and type(cb) is ExpandSingleChild:
+                        cb = None  # `?rule: one_symbol`: the value passes through, only the state changes
+                    r = reductions[arg] = (len(arg.expansion), cb, arg.origin.name)
                 row[sym] = (False, None, r)
         states[st] = row
     token_callbacks = {k: v for k, v in callbacks.items() if isinstance(k, str)}
-    return states, table.start_states["start"], table.end_states["start"], token_callbacks
+    return states, table.start_states["start"], table.end_states["start"], token_callbacks, {}
+
+
+def _pass_through(states: dict, key: tuple, end_state) -> object:
+    """The top state after the run of pass-through reductions that `key` = (state below the top, top
+    state, lookahead terminal) starts: each replaces the top state by the goto of the state below on
+    the rule's left side, which stays below throughout. The run stops where the lookahead asks for
+    anything else (or the parse is accepted); `_drive` remembers the result per key."""
+    below, top, ty = key
+    while True:
+        act = states[top].get(ty)
+        if act is None or act[0] or act[2][1] is not None or (ty == "$END" and top == end_state):
+            return top
+        top = states[below][act[2][2]][1]
 
 
 def _drive(parser: Lark, text: str):
@@ -629,14 +638,27 @@ def _drive(parser: Lark, text: str):
     tables = _GRAMMAR_CACHE.get("t")
     if tables is None:
         tables = _GRAMMAR_CACHE["t"] = _driver_tables(parser)
-    states, start_state, end_state, token_callbacks = tables
+    states, start_state, end_state, token_callbacks, passes = tables
     state_stack = [start_state]
     value_stack: list = []
     push_state, push_value = state_stack.append, value_stack.append
-    thread = LexerThread.from_text(parser.parser.lexer, text)
+    builder: _ToSN = _GRAMMAR_CACHE["b"]  # type: ignore[assignment]
+    fast = _GRAMMAR_CACHE.get("l")
+    if fast is None:
+        try:
+            fast = FastLexer(parser, states)
+        except (AttributeError, TypeError, KeyError):  # a Lark without the parts it reads: Lark's own lexer
+            fast = False
+        _GRAMMAR_CACHE["l"] = fast
+    if not fast or os.environ.get("PTOC_LARK_LEXER"):  # Lark's contextual lexer and indenter
+        builder.ind = parser.options.postlex
+        stream = _with_end(LexerThread.from_text(parser.parser.lexer, text).lex(_ParserPosition(state_stack)))
+    else:
+        builder.ind = fast
+        stream = fast.tokens(text, state_stack)  # ends with $END
     token = None
     is_end = False
-    for token in _with_end(thread.lex(_ParserPosition(state_stack))):
+    for token in stream:
         ty = token.type
         if ty == "$END":
             is_end = True
@@ -651,6 +673,15 @@ def _drive(parser: Lark, text: str):
                 push_value(token if ty not in token_callbacks else token_callbacks[ty](token))
                 break
             size, callback, origin = red
+            if callback is None:  # pass-through rules: replace the top state, keep the value
+                key = (state_stack[-2], state_stack[-1], ty)
+                top = passes.get(key)
+                if top is None:
+                    top = passes[key] = _pass_through(states, key, end_state)
+                state_stack[-1] = top
+                if is_end and top == end_state:
+                    return value_stack[-1]
+                continue
             if size:
                 children = value_stack[-size:]
                 del state_stack[-size:]
@@ -676,7 +707,11 @@ def _parse_nodes(text: str, file: str) -> tuple[SN, ...]:
     parser = get_parser()
     builder: _ToSN = _GRAMMAR_CACHE["b"]  # type: ignore[assignment]
     builder.reset(file)
-    nodes = parser.parse(text) if os.environ.get("PTOC_LARK_LOOP") else _drive(parser, text)
+    if os.environ.get("PTOC_LARK_LOOP"):  # Lark's own loop, lexer and indenter (for comparison)
+        builder.ind = parser.options.postlex
+        nodes = parser.parse(text)
+    else:
+        nodes = _drive(parser, text)
     if builder.literal_errors:
         raise builder.literal_errors[0]
     return nodes

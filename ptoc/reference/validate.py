@@ -165,10 +165,12 @@ SIM_STAGE = "simulator (PTOAS + pto-isa)"
 
 
 def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims: dict[str, int] | None = None,
-                     scalars: dict[str, float] | None = None, broken_pass=None, simulator=None) -> list[KernelReport]:
+                     scalars: dict[str, float] | None = None, broken_pass=None, simulator=None,
+                     progress=None) -> list[KernelReport]:
     """Run every kernel at the front end, after every pass and as emitted .pto; compare with the front end.
     `simulator`: a `ptoc.reference.sim.Simulator`; adds a last row, the emitted .pto assembled by PTOAS and
-    run on pto-isa's CPU simulator.
+    run on pto-isa's CPU simulator. `progress`: a `ptoc.progress.Progress`, told the number of runs and
+    each one done.
     `broken_pass`: (test hook) a pass class to insert into the pipeline after BlockNzTensorViews."""
     from ptoc.driver import check_assembler_version
     from ptoc.passes.manager import PIPELINE, available_pipeline, run_pipeline
@@ -184,7 +186,11 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
     run_pipeline(program, ctx, passes=passes, instruments=[snap])
     stages: list[tuple[str, Program]] = [("frontend", program)] + snap.stages
     reports = []
-    for fn in kernels(program) + entries(program):
+    functions = kernels(program) + entries(program)
+    step = progress.advance if progress is not None else (lambda label=None: None)
+    if progress is not None:  # per function: every stage, the emitted .pto, the simulator
+        progress.set_total(len(functions) * (len(stages) + 1 + (simulator is not None)))
+    for fn in functions:
         missing = [d for d in dim_symbols(program, fn) if d not in dims]
         if missing:
             raise CompileError([Diagnostic(
@@ -196,7 +202,9 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
         rep = KernelReport(fn.name, label="kernel" if kernel else "program")
         reference = run_function(program, fn.name, inputs, ctx)
         rep.rows.append(StageResult("frontend", True, "reference"))
+        step(f"validating {fn.name}")
         for name, p in stages[1:]:
+            step()
             if p.function(fn.name) is None:
                 rep.rows.append(StageResult(name, False, "the kernel disappeared"))
                 continue
@@ -210,6 +218,7 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
                 rep.rows.append(StageResult(name, not diffs, "; ".join(diffs[:3])))
             except CompileError as e:
                 rep.rows.append(StageResult(name, False, "; ".join(d.message for d in e.diagnostics[:2])))
+        step(f"validating {fn.name}: emitted .pto")
         if simulator is not None and _launches_group(stages[-1][1], fn):
             rep.rows.append(_run_emitted(stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol) if kernel
                             else _run_emitted_program(stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol))
@@ -219,12 +228,14 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
         if not kernel:
             rep.rows.append(_run_emitted_program(stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol))
             if simulator is not None:
+                step(f"validating {fn.name}: simulator")
                 rep.rows.append(_run_emitted_program(stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol,
                                                      simulator))
             reports.append(rep)
             continue
         rep.rows.append(_run_emitted(stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol))
         if simulator is not None:
+            step(f"validating {fn.name}: simulator")
             rep.rows.append(_run_simulated(simulator, stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol))
         reports.append(rep)
     return reports
