@@ -135,9 +135,11 @@ def test_cli_list_for_a_file_says_which_passes_run(tmp_path):
     assert rows["AllocateMemoryAddr"] == "skip" and rows["InitMemRef"] == "skip"
     assert rows["InferTileMemorySpace"] == "skip" and rows["ConvertTensorToTileOps"] == "skip"
     assert rows["MaterializeTensorStrides"] == "run"  # PyPTO prints no strides: they are derived again
+    assert rows["OutlineIncoreScopes"] == "skip" and rows["CtrlFlowTransform"] == "skip"
     assert "read from PyPTO's form" in r.stdout
-    r = _run("passes", "--list", str(ROOT / "examples" / "vector_add.ir"))
+    r = _run("passes", "--list", str(ROOT / "examples" / "scoped_add_scale.ir"))
     rows = {ln.split()[2]: ln.split()[3] for ln in r.stdout.splitlines() if ln[:2].strip().isdigit()}
+    assert rows["OutlineIncoreScopes"] == "run" and rows["ConvertTensorToTileOps"] == "run"
     assert rows["InitMemRef"] == "run" and rows["AllocateMemoryAddr"] == "run"
 
 

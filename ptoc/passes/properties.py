@@ -75,6 +75,17 @@ def _structured(program: Program, ctx: CompileContext, cache=None) -> list[str]:
     return unstructured(program)
 
 
+@property_check("outlined")
+def _outlined(program: Program, ctx: CompileContext, cache=None) -> list[str]:
+    """No `pl.at(level=CORE_GROUP)` scope is left in an orchestration (or Opaque) function: each is a kernel."""
+    from ptoc.ir.visitor import walk
+    from ptoc.passes.common import is_incore_scope
+    from ptoc.passes.OutlineIncoreScopes import OUTER_KINDS
+
+    return [f"{f.name}: a pl.at(level=CORE_GROUP) scope at line {n.span.line}" for f in program.functions
+            if f.func_type in OUTER_KINDS for s in f.body for n in walk(s) if is_incore_scope(n)]
+
+
 @property_check("tile_ops")
 def _tile_ops(program: Program, ctx: CompileContext, cache=None) -> list[str]:
     """Kernels compute on tiles only: no tensor.* operator call survives in them (except the metadata
