@@ -76,9 +76,6 @@ def ptoc_dumps(path: Path) -> tuple[dict[str, str], str | None]:
         def after_pass(self, index, p, program, seconds):
             dumps[p.name] = print_program(program, style="pypto")
 
-        def skipped_pass(self, index, p, program, reason):  # its products were there: the IR as it came
-            dumps[p.name] = print_program(program, style="pypto")
-
     ctx = CompileContext()
     try:
         program = frontend(path.read_text(), str(path), ctx)

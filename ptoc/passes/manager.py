@@ -138,7 +138,9 @@ class Instrument:
         pass
 
     def skipped_pass(self, index: int, p: Pass, program: Program, reason: str) -> None:
-        """`p` did not run: its products were already there (`reason` says which)."""
+        """`p` did not run: its products were already there (`reason` says which). By default it is
+        observed as a pass that ran in no time and left the IR as it was."""
+        self.after_pass(index, p, program, 0.0)
 
 
 @dataclass
@@ -147,9 +149,6 @@ class Timings(Instrument):
 
     def after_pass(self, index, p, program, seconds):
         self.rows.append((p.name, p.stage, seconds))
-
-    def skipped_pass(self, index, p, program, reason):
-        self.rows.append((p.name, p.stage, 0.0))
 
     def table(self) -> str:
         total = sum(s for _, _, s in self.rows)

@@ -122,8 +122,10 @@ def _flat_tiles(program: Program, ctx: CompileContext, cache=None) -> list[str]:
 
 @input_check("flat_tiles")
 def _flat_values(program: Program, ctx: CompileContext, cache=None) -> list[str]:
-    """... every value's inferred type too."""
-    return [f"{k}: {n} is a rank-{t.rank} tile" for k, n, t in value_tiles(program, ctx, cache) if t.rank > 2]
+    """... every value's inferred type too, and none is rank 1 (FlattenTileNdTo2D makes it [1, N]), in
+    the written types either."""
+    return [f"{k}: {n} is a rank-{t.rank} tile" for k, n, t in value_tiles(program, ctx, cache) if t.rank != 2] + \
+        [f"{f.name}: a rank-1 tile" for f in kernels(program) for t in tile_types(f, cache) if t.rank == 1]
 
 
 @property_check("nz_blocked")
