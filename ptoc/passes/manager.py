@@ -8,6 +8,11 @@ produce; a failure names the pass and is an `InternalError` (a ptoc bug), never 
 The IR is immutable, so a function a pass returns unchanged is not checked again: one `VerifyCache`
 per run remembers what the verifier found (also the value types passes ask for with `Pass.types`).
 
+The input may be IR at any stage (a dump of ptoc's or of PyPTO's): a pass is skipped when every property
+it produces already holds on the IR it would get (`input_properties`: the property checks, and for an
+input read from a file the stricter `input_check`s on every value's inferred type); its `adopt` hook reads
+PyPTO's form of its products. `ptoc passes --list FILE` shows what runs and what is skipped.
+
 Instruments observe the run: IR dumps (`00_frontend.ir`, `NN_after_<PassName>.ir`, each re-parseable),
 timings (a table and `pipeline_profile.json`) and an optional print -> parse -> equal check.
 """
