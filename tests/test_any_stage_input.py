@@ -162,3 +162,56 @@ def test_pypto_dumps_after_its_memory_reuse_compile_with_its_addresses(name, tmp
         pto = _pto(d.read_text(), str(d))
         if d in after:
             assert sorted(set(_addresses(pto))) == theirs, d.name
+
+
+KERNEL = """\
+import pypto.language as pl
+
+@pl.program
+class p:
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, a: pl.Tensor[[64, 64], pl.BF16], b: pl.Tensor[[64, 64], pl.BF16], o: pl.Out[pl.Tensor[[64, 64], pl.ODT]]) -> pl.Tensor[[64, 64], pl.ODT]:
+BODY
+        return o1
+"""
+
+
+def _props(body: str, out_dtype: str = "BF16") -> frozenset[str]:
+    from ptoc.passes.manager import input_properties
+
+    ctx = CompileContext()
+    return input_properties(frontend(KERNEL.replace("BODY", body).replace("ODT", out_dtype), "k.ir", ctx), ctx)
+
+
+def test_a_short_name_on_tensors_is_not_a_tile_op():
+    """`pl.add` on two tensors is tensor.add: ConvertTensorToTileOps still has work, though no op is
+    spelled `tensor.`; the same kernel written with tiles has the property."""
+    tensors = "        s: pl.Tensor[[64, 64], pl.BF16] = pl.add(a, b)\n        o1 = pl.tile.store(pl.tile.load(s, [0, 0], [64, 64]), [0, 0], o)"
+    tiles = ("        ta = pl.tile.load(a, [0, 0], [64, 64])\n        tb = pl.tile.load(b, [0, 0], [64, 64])\n"
+             "        s = pl.tile.add(ta, tb)\n        o1 = pl.tile.store(s, [0, 0], o)")
+    assert "tile_ops" not in _props(tensors)
+    assert "tile_ops" in _props(tiles)
+
+
+def test_matmul_operands_in_mat_leave_memory_spaces_to_decide():
+    """Every tile has a space, but the cube operands are in Mat: InferTileMemorySpace must move them."""
+    mat = ("        ta: pl.Tile[[64, 64], pl.BF16, pl.Mem.Mat] = pl.tile.load(a, [0, 0], [64, 64], target_memory=pl.Mem.Mat)\n"
+           "        tb: pl.Tile[[64, 64], pl.BF16, pl.Mem.Mat] = pl.tile.load(b, [0, 0], [64, 64], target_memory=pl.Mem.Mat)\n"
+           "        c: pl.Tile[[64, 64], pl.FP32, pl.Mem.Acc] = pl.tile.matmul(ta, tb)\n"
+           "        o1 = pl.tile.store(c, [0, 0], o)")
+    moved = mat.replace("pl.tile.matmul(ta, tb)", "pl.tile.matmul(tl, tr)").replace(
+        "        c:", "        tl: pl.Tile[[64, 64], pl.BF16, pl.Mem.Left] = pl.tile.move(ta, target_memory=pl.Mem.Left)\n"
+        "        tr: pl.Tile[[64, 64], pl.BF16, pl.Mem.Right] = pl.tile.move(tb, target_memory=pl.Mem.Right)\n        c:")
+    assert "memory_spaces" not in _props(mat, "FP32")
+    assert "memory_spaces" in _props(moved, "FP32")
+
+
+def test_pypto_placed_form_has_memrefs_and_addresses():
+    from ptoc.passes.manager import input_properties
+
+    ctx = CompileContext()
+    have = input_properties(frontend(PYPTO_PLACED, "placed.py", ctx), ctx)
+    assert {"memrefs", "addresses", "memory_spaces", "kernel_kinds", "outlined", "ssa"} <= have
+    unplaced = re.sub(r"pl\.const\((16384|32768), pl\.INT64\)", "pl.const(0, pl.INT64)", PYPTO_PLACED)
+    have = input_properties(frontend(unplaced, "unplaced.py", ctx), ctx)
+    assert "memrefs" in have and "addresses" not in have
