@@ -48,7 +48,8 @@ Rules
    buffers (aligned, buffers live at the same time in disjoint byte ranges, within capacity), they are
    taken as the addresses (`adopt`): each alloc gets `addr=` = the lowest offset of the MemRefs on it and
    those MemRefs keep the rest. Such a kernel has the `addresses` property, so the pass manager does not
-   re-plan it; all offsets 0 with overlapping buffers (InitMemRef's output) is not a placement.
+   re-plan it. Every offset 0 (InitMemRef's output, ptoc's or PyPTO's) is not taken as a placement: the
+   planner runs.
 
 Not done: hand-placed and planned buffers mixed in one kernel (all are re-placed); branch-aware
 lifetimes (a buffer read in either branch of an if is live over both).
@@ -108,7 +109,8 @@ class AllocateMemoryAddr(Pass):
     def adopt(self, program: Program, ctx) -> Program:
         """The kernels whose MemRef offsets already place their buffers (rule 5) with `addr=` on their
         allocs; the others unchanged."""
-        todo = [f for f in program.functions if f.func_type in KERNEL_TYPES and _needs_addresses(f)]
+        todo = [f for f in program.functions if f.func_type in KERNEL_TYPES and _needs_addresses(f)
+                and placed_by_offsets(f, self.cache)]
         if not todo:
             return program
         arch = get_arch(ctx.arch)
@@ -284,11 +286,21 @@ def _offsets_placement(f: Function, env: dict[str, Type | None], arch) -> dict[s
     return {b.name: b.addr for b in bs}
 
 
-def offsets_placement_problem(program: Program, f: Function, ctx, cache=None) -> str | None:
-    """None when the MemRef offsets of kernel `f` (no alloc with `addr=`) place its buffers (rule 5), else why not."""
-    from ptoc.ir.verifier import function_types
+def placed_by_offsets(f: Function, cache=None) -> bool:
+    """Whether kernel `f` may be in PyPTO's placed form: some MemRef on an allocation has an offset other
+    than the constant 0 (InitMemRef's output has only 0; all offsets 0 is left to the planner, which
+    then gives every buffer 0 too when none overlaps another)."""
+    from ptoc.ir.verifier import NodeIndex
 
-    env = function_types(program, ctx, cache=cache).get(f.name, {})
+    return any(isinstance(m.base, Var) and not (isinstance(m.offset, ConstInt) and m.offset.value == 0)
+               for m in NodeIndex.get(f, cache).of(MemRef))
+
+
+def offsets_placement_problem(f: Function, env: dict[str, Type | None], ctx) -> str | None:
+    """None when the MemRef offsets of kernel `f` (no alloc with `addr=`; `env` its value types) place its
+    buffers (rule 5), else why not."""
+    if not placed_by_offsets(f):
+        return "every MemRef offset is 0 (not placed yet)"
     placed = _offsets_placement(f, env, get_arch(ctx.arch))
     return placed if isinstance(placed, str) else None
 

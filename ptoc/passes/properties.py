@@ -213,12 +213,15 @@ def _addresses(program: Program, ctx: CompileContext, cache=None) -> list[str]:
     from ptoc.passes.AllocateMemoryAddr import offsets_placement_problem
 
     bad = []
+    env = None
     for f in kernels(program):
         missing = [n for n in NodeIndex.get(f, cache).of(Call) if n.op == "tile.alloc" and n.kwarg("addr") is None]
         if not missing:
             continue
         if len(missing) == len([n for n in NodeIndex.get(f, cache).of(Call) if n.op == "tile.alloc"]):
-            why = offsets_placement_problem(program, f, ctx, cache)
+            if env is None:
+                env = value_types(program, ctx, cache)
+            why = offsets_placement_problem(f, env.get(f.name, {}), ctx)
             if why is None:
                 continue
             bad.append(f"{f.name}: no tile.alloc has addr and {why}")
