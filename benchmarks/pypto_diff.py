@@ -22,7 +22,9 @@ identifier is renamed in order of first appearance. `.pto` kernels are compared 
 
 The table: one row per file with what happened (both accept / which side rejects), how many shared
 passes give equal dumps and the first one whose dumps differ, whether the `.pto` kernels are equal, how many ptoc dumps
-PyPTO's parser rejected, and the two compile times. This is a measurement: it asserts nothing.
+PyPTO's parser rejected, "their dumps": how many of PyPTO's dumps ptoc compiles (IR at any stage as input)
+and how many of those give kernels with exactly the alloc_tile addresses of PyPTO's `.pto`, and the two
+compile times. This is a measurement: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -267,14 +269,46 @@ def compare(pypto: str, path: Path, work: Path) -> dict:
             row["equal_passes"].append(name)
         elif row["first_diff"] is None:
             row["first_diff"] = name
+    row["their_dumps"] = their_dumps_compiled(p_out)
     pk, ck = pto_kernels(p_out), pto_kernels(c_out)
     row["pto"] = "equal" if pk and {k: normalise_pto(v) for k, v in pk.items()} == {
         k: normalise_pto(v) for k, v in ck.items()} else f"differs ({len(pk)} vs {len(ck)} kernels)"
     return row
 
 
+def alloc_addresses(pto_text: str) -> list[int]:
+    """The distinct `pto.alloc_tile` addresses of a `.pto` text, sorted."""
+    consts = dict(re.findall(r"(%\w+) = arith.constant (\d+) : i64", pto_text))
+    return sorted({int(consts[a]) for a in re.findall(r"pto\.alloc_tile addr = (%\w+)", pto_text) if a in consts})
+
+
+def their_dumps_compiled(p_out: Path) -> dict:
+    """ptoc on each of PyPTO's dumps (IR at any stage): how many compile, and how many of those give a
+    kernel with the addresses of PyPTO's own `.pto` (per kernel, the set of alloc_tile addresses)."""
+    from ptoc.context import CompileContext
+    from ptoc.diagnostics import CompileError
+    from ptoc.driver import compile_program, frontend
+
+    theirs = {k: alloc_addresses(v) for k, v in pto_kernels(p_out).items()}
+    files = sorted(p_out.glob("**/passes_dump/*.py"))
+    out = {"dumps": len(files), "compiled": 0, "same_addresses": 0, "first_same": None}
+    for f in files:
+        ctx = CompileContext()
+        try:
+            pto = compile_program(frontend(f.read_text(), str(f), ctx), ctx, "kernel.ir").pto
+        except CompileError:
+            continue
+        out["compiled"] += 1
+        ours = {k: alloc_addresses(v) for k, v in re.findall(r"func\.func @(\w+)(.*?)\n  }", pto, re.S)}
+        if ours == theirs:
+            out["same_addresses"] += 1
+            out["first_same"] = out["first_same"] or f.stem
+    return out
+
+
 def table(rows: list[dict]) -> str:
-    head = f"{'file':42} {'status':14} {'passes':34} {'pto':20} {'dumps rej.':>10} {'pypto s':>8} {'ptoc s':>7}"
+    head = (f"{'file':42} {'status':14} {'passes':34} {'pto':20} {'dumps rej.':>10} {'their dumps':>12} "
+            f"{'pypto s':>8} {'ptoc s':>7}")
     out = [head, "-" * len(head)]
     for r in rows:
         if r["status"] == "both accept":
@@ -284,7 +318,9 @@ def table(rows: list[dict]) -> str:
         else:
             passes, pto = "-", "-"
         rej = f"{len(r['dumps_rejected'])}/{r['dumps']}"
-        out.append(f"{r['file'][-42:]:42} {r['status']:14} {passes[:34]:34} {pto[:20]:20} {rej:>10} "
+        t = r.get("their_dumps")
+        theirs = f"{t['compiled']}/{t['dumps']}, {t['same_addresses']}" if t else "-"
+        out.append(f"{r['file'][-42:]:42} {r['status']:14} {passes[:34]:34} {pto[:20]:20} {rej:>10} {theirs:>12} "
                    f"{r['pypto_s']:8.2f} {r['ptoc_s']:7.2f}")
     return "\n".join(out)
 

@@ -29,7 +29,8 @@ from ptoc.commands.run import _validate
 
 @cli.command()
 @click.argument("file", required=False, type=click.Path(dir_okay=False))
-@click.option("--list", "list_only", is_flag=True, help="Print the pipeline: index, stage, pass, purpose.")
+@click.option("--list", "list_only", is_flag=True, help="Print the pipeline: index, stage, pass, purpose; with "
+              "FILE, whether each pass runs on it or is skipped (its products already there) and why.")
 @click.option("--dump-after", metavar="PASS|all", help="Print (or with --dump-dir, write) the IR after PASS, "
               "or after every pass with 'all'.")
 @click.option("--dump-before", metavar="PASS", help="Print the IR just before PASS runs.")
@@ -65,6 +66,7 @@ def passes(file, list_only, dump_after, dump_before, stop_after, pipeline_spec, 
 
     \b
     ptoc passes --list
+    ptoc passes --list after_AllocateMemoryAddr.py   # which passes a dump still needs
     ptoc passes kernel.ir --dump-after BlockNzTensorViews
     ptoc passes kernel.ir --dump-after all --dump-dir dumps/ --timings
     ptoc passes kernel.ir --dump-after all --print-style pypto   # dumps PyPTO's parser reads
@@ -107,7 +109,7 @@ def _passes(file, list_only, dump_after, dump_before, stop_after, pipeline_spec,
     def run() -> int:
         from ptoc.passes.manager import PIPELINE, available_pipeline
 
-        if list_only:
+        if list_only and file is None:
             for i, (cls, (stage, _)) in enumerate(zip(available_pipeline(), PIPELINE), start=1):
                 click.echo(f"{i:2d}  {stage:7} {cls.name:26} {cls.summary}")
             return EXIT_OK
@@ -120,6 +122,8 @@ def _passes(file, list_only, dump_after, dump_before, stop_after, pipeline_spec,
         if text is None:
             return EXIT_USER
         ctx = CompileContext(arch=arch, ptoas_version=_pinned())
+        if list_only:
+            return _list_for(file, text, ctx, chosen_passes, reporter)
         if validate:
             if not _need_reference():
                 return EXIT_USAGE
@@ -170,3 +174,46 @@ def _passes(file, list_only, dump_after, dump_before, stop_after, pipeline_spec,
         return EXIT_OK
 
     sys.exit(_run_guarded(run))
+
+
+def _list_for(file, text, ctx, chosen_passes, reporter) -> int:
+    """`ptoc passes --list FILE`: the pipeline run on FILE, each pass marked `run` or `skip` (its products
+    already there: FILE is IR at a later stage, ptoc's or PyPTO's), with the properties the input has."""
+    from ptoc.diagnostics import CompileError
+    from ptoc.driver import frontend
+    from ptoc.passes.manager import Instrument, available_pipeline, input_properties, run_pipeline
+
+    rows: dict[str, tuple[str, str]] = {}
+
+    class Record(Instrument):
+        def after_pass(self, index, p, program, seconds):
+            rows[p.name] = ("run", "")
+
+        def skipped_pass(self, index, p, program, reason):
+            rows[p.name] = ("skip", reason)
+
+    passes = chosen_passes if chosen_passes is not None else available_pipeline()
+    try:
+        prog = frontend(text, file, ctx)
+        have = input_properties(prog, ctx)
+        click.echo(f"# {file}: the input has {', '.join(sorted(have)) or 'no property'}")
+        run_pipeline(prog, ctx, passes=chosen_passes, instruments=[Record()],
+                     given=have if chosen_passes is not None else None)
+    except CompileError as e:
+        reporter.emit(e.diagnostics, text)
+        for i, cls in enumerate(passes, start=1):
+            what, why = rows.get(cls.name, ("stop", "not reached: the error above"))
+            click.echo(f"{i:2d}  {cls.stage:7} {cls.name:26} {what:4}  {why}".rstrip())
+        return EXIT_USER
+    for i, cls in enumerate(passes, start=1):
+        what, why = rows[cls.name]
+        if not why and chosen_passes is not None:
+            why = "chosen with --pipeline"
+        elif not why and not cls.produces:
+            why = f"produces no property, always runs: {cls.summary}"
+        elif not why:
+            lacks = sorted(cls.produces - have)
+            why = ("the input lacks " + ", ".join(repr(x) for x in lacks)) if lacks else \
+                "an earlier pass changed the IR, which now lacks " + ", ".join(repr(x) for x in sorted(cls.produces))
+        click.echo(f"{i:2d}  {cls.stage:7} {cls.name:26} {what:4}  {why}".rstrip())
+    return EXIT_OK

@@ -42,6 +42,14 @@ Rules
    capacity, with the buffers live there as notes. Spaces without a known capacity are not checked.
 4. A kernel whose allocs all have an address already is left alone (idempotent; hand-placed buffers are
    kept). Otherwise every alloc is (re)placed. An alloc size must be a constant (PTOC-E0391).
+5. PyPTO's form of a placed kernel (what PyPTO prints after its AllocateMemoryAddr, and ptoc with
+   `--print-style pypto`): no alloc has `addr=` and the byte offset of each `pl.MemRef` is the address
+   itself. When no alloc of a kernel has `addr=` and the MemRef offsets are constants that place the
+   buffers (aligned, buffers live at the same time in disjoint byte ranges, within capacity), they are
+   taken as the addresses (`adopt`): each alloc gets `addr=` = the lowest offset of the MemRefs on it and
+   those MemRefs keep the rest. Such a kernel has the `addresses` property, so the pass manager does not
+   re-plan it. Every offset 0 (InitMemRef's output, ptoc's or PyPTO's) is not taken as a placement: the
+   planner runs.
 
 Not done: hand-placed and planned buffers mixed in one kernel (all are re-placed); branch-aware
 lifetimes (a buffer read in either branch of an if is live over both).
@@ -61,6 +69,7 @@ from ptoc.ir.nodes import (
     ForStmt,
     Function,
     IfStmt,
+    MemRef,
     Program,
     ScopeStmt,
     Stmt,
@@ -71,6 +80,7 @@ from ptoc.ir.nodes import (
     WhileStmt,
 )
 from ptoc.analysis.flow import Flow, Site
+from ptoc.ir.visitor import Mutator
 from ptoc.passes.common import align_up
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
@@ -96,7 +106,24 @@ class AllocateMemoryAddr(Pass):
     requires = frozenset({"memrefs"})
     produces = frozenset({"addresses"})
 
+    def adopt(self, program: Program, ctx) -> Program:
+        """The kernels whose MemRef offsets already place their buffers (rule 5) with `addr=` on their
+        allocs; the others unchanged."""
+        todo = [f for f in program.functions if f.func_type in KERNEL_TYPES and _needs_addresses(f)
+                and placed_by_offsets(f, self.cache)]
+        if not todo:
+            return program
+        arch = get_arch(ctx.arch)
+        env = self.types(program, ctx)
+        new = {}
+        for f in todo:
+            placed = _offsets_placement(f, env[f.name], arch)
+            if isinstance(placed, dict):
+                new[f.name] = _adopt(f, placed)
+        return replace(program, functions=tuple(new.get(f.name, f) for f in program.functions)) if new else program
+
     def run(self, program: Program, ctx) -> Program:
+        program = self.adopt(program, ctx)
         todo = [f for f in program.functions if f.func_type in KERNEL_TYPES and _needs_addresses(f)]
         if not todo:
             return program
@@ -215,6 +242,92 @@ def _lifetimes(flow: Flow, env: dict[str, Type | None], buffers: dict[str, _Buff
             b.tiles.append(name)
             for site in sites:
                 b.end = max(b.end, reach(site, b))
+
+
+def _memrefs(t: Type | None) -> list[MemRef]:
+    """The on-chip MemRefs (on an allocation's pointer) in a value's type."""
+    if isinstance(t, TupleType):
+        return [m for x in t.types for m in _memrefs(x)]
+    if isinstance(t, TileType) and t.memref is not None and isinstance(t.memref.base, Var):
+        return [t.memref]
+    return []
+
+
+def _offsets_placement(f: Function, env: dict[str, Type | None], arch) -> dict[str, int] | str:
+    """Rule 5: alloc name -> the address its MemRef offsets give, or why they do not place the buffers."""
+    flow = Flow(f)
+    try:
+        buffers = _buffers(f, flow, arch)
+    except CompileError:
+        return "an allocation size is not a constant"
+    addr: dict[str, int] = {}
+    for name, t in env.items():
+        for m in _memrefs(t):
+            if m.base.name not in buffers:  # type: ignore[union-attr]
+                continue
+            if not isinstance(m.offset, ConstInt):
+                return f"the MemRef offset of {name} is not a constant"
+            base = m.base.name  # type: ignore[union-attr]
+            addr[base] = min(addr.get(base, m.offset.value), m.offset.value)
+    _lifetimes(flow, env, buffers)
+    for b in buffers.values():
+        b.addr = addr.get(b.name, 0)
+        if b.addr % arch.alignment_bytes:
+            return f"{b.name} would sit at {b.addr}, not a multiple of {arch.alignment_bytes} bytes"
+    bs = sorted(buffers.values(), key=lambda b: (b.start, b.name))
+    for i, x in enumerate(bs):
+        for y in bs[i + 1:]:
+            if x.space == y.space and y.start <= x.end and x.start <= y.end and \
+                    x.addr < y.addr + y.size and y.addr < x.addr + x.size:
+                return (f"{x.name} and {y.name} ({x.space}) are live at the same time and their offsets "
+                        f"{x.addr} and {y.addr} overlap")
+    for space in sorted({b.space for b in bs}):
+        if _over_capacity(space, [b for b in bs if b.space == space], arch) is not None:
+            return f"the offsets exceed the capacity of {space}"
+    return {b.name: b.addr for b in bs}
+
+
+def placed_by_offsets(f: Function, cache=None) -> bool:
+    """Whether kernel `f` may be in PyPTO's placed form: some MemRef on an allocation has an offset other
+    than the constant 0 (InitMemRef's output has only 0; all offsets 0 is left to the planner, which
+    then gives every buffer 0 too when none overlaps another)."""
+    from ptoc.ir.verifier import NodeIndex
+
+    return any(isinstance(m.base, Var) and not (isinstance(m.offset, ConstInt) and m.offset.value == 0)
+               for m in NodeIndex.get(f, cache).of(MemRef))
+
+
+def offsets_placement_problem(f: Function, env: dict[str, Type | None], ctx) -> str | None:
+    """None when the MemRef offsets of kernel `f` (no alloc with `addr=`; `env` its value types) place its
+    buffers (rule 5), else why not."""
+    if not placed_by_offsets(f):
+        return "every MemRef offset is 0 (not placed yet)"
+    placed = _offsets_placement(f, env, get_arch(ctx.arch))
+    return placed if isinstance(placed, str) else None
+
+
+class _Rebase(Mutator):
+    """addr= on the allocs of `addrs`; the MemRefs on them keep their offset less that address."""
+
+    def __init__(self, addrs: dict[str, int]):
+        self.addrs = addrs
+
+    def mutate_MemRef(self, m: MemRef) -> MemRef:
+        a = self.addrs.get(m.base.name) if isinstance(m.base, Var) else None
+        if not a or not isinstance(m.offset, ConstInt):
+            return m
+        return replace(m, offset=replace(m.offset, value=m.offset.value - a))
+
+    def mutate_AssignStmt(self, s: AssignStmt) -> AssignStmt:
+        if _is_alloc(s) and s.target.name in self.addrs:
+            call: Call = s.value  # type: ignore[assignment]
+            kwargs = call.kwargs + (("addr", ConstInt(self.addrs[s.target.name], INDEX)),)
+            return replace(s, value=replace(call, kwargs=kwargs))
+        return s
+
+
+def _adopt(f: Function, addrs: dict[str, int]) -> Function:
+    return _Rebase(addrs).mutate(f)
 
 
 def _first_fit(bs: list[_Buffer], arch) -> None:

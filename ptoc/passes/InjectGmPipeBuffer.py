@@ -88,8 +88,8 @@ class InjectGmPipeBuffer(Pass):
         funcs = {f.name: f for f in program.functions}
         seeds = [f.name for f in program.functions
                  if any(isinstance(n, Call) and n.kind == "op" and op_names(n.op) & set(INIT_OPS) for n in walk(f))]
-        if not seeds:
-            return program
+        if not seeds or all(funcs[n].param(PARAM) is not None for n in seeds):
+            return program  # nothing to thread, or threaded already (the pass is idempotent)
         with_param: set[str] = set()
         orch_callees: set[str] = set()
         work = list(seeds)

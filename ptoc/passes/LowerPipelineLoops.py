@@ -28,7 +28,9 @@ Rules (PyPTO's LowerPipelineLoops; its tests in tests/ut/ir/transforms/test_lowe
   clone's `pl.yield_` ends the main loop. With a leftover, the main loop's results are renamed
   `<r>_main` and seed the tail; a static tail ends with `r = <value>` for each result, the dynamic
   chain's ifs yield `r` (inner levels `<r>_rem<k>`), the innermost else passing `<r>_main` through.
-- Nested pipelines are lowered innermost first.
+- Nested pipelines are lowered innermost first. Every kernel with a pipeline is then simplified as
+  the Simplify pass would (`ptoc.analysis.simplify`): the copies make conditions and index arithmetic
+  decidable that were not before.
 - The step and the stage must be integer constants (PTOC-E0650).
 
 Where ptoc differs from PyPTO: PyPTO marks the clones' tile definitions with pipeline-stage attributes
@@ -42,6 +44,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from ptoc.analysis.simplify import simplify_function
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir.dtypes import INDEX
 from ptoc.ir.names import fresh_name
@@ -63,6 +66,7 @@ from ptoc.ir.nodes import (
 from ptoc.ir.verifier import iter_nodes
 from ptoc.ir.visitor import Mutator, rebuild_bodies
 from ptoc.passes.manager import Pass
+from ptoc.passes.properties import KERNEL_TYPES
 
 
 class LowerPipelineLoops(Pass):
@@ -83,7 +87,15 @@ class LowerPipelineLoops(Pass):
             body = _Lowering(names).block(f.body)
             funcs.append(replace(f, body=body))
             changed = True
-        return replace(program, functions=tuple(funcs)) if changed else program
+        if not changed:
+            return program
+        # the copies make facts decidable (a tail copy's index is a constant, a copy's `i + 64 == 0` is
+        # false over the chunked loop's range): simplify what was copied, as re-reading the dump would
+        lowered = replace(program, functions=tuple(funcs))
+        types = self.types(lowered, ctx)
+        done = [simplify_function(g, types.get(g.name, {})) if g is not f and g.func_type in KERNEL_TYPES else g
+                for g, f in zip(lowered.functions, program.functions)]
+        return replace(lowered, functions=tuple(done))
 
 
 def _idx(v: int, span=None) -> ConstInt:
@@ -107,6 +119,18 @@ class _Subst(Mutator):
 
     def __init__(self, mapping: dict[str, Expr]):
         self.mapping = mapping
+
+    def mutate_BinOp(self, b: BinOp) -> Expr:
+        """Fold integer arithmetic the substitution made constant (a tail copy's `896 // 16`), as the parser
+        folds it when the dump is read back."""
+        if isinstance(b.lhs, ConstInt) and isinstance(b.rhs, ConstInt) and b.lhs.dtype == b.rhs.dtype:
+            x, y = b.lhs.value, b.rhs.value
+            folded = {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y,
+                      "//": lambda: x // y if y else None, "%": lambda: x % y if y else None}.get(b.op)
+            v = folded() if folded is not None else None
+            if v is not None:
+                return ConstInt(v, b.lhs.dtype, span=b.span)
+        return b
 
     def mutate_Var(self, v: Var) -> Expr:
         e = self.mapping.get(v.name)

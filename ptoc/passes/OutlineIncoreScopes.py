@@ -69,7 +69,7 @@ class OutlineIncoreScopes(Pass):
     stage = "ssa"
     summary = "move each pl.at(level=CORE_GROUP) scope into an InCore function called from an Orchestration one"
     requires = frozenset({"ssa"})
-    produces = frozenset()
+    produces = frozenset({"outlined"})
 
     def run(self, program: Program, ctx: CompileContext) -> Program:
         if not any(f.func_type in OUTER_KINDS and _has_scope(f.body) for f in program.functions):

@@ -8,6 +8,11 @@ produce; a failure names the pass and is an `InternalError` (a ptoc bug), never 
 The IR is immutable, so a function a pass returns unchanged is not checked again: one `VerifyCache`
 per run remembers what the verifier found (also the value types passes ask for with `Pass.types`).
 
+The input may be IR at any stage (a dump of ptoc's or of PyPTO's): a pass is skipped when every property
+it produces already holds on the IR it would get (`input_properties`: the property checks, and for an
+input read from a file the stricter `input_check`s on every value's inferred type); its `adopt` hook reads
+PyPTO's form of its products. `ptoc passes --list FILE` shows what runs and what is skipped.
+
 Instruments observe the run: IR dumps (`00_frontend.ir`, `NN_after_<PassName>.ir`, each re-parseable),
 timings (a table and `pipeline_profile.json`) and an optional print -> parse -> equal check.
 """
@@ -83,6 +88,12 @@ class Pass:
     def run(self, program: Program, ctx: CompileContext) -> Program:  # pragma: no cover - abstract
         raise NotImplementedError
 
+    def adopt(self, program: Program, ctx: CompileContext) -> Program:
+        """Called instead of `run` when the pipeline skips the pass because its input already has every
+        property it produces: bring a form of those products ptoc reads but does not print (PyPTO's)
+        to ptoc's own. By default the program unchanged."""
+        return program
+
 
 def load_pass(name: str) -> type[Pass]:
     mod = importlib.import_module(f"ptoc.passes.{name}")
@@ -113,6 +124,18 @@ def property_check(name: str):
     return deco
 
 
+# Stricter checks of some properties, for an input read from a file (see `input_properties`).
+INPUT_CHECKS: dict[str, list[PropertyCheck]] = {}
+
+
+def input_check(name: str):
+    def deco(fn: PropertyCheck) -> PropertyCheck:
+        INPUT_CHECKS.setdefault(name, []).append(fn)
+        return fn
+
+    return deco
+
+
 def _import_properties() -> None:
     importlib.import_module("ptoc.passes.properties")
 
@@ -131,6 +154,11 @@ class Instrument:
 
     def after_pass(self, index: int, p: Pass, program: Program, seconds: float) -> None:
         pass
+
+    def skipped_pass(self, index: int, p: Pass, program: Program, reason: str) -> None:
+        """`p` did not run: its products were already there (`reason` says which). By default it is
+        observed as a pass that ran in no time and left the IR as it was."""
+        self.after_pass(index, p, program, 0.0)
 
 
 @dataclass
@@ -178,6 +206,10 @@ class Dumps(Instrument):
         from ptoc.ir.printer import print_program
 
         self.texts.append((dump_name(index, p.name), print_program(program), p.name))
+
+    def skipped_pass(self, index, p, program, reason):  # the IR "after" a skipped pass is its input
+        self.before_pass(index, p, program)
+        self.after_pass(index, p, program, 0.0)
 
 
 class RoundTrip(Instrument):
@@ -256,12 +288,23 @@ def written_properties(program: Program) -> frozenset[str]:
     return frozenset({"structured", "ssa"}) if not ssa_violations(program) else frozenset({"structured"})
 
 
-def input_properties(program: Program, ctx: CompileContext) -> frozenset[str]:
-    """The properties `program` already has: those whose check finds nothing wrong (`ssa` only with
-    `structured`)."""
+def _has(name: str, program: Program, ctx: CompileContext, cache) -> bool:
+    """`program`, read from a file, has the property: its check and its input checks find nothing."""
+    return not PROPERTIES[name](program, ctx, cache) and not any(c(program, ctx, cache)
+                                                                for c in INPUT_CHECKS.get(name, ()))
+
+
+def input_properties(program: Program, ctx: CompileContext, cache=None) -> frozenset[str]:
+    """The properties `program` already has: those whose checks (and input checks) find nothing wrong
+    (`ssa` only with `structured`)."""
     _import_properties()
-    have = frozenset(name for name, check in PROPERTIES.items() if not check(program, ctx, None))
+    have = frozenset(name for name in PROPERTIES if _has(name, program, ctx, cache))
     return have if "structured" in have else have - {"ssa"}
+
+
+def _holds(props: frozenset[str], program: Program, ctx: CompileContext, cache) -> bool:
+    _import_properties()
+    return all(_has(x, program, ctx, cache) for x in sorted(props))
 
 
 def parse_pipeline(spec: str) -> list[type[Pass]]:
@@ -301,13 +344,18 @@ def _run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]
     from ptoc.diagnostics import Diagnostic
     from ptoc.ir.verifier import VerifyCache
 
+    # the whole pipeline skips the passes whose products the input already has (a dump of any stage);
+    # an explicit list of passes runs exactly those (`ptoc passes --pipeline A,B`)
+    whole = passes is None
     passes = available_pipeline() if passes is None else passes
     cache = VerifyCache(ctx) if cache is None else cache  # never global: one compile's at most
     instruments = instruments or []
     names = [p.name for p in passes]
     if stop_after is not None and stop_after not in names:
         raise ValueError(f"unknown pass {stop_after!r}")
-    have: set[str] = set(given) if given is not None else set(written_properties(program))
+    start = program
+    held = input_properties(program, ctx, cache) if given is None else frozenset()
+    have: set[str] = set(given) if given is not None else set(held)
     for ins in instruments:
         ins.before_pipeline(program, ctx)
     for i, cls in enumerate(passes, start=1):
@@ -316,6 +364,12 @@ def _run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]
             continue
         p.cache = cache
         cache.age()  # what neither the last pass nor its check used is not needed again
+        if whole and p.produces and p.produces <= held and (program is start or _holds(p.produces, program, ctx, cache)):
+            program = _skip(i, p, program, ctx, cache, instruments, verify, "ssa" in have)
+            have |= p.produces
+            if p.name == stop_after:
+                break
+            continue
         missing = _requires(p) - have
         if missing and given is not None:
             raise CompileError([Diagnostic(
@@ -343,3 +397,17 @@ def _run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]
             break
     cache.age()  # keep only what the last check used: the final program's
     return program
+
+
+def _skip(i: int, p: Pass, program: Program, ctx: CompileContext, cache, instruments, verify: bool,
+          ssa: bool) -> Program:
+    """`p` skipped: its products are there; `adopt` them, check, tell the instruments."""
+    adopted = p.adopt(program, ctx)
+    if adopted is not program and verify:
+        check_invariants(adopted, ctx, p, cache, ssa=ssa)
+    reason = "the input already has " + ", ".join(repr(x) for x in sorted(p.produces))
+    if adopted is not program:
+        reason += " (read from PyPTO's form)"
+    for ins in instruments:
+        ins.skipped_pass(i, p, adopted, reason)
+    return adopted

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 from ptoc.context import CompileContext
-from ptoc.ir.nodes import Call, Function, Program, TensorType, TileType
+from ptoc.ir.nodes import Call, Function, Program, TensorType, TileType, TupleType, Var
 from ptoc.ir.verifier import NodeIndex
 from ptoc.ir.verifier import iter_type_exprs  # noqa: F401  (re-exported for property checks)
-from ptoc.passes.manager import property_check
+from ptoc.passes.manager import input_check, property_check
 
 KERNEL_TYPES = ("InCore", "AIC", "AIV")
 TENSOR_QUERIES = ("tensor.dim",)  # shape queries on global tensors: allowed in kernels
 GM_ELEMENT_OPS = ("tensor.read", "tensor.write")  # one element of a global tensor: allowed in kernels
+NEUTRAL_OPS = ("yield_",)  # carry any value: not tensor computations
 
+# Each check takes (program, ctx, cache). A pass's output is checked with `property_check`s, which may
+# trust the pass (they look at the written types); an input read from a file is checked with the
+# `input_check`s of a property as well (every value's inferred type), before the pass manager skips the
+# pass that produces it.
 # Each check takes (program, ctx, cache): `cache` is the pipeline run's VerifyCache (or None), whose
 # NodeIndex of a function serves every check and pass that looks at the same function parts.
 
@@ -22,6 +27,37 @@ def kernels(program: Program) -> list[Function]:
 
 def tile_types(f: Function, cache=None) -> list[TileType]:
     return NodeIndex.get(f, cache).of(TileType)
+
+
+def _flat(t) -> list:
+    return [x for y in t.types for x in _flat(y)] if isinstance(t, TupleType) else [t]
+
+
+def _resolve_op(call: Call, env: dict):
+    from ptoc.ops.registry import resolve
+
+    op, _ = resolve(call, [env.get(a.name) if isinstance(a, Var) else None for a in call.args])
+    return op
+
+
+def value_types(program: Program, ctx: CompileContext, cache=None) -> dict[str, dict[str, object]]:
+    """Kernel name -> (value name -> inferred type): every value, annotated or not. The checks below
+    look at these as well as at the written types, so that a property holds on a program read from a
+    file (where a value may have no annotation) only when it really holds: the pass manager skips the
+    pass that produces a property the input already has."""
+    from ptoc.ir.verifier import function_types
+
+    ks = kernels(program)
+    if not ks:
+        return {}
+    env = function_types(program, ctx, cache=cache)
+    return {f.name: env.get(f.name, {}) for f in ks}
+
+
+def value_tiles(program: Program, ctx: CompileContext, cache=None) -> list[tuple[str, str, TileType]]:
+    """(kernel, value, tile type) of every tile-typed value of every kernel (inferred types)."""
+    return [(k, n, t) for k, vals in value_types(program, ctx, cache).items() for n, ty in vals.items()
+            for t in _flat(ty) if isinstance(t, TileType)]
 
 
 @property_check("ssa")
@@ -40,6 +76,17 @@ def _structured(program: Program, ctx: CompileContext, cache=None) -> list[str]:
     return unstructured(program)
 
 
+@property_check("outlined")
+def _outlined(program: Program, ctx: CompileContext, cache=None) -> list[str]:
+    """No `pl.at(level=CORE_GROUP)` scope is left in an orchestration (or Opaque) function: each is a kernel."""
+    from ptoc.ir.visitor import walk
+    from ptoc.passes.common import is_incore_scope
+    from ptoc.passes.OutlineIncoreScopes import OUTER_KINDS
+
+    return [f"{f.name}: a pl.at(level=CORE_GROUP) scope at line {n.span.line}" for f in program.functions
+            if f.func_type in OUTER_KINDS for s in f.body for n in walk(s) if is_incore_scope(n)]
+
+
 @property_check("tile_ops")
 def _tile_ops(program: Program, ctx: CompileContext, cache=None) -> list[str]:
     """Kernels compute on tiles only: no tensor.* operator call survives in them (except the metadata
@@ -53,10 +100,34 @@ def _tile_ops(program: Program, ctx: CompileContext, cache=None) -> list[str]:
     return bad
 
 
+@input_check("tile_ops")
+def _no_short_tensor_ops(program: Program, ctx: CompileContext, cache=None) -> list[str]:
+    """... and no short name (`pl.add(a, b)`) resolves to a tensor op by its arguments' types."""
+    bad = []
+    types = value_types(program, ctx, cache)
+    for f in kernels(program):
+        env = types.get(f.name, {})
+        for n in NodeIndex.get(f, cache).of(Call):
+            if n.kind == "op" and "." not in n.op and n.op not in NEUTRAL_OPS and any(
+                    isinstance(a, Var) and isinstance(env.get(a.name), TensorType) for a in n.args):
+                op = _resolve_op(n, env)
+                if op is None or op.name.startswith("tensor."):
+                    bad.append(f"{f.name}: pl.{n.op} on a tensor at line {n.span.line}")
+    return bad
+
+
 @property_check("flat_tiles")
 def _flat_tiles(program: Program, ctx: CompileContext, cache=None) -> list[str]:
     """Every tile in a kernel is at most 2-D."""
     return [f"{f.name}: a rank-{t.rank} tile" for f in kernels(program) for t in tile_types(f, cache) if t.rank > 2]
+
+
+@input_check("flat_tiles")
+def _flat_values(program: Program, ctx: CompileContext, cache=None) -> list[str]:
+    """... every value's inferred type too, and none is rank 1 (FlattenTileNdTo2D makes it [1, N]), in
+    the written types either."""
+    return [f"{k}: {n} is a rank-{t.rank} tile" for k, n, t in value_tiles(program, ctx, cache) if t.rank != 2] + \
+        [f"{f.name}: a rank-1 tile" for f in kernels(program) for t in tile_types(f, cache) if t.rank == 1]
 
 
 @property_check("nz_blocked")
@@ -75,6 +146,34 @@ def _memory_spaces(program: Program, ctx: CompileContext, cache=None) -> list[st
     """Every tile in a kernel has a memory space."""
     return [f"{f.name}: a tile without a memory space" for f in kernels(program) for t in tile_types(f, cache)
             if t.memory is None]
+
+
+@input_check("memory_spaces")
+def _spaces_of_values(program: Program, ctx: CompileContext, cache=None) -> list[str]:
+    """... every value's inferred type has one too, and every cube operand is in the space the cube unit
+    reads it from (else InferTileMemorySpace has moves to insert)."""
+    bad = [f"{k}: {n} has no memory space" for k, n, t in value_tiles(program, ctx, cache) if t.memory is None]
+    return bad or _cube_operands(program, ctx, cache)
+
+
+def _cube_operands(program: Program, ctx: CompileContext, cache=None) -> list[str]:
+    """Every cube operand is in the space the cube unit reads it from (InferTileMemorySpace moves it there)."""
+    from ptoc.passes.InferTileMemorySpace import CUBE_SLOTS, _operands, _resolve
+
+    bad = []
+    types = value_types(program, ctx, cache)
+    for f in kernels(program):
+        env = types.get(f.name, {})
+        for n in NodeIndex.get(f, cache).of(Call):
+            if n.kind != "op" or n.op.rsplit(".", 1)[-1] not in {k.split(".")[1] for k in CUBE_SLOTS}:
+                continue
+            op = _resolve(n, env)
+            slots = CUBE_SLOTS.get(op.name if op is not None else "", {})
+            for pname, _, a in (_operands(op, n) if op is not None else ()):
+                t = env.get(a.name) if isinstance(a, Var) else None
+                if pname in slots and isinstance(t, TileType) and t.memory != slots[pname]:
+                    bad.append(f"{f.name}: operand {pname} of pl.{n.op} at line {n.span.line} is in {t.memory}")
+    return bad
 
 
 @property_check("kernel_kinds")
@@ -102,12 +201,32 @@ def _memrefs(program: Program, ctx: CompileContext, cache=None) -> list[str]:
             if t.memref is None]
 
 
+@input_check("memrefs")
+def _memrefs_of_values(program: Program, ctx: CompileContext, cache=None) -> list[str]:
+    """... every value's inferred type has one too."""
+    return [f"{k}: {n} has no MemRef" for k, n, t in value_tiles(program, ctx, cache) if t.memref is None]
+
+
 @property_check("addresses")
 def _addresses(program: Program, ctx: CompileContext, cache=None) -> list[str]:
-    """Every on-chip allocation in a kernel has a byte address (`addr=`)."""
+    """Every on-chip allocation in a kernel has a byte address: its `addr=`, or, in PyPTO's form (no
+    allocation of the kernel has `addr=`), the constant offsets of the MemRefs on it, when they place the
+    buffers live at the same time in disjoint byte ranges (`AllocateMemoryAddr.adopt` reads them)."""
+    from ptoc.passes.AllocateMemoryAddr import offsets_placement_problem
+
     bad = []
+    env = None
     for f in kernels(program):
-        for n in NodeIndex.get(f, cache).of(Call):
-            if n.op == "tile.alloc" and n.kwarg("addr") is None:
-                bad.append(f"{f.name}: tile.alloc at line {n.span.line} has no addr")
+        missing = [n for n in NodeIndex.get(f, cache).of(Call) if n.op == "tile.alloc" and n.kwarg("addr") is None]
+        if not missing:
+            continue
+        if len(missing) == len([n for n in NodeIndex.get(f, cache).of(Call) if n.op == "tile.alloc"]):
+            if env is None:
+                env = value_types(program, ctx, cache)
+            why = offsets_placement_problem(f, env.get(f.name, {}), ctx)
+            if why is None:
+                continue
+            bad.append(f"{f.name}: no tile.alloc has addr and {why}")
+        else:
+            bad.append(f"{f.name}: tile.alloc at line {missing[0].span.line} has no addr")
     return bad

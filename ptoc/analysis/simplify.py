@@ -1,0 +1,629 @@
+"""Constant propagation and integer folding, as PyPTO's Simplify pass does (the pass is
+`ptoc.passes.Simplify`; LowerPipelineLoops also simplifies the bodies it copies).
+
+Programs name their sizes: `CHUNK: pl.Scalar[pl.INDEX] = 512` and then `[CHUNK, 64]` in shapes, offsets
+and loop bounds. Later passes need those as numbers (a tile's shape must be static), so this pass, right
+after ConvertToSSA, replaces such names by their values and folds what that makes constant. It keeps a
+small integer range analysis (each loop variable lies in its range, an INDEX scalar is never negative, a
+branch knows its condition) and uses it to drop work that can never run. In order:
+
+- Constant propagation: a scalar assigned a literal once, at the function's top level (not inside a
+  loop or a branch; a `with pl.at(...)` scope counts as top level), is replaced by the literal in every
+  later expression and in every type written later (`pl.Tensor[[CHUNK, 64], ...]`, `pl.Tile[...]`).
+- Folding, bottom-up: constant operands (`3 + 4` -> 7, comparisons, `not`, `and`/`or`, min/max),
+  identities (`x + 0`, `0 + x`, `x - 0`, `x * 1`, `1 * x` -> x; `x * 0`, `x % 1` -> 0; `x // 1` -> x),
+  sums that cancel (`k + 0 - k + 8` -> 8) and range facts (`i // 8` -> 0 and `i % 8` -> i for a loop
+  variable of `pl.range(8)`; a comparison whose outcome the ranges decide -> True/False).
+- An `if` whose condition the ranges decide keeps only the branch that runs (its `pl.yield_` values
+  replace the `if`'s results), or vanishes when that branch is an absent `else`. A `pl.range` loop
+  without keyword options that provably runs once becomes its body with the loop variable replaced by
+  the start and the carried values by their initial values; one that never runs leaves its results
+  equal to the initial values.
+- Dead code: an unused scalar assignment whose value calls nothing is removed (repeatedly, so chains go
+  too); results of an `if` that nothing reads are dropped with their yielded values.
+
+Names assigned more than once (a program not yet in single assignment) are never propagated. Values
+assigned inside a loop, a branch or a `pl.spmd` scope only add a range fact, which ends with that body.
+
+Before::
+
+    CHUNK: pl.Scalar[pl.INDEX] = 512
+    with pl.at(level=pl.Level.CORE_GROUP):
+        t: pl.Tile[[CHUNK, 64], pl.FP32] = pl.load(x, [CHUNK * 0, 0], [CHUNK, 64])
+
+After::
+
+    with pl.at(level=pl.Level.CORE_GROUP):
+        t: pl.Tile[[512, 64], pl.FP32] = pl.load(x, [0, 0], [512, 64])
+
+Deliberate differences from PyPTO: ptoc's rewriting is a small set of rules, not PyPTO's full
+arithmetic simplifier, so an expression that folds only by deeper algebra (reassociation of non-linear
+terms) stays as written; floating-point operands are not folded. Like PyPTO, a `pl.tensor.view(x,
+layout=L)` of a tensor that already has layout L becomes `x`.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections import Counter
+
+from ptoc.ir import dtypes
+from ptoc.ir.nodes import (
+    Abs,
+    AssignStmt,
+    BinOp,
+    Call,
+    ConstBool,
+    ConstFloat,
+    ConstInt,
+    EnumLit,
+    EvalStmt,
+    Expr,
+    ForStmt,
+    Function,
+    IfStmt,
+    MinMax,
+    PassStmt,
+    ReturnStmt,
+    ScalarType,
+    ScopeStmt,
+    Stmt,
+    TensorType,
+    UnaryOp,
+    Var,
+    WhileStmt,
+    YieldStmt,
+)
+from ptoc.ir.substitute import substitute
+from ptoc.ir.visitor import Mutator, walk
+
+Bound = tuple["int | None", "int | None"]  # (lowest, highest); None: unbounded on that side
+_ANY: Bound = (None, None)
+_NEGATE = {"<": ">=", "<=": ">", ">": "<=", ">=": "<", "==": "!=", "!=": "=="}
+_MIRROR = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "==": "==", "!=": "!="}
+
+
+# ------------------------------------------------------------------------------------ integer ranges
+def _add(a: Bound, b: Bound) -> Bound:
+    lo = None if a[0] is None or b[0] is None else a[0] + b[0]
+    hi = None if a[1] is None or b[1] is None else a[1] + b[1]
+    return lo, hi
+
+
+def _scale(a: Bound, c: int) -> Bound:
+    lo = None if a[0] is None else a[0] * c
+    hi = None if a[1] is None else a[1] * c
+    return (lo, hi) if c >= 0 else (hi, lo)
+
+
+def _linear(e: Expr, is_int) -> tuple[dict[str, int], int] | None:
+    """`e` as sum(coef * name) + const when it is built from integer constants, integer names
+    (`is_int(name)`), + - and multiplication by a constant; else None."""
+    if isinstance(e, ConstInt):
+        return {}, e.value
+    if isinstance(e, Var):
+        return ({e.name: 1}, 0) if is_int(e.name) else None
+    if isinstance(e, UnaryOp) and e.op == "-":
+        inner = _linear(e.operand, is_int)
+        return None if inner is None else ({k: -v for k, v in inner[0].items()}, -inner[1])
+    if isinstance(e, BinOp) and e.op in ("+", "-", "*"):
+        a, b = _linear(e.lhs, is_int), _linear(e.rhs, is_int)
+        if a is None or b is None:
+            return None
+        if e.op == "*":
+            if a[0] and b[0]:
+                return None
+            (terms, c), k = (a, b[1]) if not b[0] else (b, a[1])
+            return {n: v * k for n, v in terms.items()}, c * k
+        sign = 1 if e.op == "+" else -1
+        terms = dict(a[0])
+        for n, v in b[0].items():
+            terms[n] = terms.get(n, 0) + sign * v
+        return {n: v for n, v in terms.items() if v}, a[1] + sign * b[1]
+    return None
+
+
+def _min_max(op: str, a: Bound, b: Bound) -> Bound:
+    """The range of min(x, y) / max(x, y) for x in `a`, y in `b`. An unbounded side (None) of min's
+    lower or max's upper bound stays unbounded; for min's upper bound (max's lower) one known side is
+    enough."""
+    def both(x, y, f):
+        return None if x is None or y is None else f(x, y)
+
+    def either(x, y, f):
+        return y if x is None else x if y is None else f(x, y)
+
+    if op == "min":
+        return both(a[0], b[0], min), either(a[1], b[1], min)
+    return either(a[0], b[0], max), both(a[1], b[1], max)
+
+
+def _floordiv_bound(a: Bound, c: int) -> Bound:
+    return (None if a[0] is None else a[0] // c, None if a[1] is None else a[1] // c)
+
+
+class _Ranges:
+    """What is known about integer names: constant values (substituted) and ranges (only consulted)."""
+
+    def __init__(self, types: dict):
+        self.types = types
+        self.bounds: dict[str, Bound] = {}
+
+    def is_int(self, name: str) -> bool:
+        """An integer scalar (a name without a known type is a dynamic dimension: INDEX)."""
+        t = self.types.get(name, ScalarType(dtypes.INDEX))
+        return isinstance(t, ScalarType) and t.dtype.is_int
+
+    def int_expr(self, e: Expr) -> bool:
+        """`e` computes an integer (so folding it to an integer constant keeps its kind)."""
+        if isinstance(e, ConstInt):
+            return True
+        if isinstance(e, Var):
+            return self.is_int(e.name)
+        if isinstance(e, BinOp) and e.op in ("+", "-", "*", "//", "%"):
+            return self.int_expr(e.lhs) and self.int_expr(e.rhs)
+        if isinstance(e, Abs):
+            return self.int_expr(e.operand)
+        if isinstance(e, UnaryOp):
+            return e.op == "-" and self.int_expr(e.operand)
+        return False
+
+    def default(self, name: str) -> Bound:
+        t = self.types.get(name)
+        if isinstance(t, ScalarType) and t.dtype.name == "INDEX":
+            return 0, None
+        return _ANY
+
+    def of_name(self, name: str) -> Bound:
+        return self.bounds.get(name) or self.default(name)
+
+    def of(self, e: Expr) -> Bound:
+        if isinstance(e, ConstBool):
+            return int(e.value), int(e.value)
+        lin = _linear(e, self.is_int)
+        if lin is not None:
+            out: Bound = (lin[1], lin[1])
+            for n, c in lin[0].items():
+                out = _add(out, _scale(self.of_name(n), c))
+            return out
+        if isinstance(e, BinOp) and isinstance(e.rhs, ConstInt) and e.rhs.value > 0:
+            if e.op == "//":
+                return _floordiv_bound(self.of(e.lhs), e.rhs.value)
+            if e.op == "%":
+                a = self.of(e.lhs)
+                if a[0] is not None and a[1] is not None and a[0] >= 0 and a[1] < e.rhs.value:
+                    return a
+                return 0, e.rhs.value - 1
+        if isinstance(e, MinMax):
+            return _min_max(e.op, self.of(e.lhs), self.of(e.rhs))
+        return _ANY
+
+    def decide(self, e: Expr) -> bool | None:
+        """True/False when the ranges decide the condition `e`, else None."""
+        if isinstance(e, ConstBool):
+            return e.value
+        if isinstance(e, UnaryOp) and e.op == "not":
+            inner = self.decide(e.operand)
+            return None if inner is None else not inner
+        if isinstance(e, BinOp) and e.op in ("and", "or"):
+            a, b = self.decide(e.lhs), self.decide(e.rhs)
+            if e.op == "and":
+                return False if False in (a, b) else (True if a is True and b is True else None)
+            return True if True in (a, b) else (False if a is False and b is False else None)
+        if isinstance(e, BinOp) and e.op in _NEGATE:
+            lo, hi = self.of(BinOp("-", e.lhs, e.rhs))
+            if _linear(BinOp("-", e.lhs, e.rhs), self.is_int) is None:  # not a sum: compare the two ranges instead
+                a, b = self.of(e.lhs), self.of(e.rhs)
+                lo = None if a[0] is None or b[1] is None else a[0] - b[1]
+                hi = None if a[1] is None or b[0] is None else a[1] - b[0]
+            return _decide_difference(e.op, lo, hi)
+        return None
+
+    def constrain(self, cond: Expr, holds: bool) -> list[tuple[str, Bound | None]]:
+        """Tighten ranges by `cond` being `holds`; returns what to restore afterwards."""
+        saved: list[tuple[str, Bound | None]] = []
+        for name, op, c in _facts(cond, holds):
+            lo, hi = self.of_name(name)
+            if op in ("<", "<="):
+                hi2 = c - 1 if op == "<" else c
+                hi = hi2 if hi is None else min(hi, hi2)
+            elif op in (">", ">="):
+                lo2 = c + 1 if op == ">" else c
+                lo = lo2 if lo is None else max(lo, lo2)
+            elif op == "==":
+                lo, hi = c, c
+            else:
+                continue
+            saved.append((name, self.bounds.get(name)))
+            self.bounds[name] = (lo, hi)
+        return saved
+
+    def restore(self, saved: list[tuple[str, Bound | None]]) -> None:
+        for name, old in reversed(saved):
+            if old is None:
+                self.bounds.pop(name, None)
+            else:
+                self.bounds[name] = old
+
+
+def _decide_difference(op: str, lo: int | None, hi: int | None) -> bool | None:
+    """The outcome of `d <op> 0` for d in [lo, hi], when the range decides it."""
+    def known(x):
+        return x is not None
+    if op == "<":
+        return True if known(hi) and hi < 0 else (False if known(lo) and lo >= 0 else None)
+    if op == "<=":
+        return True if known(hi) and hi <= 0 else (False if known(lo) and lo > 0 else None)
+    if op == ">":
+        return True if known(lo) and lo > 0 else (False if known(hi) and hi <= 0 else None)
+    if op == ">=":
+        return True if known(lo) and lo >= 0 else (False if known(hi) and hi < 0 else None)
+    outside = (known(lo) and lo > 0) or (known(hi) and hi < 0)
+    exact = lo == 0 and hi == 0
+    if op == "==":
+        return True if exact else (False if outside else None)
+    return False if exact else (True if outside else None)
+
+
+def _facts(cond: Expr, holds: bool) -> list[tuple[str, str, int]]:
+    """(name, op, constant) facts that follow from `cond` being `holds`."""
+    if isinstance(cond, UnaryOp) and cond.op == "not":
+        return _facts(cond.operand, not holds)
+    if isinstance(cond, BinOp) and cond.op == "and" and holds:
+        return _facts(cond.lhs, True) + _facts(cond.rhs, True)
+    if isinstance(cond, BinOp) and cond.op == "or" and not holds:
+        return _facts(cond.lhs, False) + _facts(cond.rhs, False)
+    if isinstance(cond, BinOp) and cond.op in _NEGATE:
+        op = cond.op if holds else _NEGATE[cond.op]
+        if isinstance(cond.lhs, Var) and isinstance(cond.rhs, ConstInt):
+            return [(cond.lhs.name, op, cond.rhs.value)]
+        if isinstance(cond.rhs, Var) and isinstance(cond.lhs, ConstInt):
+            return [(cond.rhs.name, _MIRROR[op], cond.lhs.value)]
+    return []
+
+
+# ------------------------------------------------------------------------------------ expressions
+def _int(v: int, like: Expr) -> ConstInt:
+    dt = like.dtype if isinstance(like, ConstInt) else dtypes.INDEX
+    return ConstInt(v, dt, span=like.span)
+
+
+def _fold_consts(e: BinOp) -> Expr | None:
+    a, b = e.lhs, e.rhs
+    if isinstance(a, ConstInt) and isinstance(b, ConstInt):
+        x, y = a.value, b.value
+        if e.op in ("+", "-", "*"):
+            return _int(x + y if e.op == "+" else x - y if e.op == "-" else x * y, a)
+        if e.op in ("//", "%") and y != 0:
+            return _int(x // y if e.op == "//" else x % y, a)
+        if e.op in _NEGATE:
+            return ConstBool(_decide_difference(e.op, x - y, x - y), span=e.span)
+        return None
+    if isinstance(a, ConstBool) and isinstance(b, ConstBool) and e.op in ("and", "or", "==", "!="):
+        r = {"and": a.value and b.value, "or": a.value or b.value, "==": a.value == b.value,
+             "!=": a.value != b.value}[e.op]
+        return ConstBool(r, span=e.span)
+    if e.op in ("and", "or"):
+        for c, other in ((a, b), (b, a)):
+            if isinstance(c, ConstBool):
+                absorbing = c.value is (e.op == "or")
+                return c if absorbing else other
+    return None
+
+
+def _is_int(e: Expr, v: int) -> bool:
+    return isinstance(e, ConstInt) and e.value == v
+
+
+def _identity(e: BinOp) -> Expr | None:
+    a, b = e.lhs, e.rhs
+    if e.op == "+":
+        return b if _is_int(a, 0) else a if _is_int(b, 0) else None
+    if e.op == "-":
+        return a if _is_int(b, 0) else None
+    if e.op == "*":
+        if _is_int(a, 1) or _is_int(b, 1):
+            return b if _is_int(a, 1) else a
+        if _is_int(a, 0) or _is_int(b, 0):
+            return a if _is_int(a, 0) else b
+        return None
+    if e.op == "//" and _is_int(b, 1):
+        return a
+    if e.op == "%" and _is_int(b, 1):
+        return _int(0, b)
+    return None
+
+
+class _Fold(Mutator):
+    """Bottom-up: names replaced by known values, then each operator node folded."""
+
+    def __init__(self, values: dict[str, Expr], ranges: _Ranges):
+        self.values = values
+        self.ranges = ranges
+
+    def pre_Var(self, v: Var):
+        return self.values.get(v.name, v)
+
+    def mutate_BinOp(self, e: BinOp) -> Expr:
+        r = _fold_consts(e)
+        if r is None and self.ranges.int_expr(e):
+            r = _identity(e)
+        if r is not None:
+            return r
+        if e.op in ("+", "-"):
+            lin = _linear(e, self.ranges.is_int)
+            if lin is not None and not lin[0]:
+                return _int(lin[1], e.lhs if isinstance(e.lhs, ConstInt) else e.rhs)
+            if lin is not None and lin[1] == 0 and list(lin[0].values()) == [1]:
+                return Var(next(iter(lin[0])), span=e.span)
+        if e.op in ("//", "%") and isinstance(e.rhs, ConstInt) and e.rhs.value > 0:
+            lo, hi = self.ranges.of(e.lhs)
+            if lo is not None and hi is not None:
+                c = e.rhs.value
+                if e.op == "//" and lo // c == hi // c:
+                    return _int(lo // c, e.rhs)
+                if e.op == "%" and lo >= 0 and hi < c:
+                    return e.lhs
+        if e.op in _NEGATE:
+            d = self.ranges.decide(e)
+            if d is not None:
+                return ConstBool(d, span=e.span)
+        return e
+
+    def mutate_UnaryOp(self, e: UnaryOp) -> Expr:
+        x = e.operand
+        if e.op == "not" and isinstance(x, ConstBool):
+            return ConstBool(not x.value, span=e.span)
+        if e.op == "-" and isinstance(x, ConstInt):
+            return _int(-x.value, x)
+        return e
+
+    def mutate_MinMax(self, e: MinMax) -> Expr:
+        if isinstance(e.lhs, ConstInt) and isinstance(e.rhs, ConstInt):
+            pick = min if e.op == "min" else max
+            return _int(pick(e.lhs.value, e.rhs.value), e.lhs)
+        return e
+
+    def mutate_Call(self, e: Call) -> Expr:
+        """`pl.tensor.view(x, layout=L)` where `x` already has layout L is `x` (a view that changes nothing)."""
+        if e.kind != "op" or e.op != "tensor.view" or len(e.args) != 1 or not isinstance(e.args[0], Var):
+            return e
+        layout = e.kwarg("layout")
+        src = self.ranges.types.get(e.args[0].name)
+        if len(e.kwargs) != 1 or not isinstance(layout, EnumLit) or not isinstance(src, TensorType):
+            return e
+        return e.args[0] if (src.view.layout if src.view is not None else "ND") == layout.member else e
+
+    def mutate_Abs(self, e: Abs) -> Expr:
+        return _int(abs(e.operand.value), e.operand) if isinstance(e.operand, ConstInt) else e
+
+
+# ------------------------------------------------------------------------------------ statements
+def _assigned_names(f: Function) -> set[str]:
+    """Names it is unsafe to treat as one value: assigned more than once, or also bound otherwise."""
+    count: Counter[str] = Counter()
+    for n in walk(f):
+        if isinstance(n, AssignStmt):
+            count[n.target.name] += 1
+        elif isinstance(n, YieldStmt):
+            count.update(t.name for t in n.targets)
+        elif isinstance(n, ForStmt):
+            count.update([n.var.name, *(a.name for a in n.iter_args)])
+        elif isinstance(n, WhileStmt):
+            count.update(a.name for a in n.iter_args)
+    for p in f.params:
+        count[p.name] += 1
+    return {n for n, k in count.items() if k > 1}
+
+
+def _lift(body: list[Stmt], results: tuple[Var, ...], values: dict[str, Expr]) -> list[Stmt]:
+    """`body` without its final `pl.yield_`, whose values then stand for `results`."""
+    if body and isinstance(body[-1], YieldStmt):
+        y = body[-1]
+        for t, v in zip(y.targets, y.values):
+            values[t.name] = v
+        body = body[:-1]
+    return [s for s in body if not isinstance(s, PassStmt)]
+
+
+class _Simplifier:
+    def __init__(self, f: Function, types: dict):
+        self.types = types
+        self.multi = _assigned_names(f)
+        self.values: dict[str, Expr] = {}  # name -> the expression that replaces it
+        self.ranges = _Ranges(types)
+        self.fold = _Fold(self.values, self.ranges)
+        self.depth = 0
+
+    def e(self, x):
+        return self.fold.mutate(x)
+
+    def scalar(self, s: AssignStmt) -> bool:
+        t = s.annotation if s.annotation is not None else self.types.get(s.target.name)
+        return isinstance(t, ScalarType)
+
+    def region(self, body: tuple[Stmt, ...]) -> list[Stmt]:
+        """A nested body (loop, branch, pl.spmd): constants assigned in it only narrow ranges, and what
+        it learns about names ends with it."""
+        saved_values, saved_bounds = dict(self.values), dict(self.ranges.bounds)
+        self.depth += 1
+        try:
+            return self.block(body)
+        finally:
+            self.depth -= 1
+            self.values.clear()
+            self.values.update(saved_values)
+            self.ranges.bounds = saved_bounds
+
+    def block(self, body) -> list[Stmt]:
+        out: list[Stmt] = []
+        for s in body:
+            out.extend(self.stmt(s))
+        return out
+
+    def stmt(self, s: Stmt) -> list[Stmt]:
+        if isinstance(s, AssignStmt):
+            return [self.assign(s)]
+        if isinstance(s, ForStmt):
+            return self.for_(s)
+        if isinstance(s, WhileStmt):
+            init, cond = self.e(s.init_values), self.e(s.cond)
+            body = tuple(self.region(s.body)) or (PassStmt(span=s.span),)
+            return [dataclasses.replace(s, init_values=init, cond=cond, body=body)]
+        if isinstance(s, IfStmt):
+            return self.if_(s)
+        if isinstance(s, ScopeStmt):
+            args, kwargs = self.e(s.args), self.e(s.kwargs)
+            body = self.region(s.body) if s.kind == "spmd" else self.block(s.body)  # pl.at: still top level
+            return [dataclasses.replace(s, args=args, kwargs=kwargs, body=tuple(body) or (PassStmt(span=s.span),))]
+        if isinstance(s, YieldStmt):
+            return [dataclasses.replace(s, values=self.e(s.values), annotation=self.e(s.annotation))]
+        if isinstance(s, (ReturnStmt, EvalStmt)):
+            return [self.e(s)]
+        return [s]
+
+    def assign(self, s: AssignStmt) -> Stmt:
+        value, ann = self.e(s.value), self.e(s.annotation)
+        name = s.target.name
+        if self.scalar(s) and name not in self.multi:
+            if isinstance(value, (ConstInt, ConstFloat, ConstBool)) and self.depth == 0:
+                self.values[name] = value
+            else:
+                lo, hi = self.ranges.of(value)
+                dlo, dhi = self.ranges.default(name)
+                lo = dlo if lo is None else (lo if dlo is None else max(lo, dlo))
+                hi = dhi if hi is None else (hi if dhi is None else min(hi, dhi))
+                if lo is None or hi is None or lo <= hi:
+                    self.ranges.bounds[name] = (lo, hi)
+        if value is s.value and ann is s.annotation:
+            return s
+        return dataclasses.replace(s, value=value, annotation=ann)
+
+    def for_(self, s: ForStmt) -> list[Stmt]:
+        args, init, kwargs = self.e(s.args), self.e(s.init_values), self.e(s.kwargs)
+        s = dataclasses.replace(s, args=args, init_values=init, kwargs=kwargs)
+        start, stop, step = s.start, s.stop, s.step
+        if s.kind == "range" and not s.kwargs and self.ranges.decide(BinOp(">=", step, _int(1, step))):
+            if self.ranges.decide(BinOp("<=", stop, start)):
+                results = s.results
+                return [AssignStmt(r, v, span=s.span) for r, v in zip(results, init)]
+            once = BinOp("and", BinOp("<", start, stop), BinOp("<=", stop, BinOp("+", start, step)))
+            if self.ranges.decide(once):
+                mapping = {s.var.name: start, **{a.name: v for a, v in zip(s.iter_args, init)}}
+                body = self.block(substitute(s.body, mapping))
+                return _lift(body, s.results, self.values)
+        saved = dict(self.ranges.bounds)
+        if isinstance(start, ConstInt) and isinstance(stop, ConstInt) and stop.value > start.value:
+            self.ranges.bounds[s.var.name] = (start.value, stop.value - 1)
+        body = self.region(s.body)
+        self.ranges.bounds = saved
+        return [dataclasses.replace(s, body=tuple(body) or (PassStmt(span=s.span),))]
+
+    def if_(self, s: IfStmt) -> list[Stmt]:
+        cond = self.e(s.cond)
+        branches = []
+        for body, holds in ((s.then_body, True), (s.else_body, False)):
+            saved = self.ranges.constrain(cond, holds)
+            branches.append(self.region(body) if body else [])
+            self.ranges.restore(saved)
+        verdict = self.ranges.decide(cond)
+        if verdict is True or (verdict is False and s.else_body):
+            return _lift(branches[0] if verdict else branches[1], s.results, self.values)
+        if verdict is False:
+            return []
+        then_body = tuple(branches[0]) or (PassStmt(span=s.span),)
+        return [dataclasses.replace(s, cond=cond, then_body=then_body, else_body=tuple(branches[1]))]
+
+
+# ------------------------------------------------------------------------------------ dead code
+def _reads(f: Function) -> Counter[str]:
+    """How often each name is read in `f` (binding places excluded)."""
+    count: Counter[str] = Counter()
+    for n in walk(f):
+        if n.__class__ is Var:
+            count[n.name] += 1
+        elif isinstance(n, AssignStmt):
+            count[n.target.name] -= 1
+        elif isinstance(n, YieldStmt):
+            count.subtract(t.name for t in n.targets)
+        elif isinstance(n, ForStmt):
+            count.subtract([n.var.name, *(a.name for a in n.iter_args)])
+        elif isinstance(n, WhileStmt):
+            count.subtract(a.name for a in n.iter_args)
+        elif isinstance(n, ScopeStmt) and n.var is not None:
+            count[n.var.name] -= 1
+    return count
+
+
+def _calls(e: Expr) -> bool:
+    return any(isinstance(n, Call) for n in walk(e))
+
+
+class _DeadCode:
+    def __init__(self, f: Function, types: dict):
+        self.types = types
+        self.reads = _reads(f)
+        self.changed = False
+
+    def dead_scalar(self, s: Stmt) -> bool:
+        if not isinstance(s, AssignStmt) or self.reads[s.target.name] > 0 or _calls(s.value):
+            return False
+        t = s.annotation if s.annotation is not None else self.types.get(s.target.name)
+        return isinstance(t, ScalarType)
+
+    def block(self, body: tuple[Stmt, ...], allow_empty: bool = False) -> tuple[Stmt, ...]:
+        out = []
+        for s in body:
+            if self.dead_scalar(s):
+                self.changed = True
+                continue
+            out.append(self.stmt(s))
+        if not out and body and not allow_empty:
+            out = [PassStmt(span=body[0].span)]
+        return tuple(out)
+
+    def stmt(self, s: Stmt) -> Stmt:
+        if isinstance(s, IfStmt):
+            s = self.prune_results(s)
+            return dataclasses.replace(s, then_body=self.block(s.then_body),
+                                       else_body=self.block(s.else_body, allow_empty=True))
+        if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
+            return dataclasses.replace(s, body=self.block(s.body))
+        return s
+
+    def prune_results(self, s: IfStmt) -> IfStmt:
+        results = s.results
+        keep = [k for k, r in enumerate(results) if self.reads[r.name] > 0]
+        if not results or len(keep) == len(results):
+            return s
+        self.changed = True
+
+        def cut(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+            if not body or not isinstance(body[-1], YieldStmt):
+                return body
+            y = body[-1]
+            if not keep:
+                return body[:-1] or (PassStmt(span=y.span),)
+            y = dataclasses.replace(y, targets=tuple(y.targets[k] for k in keep),
+                                    values=tuple(y.values[k] for k in keep),
+                                    annotation=y.annotation if len(keep) == len(y.targets) else None)
+            return body[:-1] + (y,)
+
+        return dataclasses.replace(s, then_body=cut(s.then_body), else_body=cut(s.else_body))
+
+
+def _eliminate(f: Function, types: dict) -> Function:
+    while True:
+        d = _DeadCode(f, types)
+        body = d.block(f.body, allow_empty=True)
+        if not d.changed:
+            return f
+        f = dataclasses.replace(f, body=body)
+
+
+def simplify_function(f: Function, types: dict) -> Function:
+    s = _Simplifier(f, types)
+    body = tuple(s.block(f.body))
+    new = f if body == f.body else dataclasses.replace(f, body=body)
+    new = _eliminate(new, types)
+    return new if new.body else dataclasses.replace(new, body=(PassStmt(span=f.span),))  # as it prints
