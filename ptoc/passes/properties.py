@@ -203,8 +203,10 @@ def _memrefs(program: Program, ctx: CompileContext, cache=None) -> list[str]:
 
 @input_check("memrefs")
 def _memrefs_of_values(program: Program, ctx: CompileContext, cache=None) -> list[str]:
-    """... every value's inferred type has one too."""
-    return [f"{k}: {n} has no MemRef" for k, n, t in value_tiles(program, ctx, cache) if t.memref is None]
+    """... every value's inferred type has one too, bound to a buffer (a `pl.MemRef("buf")` that only
+    declares an allocation by name is not planned memory: InitMemRef must see it)."""
+    return [f"{k}: {n} has no MemRef" if t.memref is None else f"{k}: {n} names a declared allocation"
+            for k, n, t in value_tiles(program, ctx, cache) if t.memref is None or t.memref.declared]
 
 
 @property_check("addresses")
