@@ -61,3 +61,49 @@ def test_returned_value_of_another_kind_is_rejected(tmp_path):
     (d,) = diags
     assert (d["code"], d["line"]) == ("PTOC-E0105", 8)
     assert "the value is a tile, the annotation says tensor" in d["message"]
+
+
+# ------------------------------------------------------------------ a loop's yield at the end of a scope
+
+SCOPED_YIELD = """\
+import pypto.language as pl
+
+@pl.program
+class P:
+    @pl.function(type=pl.FunctionType.AIV)
+    def k(self, a: pl.Tensor[[16, 16], pl.FP32], out: pl.Out[pl.Tensor[[16, 16], pl.FP32]]) -> pl.Tensor[[16, 16], pl.FP32]:
+        t: pl.Tile[[16, 16], pl.FP32] = pl.load(a, [0, 0], [16, 16])
+        r: pl.Tensor[[16, 16], pl.FP32] = pl.store(t, [0, 0], out)
+        return r
+
+    @pl.function(type=pl.FunctionType.Orchestration, auto_scope=False)
+    def orch(self, a: pl.Tensor[[16, 16], pl.FP32], out: pl.Out[pl.Tensor[[16, 16], pl.FP32]]) -> pl.Tensor[[16, 16], pl.FP32]:
+        for i, (acc,) in pl.range(4, init_values=(out,)):
+            with pl.scope():
+                nxt: pl.Tensor[[16, 16], pl.FP32] = self.k(a, acc)
+                acc = pl.yield_(nxt)
+        return acc
+"""
+
+
+def test_loop_yield_at_the_end_of_a_scope_is_the_loops_yield(tmp_path):
+    # PyPTO's ConvertToSSA sees the carried value through the scope (names a scope defines stay visible
+    # after it): the loop carries `acc`, and the canonical form yields after the scope
+    f = tmp_path / "k.ir"
+    f.write_text(SCOPED_YIELD)
+    assert run("check", f).returncode == 0
+    lines = run("fmt", f).stdout.splitlines()
+    at = lines.index("            with pl.scope():")
+    assert lines[at + 1].strip().startswith("nxt: pl.Tensor[[16, 16], pl.FP32] = self.k(a, acc)")
+    assert lines[at + 2] == "            acc = pl.yield_(nxt)"
+    assert lines[at + 3] == "        return acc"
+
+
+def test_yield_inside_a_scope_that_is_not_last_is_still_rejected(tmp_path):
+    # the yield must end the loop body: a statement after the scope leaves it in the middle
+    text = SCOPED_YIELD.replace("                acc = pl.yield_(nxt)\n",
+                                "                acc = pl.yield_(nxt)\n            m: pl.Scalar[pl.INDEX] = 1\n")
+    f = tmp_path / "k.ir"
+    f.write_text(text)
+    p = run("check", f)
+    assert p.returncode == 1 and ("PTOC-E0111" in p.stderr or "PTOC-E0103" in p.stderr)
