@@ -107,3 +107,57 @@ def test_yield_inside_a_scope_that_is_not_last_is_still_rejected(tmp_path):
     f.write_text(text)
     p = run("check", f)
     assert p.returncode == 1 and ("PTOC-E0111" in p.stderr or "PTOC-E0103" in p.stderr)
+
+
+# ------------------------------------------------------------------ an annotation naming a filled tile's space
+
+FULL_IN_ACC = """\
+import pypto.language as pl
+
+@pl.program
+class P:
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, a: pl.Tensor[[16, 64], pl.FP32], o: pl.Out[pl.Tensor[[16, 64], pl.FP32]]) -> pl.Tensor[[16, 64], pl.FP32]:
+        z: pl.Tile[[16, 64], pl.FP32, pl.Mem.Acc] = pl.tile.full([16, 64], dtype=pl.FP32, value=0.0)
+        r: pl.Tensor[[16, 64], pl.FP32] = pl.store(z, [0, 0], o)
+        return r
+"""
+
+
+def test_annotation_chooses_the_space_of_a_filled_tile():
+    # PyPTO's parser gives the assignment the annotation's memory space: `z` is an Acc tile, and after the
+    # front end the call says so itself (target_memory=), as the passes read it
+    from ptoc.context import CompileContext
+    from ptoc.driver import frontend
+    from ptoc.ir.verifier import function_types
+
+    ctx = CompileContext(arch="a5")
+    prog = frontend(FULL_IN_ACC, "k.ir", ctx)
+    assert function_types(prog, ctx)["k"]["z"].memory == "Acc"
+    (assign,) = [s for s in prog.functions[0].body if getattr(getattr(s, "target", None), "name", "") == "z"]
+    assert assign.value.op == "tile.full"
+    assert [(k, (v.family, v.member)) for k, v in assign.value.kwargs if k == "target_memory"] == [
+        ("target_memory", ("Mem", "Acc"))]
+
+
+def test_filled_tile_in_acc_is_reported_where_the_fill_is_emitted(tmp_path):
+    # accepted by the language, but TEXPANDS cannot write Acc: a diagnostic at the call, not a crash
+    f = tmp_path / "k.ir"
+    f.write_text(FULL_IN_ACC)
+    p = run("check", "--arch", "a5", "--diagnostics", "json", f)
+    assert p.returncode == 1
+    (d,) = [json.loads(line) for line in p.stdout.splitlines()]
+    assert (d["code"], d["line"]) == ("PTOC-E0202", 7)
+    assert "tile.full cannot fill a tile in Acc" in d["message"]
+
+
+def test_annotation_moving_a_loaded_tile_to_another_space_is_rejected(tmp_path):
+    # a tile read from memory keeps the space it was loaded into; only a move changes it
+    text = FULL_IN_ACC.replace("pl.tile.full([16, 64], dtype=pl.FP32, value=0.0)",
+                               "pl.tile.load(a, [0, 0], [16, 64], target_memory=pl.Mem.Vec)")
+    f = tmp_path / "k.ir"
+    f.write_text(text)
+    p = run("check", "--diagnostics", "json", f)
+    assert p.returncode == 1
+    (d,) = [json.loads(line) for line in p.stdout.splitlines()]
+    assert d["code"] == "PTOC-E0105" and "the value lives in Vec, the annotation says Acc" in d["message"]

@@ -20,15 +20,18 @@ from dataclasses import replace
 
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
+    AssignStmt,
     Call,
     ConstBool,
     ConstFloat,
     ConstInt,
+    EnumLit,
     Expr,
     GetItem,
     Program,
     ScalarType,
     TensorType,
+    TileType,
     Type,
     Var,
 )
@@ -64,6 +67,15 @@ class _FullNames(Mutator):
             return tensor_index_as_slice(e, base)
         return e
 
+    def mutate_AssignStmt(self, s: AssignStmt) -> AssignStmt:
+        # `x: pl.Tile[..., pl.Mem.Acc] = pl.tile.full(...)`: the annotation chooses where the filled tile is
+        # created (PyPTO's parser takes the annotation's space); the passes read it from target_memory=
+        mem = _annotated_fill_space(s)
+        if mem is None:
+            return s
+        return replace(s, value=replace(s.value, op="tile.full",
+                                        kwargs=s.value.kwargs + (("target_memory", EnumLit("Mem", mem)),)))
+
     def mutate_Call(self, call: Call) -> Call:
         if call.kind != "op" or call.op not in registry.SHORT:
             return call
@@ -73,11 +85,21 @@ class _FullNames(Mutator):
         return replace(call, op=op.name)
 
 
+def _annotated_fill_space(s) -> str | None:
+    """The memory space the annotation of `x: pl.Tile[...] = tile.full(...)` names when the call leaves
+    it open and it is not the call's own (Vec), else None."""
+    a, v = s.annotation, s.value
+    if not (isinstance(a, TileType) and a.memory and a.memory != "Vec" and isinstance(v, Call)
+            and v.kind == "op" and v.op in ("tile.full", "full") and v.kwarg("target_memory") is None):
+        return None
+    return a.memory
+
+
 def full_op_names(program: Program, ctx) -> Program:
     """`program` with every short op name that resolves replaced by its full name (the same object when
     there is none)."""
     if not any((isinstance(n, Call) and n.kind == "op" and n.op in registry.SHORT) or isinstance(n, GetItem)
-               for n in _calls(program)):
+               or (isinstance(n, AssignStmt) and _annotated_fill_space(n)) for n in _calls(program)):
         return program
     from ptoc.ir.verifier import function_types
 
@@ -93,7 +115,7 @@ def full_op_names(program: Program, ctx) -> Program:
 def _calls(program: Program):
     from ptoc.ir.visitor import walk
 
-    return (n for n in walk(program) if isinstance(n, (Call, GetItem)))
+    return (n for n in walk(program) if isinstance(n, (Call, GetItem, AssignStmt)))
 
 
 __all__ = ["full_op_names"]

@@ -685,14 +685,14 @@ class Verifier:
     def _assign(self, s: AssignStmt, scope: _Scope, f: Function) -> None:
         cache = self.cache
         if cache is None:
-            vt = self.expr(s.value, scope)
+            vt = _created_where_annotated(s, self.expr(s.value, scope))
             t = self.annotate(s.annotation, vt, s.annotation or s, scope)
         else:
             t = cache.assigned_type(s, scope)
             if t is _UNKNOWN:
                 first, calls = len(self.diags), self.calls
                 self.calls, self.reads = False, []
-                vt = self.expr(s.value, scope)
+                vt = _created_where_annotated(s, self.expr(s.value, scope))
                 t = self.annotate(s.annotation, vt, s.annotation or s, scope)
                 if self.reads is not None and not self.calls and len(self.diags) == first:
                     cache.remember_assign(s, self.reads, t)
@@ -817,6 +817,26 @@ class Verifier:
             if t is None and i < len(init_types):
                 t = init_types[i]
             self.define(v.name, t, v, scope)
+
+
+# ops that fill a new tile from scalars alone: nothing ties the result to a memory space
+_FILLED_TILE_OPS = frozenset({"tile.full", "full"})
+
+
+def _created_where_annotated(s: AssignStmt, vt: Type | None) -> Type | None:
+    """The type of a tile that `tile.full` creates, in the memory space the annotation names. PyPTO's
+    parser gives an annotated assignment the annotation's memory space over the value's (a full tile
+    annotated `pl.Mem.Acc` is the accumulator a matmul_acc loop starts from); for a tile read from another
+    a different space stays a contradiction (a move is what changes it)."""
+    a, v = s.annotation, s.value
+    if not (isinstance(a, TileType) and isinstance(vt, TileType) and a.memory and vt.memory
+            and a.memory != vt.memory and isinstance(v, Call) and v.kind == "op" and v.op in _FILLED_TILE_OPS):
+        return vt
+    from dataclasses import replace
+
+    from ptoc.ir.types import normalize_tile_view
+
+    return replace(vt, memory=a.memory, view=normalize_tile_view(vt.shape, a.memory, vt.view))
 
 
 def _submitted_params(params, n_args: int) -> list:
