@@ -161,3 +161,55 @@ def test_annotation_moving_a_loaded_tile_to_another_space_is_rejected(tmp_path):
     assert p.returncode == 1
     (d,) = [json.loads(line) for line in p.stdout.splitlines()]
     assert d["code"] == "PTOC-E0105" and "the value lives in Vec, the annotation says Acc" in d["message"]
+
+
+# ------------------------------------------------------------------ tensor.assemble as subscript writes build it
+
+def _assemble_program(src_shape: str, offsets: str) -> str:
+    return f"""\
+import pypto.language as pl
+
+@pl.program
+class P:
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def main(self, q: pl.Tensor[[4, 16, 64], pl.FP32], r: pl.Tensor[{src_shape}, pl.FP32], b: pl.Scalar[pl.INDEX]) -> pl.Tensor[[4, 16, 64], pl.FP32]:
+        q2: pl.Tensor[[4, 16, 64], pl.FP32] = pl.tensor.assemble(q, r, {offsets})
+        return q2
+"""
+
+
+def _front(text: str):
+    from ptoc.context import CompileContext
+    from ptoc.driver import frontend
+
+    return frontend(text, "k.ir", CompileContext())
+
+
+def _assemble_offsets(prog) -> list:
+    (assign,) = [s for s in prog.functions[0].body if getattr(getattr(s, "target", None), "name", "") == "q2"]
+    return assign.value.args[2].items
+
+
+def test_assemble_of_a_lower_rank_source_fills_the_trailing_axes():
+    # PyPTO's tensor.assemble deducer does not tie the ranks: a [16, 64] source written at [b, 0, 0] of a
+    # [4, 16, 64] target is the window [1, 16, 64]
+    prog = _front(_assemble_program("[16, 64]", "[b, 0, 0]"))
+    assert len(_assemble_offsets(prog)) == 3
+
+
+def test_assemble_with_fewer_offsets_starts_the_other_axes_at_zero():
+    prog = _front(_assemble_program("[1, 16, 64]", "[b]"))
+    offs = _assemble_offsets(prog)
+    assert offs[0].name == "b" and [o.value for o in offs[1:]] == [0, 0]
+
+
+def test_assemble_window_past_the_target_is_still_rejected():
+    # [16, 64] at row 8 of a 16-row axis: rows [8, 24) do not fit
+    import pytest
+
+    from ptoc.diagnostics import CompileError
+
+    with pytest.raises(CompileError) as e:
+        _front(_assemble_program("[16, 64]", "[b, 8, 0]"))
+    (d,) = e.value.diagnostics
+    assert d.code == "PTOC-E0202" and "window [8, 24) of axis 1 exceeds the extent 16" in d.message

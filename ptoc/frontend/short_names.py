@@ -28,6 +28,7 @@ from ptoc.ir.nodes import (
     EnumLit,
     Expr,
     GetItem,
+    ListExpr,
     Program,
     ScalarType,
     TensorType,
@@ -78,11 +79,21 @@ class _FullNames(Mutator):
 
     def mutate_Call(self, call: Call) -> Call:
         if call.kind != "op" or call.op not in registry.SHORT:
-            return call
+            return self._whole_offsets(call)
         op, _ = registry.resolve(call, [self.type_of(a) for a in call.args])
         if op is None or op.name == call.op:
+            return self._whole_offsets(call)
+        return self._whole_offsets(replace(call, op=op.name))
+
+    def _whole_offsets(self, call: Call) -> Call:
+        """`tensor.assemble` with one offset per target axis: those the program left out start at 0."""
+        if call.op != "tensor.assemble" or len(call.args) < 3 or not isinstance(call.args[2], ListExpr):
             return call
-        return replace(call, op=op.name)
+        tgt, offs = self.type_of(call.args[0]), call.args[2]
+        if not isinstance(tgt, TensorType) or len(offs.items) >= len(tgt.shape):
+            return call
+        pad = tuple(ConstInt(0, dtypes.INDEX, span=offs.span) for _ in range(len(tgt.shape) - len(offs.items)))
+        return replace(call, args=(call.args[0], call.args[1], replace(offs, items=offs.items + pad), *call.args[3:]))
 
 
 def _annotated_fill_space(s) -> str | None:
@@ -98,7 +109,8 @@ def _annotated_fill_space(s) -> str | None:
 def full_op_names(program: Program, ctx) -> Program:
     """`program` with every short op name that resolves replaced by its full name (the same object when
     there is none)."""
-    if not any((isinstance(n, Call) and n.kind == "op" and n.op in registry.SHORT) or isinstance(n, GetItem)
+    if not any((isinstance(n, Call) and n.kind == "op" and (n.op in registry.SHORT or n.op == "tensor.assemble"))
+               or isinstance(n, GetItem)
                or (isinstance(n, AssignStmt) and _annotated_fill_space(n)) for n in _calls(program)):
         return program
     from ptoc.ir.verifier import function_types
