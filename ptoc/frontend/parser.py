@@ -931,6 +931,8 @@ class Builder:
         if op in ("scatter_update", "tensor.scatter_update", "tile.scatter_update") and len(args) == 4:
             # the language's (input, dim, index, src): dim is the op's attribute
             args, kwargs = (args[0], args[2], args[3]), (*kwargs, ("dim", args[1]))
+        if op == "tensor.scatter" and any(k == "mask_pattern" for k, _ in kwargs):
+            op = "tensor.scatter_mask"  # the language's mask form (input, mask_pattern=, dst=) is this op
         aliases = _KEYWORD_ALIASES.get(op)
         if aliases and any(k in aliases for k, _ in kwargs):
             kwargs = tuple((aliases.get(k, k), v) for k, v in kwargs)
