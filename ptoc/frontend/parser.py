@@ -815,6 +815,12 @@ class Builder:
         if base.k != "name":
             self.fail("PTOC-E0142", "a subscript write needs a named tensor or tile", base,
                       hint="write dst[...] = src with dst a name")
+        subs = target.a[1]
+        if len(subs) == 1 and subs[0].k != "slice":
+            # `arr[i] = v` on a pl.Array: PyPTO's functional update `arr = array.update_element(arr, i, v)`
+            call = Call("array.update_element", (Var(base.a[0], span=base.span), self.expr(subs[0]),
+                                                 self.expr(value)), span=target.span)
+            return AssignStmt(Var(base.a[0], span=base.span), call, None, span=n.span)
         offsets, _ = self._window(target, reading=False)
         dst = Var(base.a[0], span=base.span)
         call = Call("assemble", (dst, self.expr(value), ListExpr(offsets, span=target.span)), span=target.span)
