@@ -213,3 +213,31 @@ def test_assemble_window_past_the_target_is_still_rejected():
         _front(_assemble_program("[16, 64]", "[b, 8, 0]"))
     (d,) = e.value.diagnostics
     assert d.code == "PTOC-E0202" and "window [8, 24) of axis 1 exceeds the extent 16" in d.message
+
+
+# ------------------------------------------------------------------ t[i] of a rank-1 tensor
+
+def test_index_of_a_rank1_tensor_reads_one_element():
+    # PyPTO's parser: all-scalar, full-rank indices read one element with tensor.read
+    from ptoc.context import CompileContext
+    from ptoc.ir.nodes import AssignStmt
+    from ptoc.ir.verifier import function_types
+
+    text = """\
+import pypto.language as pl
+
+@pl.program
+class P:
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def main(self, gate: pl.Tensor[[4], pl.INT32], k: pl.Scalar[pl.INDEX]) -> pl.Tensor[[4], pl.INT32]:
+        g = gate[k]
+        return gate
+"""
+    prog = _front(text)
+    assert function_types(prog, CompileContext())["main"]["g"] == function_types(
+        _front(text.replace("gate[k]", "pl.tensor.read(gate, [k])")), CompileContext())["main"]["g"]
+    (assign,) = [s for s in prog.functions[0].body if isinstance(s, AssignStmt)]
+    assert assign.value.op == "tensor.read" and assign.value.args[1].items[0].name == "k"
+    from ptoc.ir.printer import print_type
+
+    assert print_type(function_types(prog, CompileContext())["main"]["g"]) == "pl.Scalar[pl.INT32]"

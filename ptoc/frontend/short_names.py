@@ -61,11 +61,13 @@ class _FullNames(Mutator):
         return None
 
     def mutate_GetItem(self, e: GetItem) -> Expr:
-        from ptoc.ir.verifier import tensor_index_as_slice
+        from ptoc.ir.verifier import tensor_index_as_read, tensor_index_as_slice
 
         base = self.type_of(e.value)
         if isinstance(base, TensorType) and len(base.shape) >= 2:
             return tensor_index_as_slice(e, base)
+        if isinstance(base, TensorType) and len(base.shape) == 1:
+            return tensor_index_as_read(e)
         return e
 
     def mutate_AssignStmt(self, s: AssignStmt) -> AssignStmt:

@@ -538,6 +538,11 @@ class Verifier:
                                      self.ctx)
             self.diags.extend(diags)
             return t
+        if isinstance(base, TensorType) and len(base.shape) == 1 and self.op_typer is not None:
+            # PyPTO: a full-rank index of scalars reads one element (tensor.read)
+            t, diags = self.op_typer(tensor_index_as_read(e), [base, None], {}, self.ctx)
+            self.diags.extend(diags)
+            return t
         if base is not None and not isinstance(base, TupleType):
             if isinstance(e.value, Var):  # once per value: `a, b = f(x)` of a non-tuple reports once
                 if e.value.name in self.bad_index:
@@ -904,6 +909,11 @@ def tensor_index_as_slice(e: GetItem, base: TensorType) -> Call:
     offset = ListExpr((e.index, *(zero for _ in base.shape[1:])), span=e.span)
     return Call("tensor.slice", (e.value, shape, offset), (("drop_dims", ListExpr((zero,), span=e.span)),),
                 span=e.span)
+
+
+def tensor_index_as_read(e: GetItem) -> Call:
+    """`t[i]` of a rank-1 tensor as PyPTO's parser makes it: the element read `pl.tensor.read(t, [i])`."""
+    return Call("tensor.read", (e.value, ListExpr((e.index,), span=e.span)), span=e.span)
 
 
 def function_types(program: Program, ctx=None,
