@@ -48,23 +48,33 @@ PARTIAL_LOAD_NZ = program("partial_nz", """\
 
 
 @pytest.mark.parametrize("text, dtype", [(PARTIAL_LOAD_ND, "FP16"), (PARTIAL_LOAD_NZ, "INT8")], ids=["ND", "NZ"])
-def test_annotation_without_the_loads_valid_shape_is_rejected(tmp_path, text, dtype):
+def test_plain_annotation_keeps_the_loads_valid_shape(tmp_path, text, dtype):
+    # PyPTO's parser: an annotation without a TileView is merged with the value's type and keeps its view,
+    # so `t` is the [64, 64] tile loaded with 32 valid rows (never 64 valid rows)
     f = tmp_path / "k.ir"
     f.write_text(text)
+    assert run("check", f).returncode == 0
+    t = _types_of(text)["t"]
+    assert [d.value for d in t.shape] == [64, 64] and t.memory == "Mat"
+    assert [d.value for d in t.view.valid_shape] == [32, 64]
+
+
+@pytest.mark.parametrize("text, dtype", [(PARTIAL_LOAD_ND, "FP16"), (PARTIAL_LOAD_NZ, "INT8")], ids=["ND", "NZ"])
+def test_written_valid_shape_contradicting_the_load_is_rejected(tmp_path, text, dtype):
+    # a TileView that writes valid_shape=[48, 64] for a load of 32 valid rows is a contradiction
+    f = tmp_path / "k.ir"
+    f.write_text(text.replace(f"pl.{dtype}, pl.Mem.Mat]", f"pl.{dtype}, pl.Mem.Mat, pl.TileView(valid_shape=[48, 64])]"))
     p = run("check", "--diagnostics", "json", f)
     assert p.returncode == 1
     (d,) = json_diags(p)
     assert (d["code"], d["line"], d["column"]) == ("PTOC-E0105", 7, 12)  # the annotation `pl.Tile[...]`
-    assert "valid shape is [32, 64]" in d["message"] and "[64, 64]" in d["message"]
+    assert "valid shape is [32, 64], the annotation's is [48, 64]" in d["message"]
     # the hint shows the annotation to write, and the pto-isa TLOAD rule it protects
     assert f"pl.Tile[[64, 64], pl.{dtype}, pl.Mem.Mat, pl.TileView(valid_shape=[32, 64])]" in d["hint"]
     assert "TLOAD" in d["hint"] and "validRow == shape2*shape3" in d["hint"]
     c = run("compile", f, "-o", tmp_path / "k.pto")
     assert c.returncode == 1 and "PTOC-E0105" in c.stderr
     assert sorted(x.name for x in tmp_path.iterdir()) == ["k.ir"]
-    # written as the hint says, the program is accepted
-    f.write_text(text.replace(f"pl.{dtype}, pl.Mem.Mat]", f"pl.{dtype}, pl.Mem.Mat, pl.TileView(valid_shape=[32, 64])]"))
-    assert run("check", f).returncode == 0
 
 
 # issue 16: the dynamic_rows kernel with a plain [32, 64] annotation on a tile whose valid rows are `rows`
@@ -72,23 +82,30 @@ DYNAMIC_ROWS = (ROOT / "examples" / "dynamic_rows.ir").read_text()
 YT_TYPED = "yt: pl.Tile[[32, 64], pl.FP16, pl.Mem.Vec, pl.TileView(valid_shape=[rows, 64])]"
 
 
-def test_plain_annotation_on_dynamic_valid_rows_is_rejected_not_stored_as_full_rows(tmp_path):
+def _store_partition(pto: str) -> str:
+    store = [line for line in pto.splitlines() if "%y_store_pview = pto.partition_view" in line]
+    assert len(store) == 1
+    return store[0]
+
+
+def test_plain_annotation_on_dynamic_valid_rows_stores_the_valid_rows(tmp_path):
+    # the plain annotation keeps the value's `rows` valid rows (PyPTO's merge), so the store writes a
+    # dynamic partition of `rows` rows exactly as the fully typed program does, never 32 full rows
     assert YT_TYPED in DYNAMIC_ROWS
-    f = tmp_path / "dyn.ir"
-    f.write_text(DYNAMIC_ROWS.replace(YT_TYPED, "yt: pl.Tile[[32, 64], pl.FP16, pl.Mem.Vec]"))
-    for cmd in (["check", f], ["compile", f, "-o", tmp_path / "dyn.pto"]):
-        p = run(*cmd)
-        assert p.returncode == 1
-        assert f"{f}:13:17: error[PTOC-E0105]" in p.stderr and "valid shape is [rows, 64]" in p.stderr
-        assert "pl.TileView(valid_shape=[rows, 64])" in p.stderr
-    assert not (tmp_path / "dyn.pto").exists()
-    # the accepted form stores `rows` rows: a dynamic partition, never 32 full rows
+    plain = tmp_path / "plain.ir"
+    plain.write_text(DYNAMIC_ROWS.replace(YT_TYPED, "yt: pl.Tile[[32, 64], pl.FP16, pl.Mem.Vec]"))
     good = tmp_path / "good.ir"
     good.write_text(DYNAMIC_ROWS)
-    assert run("compile", good, "-o", tmp_path / "good.pto").returncode == 0
-    pto = (tmp_path / "good.pto").read_text()
-    store = [line for line in pto.splitlines() if "%y_store_pview = pto.partition_view" in line]
-    assert len(store) == 1 and "sizes = [%rows, %c64_index]" in store[0] and "<?x64xf16>" in store[0]
+    for f in (plain, good):
+        assert run("compile", f, "-o", f.with_suffix(".pto")).returncode == 0
+        store = _store_partition(f.with_suffix(".pto").read_text())
+        assert "sizes = [%rows, %c64_index]" in store and "<?x64xf16>" in store
+    # a TileView naming 16 valid rows contradicts `rows` and is rejected where the annotation is
+    bad = tmp_path / "bad.ir"
+    bad.write_text(DYNAMIC_ROWS.replace(YT_TYPED, YT_TYPED.replace("[rows, 64]", "[16, 64]")))
+    p = run("check", bad)
+    assert p.returncode == 1
+    assert f"{bad}:13:17: error[PTOC-E0105]" in p.stderr and "valid shape is [rows, 64]" in p.stderr
 
 
 def test_blocked_nz_load_keeps_its_dynamic_valid_rows():

@@ -815,6 +815,12 @@ class Builder:
         if base.k != "name":
             self.fail("PTOC-E0142", "a subscript write needs a named tensor or tile", base,
                       hint="write dst[...] = src with dst a name")
+        subs = target.a[1]
+        if len(subs) == 1 and subs[0].k != "slice":
+            # `arr[i] = v` on a pl.Array: PyPTO's functional update `arr = array.update_element(arr, i, v)`
+            call = Call("array.update_element", (Var(base.a[0], span=base.span), self.expr(subs[0]),
+                                                 self.expr(value)), span=target.span)
+            return AssignStmt(Var(base.a[0], span=base.span), call, None, span=n.span)
         offsets, _ = self._window(target, reading=False)
         dst = Var(base.a[0], span=base.span)
         call = Call("assemble", (dst, self.expr(value), ListExpr(offsets, span=target.span)), span=target.span)
@@ -931,6 +937,8 @@ class Builder:
         if op in ("scatter_update", "tensor.scatter_update", "tile.scatter_update") and len(args) == 4:
             # the language's (input, dim, index, src): dim is the op's attribute
             args, kwargs = (args[0], args[2], args[3]), (*kwargs, ("dim", args[1]))
+        if op == "tensor.scatter" and any(k == "mask_pattern" for k, _ in kwargs):
+            op = "tensor.scatter_mask"  # the language's mask form (input, mask_pattern=, dst=) is this op
         aliases = _KEYWORD_ALIASES.get(op)
         if aliases and any(k in aliases for k, _ in kwargs):
             kwargs = tuple((aliases.get(k, k), v) for k, v in kwargs)
@@ -1233,6 +1241,8 @@ class Builder:
                 self.split_modes.pop()
         else:
             loop_body = self.block(body)
+        if iter_args:
+            loop_body = _yield_out_of_trailing_scope(loop_body)
         return ForStmt(kind, Var(tname, span=tspan), args, loop_body, iter_args, tuple(init), kwargs,
                        span=n.span)
 
@@ -1256,7 +1266,8 @@ class Builder:
         cargs, ckw = self._args(first)
         if len(cargs) != 1 or ckw:
             self.fail("PTOC-E0113", "pl.cond takes one condition", first)
-        return WhileStmt(iter_args, tuple(init), cargs[0], self.block(stmts[1:]), kwargs, span=n.span)
+        return WhileStmt(iter_args, tuple(init), cargs[0], _yield_out_of_trailing_scope(self.block(stmts[1:])),
+                         kwargs, span=n.span)
 
     def _arity(self, iter_args, init, at: SN):
         self.fail("PTOC-E0104", f"{len(iter_args)} loop-carried name(s) but {len(init)} init value(s)", at,
@@ -1322,6 +1333,21 @@ class Builder:
         finally:
             self._device_depth -= device
         return ScopeStmt(".".join(path), args, inner, kwargs, var, span=n.span)
+
+
+def _yield_out_of_trailing_scope(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+    """A loop body whose last statement is a `with` scope ending in the loop's `pl.yield_`, with that yield
+    moved after the scope. PyPTO sees the carried values through the scope (names a scope defines stay
+    visible after it), so both spellings mean the same loop; ptoc keeps one: the yield ends the body."""
+    if not body or not isinstance(body[-1], ScopeStmt):
+        return body
+    scope = body[-1]
+    inner = _yield_out_of_trailing_scope(scope.body)
+    if not inner or not isinstance(inner[-1], YieldStmt):
+        return body
+    rest = inner[:-1]
+    kept = (replace(scope, body=rest),) if rest else ()
+    return body[:-1] + kept + (inner[-1],)
 
 
 def parse_program(text: str, file: str = "<input>", verify: bool = True, ctx=None,

@@ -20,15 +20,19 @@ from dataclasses import replace
 
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
+    AssignStmt,
     Call,
     ConstBool,
     ConstFloat,
     ConstInt,
+    EnumLit,
     Expr,
     GetItem,
+    ListExpr,
     Program,
     ScalarType,
     TensorType,
+    TileType,
     Type,
     Var,
 )
@@ -57,27 +61,59 @@ class _FullNames(Mutator):
         return None
 
     def mutate_GetItem(self, e: GetItem) -> Expr:
-        from ptoc.ir.verifier import tensor_index_as_slice
+        from ptoc.ir.verifier import tensor_index_as_read, tensor_index_as_slice
 
         base = self.type_of(e.value)
         if isinstance(base, TensorType) and len(base.shape) >= 2:
             return tensor_index_as_slice(e, base)
+        if isinstance(base, TensorType) and len(base.shape) == 1:
+            return tensor_index_as_read(e)
         return e
+
+    def mutate_AssignStmt(self, s: AssignStmt) -> AssignStmt:
+        # `x: pl.Tile[..., pl.Mem.Acc] = pl.tile.full(...)`: the annotation chooses where the filled tile is
+        # created (PyPTO's parser takes the annotation's space); the passes read it from target_memory=
+        mem = _annotated_fill_space(s)
+        if mem is None:
+            return s
+        return replace(s, value=replace(s.value, op="tile.full",
+                                        kwargs=s.value.kwargs + (("target_memory", EnumLit("Mem", mem)),)))
 
     def mutate_Call(self, call: Call) -> Call:
         if call.kind != "op" or call.op not in registry.SHORT:
-            return call
+            return self._whole_offsets(call)
         op, _ = registry.resolve(call, [self.type_of(a) for a in call.args])
         if op is None or op.name == call.op:
+            return self._whole_offsets(call)
+        return self._whole_offsets(replace(call, op=op.name))
+
+    def _whole_offsets(self, call: Call) -> Call:
+        """`tensor.assemble` with one offset per target axis: those the program left out start at 0."""
+        if call.op != "tensor.assemble" or len(call.args) < 3 or not isinstance(call.args[2], ListExpr):
             return call
-        return replace(call, op=op.name)
+        tgt, offs = self.type_of(call.args[0]), call.args[2]
+        if not isinstance(tgt, TensorType) or len(offs.items) >= len(tgt.shape):
+            return call
+        pad = tuple(ConstInt(0, dtypes.INDEX, span=offs.span) for _ in range(len(tgt.shape) - len(offs.items)))
+        return replace(call, args=(call.args[0], call.args[1], replace(offs, items=offs.items + pad), *call.args[3:]))
+
+
+def _annotated_fill_space(s) -> str | None:
+    """The memory space the annotation of `x: pl.Tile[...] = tile.full(...)` names when the call leaves
+    it open and it is not the call's own (Vec), else None."""
+    a, v = s.annotation, s.value
+    if not (isinstance(a, TileType) and a.memory and a.memory != "Vec" and isinstance(v, Call)
+            and v.kind == "op" and v.op in ("tile.full", "full") and v.kwarg("target_memory") is None):
+        return None
+    return a.memory
 
 
 def full_op_names(program: Program, ctx) -> Program:
     """`program` with every short op name that resolves replaced by its full name (the same object when
     there is none)."""
-    if not any((isinstance(n, Call) and n.kind == "op" and n.op in registry.SHORT) or isinstance(n, GetItem)
-               for n in _calls(program)):
+    if not any((isinstance(n, Call) and n.kind == "op" and (n.op in registry.SHORT or n.op == "tensor.assemble"))
+               or isinstance(n, GetItem)
+               or (isinstance(n, AssignStmt) and _annotated_fill_space(n)) for n in _calls(program)):
         return program
     from ptoc.ir.verifier import function_types
 
@@ -93,7 +129,7 @@ def full_op_names(program: Program, ctx) -> Program:
 def _calls(program: Program):
     from ptoc.ir.visitor import walk
 
-    return (n for n in walk(program) if isinstance(n, (Call, GetItem)))
+    return (n for n in walk(program) if isinstance(n, (Call, GetItem, AssignStmt)))
 
 
 __all__ = ["full_op_names"]

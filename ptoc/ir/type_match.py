@@ -200,8 +200,10 @@ def with_value_layout(annotated: Type, actual: Type) -> Type:
     takes the value's; every TileView field in `_LAYOUT_FIELDS` the annotation writes is the
     annotation's, every one it leaves out (its memory space's implicit value) the value's, when both are
     tiles of the same rank in the same memory space.
-    The valid shape is never taken over: an annotation without one says the whole tile is valid, and a
-    value that is valid on less contradicts it. Anything else: `annotated` unchanged."""
+    The valid shape follows PyPTO's parser: an annotation without a TileView keeps the value's whole view,
+    valid shape included (a plain `pl.Tile[[32, 32], pl.UINT8]` on a result valid on [32, 4] is that
+    result); an annotation with a TileView states its valid shape (the whole tile when the view leaves
+    it out), and that is compared with the value's. Anything else: `annotated` unchanged."""
     a, b = annotated, actual
     if not (isinstance(a, TileType) and isinstance(b, TileType)) or len(a.shape) != len(b.shape):
         return a
@@ -212,13 +214,14 @@ def with_value_layout(annotated: Type, actual: Type) -> Type:
     from ptoc.ir.nodes import TileView
     from ptoc.ir.types import normalize_tile_view
 
+    plain = a.view is None  # no TileView written: the value's valid shape stands
     if a.memory is None and b.memory is not None:  # an annotation without a space lives where the value does
         a = replace(a, memory=b.memory, view=normalize_tile_view(a.shape, b.memory, a.view))
     if b.view is None:
         return a
     va = a.view or TileView()
-    fill = {f: getattr(b.view, f) for f in _LAYOUT_FIELDS
-            if getattr(va, f) is None and getattr(b.view, f) is not None}
+    fields = _LAYOUT_FIELDS + (("valid_shape",) if plain else ())
+    fill = {f: getattr(b.view, f) for f in fields if getattr(va, f) is None and getattr(b.view, f) is not None}
     if not fill:
         return a
     return replace(a, view=normalize_tile_view(a.shape, a.memory or b.memory, replace(va, **fill)))

@@ -538,6 +538,11 @@ class Verifier:
                                      self.ctx)
             self.diags.extend(diags)
             return t
+        if isinstance(base, TensorType) and len(base.shape) == 1 and self.op_typer is not None:
+            # PyPTO: a full-rank index of scalars reads one element (tensor.read)
+            t, diags = self.op_typer(tensor_index_as_read(e), [base, None], {}, self.ctx)
+            self.diags.extend(diags)
+            return t
         if base is not None and not isinstance(base, TupleType):
             if isinstance(e.value, Var):  # once per value: `a, b = f(x)` of a non-tuple reports once
                 if e.value.name in self.bad_index:
@@ -685,14 +690,14 @@ class Verifier:
     def _assign(self, s: AssignStmt, scope: _Scope, f: Function) -> None:
         cache = self.cache
         if cache is None:
-            vt = self.expr(s.value, scope)
+            vt = _created_where_annotated(s, self.expr(s.value, scope))
             t = self.annotate(s.annotation, vt, s.annotation or s, scope)
         else:
             t = cache.assigned_type(s, scope)
             if t is _UNKNOWN:
                 first, calls = len(self.diags), self.calls
                 self.calls, self.reads = False, []
-                vt = self.expr(s.value, scope)
+                vt = _created_where_annotated(s, self.expr(s.value, scope))
                 t = self.annotate(s.annotation, vt, s.annotation or s, scope)
                 if self.reads is not None and not self.calls and len(self.diags) == first:
                     cache.remember_assign(s, self.reads, t)
@@ -714,10 +719,14 @@ class Verifier:
             self.err("PTOC-E0113", f"{f.name!r} returns {len(f.returns)} value(s) but this returns "
                      f"{len(ts)}", s)
         # (functions without a declared return type may still return: printer leniency)
+        # PyPTO's parser builds the return statement without comparing it with the declared type: callers
+        # see the declared type, and a returned value of the same kind that differs in dtype, shape, layout
+        # or valid shape is accepted as PyPTO accepts it. A value of another kind (a tile where a tensor is
+        # declared, a tuple for a scalar) has no meaning for the callers and stays an error.
         for decl, t in zip(f.returns, ts):
             if t is not None:
                 why = type_mismatch(decl, t)
-                if why:
+                if why and why.startswith("the value is a "):  # another kind of value
                     self.err("PTOC-E0105", f"returned value contradicts the declared return type: {why}", s)
 
     def _carried(self, s: ForStmt | WhileStmt, scope: _Scope) -> tuple[list, _Scope]:
@@ -815,6 +824,26 @@ class Verifier:
             self.define(v.name, t, v, scope)
 
 
+# ops that fill a new tile from scalars alone: nothing ties the result to a memory space
+_FILLED_TILE_OPS = frozenset({"tile.full", "full"})
+
+
+def _created_where_annotated(s: AssignStmt, vt: Type | None) -> Type | None:
+    """The type of a tile that `tile.full` creates, in the memory space the annotation names. PyPTO's
+    parser gives an annotated assignment the annotation's memory space over the value's (a full tile
+    annotated `pl.Mem.Acc` is the accumulator a matmul_acc loop starts from); for a tile read from another
+    a different space stays a contradiction (a move is what changes it)."""
+    a, v = s.annotation, s.value
+    if not (isinstance(a, TileType) and isinstance(vt, TileType) and a.memory and vt.memory
+            and a.memory != vt.memory and isinstance(v, Call) and v.kind == "op" and v.op in _FILLED_TILE_OPS):
+        return vt
+    from dataclasses import replace
+
+    from ptoc.ir.types import normalize_tile_view
+
+    return replace(vt, memory=a.memory, view=normalize_tile_view(vt.shape, a.memory, vt.view))
+
+
 def _submitted_params(params, n_args: int) -> list:
     """The parameters `n_args` positional arguments of a pl.submit bind to: an Out/InOut parameter is
     skipped while the arguments left would still fill every later non-output parameter (PyPTO's pairing)."""
@@ -880,6 +909,11 @@ def tensor_index_as_slice(e: GetItem, base: TensorType) -> Call:
     offset = ListExpr((e.index, *(zero for _ in base.shape[1:])), span=e.span)
     return Call("tensor.slice", (e.value, shape, offset), (("drop_dims", ListExpr((zero,), span=e.span)),),
                 span=e.span)
+
+
+def tensor_index_as_read(e: GetItem) -> Call:
+    """`t[i]` of a rank-1 tensor as PyPTO's parser makes it: the element read `pl.tensor.read(t, [i])`."""
+    return Call("tensor.read", (e.value, ListExpr((e.index,), span=e.span)), span=e.span)
 
 
 def function_types(program: Program, ctx=None,

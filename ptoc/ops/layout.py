@@ -259,17 +259,21 @@ def _tensor_assemble(args: Args) -> Type | None:
     offset = int_list(args, "offset")
     if tgt is None:
         return None
-    if len(offset) != tgt.rank:
+    # As PyPTO's subscript write `dst[i] = src` builds it: offsets may stop early (the axes after the last
+    # one start at 0) and the source may have fewer axes than the target (its leading axes are extent 1).
+    if len(offset) > tgt.rank:
         args.fail(f"tensor.assemble: the target has rank {tgt.rank} but {len(offset)} offsets are given", "offset",
                   hint="give one offset per target axis")
+    offset = list(offset) + [ConstInt(0, dtypes.INDEX)] * (tgt.rank - len(offset))
     if src is not None:
         if src.dtype != tgt.dtype:
             args.fail(f"tensor.assemble: source dtype {src.dtype.name} differs from target dtype {tgt.dtype.name}",
                       "source", hint="cast the source first: pl.cast(x, target_type=...)")
-        if src.rank != tgt.rank:
-            args.fail(f"tensor.assemble: source rank {src.rank} differs from target rank {tgt.rank}", "source",
+        if src.rank > tgt.rank:
+            args.fail(f"tensor.assemble: source rank {src.rank} exceeds target rank {tgt.rank}", "source",
                       hint="reshape the source to the target's rank")
-        _check_window(args, tgt.shape, offset, src.shape)
+        extents = [ConstInt(1, dtypes.INDEX)] * (tgt.rank - src.rank) + list(src.shape)
+        _check_window(args, tgt.shape, offset, extents)
     return tgt
 
 

@@ -363,6 +363,23 @@ def _tile_matmul_mx(args: Args) -> Type | None:
     return new_tile((lhs.shape[0], n_expr), dtypes.FP32, "Acc")
 
 
+@register("tile.matmul_mx_acc", ("acc", "lhs", "lhs_scale", "rhs", "rhs_scale"), unit="cube")
+def _tile_matmul_mx_acc(args: Args) -> Type | None:
+    """MX block-scaled matmul added into an FP32 Acc accumulator of the product's shape (Ascend950)"""
+    prod = _tile_matmul_mx(args)
+    acc = args.tile("acc")
+    if acc is None or not isinstance(prod, TileType):
+        return prod
+    if acc.dtype != dtypes.FP32:
+        args.fail(f"tile.matmul_mx_acc: the accumulator is {acc.dtype.name}; the MX product accumulates in FP32",
+                  "acc", hint="create the accumulator as FP32")
+    if acc.rank != 2 or any(dim_eq(a, b) is False for a, b in zip(acc.shape, prod.shape)):
+        args.fail(f"tile.matmul_mx_acc: the accumulator is {fmt_shape(acc.shape)} but the product is "
+                  f"{fmt_shape(prod.shape)}", "acc", hint="the accumulator has the product's shape [M, N]")
+    _space(args, acc, "acc", "Acc")
+    return new_tile(acc.shape, dtypes.FP32, "Acc", valid_shape_of(acc))
+
+
 # --------------------------------------------------------------------------------------------------
 # Batched tile forms: [...B, M, K] x [...B, K, N] -> Acc [...B', M, N], the batch axes broadcast
 # --------------------------------------------------------------------------------------------------
@@ -414,6 +431,7 @@ short_name("matmul", tensor="tensor.matmul", tile="tile.matmul")
 short_name("matmul_acc", tensor="tensor.matmul_acc", tile="tile.matmul_acc")
 short_name("matmul_bias", tile="tile.matmul_bias")
 short_name("matmul_mx", tile="tile.matmul_mx")
+short_name("matmul_mx_acc", tile="tile.matmul_mx_acc")
 short_name("batch_matmul", tile="tile.batch_matmul")
 short_name("batch_matmul_acc", tile="tile.batch_matmul_acc")
 

@@ -138,6 +138,10 @@ def _tile_full(args: Args) -> Type | None:
     if args.get("value") is None:
         args.fail("tile.full needs value=", code="PTOC-E0201")
     mem = enum_arg(args, "target_memory", "Mem", "Vec")
+    if args.hardware and mem in ("Acc", "Left", "Right"):
+        args.fail(f"tile.full cannot fill a tile in {mem}: ptoc emits it as TEXPANDS, a vector instruction, "
+                  f"and {mem} is written by the cube unit and its moves; fill a Vec tile and move it, or start "
+                  "an accumulator from tile.matmul", "target_memory")
     return new_tile(shape, dt, mem)
 
 

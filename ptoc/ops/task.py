@@ -63,7 +63,8 @@ def _array(args: Args) -> ArrayType | None:
     t = args.types.get("array")
     if t is not None and not isinstance(t, ArrayType):
         args.fail(f"{args.op.name}: 'array' must be a pl.Array, got a {kind_of(t)}", "array",
-                  hint="make one with pl.array.create(extent, dtype)")
+                  hint="make one with pl.array.create(extent, dtype); a tensor or tile is written through a "
+                  "slice, dst[i:i + 1, ...] = src")
     return t
 
 

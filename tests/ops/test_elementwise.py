@@ -221,3 +221,27 @@ def test_matmul_mx_scale_shape_checked():
     bad = MX.replace("[64, 8], pl.FP8E8M0", "[64, 4], pl.FP8E8M0")
     d = diagnostics(bad, "r = pl.tile.matmul_mx(a, asc, b, bsc)", arch="a5")
     assert d[0].code == "PTOC-E0202" and "lhs_scale must be [64, 8]" in d[0].message
+
+
+# tile.matmul_mx_acc (PyPTO tile_ops.matmul_mx_acc(acc, lhs, lhs_scale, rhs, rhs_scale)): the MX product of
+# MX above is [64, 128] FP32, added into an accumulator of that shape in Acc
+MX_ACC = MX + ", c: pl.Tile[[64, 128], pl.FP32, pl.Mem.Acc]"
+
+
+def test_matmul_mx_acc_result_is_the_accumulator_type():
+    t = types(MX_ACC, "r = pl.matmul_mx_acc(c, a, asc, b, bsc)", arch="a5")
+    assert t["r"] == "pl.Tile[[64, 128], pl.FP32, pl.Mem.Acc]"
+
+
+def test_matmul_mx_acc_accumulator_must_match_the_product():
+    bad = MX_ACC.replace("c: pl.Tile[[64, 128], pl.FP32", "c: pl.Tile[[64, 64], pl.FP32")
+    d = diagnostics(bad, "r = pl.tile.matmul_mx_acc(c, a, asc, b, bsc)", arch="a5")
+    assert d[0].code == "PTOC-E0202" and "the accumulator is [64, 64] but the product is [64, 128]" in d[0].message
+    bf = MX_ACC.replace("c: pl.Tile[[64, 128], pl.FP32", "c: pl.Tile[[64, 128], pl.BF16")
+    d = diagnostics(bf, "r = pl.tile.matmul_mx_acc(c, a, asc, b, bsc)", arch="a5")
+    assert d[0].code == "PTOC-E0202" and "accumulates in FP32" in d[0].message
+
+
+def test_matmul_mx_acc_rejected_on_a2a3():
+    d = diagnostics(MX_ACC, "r = pl.tile.matmul_mx_acc(c, a, asc, b, bsc)", arch="a2a3")
+    assert any(x.code == "PTOC-E0203" for x in d)

@@ -246,6 +246,15 @@ def test_op9_tensor_scatter_mask_stride_4():
     assert types(p, "o = pl.tensor.scatter_mask(x, d, mask_pattern=6)")["o"] == "pl.Tensor[[16, 64], pl.BF16]"
 
 
+def test_tensor_scatter_mask_form_is_scatter_mask():
+    # PyPTO's pl.tensor.scatter(input, mask_pattern=, dst=) builds tensor.scatter_mask: P1000 is stride 4
+    p = "x: pl.Tensor[[16, 16], pl.BF16], d: pl.Tensor[[16, 64], pl.BF16]"
+    assert types(p, "o = pl.tensor.scatter(x, mask_pattern=6, dst=d)")["o"] == "pl.Tensor[[16, 64], pl.BF16]"
+    # and the mask form's OP-9 width rule applies to it (stride 4: 16 columns scatter into 64, not 32)
+    narrow = "x: pl.Tensor[[16, 16], pl.BF16], d: pl.Tensor[[16, 32], pl.BF16]"
+    assert _rules(narrow, "o = pl.tensor.scatter(x, mask_pattern=6, dst=d)")[0][1] == "OP-9"
+
+
 def test_op9_scatter_mask_dtype_mismatch_and_row_mismatch_rejected():
     assert _rules("x: pl.Tensor[[16, 16], pl.FP16], d: pl.Tensor[[16, 64], pl.FP32]",
                   "o = pl.tensor.scatter_mask(x, d, mask_pattern=3)")[0][1] == "OP-9"

@@ -166,6 +166,32 @@ def test_indexing_an_array_reads_an_element():
     assert got["v"] == "pl.Scalar[pl.INT32]"
 
 
+def test_writing_an_array_element_is_a_functional_update():
+    # PyPTO's parser turns `a[i] = v` on an array into `a = array.update_element(a, i, v)`
+    text = program(orch("""
+        a = pl.array.create(4, pl.INT32)
+        a[2] = 7
+        v = a[2]
+        return x
+    """, params=f"x: {T}"))
+    got = types_of(text)
+    assert got["v"] == "pl.Scalar[pl.INT32]" and got["a"] == "pl.Array[4, pl.INT32]"
+    write = parse_program(text, "t.ir").function("main").body[1]
+    assert isinstance(write, AssignStmt) and write.target.name == "a"
+    assert write.value.op == "array.update_element" and write.value.args[0] == Var("a")
+    assert [a.value for a in write.value.args[1:]] == [2, 7]
+
+
+def test_writing_one_element_of_a_tensor_names_the_array_rule():
+    with pytest.raises(CompileError) as e:
+        parse_program(program(orch("""
+        x[0] = x
+        return x
+    """, params=f"x: {T}")), "t.ir")
+    d = e.value.diagnostics[0]
+    assert "'array' must be a pl.Array, got a tensor" in d.message and "dst[i:i + 1, ...] = src" in d.hint
+
+
 @pytest.mark.parametrize("stmt,needle", [
     ("a = pl.array.create(4, pl.FP32)", "integer, BOOL or TASK_ID"),
     ("a = pl.array.create(0, pl.INT32)", "positive constant"),
