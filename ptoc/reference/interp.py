@@ -368,7 +368,10 @@ class _Frame:
     def stmt(self, s: Stmt) -> None:
         if isinstance(s, AssignStmt):
             v = self.eval(s.value)
-            self.env[s.target.name] = self.conform(v, self.types.get(s.target.name))
+            bound = self.conform(v, self.types.get(s.target.name))
+            if _is_lane_local(s.value) and isinstance(v, Tile) and isinstance(bound, Tile):
+                bound = _keep_lane_valid(v, bound)
+            self.env[s.target.name] = bound
         elif isinstance(s, EvalStmt):
             self.eval(s.expr)
         elif isinstance(s, ReturnStmt):
@@ -476,6 +479,18 @@ class _Frame:
                        code="PTOC-E0503")
         return _tile(data, v.dtype, valid, pad=_pad_name(eff.get("pad")), memory=t.memory or v.memory,
                      blayout=eff.get("blayout"))
+
+
+def _is_lane_local(e) -> bool:
+    """A shard's type bounds both vector lanes' valid extents; the value computed for this lane is exact."""
+    return isinstance(e, Call) and e.kind == "op" and e.op in ("tile.aiv_shard", "aiv_shard")
+
+
+def _keep_lane_valid(v: Tile, t: Tile) -> Tile:
+    if t.data.shape != v.data.shape or all(a >= b for a, b in zip(v.valid, t.valid)):
+        return t
+    return _tile(t.data, t.dtype, tuple(min(a, b) for a, b in zip(v.valid, t.valid)), pad=t.pad,
+                 memory=t.memory, blayout=t.blayout)
 
 
 def _key(k):
