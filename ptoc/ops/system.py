@@ -116,8 +116,9 @@ register("split", ("mode",), unit="any", family="system", open_kwargs=True)(
 # ---------------------------------------------------------------------------------------------------
 # Split-axis crossings. `split` is the mode code: 0 no split axis (the shape is kept), 1 UP_DOWN (axis
 # 0), 2 LEFT_RIGHT (axis 1). A shard gives each of the two vector lanes a box of ceil(extent / 2) of
-# the split axis, its valid extent bounded by lane 0's (see _lane_bound); a gather doubles it. The result is a fresh tile (no inherited layout) in the consuming lane's
-# memory: Vec for a shard, Mat for a gather.
+# the split axis, its valid extent bounded by lane 0's (see _lane_bound); a gather doubles it. The
+# result is a fresh tile (no inherited layout) in the consuming lane's memory: Vec for a shard, Mat for
+# a gather.
 # ---------------------------------------------------------------------------------------------------
 
 _SPLIT_MODES = {0: "NONE", 1: "UP_DOWN", 2: "LEFT_RIGHT"}
