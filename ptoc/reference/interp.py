@@ -477,8 +477,10 @@ class _Frame:
             if d < 0 or d > s:
                 _fault(f"the valid region {list(valid)} exceeds the tile shape {list(shape)}", t.span,
                        code="PTOC-E0503")
-        return _tile(data, v.dtype, valid, pad=_pad_name(eff.get("pad")), memory=t.memory or v.memory,
-                     blayout=eff.get("blayout"))
+        out = _tile(data, v.dtype, valid, pad=_pad_name(eff.get("pad")), memory=t.memory or v.memory,
+                    blayout=eff.get("blayout"))
+        out.uninit = v.uninit
+        return out
 
 
 def _is_lane_local(e) -> bool:

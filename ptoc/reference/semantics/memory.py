@@ -65,9 +65,19 @@ def _load(ctx: _OpCtx, a: dict):
                  blayout="col_major" if t.layout == "DN" and mem == "Vec" else None)
 
 
+def fault_if_uninitialized(ctx: _OpCtx, t: Tile, what: str) -> None:
+    """PTOC-E0672: `t` comes straight from tile.create, whose buffer holds whatever was there before."""
+    if t.uninit:
+        ctx.fault(f"{what} reads a tile that pl.tile.create allocated and nothing has written: its contents "
+                  "are undefined on the hardware", code="PTOC-E0672",
+                  hint="initialise it first (pl.tile.full(..., value=0.0) for an accumulator), or start the "
+                       "accumulation with pl.tile.matmul and continue with pl.tile.matmul_acc")
+
+
 @_op("tile.store")
 def _store(ctx: _OpCtx, a: dict):
     tile = _need_tile(ctx, a["tile"], "tile")
+    fault_if_uninitialized(ctx, tile, "the store")
     t = _need_tensor(ctx, a["output"], "output")
     offs = ctx.frame.ints(a["offsets"], "an offset")
     data, mask = tile.data, _box_mask(tile.shape, tile.valid)
@@ -114,7 +124,12 @@ def _tile_create(ctx: _OpCtx, a: dict):
     dt = a["dtype"]
     if not isinstance(dt, DType):
         ctx.fault("needs dtype=")
-    return _tile(np.zeros(shape, dtype=_np(dt)), dt, memory=_enum_member(a["target_memory"]) or "Vec")
+    # PyPTO's tile.create allocates a buffer and emits no instruction (its PTO codegen writes nothing):
+    # the contents are whatever the buffer held. The tile is marked so that an op reading it as data
+    # (an accumulator, a stored tile) is reported; as a destination or scratch operand it is fine.
+    t = _tile(np.zeros(shape, dtype=_np(dt)), dt, memory=_enum_member(a["target_memory"]) or "Vec")
+    t.uninit = True
+    return t
 
 
 @_op("tile.full")
