@@ -157,3 +157,33 @@ def test_reference_shard_of_a_short_extent_leaves_lane_1_empty():
     assert (lane0[40:] == -1).all()
     _, lane1 = _run_shard_lane(40, 1)
     assert (lane1 == -1).all()
+
+
+def test_reference_split_push_of_an_odd_box_halves_at_the_ceiling():
+    # an UP_DOWN push of a 127-row box: lane 0 takes rows 0..63 (64), lane 1 rows 64..126 (63); no row is lost
+    import numpy as np
+
+    from ptoc.context import CompileContext
+    from ptoc.frontend.parser import parse_program
+    from ptoc.reference.interp import run_function
+
+    src = """import pypto.language as pl
+
+@pl.program
+class p:
+    @pl.function(type=pl.FunctionType.AIV)
+    def k(self, x: pl.Tensor[[127, 16], pl.FP32], out: pl.InOut[pl.Tensor[[128, 16], pl.FP32]]) -> pl.Tensor[[128, 16], pl.FP32]:
+        t: pl.Tile[[127, 16], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [127, 16])
+        pl.tile.tpush_to_aic(t, split=1)
+        a: pl.Tile[[64, 16], pl.FP32, pl.Mem.Vec] = pl.tile.tpop_from_aic(split=1)
+        b: pl.Tile[[64, 16], pl.FP32, pl.Mem.Vec, pl.TileView(valid_shape=[63, 16])] = pl.tile.tpop_from_aic(split=1)
+        o1: pl.Tensor[[128, 16], pl.FP32] = pl.tile.store(a, [0, 0], out)
+        o2: pl.Tensor[[128, 16], pl.FP32] = pl.tile.store(b, [64, 0], o1)
+        return o2
+"""
+    ctx = CompileContext(arch="a2a3")
+    prog = parse_program(src, "k.ir", ctx=ctx)
+    x = np.arange(127 * 16, dtype=np.float32).reshape(127, 16)
+    got = run_function(prog, "k", {"x": x, "out": np.full((128, 16), -1, np.float32)}, ctx)["out"]
+    np.testing.assert_array_equal(got[:127], x)
+    assert (got[127] == -1).all()
