@@ -146,6 +146,9 @@ CODES: dict[str, str] = {
     "PTOC-E0612": "Inline function returns before its last statement",
     "PTOC-E0613": "more than one pl.spmd block in a pl.cluster scope",
     "PTOC-E0650": "a pl.pipeline loop needs a constant step and stage",
+    "PTOC-E0670": "a kernel returns a tile",
+    "PTOC-E0671": "vector op on BF16 tiles on a target whose vector unit has no BF16",
+    "PTOC-E0672": "kernel reads a tile that tile.create allocated and nothing wrote",
     # internal
     "PTOC-I0001": "internal error",
     "PTOC-I0100": "function not emitted",

@@ -65,7 +65,7 @@ def test_no_hint_points_to_a_file_outside_the_project():
 
 # situations of files, the assembler, the simulator, the numeric reference and chosen pipelines: no IR
 # program triggers them through check/compile, so their entries show a command line instead of an example
-COMMAND_LINE_ONLY = {"PTOC-E0004", "PTOC-E0006", "PTOC-E0007", "PTOC-E0290", "PTOC-E0450", "PTOC-E0451", "PTOC-E0452", "PTOC-E0453", "PTOC-E0454", "PTOC-E0460", "PTOC-E0461", "PTOC-E0462", "PTOC-E0463", "PTOC-I0455", "PTOC-E0500", "PTOC-E0501", "PTOC-E0502", "PTOC-E0503", "PTOC-E0504", "PTOC-E0505", "PTOC-E0506", "PTOC-I0001"}
+COMMAND_LINE_ONLY = {"PTOC-E0004", "PTOC-E0006", "PTOC-E0007", "PTOC-E0290", "PTOC-E0450", "PTOC-E0451", "PTOC-E0452", "PTOC-E0453", "PTOC-E0454", "PTOC-E0460", "PTOC-E0461", "PTOC-E0462", "PTOC-E0463", "PTOC-I0455", "PTOC-E0500", "PTOC-E0501", "PTOC-E0502", "PTOC-E0503", "PTOC-E0504", "PTOC-E0505", "PTOC-E0506", "PTOC-E0672", "PTOC-I0001"}
 
 
 def test_every_code_entry_has_a_runnable_example_except_runtime_situations():

@@ -5,7 +5,7 @@ blayout/slayout are optional overrides of the result layout.
 
 Result view, field by field (OP-7, seed 002 "tile.move 的结果 view"):
 - blayout / slayout: the target space's implicit layout where the space has one (Mat, Acc, Left, Right,
-  LeftScale, RightScale); for flat spaces (Vec, Bias) the source's effective layout. Either kwarg overrides.
+  Bias, LeftScale, RightScale); for Vec the source's effective layout. Either kwarg overrides.
 - fractal: 1024 for Acc, 32 for the MX scale spaces, else 512 -- except that a Vec->Vec or Vec->Mat
   move of a byte-typed MX scale tile keeps the source's 32-byte scale box.
 - valid_shape / pad: carried from the source.
@@ -36,7 +36,11 @@ from ptoc.target.facts import FRACTAL_ROWS, c0 as c0_of
 from ptoc.ops.registry import Args, Emitter, declare, register, short_name
 from ptoc.target.arch import Arch, get_arch
 
-LAYOUT_SPACES = ("Mat", "Acc", "Left", "Right", "LeftScale", "RightScale")  # spaces with their own layout
+# spaces with their own layout. Bias too: pto-isa's TMATMUL_BIAS takes only a row-major single-row Bias
+# tile (CheckBiasValid: TileBias::isRowMajor), so a Mat -> Bias move does not keep the Mat tile's col-major
+# boxes. PyPTO's move keeps the source layout for Bias (its implicit layout is the space-agnostic one), which
+# the simulator rejects.
+LAYOUT_SPACES = ("Mat", "Acc", "Left", "Right", "Bias", "LeftScale", "RightScale")
 MX_SCALE_SPACES = ("LeftScale", "RightScale")
 # pto-isa TileLeftScale: ZZ (row_major / row_major), TileRightScale: NN (col_major / col_major), fractal 32
 MX_SCALE_LAYOUT = {"LeftScale": ("row_major", "row_major"), "RightScale": ("col_major", "col_major")}

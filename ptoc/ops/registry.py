@@ -367,6 +367,19 @@ def _check_packed_fp4_target(args: Args, result: Type | None) -> None:
                           hint="compile with --arch a5, or keep the data in BF16 on A2/A3")
 
 
+def _check_bf16_vector_target(args: Args) -> None:
+    """A2/A3's vector instructions take no BF16 tile (Arch.vector_ops_without_bf16, from pto-isa's headers)."""
+    if not args.hardware or args.op.name not in args.target.vector_ops_without_bf16:
+        return  # a target rule, like the memory-space ones: judged once the pipeline holds the kernel
+    for name, t in args.types.items():
+        dt = getattr(t, "dtype", None)
+        if isinstance(t, TileType) and dt is not None and dt.name == "BF16":
+            raise OpError(f"{args.op.name}: the {args.target.title} vector unit does not compute on BF16 tiles "
+                          f"(argument {name!r})", code="PTOC-E0671", at=args.values.get(name) or args.call,
+                          hint="cast to FP32 first (pl.tile.cast(x, pl.FP32)), compute, and cast the result "
+                               "back to BF16 if needed; or compile with --arch a5")
+
+
 def infer_call_type(call: Call, arg_types: list[Type | None], kwarg_types: dict[str, Type | None],
                     ctx) -> tuple[Type | None, list[Diagnostic]]:
     """The verifier's hook: result type of an op call plus any diagnostics."""
@@ -383,6 +396,7 @@ def infer_call_type(call: Call, arg_types: list[Type | None], kwarg_types: dict[
         args = bind(op, call, arg_types, kwarg_types, ctx)
         result = op.rule(args) if op.rule is not None else None
         _check_packed_fp4_target(args, result)
+        _check_bf16_vector_target(args)
         return result, []
     except OpError as e:
         span = e.at.span if e.at is not None and e.at.span.known else call.span

@@ -115,9 +115,10 @@ register("split", ("mode",), unit="any", family="system", open_kwargs=True)(
 
 # ---------------------------------------------------------------------------------------------------
 # Split-axis crossings. `split` is the mode code: 0 no split axis (the shape is kept), 1 UP_DOWN (axis
-# 0), 2 LEFT_RIGHT (axis 1). A shard gives each of the two vector lanes ceil(extent / 2) of the split
-# axis; a gather doubles it. The result is a fresh tile (no inherited layout) in the consuming lane's
-# memory: Vec for a shard, Mat for a gather.
+# 0), 2 LEFT_RIGHT (axis 1). A shard gives each of the two vector lanes a box of ceil(extent / 2) of
+# the split axis, its valid extent bounded by lane 0's (see _lane_bound); a gather doubles it. The
+# result is a fresh tile (no inherited layout) in the consuming lane's memory: Vec for a shard, Mat for
+# a gather.
 # ---------------------------------------------------------------------------------------------------
 
 _SPLIT_MODES = {0: "NONE", 1: "UP_DOWN", 2: "LEFT_RIGHT"}
@@ -144,6 +145,21 @@ def _resize(e: Expr, halve: bool, ceil: bool) -> Expr:
     if not halve:
         return BinOp("*", e, c(2))
     return BinOp("//", BinOp("+", e, c(1)) if ceil else e, c(2))
+
+
+def _lane_bound(args: Args, valid: Expr, box: Expr) -> Expr:
+    """The shard's valid extent on the split axis, one type for both lanes. Lane L starts at L * S
+    (S = lane_stride=, else the box half H) and holds min(max(V, L * S) - L * S, S) cells, so lane 0
+    holds the most: min(V, S, H). That bound is the type; the reference gives each lane its own
+    extent (lane 1 of V = 127, H = 64 holds 63). PyPTO's deducer writes ceil(V / 2) here and
+    re-derives the lanes' extents later; for V < 2H that under-states lane 0 (V = 40: 20, not 40),
+    which ptoc, without that later pass, cannot afford. A runtime V keeps the ceil-div."""
+    v, h = cint(valid), cint(box)
+    if v is None or h is None:
+        return _resize(valid, True, True)
+    stride = cint(args.get("lane_stride")) if args.get("lane_stride") is not None else None
+    bound = min(v, h, stride) if stride is not None else min(v, h)
+    return ConstInt(bound, valid.dtype if isinstance(valid, ConstInt) else c(0).dtype)
 
 
 def _full(valid: Expr, extent: Expr) -> bool:
@@ -183,8 +199,10 @@ def _split_reshape(args: Args, halve: bool) -> Type | None:
     if halve:
         _check_columns(args, shape, valid, axis)
     if axis is not None:
-        shape = shape[:axis] + (_resize(shape[axis], halve, False),) + shape[axis + 1:]
-        valid = valid[:axis] + (_resize(valid[axis], halve, True),) + valid[axis + 1:]
+        box = _resize(shape[axis], halve, False)
+        shape = shape[:axis] + (box,) + shape[axis + 1:]
+        valid = valid[:axis] + (_lane_bound(args, valid[axis], box) if halve else _resize(valid[axis], False, True),
+                                ) + valid[axis + 1:]
     if tensor_form:
         return t if split == 0 else new_tensor(shape, t.dtype, valid)
     return new_tile(shape, t.dtype, "Vec" if halve else "Mat", valid)

@@ -27,7 +27,8 @@ Rules
 -----
 0. Kernels (InCore, AIC, AIV) and plain functions (no type) that hold tiles, as PyPTO plans every
    function; an orchestration function holds no tiles and is left alone. A function that already holds
-   a `pl.tile.alloc` is planned and left alone (the pass is idempotent). A tile-typed kernel parameter has no on-chip buffer (PTOC-E0384).
+   a `pl.tile.alloc` is planned and left alone (the pass is idempotent). A tile-typed kernel parameter has no on-chip buffer (PTOC-E0384), nor
+   a tile a kernel returns (PTOC-E0670).
    A tile computed inside another expression (`pl.tile.exp(pl.tile.sub(a, b))`), or yielded / returned
    straight from a call, first gets a statement of its own (`e_sub: T = pl.tile.sub(a, b)`).
 1. Writers get a fresh buffer: tile.load, tile.create, tile.full, tile.move, every compute op result,
@@ -380,6 +381,13 @@ class _Planner:
                 self.diags.append(Diagnostic(
                     "PTOC-E0384", f"kernel parameter {p.name!r} is a tile; a kernel has no on-chip buffer for it",
                     p.span, hint="pass a pl.Tensor and load the tile in the kernel with pl.tile.load"))
+        for i, t in enumerate(self.f.returns):
+            if _tiles_in(t):
+                self.diags.append(Diagnostic(
+                    "PTOC-E0670", f"kernel {self.f.name!r} returns a tile (return value {i}); a kernel hands its "
+                    "results back through global memory, as tensors", getattr(t, "span", None) or self.f.span,
+                    hint="add a pl.Out tensor parameter, pl.tile.store the tile into it and return the tensor "
+                         "(or make the function pl.FunctionType.Inline)"))
         self.collect(self.f.body, 0)
         self.raise_if_errors()
         self.carry(self.f.body, 0)

@@ -308,7 +308,7 @@ class _Frame:
         frame = _Frame(self.m, callee)
         kwargs = {k: self.eval(v) for k, v in c.kwargs if k not in ("attrs", "device")}
         for p, v in zip(callee.params, args):
-            frame.env[p.name] = v
+            frame.env[p.name] = _blocked_nz_argument(frame, p, v, c.span)
         for k, v in kwargs.items():
             frame.env[k] = v
         values = frame.run_body()
@@ -368,7 +368,10 @@ class _Frame:
     def stmt(self, s: Stmt) -> None:
         if isinstance(s, AssignStmt):
             v = self.eval(s.value)
-            self.env[s.target.name] = self.conform(v, self.types.get(s.target.name))
+            bound = self.conform(v, self.types.get(s.target.name))
+            if _is_lane_local(s.value) and isinstance(v, Tile) and isinstance(bound, Tile):
+                bound = _keep_lane_valid(v, bound)
+            self.env[s.target.name] = bound
         elif isinstance(s, EvalStmt):
             self.eval(s.expr)
         elif isinstance(s, ReturnStmt):
@@ -474,8 +477,22 @@ class _Frame:
             if d < 0 or d > s:
                 _fault(f"the valid region {list(valid)} exceeds the tile shape {list(shape)}", t.span,
                        code="PTOC-E0503")
-        return _tile(data, v.dtype, valid, pad=_pad_name(eff.get("pad")), memory=t.memory or v.memory,
-                     blayout=eff.get("blayout"))
+        out = _tile(data, v.dtype, valid, pad=_pad_name(eff.get("pad")), memory=t.memory or v.memory,
+                    blayout=eff.get("blayout"))
+        out.uninit = v.uninit
+        return out
+
+
+def _is_lane_local(e) -> bool:
+    """A shard's type bounds both vector lanes' valid extents; the value computed for this lane is exact."""
+    return isinstance(e, Call) and e.kind == "op" and e.op in ("tile.aiv_shard", "aiv_shard")
+
+
+def _keep_lane_valid(v: Tile, t: Tile) -> Tile:
+    if t.data.shape != v.data.shape or all(a >= b for a, b in zip(v.valid, t.valid)):
+        return t
+    return _tile(t.data, t.dtype, tuple(min(a, b) for a, b in zip(v.valid, t.valid)), pad=t.pad,
+                 memory=t.memory, blayout=t.blayout)
 
 
 def _key(k):
@@ -589,6 +606,24 @@ def _param_layout(frame: _Frame, name: str, t: TensorType, span) -> GTensor:
                        nz=(_row_major(shape[:-2]), rows, cols, c0_of(dt)))
     return GTensor(None, dt, shape, stride or _packed_strides(shape, layout), 0, layout, valid, pad,
                    blocked=blocked)
+
+
+def _blocked_nz_argument(frame: _Frame, p, v, span):
+    """A logical NZ tensor passed to a kernel whose parameter BlockNzTensorViews made rank-5 blocked
+    (`[B, C/c0, R/16, 16, c0]`): the same bytes seen through the blocked shape (NZ-2: blocking moves no
+    data; the caller, an orchestration function, keeps the logical shape)."""
+    t = p.type
+    if not (isinstance(v, GTensor) and v.nz is not None and isinstance(t, TensorType) and t.layout == "NZ"
+            and len(t.shape) == 5 and frame.blocked):
+        return v
+    shape = frame.dims(t.shape)
+    lead, rows, cols, c0 = v.nz
+    b = int(np.prod(v.shape[:-2], dtype=np.int64)) if v.rank > 2 else 1
+    if (b, cols // c0, rows // FRACTAL_ROWS, FRACTAL_ROWS, c0) != tuple(shape) or tuple(v.shape[-2:]) != (rows, cols):
+        _fault(f"argument {p.name!r}: an NZ tensor of shape {list(v.shape)} does not block to the parameter's "
+               f"{list(shape)}", span, code="PTOC-E0503", hint="pass the whole NZ tensor, not a window of it")
+    return GTensor(v.buf, v.dtype, tuple(shape), _packed_strides(shape, "NZ"), v.base, "NZ", None, v.pad,
+                   blocked=True)
 
 
 def _param_logical_shape(g: GTensor, name: str, inp, span) -> tuple[int, ...]:

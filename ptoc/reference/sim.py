@@ -46,7 +46,7 @@ ENV_CXX = "PTOC_CXX"
 ENV_CACHE = "PTOC_CACHE_DIR"
 
 # Bumped whenever the harness protocol or the generated source changes shape.
-HARNESS_VERSION = "1"
+HARNESS_VERSION = "2"
 GUARD_BYTES = 4096
 COMPILE_TIMEOUT = 600.0
 RUN_TIMEOUT = 600.0
@@ -170,8 +170,17 @@ def _is_float(ctype: str) -> bool:
     return ctype in _FLOAT_CTYPES
 
 
-def generate_harness(cpp: str, func: str, params: list[KernelParam]) -> str:
-    """A complete C++ program: the kernel's C++ followed by a `main` that runs it (see the module doc)."""
+# pto-isa's CPU simulator sizes its on-chip buffers (UB, L1, L0A/B/C) per architecture at run time: the
+# memory model is A2/A3 unless `pto::NPU_MEMORY_INIT(pto::NPUArch::A5)` runs first (cpu/TAssign.hpp,
+# cpu/NPUMemoryModel.hpp). The harness makes that call for the target it runs.
+SIM_NPU_ARCH = {"a2a3": "A2A3", "a5": "A5"}
+
+
+def generate_harness(cpp: str, func: str, params: list[KernelParam], arch: str = "a2a3") -> str:
+    """A complete C++ program: the kernel's C++ followed by a `main` that runs it (see the module doc), on
+    the simulator's memory model of `arch`."""
+    if arch not in SIM_NPU_ARCH:
+        raise SimError(f"the simulator has no memory model for target {arch!r} (a2a3 or a5)", "PTOC-E0463")
     out = [
         f"// ptoc simulator harness (protocol {HARNESS_VERSION}) for {func}: harness DIR SCALAR...",
         "#include <cstdint>", "#include <cstddef>", "#include <cstdio>", "#include <cstdlib>",
@@ -257,6 +266,7 @@ def generate_harness(cpp: str, func: str, params: list[KernelParam]) -> str:
     out.append("    return 2;")
     out.append("  }")
     out.append("  const char* dir = argv[1];")
+    out.append(f"  pto::NPU_MEMORY_INIT(pto::NPUArch::{SIM_NPU_ARCH[arch]});")
     args, ptr_index, scalar_index = [], 0, 0
     pointers = []
     for p in params:
@@ -454,7 +464,7 @@ class Simulator:
                            "PTOC-E0463")
         dts = [_pto_dtype(t) for t in elem]
         kind = kernel_kind(pto_text, func)
-        exe = self.harness(generate_harness(cpp, func, params), kind)
+        exe = self.harness(generate_harness(cpp, func, params, self.arch), kind)
         with tempfile.TemporaryDirectory(prefix="ptoc-sim-") as work:
             for i, dt in enumerate(dts):
                 arr, layout = tensors[i]

@@ -358,6 +358,7 @@ class Tile:
     pad: str | None = None
     memory: str | None = None
     blayout: str | None = None
+    uninit: bool = False  # allocated by tile.create and not written since: its contents are undefined
 
     @property
     def shape(self) -> tuple[int, ...]:

@@ -128,6 +128,8 @@ class Arch:
     alignment_bytes: int = ALIGNMENT_BYTES
     fractal_rows: int = FRACTAL_ROWS
     acc_row_pad: int = ACC_ROW_PAD
+    # vector tile ops whose instruction takes no BF16 tile on this target (pto-isa's dtype static_asserts)
+    vector_ops_without_bf16: frozenset[str] = frozenset()
 
     def capacity(self, space: str) -> int | None:
         return self.capacities.of(space)
@@ -151,6 +153,20 @@ class Arch:
 
 _MATMUL_DTYPES = (("INT8", "INT32"), ("FP16", "FP32"), ("BF16", "FP32"), ("FP32", "FP32"))
 
+# A2/A3's vector unit computes on half / float / int16 / int32 but not on bfloat16: the dtype static_asserts
+# of pto-isa's include/pto/npu/a2a3 headers (TAdd, TSub, TMul, TDiv, TMax, TMin and their scalar forms, the
+# float-only TUnaryOp ops and TRELU, TCmp/TCmps, TLRelu, TPrelu, TRowReduceOps, TColReduceOps/TColSum,
+# TRowProd, TRowExpand*/TColExpand* and their expdif forms, TSort32, TMrgSort, TGather, TTri) leave BF16
+# out, and PTOAS rejects such a module ("expects A2/A3 tadd element type to be i32/i16/f16/f32"). A BF16
+# tile is loaded, stored, cast, moved, concatenated, scattered and fed to the cube as it is.
+_A2A3_VECTOR_OPS_WITHOUT_BF16 = frozenset(
+    [f"tile.{n}" for n in ("add", "sub", "mul", "div", "maximum", "minimum", "adds", "subs", "muls", "divs",
+                           "maximums", "minimums", "exp", "log", "sqrt", "rsqrt", "recip", "abs", "neg", "relu",
+                           "cmp", "cmps", "lrelu", "prelu", "row_sum", "row_max", "row_min", "row_prod",
+                           "col_sum", "col_max", "col_min", "row_expand_expdif", "col_expand_expdif",
+                           "sort32", "mrgsort_format1", "mrgsort_format2", "gather", "tri")]
+    + [f"tile.{d}_expand_{n}" for d in ("row", "col") for n in ("add", "sub", "mul", "div", "max", "min")])
+
 A2A3 = Arch(
     name="a2a3",
     title="Ascend910B family (A2/A3)",
@@ -161,6 +177,7 @@ A2A3 = Arch(
     supports_mx=False,
     supports_wide_mgather=False,
     matmul_dtypes=_MATMUL_DTYPES,
+    vector_ops_without_bf16=_A2A3_VECTOR_OPS_WITHOUT_BF16,
     tmov=TmovRules(
         paths=frozenset({("Mat", "Left"), ("Mat", "Right"), ("Mat", "Bias"), ("Mat", "Scaling"),
                          ("Vec", "Vec"), ("Acc", "Mat")}),

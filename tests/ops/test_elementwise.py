@@ -245,3 +245,23 @@ def test_matmul_mx_acc_accumulator_must_match_the_product():
 def test_matmul_mx_acc_rejected_on_a2a3():
     d = diagnostics(MX_ACC, "r = pl.tile.matmul_mx_acc(c, a, asc, b, bsc)", arch="a2a3")
     assert any(x.code == "PTOC-E0203" for x in d)
+
+
+# pto-isa's a2a3 TAdd / TExp / TRowReduceOps static_asserts (and PTOAS: "expects A2/A3 tadd element type to
+# be i32/i16/f16/f32") leave BF16 out; a5's TAdd lists bfloat16_t.
+BF16_TILE = "t: pl.Tile[[16, 64], pl.BF16, pl.Mem.Vec]"
+
+
+@pytest.mark.parametrize("stmt", ["s = pl.tile.add(t, t)", "s = pl.tile.muls(t, 2.0)", "s = pl.tile.exp(t)",
+                                  "s = pl.tile.row_sum(t, tmp)"])
+def test_bf16_vector_compute_rejected_on_a2a3(stmt):
+    params = BF16_TILE + ", tmp: pl.Tile[[16, 64], pl.BF16, pl.Mem.Vec]"
+    d = diagnostics(params, stmt, arch="a2a3")
+    assert [x.code for x in d] == ["PTOC-E0671"]
+    assert "BF16" in d[0].message and "pl.FP32" in d[0].hint
+    assert codes(params, stmt, arch="a5") == []
+
+
+def test_bf16_tiles_still_cast_on_a2a3_and_fp16_still_adds():
+    assert codes(BF16_TILE, "f = pl.tile.cast(t, target_type=pl.FP32)", arch="a2a3") == []
+    assert codes("t: pl.Tile[[16, 64], pl.FP16, pl.Mem.Vec]", "s = pl.tile.add(t, t)", arch="a2a3") == []

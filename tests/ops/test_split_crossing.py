@@ -1,5 +1,5 @@
 """The split-axis crossings tile.aiv_shard / tile.aic_gather and their tensor forms: a shard gives each
-vector lane ceil(extent / 2) of the split axis (split=1: rows, split=2: columns) in Vec; a gather doubles
+vector lane a box of ceil(extent / 2) of the split axis (split=1: rows, split=2: columns) in Vec; a gather doubles
 it back in Mat; split=0 keeps the shape. The expected types below are worked out by hand from that rule."""
 
 import subprocess
@@ -25,10 +25,17 @@ def test_shard_of_an_odd_extent_takes_the_ceiling_half():
     assert t["a"] == "pl.Tile[[64, 64], pl.FP32, pl.Mem.Vec]"
 
 
-def test_shard_of_partial_rows_halves_the_valid_rows_rounding_up():
+def test_shard_of_partial_rows_bounds_the_valid_rows_by_lane_0():
+    # box half H = 64; lane 0 holds min(V, 64) rows, lane 1 min(max(V, 64) - 64, 64): the type is the larger
     t = types("qk: pl.Tile[[128, 64], pl.FP32, pl.Mem.Mat, pl.TileView(valid_shape=[99, 64])]",
               "a = pl.tile.aiv_shard(qk, split=1)")
-    assert t["a"] == "pl.Tile[[64, 64], pl.FP32, pl.Mem.Vec, pl.TileView(valid_shape=[50, 64])]"
+    assert t["a"] == "pl.Tile[[64, 64], pl.FP32, pl.Mem.Vec]"  # lane 0: 64 rows, lane 1: 35
+    t = types("qk: pl.Tile[[128, 64], pl.FP32, pl.Mem.Mat, pl.TileView(valid_shape=[40, 64])]",
+              "a = pl.tile.aiv_shard(qk, split=1)")
+    assert t["a"] == "pl.Tile[[64, 64], pl.FP32, pl.Mem.Vec, pl.TileView(valid_shape=[40, 64])]"  # lane 1: 0
+    t = types("qk: pl.Tile[[128, 64], pl.FP32, pl.Mem.Mat, pl.TileView(valid_shape=[40, 64])]",
+              "a = pl.tile.aiv_shard(qk, split=1, lane_stride=32)")
+    assert t["a"] == "pl.Tile[[64, 64], pl.FP32, pl.Mem.Vec, pl.TileView(valid_shape=[32, 64])]"  # lane 1: 8
 
 
 def test_gather_doubles_the_split_axis_into_mat():
@@ -97,3 +104,86 @@ def test_codegen_names_the_crossing_as_unsupported(tmp_path):
     r = subprocess.run([PTOC, "check", str(src)], capture_output=True, text=True)
     assert r.returncode == 1, r.stderr
     assert "PTOC-E0400" in r.stderr and "tile.aiv_shard" in r.stderr and "tpush" in r.stderr
+
+
+# Each vector lane's part of a shard, executed by the reference. PyPTO's per-lane rule
+# (src/ir/transforms/utils/split_axis_utils.cpp): the box is H = ceil(extent / 2); lane L starts at
+# L * H and holds min(max(V, L * H) - L * H, H) valid cells of the split axis. For V = 127 rows of a
+# 128-row box that is 64 rows on lane 0 and 63 on lane 1 (not ceil(127 / 2) = 64 on both).
+SHARD_KERNEL = """import pypto.language as pl
+
+@pl.program
+class p:
+    @pl.function(type=pl.FunctionType.AIV)
+    def k(self, x: pl.Tensor[[128, 16], pl.FP32], out: pl.InOut[pl.Tensor[[64, 16], pl.FP32]]) -> pl.Tensor[[64, 16], pl.FP32]:
+        t: pl.Tile[[128, 16], pl.FP32, pl.Mem.Vec, pl.TileView(valid_shape=[@V@, 16])] = pl.tile.load(x, [0, 0], [128, 16], valid_shapes=[@V@, 16])
+        a: pl.Tile[[64, 16], pl.FP32, pl.Mem.Vec, pl.TileView(valid_shape=[@VH@, 16])] = pl.tile.aiv_shard(t, split=1)
+        o: pl.Tensor[[64, 16], pl.FP32] = pl.tile.store(a, [0, 0], out)
+        return o
+"""
+
+
+def _run_shard_lane(valid_rows: int, lane: int):
+    import numpy as np
+
+    from ptoc.context import CompileContext
+    from ptoc.frontend.parser import parse_program
+    from ptoc.reference.interp import run_function
+
+    ctx = CompileContext(arch="a2a3")
+    src = SHARD_KERNEL.replace("@VH@", str(min(valid_rows, 64))).replace("@V@", str(valid_rows))
+    prog = parse_program(src, "k.ir", ctx=ctx)
+    x = np.arange(128 * 16, dtype=np.float32).reshape(128, 16)
+    out0 = np.full((64, 16), -1, np.float32)  # rows the lane does not hold stay -1
+    out = run_function(prog, "k", {"x": x, "out": out0}, ctx, subblock_idx=lane)["out"]
+    return x, out
+
+
+def test_reference_shard_of_127_rows_gives_lane_1_only_63_rows():
+    import numpy as np
+
+    x, lane0 = _run_shard_lane(127, 0)
+    np.testing.assert_array_equal(lane0, x[0:64])
+    x, lane1 = _run_shard_lane(127, 1)
+    np.testing.assert_array_equal(lane1[:63], x[64:127])
+    assert (lane1[63] == -1).all()  # lane 1 holds no 64th row: its store leaves that row alone
+
+
+def test_reference_shard_of_a_short_extent_leaves_lane_1_empty():
+    import numpy as np
+
+    x, lane0 = _run_shard_lane(40, 0)
+    np.testing.assert_array_equal(lane0[:40], x[:40])
+    assert (lane0[40:] == -1).all()
+    _, lane1 = _run_shard_lane(40, 1)
+    assert (lane1 == -1).all()
+
+
+def test_reference_split_push_of_an_odd_box_halves_at_the_ceiling():
+    # an UP_DOWN push of a 127-row box: lane 0 takes rows 0..63 (64), lane 1 rows 64..126 (63); no row is lost
+    import numpy as np
+
+    from ptoc.context import CompileContext
+    from ptoc.frontend.parser import parse_program
+    from ptoc.reference.interp import run_function
+
+    src = """import pypto.language as pl
+
+@pl.program
+class p:
+    @pl.function(type=pl.FunctionType.AIV)
+    def k(self, x: pl.Tensor[[127, 16], pl.FP32], out: pl.InOut[pl.Tensor[[128, 16], pl.FP32]]) -> pl.Tensor[[128, 16], pl.FP32]:
+        t: pl.Tile[[127, 16], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [127, 16])
+        pl.tile.tpush_to_aic(t, split=1)
+        a: pl.Tile[[64, 16], pl.FP32, pl.Mem.Vec] = pl.tile.tpop_from_aic(split=1)
+        b: pl.Tile[[64, 16], pl.FP32, pl.Mem.Vec, pl.TileView(valid_shape=[63, 16])] = pl.tile.tpop_from_aic(split=1)
+        o1: pl.Tensor[[128, 16], pl.FP32] = pl.tile.store(a, [0, 0], out)
+        o2: pl.Tensor[[128, 16], pl.FP32] = pl.tile.store(b, [64, 0], o1)
+        return o2
+"""
+    ctx = CompileContext(arch="a2a3")
+    prog = parse_program(src, "k.ir", ctx=ctx)
+    x = np.arange(127 * 16, dtype=np.float32).reshape(127, 16)
+    got = run_function(prog, "k", {"x": x, "out": np.full((128, 16), -1, np.float32)}, ctx)["out"]
+    np.testing.assert_array_equal(got[:127], x)
+    assert (got[127] == -1).all()

@@ -637,3 +637,22 @@ class p:
         return r
 """
     assert_same(run(parse(before)), expected)
+
+
+def test_a_kernel_returning_a_tile_is_a_user_error_not_a_crash(tmp_path):
+    # a kernel returns through GM (tensors); a returned tile used to stop InitMemRef with an internal error
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    src = tmp_path / "k.ir"
+    src.write_text("import pypto.language as pl\n\n@pl.program\nclass p:\n"
+                   "    @pl.function(type=pl.FunctionType.InCore)\n"
+                   "    def k(self, x: pl.Tensor[[16, 16], pl.FP32]) -> pl.Tile[[16, 16], pl.FP32, pl.Mem.Vec]:\n"
+                   "        t: pl.Tile[[16, 16], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [16, 16])\n"
+                   "        return t\n")
+    ptoc = str(Path(sys.executable).with_name("ptoc"))
+    r = subprocess.run([ptoc, "compile", str(src), "-o", str(tmp_path / "k.pto")], capture_output=True, text=True)
+    assert r.returncode == 1, r.stderr
+    assert "PTOC-E0670" in r.stderr and "k.ir:6:" in r.stderr and "pl.Out" in r.stderr
+    assert "internal error" not in r.stderr

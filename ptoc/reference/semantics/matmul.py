@@ -22,6 +22,7 @@ from ptoc.reference.values import (
     decode_fp4,
 )
 from ptoc.reference.semantics.common import _OpCtx, _need_tensor, _need_tile, _op
+from ptoc.reference.semantics.memory import fault_if_uninitialized
 
 
 # --------------------------------------------------------------------------------------------------
@@ -78,6 +79,7 @@ def _tile_matmul(ctx: _OpCtx, a: dict):
 @_op("tile.matmul_acc")
 def _tile_matmul_acc(ctx: _OpCtx, a: dict):
     acc_t = _need_tile(ctx, a["acc"], "acc")
+    fault_if_uninitialized(ctx, acc_t, "the accumulation")
     lhs, rhs = _need_tile(ctx, a["lhs"], "lhs"), _need_tile(ctx, a["rhs"], "rhs")
     _mm_check(ctx, lhs, rhs)
     if acc_t.shape != (lhs.shape[0], rhs.shape[1]):

@@ -65,9 +65,19 @@ def _load(ctx: _OpCtx, a: dict):
                  blayout="col_major" if t.layout == "DN" and mem == "Vec" else None)
 
 
+def fault_if_uninitialized(ctx: _OpCtx, t: Tile, what: str) -> None:
+    """PTOC-E0672: `t` comes straight from tile.create, whose buffer holds whatever was there before."""
+    if t.uninit:
+        ctx.fault(f"{what} reads a tile that pl.tile.create allocated and nothing has written: its contents "
+                  "are undefined on the hardware", code="PTOC-E0672",
+                  hint="initialise it first (pl.tile.full(..., value=0.0) for an accumulator), or start the "
+                       "accumulation with pl.tile.matmul and continue with pl.tile.matmul_acc")
+
+
 @_op("tile.store")
 def _store(ctx: _OpCtx, a: dict):
     tile = _need_tile(ctx, a["tile"], "tile")
+    fault_if_uninitialized(ctx, tile, "the store")
     t = _need_tensor(ctx, a["output"], "output")
     offs = ctx.frame.ints(a["offsets"], "an offset")
     data, mask = tile.data, _box_mask(tile.shape, tile.valid)
@@ -114,7 +124,12 @@ def _tile_create(ctx: _OpCtx, a: dict):
     dt = a["dtype"]
     if not isinstance(dt, DType):
         ctx.fault("needs dtype=")
-    return _tile(np.zeros(shape, dtype=_np(dt)), dt, memory=_enum_member(a["target_memory"]) or "Vec")
+    # PyPTO's tile.create allocates a buffer and emits no instruction (its PTO codegen writes nothing):
+    # the contents are whatever the buffer held. The tile is marked so that an op reading it as data
+    # (an accumulator, a stored tile) is reported; as a destination or scratch operand it is fine.
+    t = _tile(np.zeros(shape, dtype=_np(dt)), dt, memory=_enum_member(a["target_memory"]) or "Vec")
+    t.uninit = True
+    return t
 
 
 @_op("tile.full")
@@ -294,16 +309,56 @@ def _tpush(ctx: _OpCtx, a: dict):
         return None
     if split in (1, 2) and t.rank == 2:
         ax = 0 if split == 1 else 1
-        h = t.shape[ax] // 2
+        h = (t.shape[ax] + 1) // 2  # the ceiling half: an odd extent leaves lane 1 one cell short
         for i in range(2):
             sl = [slice(None), slice(None)]
             sl[ax] = slice(i * h, (i + 1) * h)
+            part = t.data[tuple(sl)]
+            if part.shape[ax] < h:
+                pad_width = [(0, 0), (0, 0)]
+                pad_width[ax] = (0, h - part.shape[ax])
+                part = np.pad(part, pad_width)
             valid = list(t.valid)
-            valid[ax] = max(0, min(h, t.valid[ax] - i * h))
-            ctx.frame.m.fifo.append(_tile(t.data[tuple(sl)], t.dtype, valid, pad=t.pad, memory=t.memory))
+            valid[ax] = _lane_extent(t.valid[ax], h, i)
+            ctx.frame.m.fifo.append(_tile(part, t.dtype, valid, pad=t.pad, memory=t.memory))
     else:
         ctx.frame.m.fifo.append(t)
     return None
+
+
+def _lane_extent(valid: int, step: int, lane: int) -> int:
+    """Valid extent of the split axis on vector lane `lane` when lane L starts at L * step:
+    min(max(V, L * step) - L * step, step), PyPTO's per-lane clamp (LowerAutoVectorSplit)."""
+    start = lane * step
+    return min(max(valid, start) - start, step)
+
+
+@_op("tile.aiv_shard")
+def _aiv_shard(ctx: _OpCtx, a: dict):
+    """This vector lane's half of a cube tile: the box is ceil(extent / 2) along the split axis, lane L
+    reads from L * step (step = lane_stride=, else the box half) and holds the clamped valid extent."""
+    t = _need_tile(ctx, a["tile"], "tile")
+    split = _split_mode(a.get("split", ctx.extra.get("split")))
+    if split == 0 or t.rank != 2:
+        return Tile(t.data.copy(), t.dtype, t.valid, t.pad, "Vec", t.blayout)
+    ax = 0 if split == 1 else 1
+    half = (t.shape[ax] + 1) // 2
+    stride = a.get("lane_stride", ctx.extra.get("lane_stride"))
+    step = half if stride is None else _as_int(stride, "a lane stride")
+    lane = ctx.frame.m.subblock_idx
+    start = lane * step
+    shape = list(t.shape)
+    shape[ax] = half
+    data = np.zeros(shape, dtype=t.data.dtype)
+    take = max(0, min(half, t.shape[ax] - start))
+    src = [slice(None), slice(None)]
+    src[ax] = slice(start, start + take)
+    dst = [slice(None), slice(None)]
+    dst[ax] = slice(0, take)
+    data[tuple(dst)] = t.data[tuple(src)]
+    valid = list(t.valid)
+    valid[ax] = min(_lane_extent(t.valid[ax], step, lane), half)
+    return _tile(data, t.dtype, valid, pad=t.pad, memory="Vec")
 
 
 @_op("tile.tpop_from_aic", "tile.tpop_from_aiv")
