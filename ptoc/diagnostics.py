@@ -146,6 +146,9 @@ CODES: dict[str, str] = {
     "PTOC-E0612": "Inline function returns before its last statement",
     "PTOC-E0613": "more than one pl.spmd block in a pl.cluster scope",
     "PTOC-E0650": "a pl.pipeline loop needs a constant step and stage",
+    # the pl.spmd loop form (PTOC-E0690..E0699)
+    "PTOC-E0690": "malformed pl.spmd loop",
+    "PTOC-E0691": "pl.spmd loop inside a kernel function",
     # internal
     "PTOC-I0001": "internal error",
     "PTOC-I0100": "function not emitted",

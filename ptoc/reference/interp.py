@@ -308,7 +308,7 @@ class _Frame:
         frame = _Frame(self.m, callee)
         kwargs = {k: self.eval(v) for k, v in c.kwargs if k not in ("attrs", "device")}
         for p, v in zip(callee.params, args):
-            frame.env[p.name] = v
+            frame.env[p.name] = _as_blocked(v, p.type) if frame.blocked else v
         for k, v in kwargs.items():
             frame.env[k] = v
         values = frame.run_body()
@@ -662,6 +662,21 @@ def _bind_params(frame: _Frame, fn: Function, inputs: dict) -> dict[str, tuple[G
         else:
             frame.env[p.name] = v
     return params
+
+
+def _as_blocked(v, t):
+    """A logical NZ tensor (from an orchestration or spmd function) passed to a kernel whose parameter
+    BlockNzTensorViews made rank-5 `[B, C/c0, R/16, 16, c0]`: the same bytes, seen as that blocked array
+    (NZ-2; its row-major strides address exactly what the NZ formula addresses)."""
+    if not (isinstance(v, GTensor) and v.nz is not None and isinstance(t, TensorType) and t.layout == "NZ"
+            and len(t.shape) == 5):
+        return v
+    lead, rows, cols, c0 = v.nz
+    if tuple(lead) != _row_major(v.shape[:-2]) or rows % FRACTAL_ROWS or cols % c0:
+        return v
+    b = int(np.prod(v.shape[:-2], dtype=np.int64)) if v.rank > 2 else 1
+    shape = (b, cols // c0, rows // FRACTAL_ROWS, FRACTAL_ROWS, c0)
+    return GTensor(v.buf, v.dtype, shape, _row_major(shape), v.base, "NZ", None, v.pad, blocked=True)
 
 
 def _launch_count(c: Call) -> Expr | None:
