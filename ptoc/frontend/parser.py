@@ -1261,7 +1261,7 @@ class Builder:
             self.fail("PTOC-E0690", "a pl.spmd loop takes one block count", it, hint="write `pl.spmd(8)`")
         if getattr(self, "_func_type", "Opaque") not in ("Opaque", "Orchestration"):
             self.fail("PTOC-E0691", f"a pl.spmd loop launches a kernel on several blocks; it cannot run inside "
-                      f"a {self._func_type} function", n,
+                      f"an {self._func_type} function", n,
                       hint="write the loop in an Opaque or Orchestration function (`@pl.function`); its body "
                            "becomes the kernel, or read the block index with pl.tile.get_block_idx()")
         sp = n.span
