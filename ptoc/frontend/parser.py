@@ -1275,8 +1275,8 @@ class Builder:
             spmd_kw.append(("name_hint", StrLit(f"{base}_spmd", span=name.span)))
             at_kw.append(("name_hint", StrLit(base, span=name.span)))
         self.scalar_names.add(tname)
-        bind = AssignStmt(Var(tname, span=tspan), Call("tile.get_block_idx", span=sp),
-                          ScalarType(dtypes.INDEX), span=sp)
+        bind = AssignStmt(Var(tname, span=tspan), Call("tile.get_block_idx", span=it.span),
+                          ScalarType(dtypes.INDEX), span=tspan)
         self._device_depth += 1
         try:
             inner = self.block(body)
