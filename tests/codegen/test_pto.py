@@ -363,7 +363,7 @@ def test_nz_weight_int8_example():
             "%c32_index], strides = [%c131072_index, %c8192_index, %c512_index, %c32_index, %c1_index] "
             "{layout = #pto.layout<nz>} : !pto.tensor_view<?x?x?x?x?xi8>") in body
     assert "%0 = arith.floordivsi %n0, %c32_index : index" in body
-    assert ("%w_mat_pview = pto.partition_view %w_view, offsets = [%c0_index, %1, %c0_index, %c0_index, "
+    assert ("%w_mat_pview = pto.partition_view %w_view, offsets = [%c0_index, %0, %c0_index, %c0_index, "
             "%c0_index], sizes = [%c1_index, %c8_index, %c16_index, %c16_index, %c32_index] : "
             "!pto.tensor_view<?x?x?x?x?xi8> -> !pto.partition_tensor_view<1x8x16x16x32xi8>") in body
 
