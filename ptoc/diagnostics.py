@@ -149,6 +149,9 @@ CODES: dict[str, str] = {
     "PTOC-E0670": "a kernel returns a tile",
     "PTOC-E0671": "vector op on BF16 tiles on a target whose vector unit has no BF16",
     "PTOC-E0672": "kernel reads a tile that tile.create allocated and nothing wrote",
+    # the pl.spmd loop form (PTOC-E0690..E0699)
+    "PTOC-E0690": "malformed pl.spmd loop",
+    "PTOC-E0691": "pl.spmd loop inside a kernel function",
     # internal
     "PTOC-I0001": "internal error",
     "PTOC-I0100": "function not emitted",

@@ -599,7 +599,9 @@ def test_scopes():
         ScopeStmt("cluster", (), (PassStmt(),)),
         ScopeStmt("scope", (), (ScopeStmt("at", (), (PassStmt(),), at_kwargs),)),
         ForStmt("split_aiv", Var("aiv"), (I(2),), (PassStmt(),), kwargs=(("mode", EnumLit("SplitMode", "UP_DOWN")),)),
-        ForStmt("spmd", Var("blk"), (I(8),), (PassStmt(),)),
+        # what `for blk in pl.spmd(8):` parses to: an spmd scope around a kernel scope binding the block index
+        ScopeStmt("spmd", (I(8),), (ScopeStmt("at", (), (AssignStmt(Var("blk"), Call("tile.get_block_idx"), IDX),
+                                                         PassStmt()), (("level", EnumLit("Level", "CORE_GROUP")),)),)),
         ReturnStmt((Var("o"),)),
     )
     text = _roundtrip(_prog(_fn(body, returns=[IDX])))
@@ -609,7 +611,22 @@ def test_scopes():
     assert ("        with pl.scope():\n            with pl.at(level=pl.Level.CORE_GROUP, "
             "optimizations=[pl.split(pl.SplitMode.UP_DOWN)]):\n                pass\n") in text
     assert "        for aiv in pl.split_aiv(2, mode=pl.SplitMode.UP_DOWN):\n" in text
-    assert "        for blk in pl.spmd(8):\n" in text
+    assert "        for blk in pl.spmd(8):\n            pass\n" in text
+
+
+def test_spmd_scopes_that_are_not_the_loop_form_print_as_scopes():
+    kernel = (("level", EnumLit("Level", "CORE_GROUP")),)
+    bind = AssignStmt(Var("b"), Call("tile.get_block_idx"), IDX)
+    hinted = ScopeStmt("spmd", (I(8),), (ScopeStmt("at", (), (bind, PassStmt()),
+                                                   kernel + (("name_hint", StrLit("g")),)),),
+                       (("name_hint", StrLit("g_spmd")),))
+    no_bind = ScopeStmt("spmd", (I(8),), (ScopeStmt("at", (), (PassStmt(),), kernel),))
+    other_hint = ScopeStmt("spmd", (I(8),), (ScopeStmt("at", (), (bind, PassStmt()),
+                                                       kernel + (("name_hint", StrLit("g")),)),),
+                           (("name_hint", StrLit("h")),))
+    text = _roundtrip(_prog(_fn((hinted, no_bind, other_hint))))
+    assert "        for b in pl.spmd(8, name_hint=\"g\"):\n" in text
+    assert text.count("with pl.spmd(8") == 2  # no block index binding; hints that are not g / g_spmd
 
 
 def test_scalar_statement_forms():

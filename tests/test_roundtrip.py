@@ -246,7 +246,10 @@ def _check_stmt_spans(body, lines, where):
         if isinstance(s, AssignStmt):
             assert head.startswith(s.target.name), w
             assert _at(lines, s.target.span).startswith(s.target.name), w
-            _check_expr_spans(s.value, lines, w)
+            if head.startswith(f"{s.target.name} in pl.spmd("):  # the loop variable's implicit block index binding
+                assert _text(lines, s.value.span).startswith("pl.spmd("), w
+            else:
+                _check_expr_spans(s.value, lines, w)
         elif isinstance(s, YieldStmt):
             if s.targets:
                 assert head.startswith(_source_name(s.targets[0].name)), w
@@ -278,7 +281,8 @@ def _check_stmt_spans(body, lines, where):
             _check_stmt_spans(s.then_body, lines, where)
             _check_stmt_spans(s.else_body, lines, where)
         elif isinstance(s, ScopeStmt):
-            assert head.startswith("with pl."), w
+            # `for b in pl.spmd(n):` is an spmd scope around a kernel scope, both at the loop
+            assert head.startswith("with pl.") or (s.kind in ("spmd", "at") and head.startswith("for ")), w
             if s.var is not None:
                 assert _at(lines, s.var.span).startswith(s.var.name), w
             _check_stmt_spans(s.body, lines, where)

@@ -426,7 +426,7 @@ class Gen:
         return tuple(body) if body else (PassStmt(),)
 
     def for_loop(self, depth: int) -> ForStmt:
-        kind = self.pick(["range", "range", "parallel", "unroll", "pipeline", "spmd", "split_aiv"])
+        kind = self.pick(["range", "range", "parallel", "unroll", "pipeline", "split_aiv"])  # pl.spmd: a scope
         var = self.fresh("i")
         nargs = 1 if kind in ("spmd", "split_aiv") else self.num(1, 3)
         args = tuple(self.scalar(INDEX, 1) for _ in range(nargs))

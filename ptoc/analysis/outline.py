@@ -303,11 +303,13 @@ class ScopeOutliner:
         return s
 
     def name(self, scope: ScopeStmt) -> str:
+        hint = scope_kwarg(scope, "name_hint")
         if not self.style.pypto_names:
-            name = fresh_name(f"{self.func.name}{self.style.suffix(scope)}{self.counter}", self.taken_funcs)
+            named = isinstance(hint, StrLit) and hint.value  # `name_hint=` names the function, as in PyPTO
+            base = hint.value if named else f"{self.func.name}{self.style.suffix(scope)}{self.counter}"
+            name = fresh_name(base, self.taken_funcs)
             self.counter += 1
             return name
-        hint = scope_kwarg(scope, "name_hint")
         if isinstance(hint, StrLit) and hint.value:
             cand = hint.value
         else:

@@ -36,11 +36,36 @@ def _param(p, namespace: str, global_names: set[str], logical: list | None = Non
     return {"name": p.name, "kind": "scalar", "direction": p.direction, "dtype": dtype}
 
 
-def _calls(f: Function, kernels: set[str]) -> list[dict]:
+def _core_num(call: Call):
+    """The block count of a call's `attrs={"core_num": n}` (an spmd launch), or None."""
+    from ptoc.ir.nodes import DictExpr, StrLit
+
+    attrs = call.kwarg("attrs")
+    for k, v in attrs.items if isinstance(attrs, DictExpr) else ():
+        if isinstance(k, StrLit) and k.value == "core_num":
+            return v
+    return call.kwarg("core_num")  # pl.spmd_submit(..., core_num=n)
+
+
+def _launches(program: Program) -> dict[str, int | str]:
+    """function name -> the block count its callers launch it with (an outlined pl.spmd block's Spmd
+    function is called with `attrs={"core_num": n}`; the kernels it calls run on those n blocks)."""
+    out: dict[str, int | str] = {}
+    for f in program.functions:
+        for n in walk(f):
+            if isinstance(n, Call) and n.kind == "func" and (c := _core_num(n)) is not None:
+                out.setdefault(n.op, _dim(c))
+    return out
+
+
+def _calls(f: Function, kernels: set[str], launches: dict | None = None) -> list[dict]:
     out = []
     for n in walk(f):
         if isinstance(n, Call) and n.kind == "func" and n.op in kernels:
             entry = {"kernel": n.op, "args": [a.name if isinstance(a, Var) else print_expr(a) for a in n.args]}
+            if launches is not None:
+                own = _core_num(n)
+                entry["block_num"] = _dim(own) if own is not None else launches.get(f.name, 1)
             dirs = _arg_directions(n)
             if dirs is not None:
                 entry["directions"] = dirs
@@ -104,6 +129,7 @@ def emit_manifest(program: Program, ctx, source_name: str) -> str:
     kernels = [f for f in program.functions if f.func_type in KERNEL_TYPES]
     names = {f.name for f in kernels}
     logical = _logical_shapes(program, ctx, names)
+    launches = _launches(program)
     doc = {
         "schema": SCHEMA,
         "source": source_name,
@@ -112,7 +138,7 @@ def emit_manifest(program: Program, ctx, source_name: str) -> str:
                      "params": [_param(p, *spaces.get(f.name, (f.name, set())), logical.get((f.name, p.name)))
                                 for p in f.params]}
                     for f in kernels],
-        "orchestration": [{"function": f.name, "calls": _calls(f, names)}
+        "orchestration": [{"function": f.name, "calls": _calls(f, names, launches)}
                           for f in program.functions if f.func_type not in KERNEL_TYPES and _calls(f, names)],
     }
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"

@@ -513,8 +513,9 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
     # ------------------------------------------------------------------ control flow
     def for_stmt(self, s: ForStmt) -> None:
         # pl.range, and also pl.parallel / pl.unroll / pl.pipeline / pl.spmd loops: each becomes a plain
-        # scf.for (PTOAS schedules pipelining and unrolling itself; an spmd loop inside a kernel runs its
-        # iterations one after the other on this core).
+        # scf.for (PTOAS schedules pipelining and unrolling itself; the front end reads `for b in pl.spmd(n)`
+        # as a launch on n blocks, so an spmd loop here comes from IR built otherwise and runs its iterations
+        # one after the other on this core).
         if s.kind == "split_aiv":
             raise unsupported("pl.split_aiv", s.span, hint="outline the AIV split into its own kernel")
         if _int(s.step) is not None and _int(s.step) <= 0:

@@ -346,6 +346,7 @@ class Builder:
             self.fail("PTOC-E0115", f"function {name!r} needs exactly one decorator, `@pl.function`", n,
                       hint="write `@pl.function` or `@pl.function(type=pl.FunctionType.InCore)`")
         func_type, dkw = self._function_decorator(name, decos[0])
+        self._func_type = func_type
         self._host = any(k == "level" and isinstance(v, EnumLit) and v.member == "HOST" for k, v in dkw)
         has_self = bool(params) and params[0].a[0] == "self" and params[0].a[1] is None
         plist = self._params(params[1:] if has_self else params)
@@ -1214,6 +1215,8 @@ class Builder:
         iter_args = tuple(Var(nm, span=sp) for nm, sp in (tnames or ()))
         if kind == "while_":
             return self._while_loop(n, it, tkind, iter_args, args, kwargs, init, body)
+        if kind == "spmd":
+            return self._spmd_loop(n, it, target, args, kwargs, init, body)
         if tkind == "iter":
             self.fail("PTOC-E0005", f"a pl.{kind} loop needs a loop variable", n,
                       hint=f"write `for i, (x,) in pl.{kind}(..., init_values=(x0,)):`")
@@ -1245,6 +1248,52 @@ class Builder:
             loop_body = _yield_out_of_trailing_scope(loop_body)
         return ForStmt(kind, Var(tname, span=tspan), args, loop_body, iter_args, tuple(init), kwargs,
                        span=n.span)
+
+    def _spmd_loop(self, n: SN, it: SN, target, args, kwargs, init, body) -> Stmt:
+        """`for b in pl.spmd(n):` launches its body on n blocks, b being the block index. It is the scope form
+        `with pl.spmd(n):` around a kernel scope `with pl.at(level=pl.Level.CORE_GROUP):` whose first
+        statement binds `b: pl.Scalar[pl.INDEX] = pl.tile.get_block_idx()`; OutlineIncoreScopes and
+        OutlineClusterScopes outline the two. What the body assigns stays visible after it (a scope is a
+        region of its function), so `out = pl.tile.store(t, [0, b * 256], out)` reaches a later `return out`.
+        `name_hint="k"` names the kernel `k` and the launching function `k_spmd`."""
+        tkind, tname, _tnames, tspan = target
+        hint = "write `for b in pl.spmd(n):`; the loop variable is the block index; what the body assigns " \
+               "(`out = pl.tile.store(...)`) is visible after the loop"
+        if tkind != "name" or init is not None:
+            self.fail("PTOC-E0690", "a pl.spmd loop binds only the block index: it carries no values "
+                      "(no init_values=, no `(x,)` target)", it if init is not None else n, hint=hint)
+        for k, _v in kwargs:
+            if k not in ("core_num", "sync_start", "name_hint"):
+                self.fail("PTOC-E0690", f"a pl.spmd loop takes the block count, sync_start= and name_hint=, "
+                          f"not {k}=", it, hint=hint)
+        kw = dict(kwargs)
+        if len(args) + ("core_num" in kw) != 1:
+            self.fail("PTOC-E0690", "a pl.spmd loop takes one block count", it, hint="write `pl.spmd(8)`")
+        if getattr(self, "_func_type", "Opaque") not in ("Opaque", "Orchestration"):
+            self.fail("PTOC-E0691", f"a pl.spmd loop launches a kernel on several blocks; it cannot run inside "
+                      f"an {self._func_type} function", n,
+                      hint="write the loop in an Opaque or Orchestration function (`@pl.function`); its body "
+                           "becomes the kernel, or read the block index with pl.tile.get_block_idx()")
+        sp = n.span
+        spmd_kw: list[tuple[str, Expr]] = [(k, v) for k, v in kwargs if k in ("core_num", "sync_start")]
+        at_kw: list[tuple[str, Expr]] = [("level", EnumLit("Level", "CORE_GROUP", span=sp))]
+        name = kw.get("name_hint")
+        if name is not None:
+            if not isinstance(name, StrLit):
+                self.fail("PTOC-E0690", "name_hint= takes a string", it)
+            base = name.value[:-len("_spmd")] if name.value.endswith("_spmd") else name.value
+            spmd_kw.append(("name_hint", StrLit(f"{base}_spmd", span=name.span)))
+            at_kw.append(("name_hint", StrLit(base, span=name.span)))
+        self.scalar_names.add(tname)
+        bind = AssignStmt(Var(tname, span=tspan), Call("tile.get_block_idx", span=it.span),
+                          ScalarType(dtypes.INDEX), span=tspan)
+        self._device_depth += 1
+        try:
+            inner = self.block(body)
+        finally:
+            self._device_depth -= 1
+        kernel = ScopeStmt("at", (), (bind, *inner), tuple(at_kw), span=sp)
+        return ScopeStmt("spmd", tuple(args), (kernel,), tuple(spmd_kw), span=sp)
 
     def _while_loop(self, n: SN, it: SN, tkind, iter_args, args, kwargs, init, body) -> Stmt:
         """`for (x,) in pl.while_(init_values=(x0,)):` whose first statement is `pl.cond(...)`."""

@@ -34,6 +34,7 @@ import contextvars
 import math
 import re
 
+from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
     DISTRIBUTED_PREFIX,
     Abs,
@@ -489,6 +490,12 @@ class Printer:
             self.stmts(s.else_body, depth + 1, out)
 
     def _scope_stmt(self, s, depth, ind, key, out) -> None:
+        loop = spmd_loop_form(s)
+        if loop is not None:  # what `for b in pl.spmd(n):` parses to prints as that loop, as PyPTO prints it
+            var, kwargs, body = loop
+            self._put(out, ind, f"for {var} in {self.p}.spmd({self._call_args(s.args, kwargs)}):", key)
+            self.stmts(body, depth + 1, out)
+            return
         as_part = f" as {s.var.name}" if s.var is not None else ""
         self._put(out, ind, f"with {self.p}.{s.kind}({self._call_args(s.args, s.kwargs)}){as_part}:", key)
         self.stmts(s.body, depth + 1, out)
@@ -655,3 +662,34 @@ def print_type(t: Type) -> str:
 
 def print_expr(e: Expr) -> str:
     return Printer().expr(e)
+
+
+def spmd_loop_form(s: ScopeStmt):
+    """(block index name, loop keywords, loop body) when `s` is exactly what the front end makes of
+    `for b in pl.spmd(n, ...):` -- `with pl.spmd(n):` holding only `with pl.at(level=pl.Level.CORE_GROUP):`
+    whose first statement is `b: pl.Scalar[pl.INDEX] = pl.tile.get_block_idx()` (name hints `h_spmd` / `h`
+    for the loop's `name_hint="h"`) -- else None."""
+    if s.kind != "spmd" or s.var is not None or len(s.body) != 1:
+        return None
+    k = s.body[0]
+    if not (isinstance(k, ScopeStmt) and k.kind == "at" and k.var is None and not k.args and len(k.body) > 1):
+        return None
+    bind = k.body[0]
+    if not (isinstance(bind, AssignStmt) and bind.value == Call("tile.get_block_idx")
+            and bind.annotation == ScalarType(dtypes.INDEX)):
+        return None
+    at_kw, spmd_kw = dict(k.kwargs), dict(s.kwargs)
+    level = at_kw.get("level")
+    if len(at_kw) != len(k.kwargs) or len(spmd_kw) != len(s.kwargs) or set(at_kw) - {"level", "name_hint"} \
+            or set(spmd_kw) - {"core_num", "sync_start", "name_hint"} \
+            or level != EnumLit("Level", "CORE_GROUP") or len(s.args) + ("core_num" in spmd_kw) != 1:
+        return None
+    hint, spmd_hint = at_kw.get("name_hint"), spmd_kw.get("name_hint")
+    if (hint is None) != (spmd_hint is None):
+        return None
+    if hint is not None and not (isinstance(hint, StrLit) and isinstance(spmd_hint, StrLit)
+                                 and hint.value and spmd_hint.value == f"{hint.value}_spmd"
+                                 and not hint.value.endswith("_spmd")):
+        return None
+    kwargs = tuple((n, v) for n, v in s.kwargs if n != "name_hint") + ((("name_hint", hint),) if hint else ())
+    return bind.target.name, kwargs, k.body[1:]

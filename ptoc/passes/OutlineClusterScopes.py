@@ -48,8 +48,11 @@ Rules
 - Launch: `attrs={"core_num": n}` on the call, with `"sync_start": True` when the scope says so.
 - Function order: the Group functions, then the Spmd functions, then the program's functions.
 
-Where it differs from PyPTO: `with pl.spmd(...) as tid:` (task ids, `deps=`) and the `for i in
-pl.spmd(n):` loop form are not outlined here.
+The loop form `for b in pl.spmd(n):` reaches this pass as the front end reads it, the way PyPTO's parser does:
+`with pl.spmd(n):` around a CORE_GROUP kernel scope whose first statement is `b = pl.tile.get_block_idx()`;
+OutlineIncoreScopes has made that kernel scope a kernel call, so the Spmd function calls the kernel.
+
+Where it differs from PyPTO: `with pl.spmd(...) as tid:` (task ids, `deps=`) is not outlined here.
 """
 
 from __future__ import annotations

@@ -70,7 +70,8 @@ Operator conventions (where the hardware leaves a choice)
   `out[b, index[b, k]] = src[b, k]`; gatherb reads 32-byte blocks at byte offsets of the source tile.
 - Cross-core push/pop is a FIFO inside one run (split 1 / UP_DOWN and 2 / LEFT_RIGHT push two halves).
   Synchronisation ops do nothing. get_block_idx / get_block_num / get_subblock_idx return the run
-  parameters; a `with pl.spmd(n)` scope runs its body n times with block_idx 0..n-1.
+  parameters; a `with pl.spmd(n)` scope (also the front end's form of `for b in pl.spmd(n):`)
+  runs its body n times with block_idx 0..n-1; a call with `attrs={"core_num": n}` runs its callee n times.
 - Unsupported (PTOC-E0500, naming the op): sort32, mrgsort_format1/2, tensor.alloc windows, and any op
   without an implementation here; dtypes without a numeric model (INT4, UINT4, HF4, HF8) give PTOC-E0501.
 """

@@ -176,13 +176,16 @@ def _is_float(ctype: str) -> bool:
 SIM_NPU_ARCH = {"a2a3": "A2A3", "a5": "A5"}
 
 
-def generate_harness(cpp: str, func: str, params: list[KernelParam], arch: str = "a2a3") -> str:
+def generate_harness(cpp: str, func: str, params: list[KernelParam], arch: str = "a2a3",
+                     block_arg: bool = False) -> str:
     """A complete C++ program: the kernel's C++ followed by a `main` that runs it (see the module doc), on
-    the simulator's memory model of `arch`."""
+    the simulator's memory model of `arch`. `block_arg`: one more trailing argument, the block index the
+    kernel runs as (one block of an spmd launch; pto-isa's `get_block_idx()` returns it)."""
     if arch not in SIM_NPU_ARCH:
         raise SimError(f"the simulator has no memory model for target {arch!r} (a2a3 or a5)", "PTOC-E0463")
+    usage = " BLOCK" if block_arg else ""
     out = [
-        f"// ptoc simulator harness (protocol {HARNESS_VERSION}) for {func}: harness DIR SCALAR...",
+        f"// ptoc simulator harness (protocol {HARNESS_VERSION}) for {func}: harness DIR SCALAR...{usage}",
         "#include <cstdint>", "#include <cstddef>", "#include <cstdio>", "#include <cstdlib>",
         "#include <cstring>", "#include <type_traits>",
         "",
@@ -261,7 +264,7 @@ def generate_harness(cpp: str, func: str, params: list[KernelParam], arch: str =
         "  using namespace ptoc_harness;",
     ]
     n_scalars = sum(1 for p in params if not p.pointer)
-    out.append(f"  if (argc != {2 + n_scalars}) {{")
+    out.append(f"  if (argc != {2 + n_scalars + block_arg}) {{")
     out.append(f'    std::fprintf(stderr, "usage: %s DIR and {n_scalars} scalar value(s)\\n", argv[0]);')
     out.append("    return 2;")
     out.append("  }")
@@ -282,6 +285,9 @@ def generate_harness(cpp: str, func: str, params: list[KernelParam], arch: str =
             out.append(f"  {p.ctype} s{scalar_index} = scalar<{p.ctype}>(argv[{2 + scalar_index}]);")
             args.append(f"s{scalar_index}")
             scalar_index += 1
+    if block_arg:
+        out.append(f"  pto::cpu_sim::set_execution_context(static_cast<uint32_t>(std::strtoul(argv[{2 + n_scalars}], "
+                   "nullptr, 0)), 0, 1);")
     out.append(f"  {func}({', '.join(args)});")
     for i, b, ctype in pointers:
         out.append(f"  if (!guards_intact({b})) {{")
@@ -445,10 +451,11 @@ class Simulator:
 
     # -- running ---------------------------------------------------------------------------------
     def run(self, pto_text: str, func: str, tensors: dict, scalars=(), dyn_dims=(),
-            pto_path: str = "kernel.pto") -> dict[int, np.ndarray]:
+            pto_path: str = "kernel.pto", block_idx: int | None = None) -> dict[int, np.ndarray]:
         """Run `func` of `pto_text`. `tensors`: {tensor parameter index: (logical array, layout ND|DN|NZ)},
         every tensor parameter given (its array is the initial content and gives the logical shape).
-        Returns {index: logical array after the run} for every tensor parameter."""
+        `block_idx`: run it as that block of an spmd launch. Returns {index: logical array after the run}
+        for every tensor parameter."""
         from ptoc.reference import packers
 
         cpp = self.assemble(pto_text, pto_path)
@@ -464,7 +471,7 @@ class Simulator:
                            "PTOC-E0463")
         dts = [_pto_dtype(t) for t in elem]
         kind = kernel_kind(pto_text, func)
-        exe = self.harness(generate_harness(cpp, func, params, self.arch), kind)
+        exe = self.harness(generate_harness(cpp, func, params, self.arch, block_arg=block_idx is not None), kind)
         with tempfile.TemporaryDirectory(prefix="ptoc-sim-") as work:
             for i, dt in enumerate(dts):
                 arr, layout = tensors[i]
@@ -481,6 +488,8 @@ class Simulator:
                 with open(os.path.join(work, f"arg{i}.bin"), "wb") as fh:
                     fh.write(data)
             argv = [exe, work] + [scalar_text(v, p.ctype) for v, p in zip(values, others)]
+            if block_idx is not None:
+                argv.append(str(int(block_idx)))
             try:
                 r = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=RUN_TIMEOUT,
                                    stdin=subprocess.DEVNULL, cwd=work, check=False)

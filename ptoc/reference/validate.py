@@ -422,13 +422,9 @@ class _PtoKernelRunner:
         elif self.simulator is None:
             kw = {"block_idx": block[0], "block_num": block[1]} if block[1] > 1 else {}
             out = run_pto_logical(self.text, callee.name, tensors, scal, dyn, **kw)
-        elif block[1] > 1:
-            from ptoc.reference.sim import SimError
-
-            raise SimError(f"{callee.name} is launched on {block[1]} blocks; the simulator harness runs one block "
-                           "(block index 0) per call")
-        else:
-            out = self.simulator.run(self.text, callee.name, tensors, scal, dyn, pto_path=f"{callee.name}.pto")
+        else:  # one simulator process per block of an spmd launch, in block order, as the reference runs them
+            kw = {"block_idx": block[0]} if block[1] > 1 else {}
+            out = self.simulator.run(self.text, callee.name, tensors, scal, dyn, pto_path=f"{callee.name}.pto", **kw)
         for i, g in written.items():
             _gm_write(g, _logical_addr(g, np.shape(tensors[i][0])), None, out[i], "writing a kernel output")
         self.calls.append(callee.name)

@@ -88,7 +88,7 @@ def test_constant_is_multiple_and_non_negative():
 def test_assign_product_with_multiple_factor():
     """NZ-8 AssignStmt product `n0 = nb * 256`: a factor is a multiple; both factors non-negative."""
     f = facts_of("""
-        for nb in pl.spmd(8):
+        for nb in pl.range(8):
             n0: pl.Scalar[pl.INDEX] = nb * 256
     """)
     assert provable(f, "n0", 16) == (True, True)
@@ -99,7 +99,7 @@ def test_assign_product_with_multiple_factor():
 def test_assign_product_multiple_factor_on_the_left():
     """NZ-8 AssignStmt product: either factor may carry the multiple."""
     f = facts_of("""
-        for nb in pl.spmd(8):
+        for nb in pl.range(8):
             n0: pl.Scalar[pl.INDEX] = 64 * nb
     """)
     assert provable(f, "n0", 32) == (True, True)
@@ -108,7 +108,7 @@ def test_assign_product_multiple_factor_on_the_left():
 def test_sum_of_provable_offsets():
     """NZ-8: sums compose (multiple if both are; non-negative if both are)."""
     f = facts_of("""
-        for nb in pl.spmd(8):
+        for nb in pl.range(8):
             n0: pl.Scalar[pl.INDEX] = nb * 256
             for k0 in pl.range(0, 1024, 32):
                 s: pl.Scalar[pl.INDEX] = n0 + k0
@@ -120,7 +120,7 @@ def test_sum_of_provable_offsets():
 def test_difference_proves_divisibility():
     """NZ-8: differences can prove divisibility (the sign is another matter, see the rejection)."""
     f = facts_of("""
-        for nb in pl.spmd(8):
+        for nb in pl.range(8):
             n0: pl.Scalar[pl.INDEX] = nb * 256
             for k0 in pl.range(0, 1024, 32):
                 d: pl.Scalar[pl.INDEX] = n0 - k0
@@ -141,9 +141,9 @@ def test_for_loop_constant_start_and_step():
 
 
 def test_for_loop_default_start_and_step():
-    """NZ-8 ForStmt `pl.spmd(N)`: start 0, step 1: non-negative, a multiple of 1 only."""
+    """NZ-8 ForStmt `pl.range(N)`: start 0, step 1: non-negative, a multiple of 1 only."""
     f = facts_of("""
-        for nb in pl.spmd(2048 // 256):
+        for nb in pl.range(2048 // 256):
             pass
     """)
     assert provable(f, "nb", 1) == (True, True)
@@ -179,7 +179,7 @@ def test_min_of_multiples():
 def test_max_needs_one_non_negative_operand():
     """NZ-8 pl.max: multiple when both operands are; non-negative when either is."""
     f = facts_of("""
-        for nb in pl.spmd(8):
+        for nb in pl.range(8):
             n0: pl.Scalar[pl.INDEX] = nb * 256
             for k0 in pl.range(0, 1024, 32):
                 m: pl.Scalar[pl.INDEX] = pl.max(n0 - k0, 0)
@@ -225,7 +225,7 @@ def test_floordiv_by_positive_constant_in_a_product():
 def test_binding_chain_is_walked():
     """NZ-8: the proof walks SSA bindings through any number of names."""
     f = facts_of("""
-        for nb in pl.spmd(8):
+        for nb in pl.range(8):
             n0: pl.Scalar[pl.INDEX] = nb * 256
             a: pl.Scalar[pl.INDEX] = n0
             for k0 in pl.range(0, 1024, 32):
@@ -253,7 +253,7 @@ def test_grouped_matmul_seed_example():
         class gmm:
             @pl.function(type=pl.FunctionType.AIC)
             def weights(self, w: pl.Tensor[[2048, 1024], pl.INT8, pl.NZ]):
-                for nb in pl.spmd(2048 // 256):
+                for nb in pl.range(2048 // 256):
                     n0: pl.Scalar[pl.INDEX] = nb * 256
                     for k0 in pl.pipeline(128, 1024, 128, stage=2):
                         wt: pl.Tile[[256, 128], pl.INT8, pl.Mem.Mat] = pl.tile.load(w, [n0, k0], [256, 128], [256, 128], target_memory=pl.Mem.Mat)
@@ -283,7 +283,7 @@ def test_provable_forms_are_listed_for_diagnostics():
 def test_difference_never_proves_sign():
     """NZ-8: differences never prove a sign, even of two non-negative multiples."""
     f = facts_of("""
-        for nb in pl.spmd(8):
+        for nb in pl.range(8):
             n0: pl.Scalar[pl.INDEX] = nb * 256
             for k0 in pl.range(0, 1024, 32):
                 d: pl.Scalar[pl.INDEX] = n0 - k0

@@ -202,7 +202,7 @@ EXPECTED = {
         "w_mat_1_pview": ("int8_t", nz(1, 64, 64, 32, (1, 8, 8, 16, 32)), "NZ"),
         "x_mat_2_pview": ("int8_t", nd(64, 1024, (64, 128)), "ND"),
         "w_mat_2_pview": ("int8_t", nz(1, 64, 64, 32, (1, 8, 8, 16, 32)), "NZ"),
-        "out_store_pview": ("int32_t", nd(64, 2048, (64, 256)), "ND")}},
+        "out_1_pview": ("int32_t", nd(64, 2048, (64, 256)), "ND")}},
     "acc_store_nz": {"scores": {
         "q": ("bfloat16_t", nd(64, 128), "ND"), "k": ("bfloat16_t", nd(128, 16), "ND"),
         "s": ("float", nz(1, 2, 4, 8), "NZ"),

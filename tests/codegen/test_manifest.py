@@ -30,13 +30,24 @@ def test_a_whole_program_gets_its_kernels_and_call_sequence(tmp_path):
     # the first kernel's result buffer is what the second one reads
     # the directions: s_out is a fresh buffer the first kernel only fills, out the caller's Out tensor
     assert doc["orchestration"] == [{"function": "main", "calls": [
-        {"kernel": "main_incore_0", "args": ["a", "b", "s_out"], "directions": ["input", "input", "output_existing"]},
-        {"kernel": "main_incore_1", "args": ["out", "s"], "directions": ["output_existing", "input"]}]}]
+        {"kernel": "main_incore_0", "args": ["a", "b", "s_out"], "directions": ["input", "input", "output_existing"],
+         "block_num": 1},
+        {"kernel": "main_incore_1", "args": ["out", "s"], "directions": ["output_existing", "input"], "block_num": 1}]}]
     header = (tmp_path / "out.h").read_text()
     for k in doc["kernels"]:
         for p in k["params"]:
             ns, name = p["global_tensor"].split("::")
             assert f"namespace {ns} {{" in header and f"using {name} = pto::GlobalTensor<" in header
+
+
+def test_an_spmd_loop_launches_its_kernel_on_every_block(tmp_path):
+    # `for nb in pl.spmd(8, name_hint="gmm_kernel")`: the kernel gmm_kernel, called by the Spmd function
+    # gmm_kernel_spmd, which the program's function launches with core_num 8
+    doc = json.loads(compile_to(tmp_path, "grouped_matmul_nz.ir").read_text())
+    assert [(k["name"], k["kind"]) for k in doc["kernels"]] == [("gmm_kernel", "AIC")]
+    assert doc["orchestration"] == [{"function": "gmm_kernel_spmd", "calls": [
+        {"kernel": "gmm_kernel", "args": ["x", "w", "out"], "directions": ["input", "input", "output_existing"],
+         "block_num": 8}]}]
 
 
 def test_a_lone_kernel_gets_no_manifest(tmp_path):

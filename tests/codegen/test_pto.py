@@ -319,28 +319,31 @@ def test_grouped_matmul_nz_offsets_and_loops():
     out, _, _ = example("grouped_matmul_nz")
     body = body_of(out, "gmm_kernel")
     check_constants_hoisted(body)
-    # pl.spmd(8) and pl.pipeline(128, 1024, 128, stage=2) (the seed's K_TILE, K, K_TILE) both become scf.for;
-    # the pipeline's 7 iterations run as 3 chunks of two copies (step 256, up to 896) and one leftover at 896
-    outer = body.index("scf.for %nb = %c0_index to %c8_index step %c1_index {")
+    # `for nb in pl.spmd(8)` is one block per launch: nb is the block index (no loop over blocks);
+    # pl.pipeline(128, 1024, 128, stage=2) (the seed's K_TILE, K, K_TILE) becomes the only scf.for: its
+    # 7 iterations run as 3 chunks of two copies (step 256, up to 896) and one leftover at 896
+    assert not any(ln.startswith("scf.for %nb") for ln in body)
+    bidx = body.index("%0 = pto.get_block_idx")
+    assert body[bidx + 1:bidx + 3] == ["%nb = arith.index_castui %0 : i64 to index",
+                                       "%n0 = arith.muli %nb, %c256_index : index"]
     inner = body.index("scf.for %k0 = %c128_index to %c896_index step %c256_index {")
-    assert outer < inner
-    assert body[outer + 1] == "%n0 = arith.muli %nb, %c256_index : index"
+    assert bidx < inner
     acc_line = next(ln for ln in body if ln.startswith("%acc0 = pto.alloc_tile"))
-    assert body.index(acc_line) < outer  # every buffer is declared at the top of the kernel
+    assert body.index(acc_line) < bidx  # every buffer is declared at the top of the kernel
     # NZ-9: the blocked offsets are FloorDiv of the whole offset -> arith.floordivsi; the peeled first
     # block has row offset 0 (a constant fractal offset), the loop's window k0 // 16
     fd = [ln for ln in body if "arith.floordivsi" in ln]
-    assert fd == ["%0 = arith.floordivsi %n0, %c32_index : index", "%1 = arith.floordivsi %n0, %c32_index : index",
-                  "%2 = arith.floordivsi %k0, %c16_index : index", "%4 = arith.floordivsi %n0, %c32_index : index",
-                  "%6 = arith.floordivsi %5, %c16_index : index", "%7 = arith.floordivsi %n0, %c32_index : index"]
+    assert fd == ["%1 = arith.floordivsi %n0, %c32_index : index", "%2 = arith.floordivsi %n0, %c32_index : index",
+                  "%3 = arith.floordivsi %k0, %c16_index : index", "%5 = arith.floordivsi %n0, %c32_index : index",
+                  "%7 = arith.floordivsi %6, %c16_index : index", "%8 = arith.floordivsi %n0, %c32_index : index"]
     # the leftover iteration's fractal row offset is a constant: k0 = 896 -> 896 // 16 = 56 (NZ-9)
-    assert any(ln.startswith("%w_mat_2_pview = pto.partition_view %w_view, offsets = [%c0_index, %7, %c56_index, ")
+    assert any(ln.startswith("%w_mat_2_pview = pto.partition_view %w_view, offsets = [%c0_index, %8, %c56_index, ")
                for ln in body)
-    assert "%5 = arith.addi %k0, %c128_index : index" in body  # the second copy's K offset
-    assert ("%w_first_pview = pto.partition_view %w_view, offsets = [%c0_index, %0, %c0_index, %c0_index, "
+    assert "%6 = arith.addi %k0, %c128_index : index" in body  # the second copy's K offset
+    assert ("%w_first_pview = pto.partition_view %w_view, offsets = [%c0_index, %1, %c0_index, %c0_index, "
             "%c0_index], sizes = [%c1_index, %c8_index, %c8_index, %c16_index, %c32_index] : "
             "!pto.tensor_view<?x?x?x?x?xi8> -> !pto.partition_tensor_view<1x8x8x16x32xi8>") in body
-    assert ("%w_mat_pview = pto.partition_view %w_view, offsets = [%c0_index, %1, %2, %c0_index, %c0_index], "
+    assert ("%w_mat_pview = pto.partition_view %w_view, offsets = [%c0_index, %2, %3, %c0_index, %c0_index], "
             "sizes = [%c1_index, %c8_index, %c8_index, %c16_index, %c32_index] : !pto.tensor_view<?x?x?x?x?xi8> -> "
             "!pto.partition_tensor_view<1x8x8x16x32xi8>") in body
     acc = tb("acc", "i32", 64, 256, "col_major", "row_major", fractal=1024)
@@ -349,9 +352,9 @@ def test_grouped_matmul_nz_offsets_and_loops():
     for left, right in (("%x_left", "%w_right"), ("%x_left_1", "%w_right_1"), ("%x_left_2", "%w_right_2")):
         assert any(ln.startswith(f"pto.tmatmul.acc ins(%acc0, {left}, {right} : ") and ln.endswith(
             f"outs(%acc0 : {acc})") for ln in body)
-    assert ("%out_store_pview = pto.partition_view %out_view, offsets = [%c0_index, %n0], sizes = [%c64_index, "
+    assert ("%out_1_pview = pto.partition_view %out_view, offsets = [%c0_index, %n0], sizes = [%c64_index, "
             "%c256_index] : !pto.tensor_view<?x?xi32> -> !pto.partition_tensor_view<64x256xi32>") in body
-    assert f"pto.tstore ins(%acc0 : {acc}) outs(%out_store_pview : !pto.partition_tensor_view<64x256xi32>)" in body
+    assert f"pto.tstore ins(%acc0 : {acc}) outs(%out_1_pview : !pto.partition_tensor_view<64x256xi32>)" in body
 
 
 def test_nz_weight_int8_example():

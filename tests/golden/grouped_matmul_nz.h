@@ -49,8 +49,8 @@ using x_mat_2_pview_Global = pto::GlobalTensor<int8_t, x_mat_2_pview_Shape, x_ma
 using w_mat_2_pview_Shape = pto::Shape<1, 8, 8, 16, 32>;
 using w_mat_2_pview_Stride = pto::Stride<2097152, 32768, 512, 32, 1>;
 using w_mat_2_pview_Global = pto::GlobalTensor<int8_t, w_mat_2_pview_Shape, w_mat_2_pview_Stride, pto::Layout::NZ>;
-// out_store_pview: tile.store window of out
-using out_store_pview_Shape = pto::Shape<1, 1, 1, 64, 256>;
-using out_store_pview_Stride = pto::Stride<131072, 131072, 131072, 2048, 1>;
-using out_store_pview_Global = pto::GlobalTensor<int32_t, out_store_pview_Shape, out_store_pview_Stride, pto::Layout::ND>;
+// out_1_pview: tile.store window of out
+using out_1_pview_Shape = pto::Shape<1, 1, 1, 64, 256>;
+using out_1_pview_Stride = pto::Stride<131072, 131072, 131072, 2048, 1>;
+using out_1_pview_Global = pto::GlobalTensor<int32_t, out_1_pview_Shape, out_1_pview_Stride, pto::Layout::ND>;
 }  // namespace gmm_kernel

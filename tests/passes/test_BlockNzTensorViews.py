@@ -281,14 +281,14 @@ def test_nz8_grouped_matmul_weight_path_of_the_seed_compiles():
     #       wt = w[n0 : n0 + N_TILE, k0 : k0 + K_TILE]  -> row fractal n0 // 16, C0 block k0 // c0
     # with N = 1024, K = 4096, N_TILE = 256, K_TILE = 512, INT8 (c0 = 32)
     before = kernel("w: pl.Tensor[[1024, 4096], pl.INT8, pl.NZ]", "", """
-        for nb in pl.spmd(4):
+        for nb in pl.range(4):
             n0 = nb * 256
             for k0 in pl.pipeline(512, 4096, 512, stage=2):
                 wt: pl.Tile[[256, 512], pl.INT8, pl.Mem.Mat] = pl.tile.load(w, [n0, k0], [256, 512], target_memory=pl.Mem.Mat)
     """)
     expected = kernel("w: pl.Tensor[[1, 128, 64, 16, 32], pl.INT8, pl.NZ]", "", f"""
         {ATTR}
-        for nb in pl.spmd(4):
+        for nb in pl.range(4):
             n0 = nb * 256
             for k0 in pl.pipeline(512, 4096, 512, stage=2):
                 wt: pl.Tile[[256, 512], pl.INT8, pl.Mem.Mat] = pl.tile.load(w, [0, k0 // 32, n0 // 16, 0, 0], [1, 16, 16, 16, 32], target_memory=pl.Mem.Mat)

@@ -93,7 +93,7 @@ def _grouped_matmul_nz():
     r = rng(5)
     x = r.integers(-128, 128, (64, 1024)).astype(np.int8)
     w = r.integers(-128, 128, (1024, 2048)).astype(np.int8)
-    return "grouped_matmul_nz", "gmm_kernel", dict(x=x, w=w), {"out": x.astype(np.int32) @ w.astype(np.int32)}
+    return "grouped_matmul_nz", "gmm", dict(x=x, w=w), {"out": x.astype(np.int32) @ w.astype(np.int32)}
 
 
 def _acc_store_nz():

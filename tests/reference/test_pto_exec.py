@@ -79,12 +79,17 @@ def run_nz_int8(text, seed=3):
     return out[2], x.astype(np.int64) @ w.astype(np.int64)
 
 
-def run_grouped(text, seed=4):
+def run_grouped(text, seed=4, blocks=range(8)):
+    """The kernel of `for nb in pl.spmd(8)` run once per block (block_idx nb of 8), sharing GM."""
     rng = np.random.default_rng(seed)
     x = rng.integers(-128, 128, (64, 1024), dtype=np.int8)
     w = rng.integers(-128, 128, (1024, 2048), dtype=np.int8)
-    out = run_pto_logical(text, "gmm_kernel",
-                          {0: (x, "ND"), 1: (w, "NZ"), 2: (np.zeros((64, 2048), np.int32), "ND")})
+    shared: dict = {}
+    out = {2: np.zeros((64, 2048), np.int32)}
+    for b in blocks:
+        out = run_pto_logical(text, "gmm_kernel",
+                              {0: (x, "ND"), 1: (w, "NZ"), 2: (np.zeros((64, 2048), np.int32), "ND")},
+                              shared=shared, keys={0: "x", 1: "w", 2: "out"}, block_idx=b, block_num=8)
     return out[2], x.astype(np.int64) @ w.astype(np.int64)
 
 
@@ -134,6 +139,13 @@ def test_nz_weight_int8_exact(level):
 def test_grouped_matmul_nz_all_blocks_exact(level):
     got, want = run_grouped(compiled("grouped_matmul_nz", level))
     np.testing.assert_array_equal(got, want)  # all 8 blocks of 256 columns
+
+
+def test_grouped_matmul_nz_one_block_writes_its_panel_only():
+    # block 3 of 8 owns columns 768..1023 (nb * 256); the other panels keep their initial zeros
+    got, want = run_grouped(compiled("grouped_matmul_nz"), blocks=[3])
+    np.testing.assert_array_equal(got[:, 768:1024], want[:, 768:1024])
+    assert not got[:, :768].any() and not got[:, 1024:].any()
 
 
 @pytest.mark.parametrize("level", LEVELS)
@@ -570,8 +582,10 @@ def test_parse_module_structure():
     f = m.funcs["gmm_kernel"]
     assert m.arch == "a2a3"
     assert [t for _, t in f.args] == ["!pto.ptr<i8>", "!pto.ptr<i8>", "!pto.ptr<i32>"]
+    # one block per launch: the block index is read, the K loop is the only loop (no loop over blocks)
+    assert any(op.name == "pto.get_block_idx" for op in f.body)
     loops = [op for op in f.body if op.name == "scf.for"]
-    assert len(loops) == 1 and any(op.name == "scf.for" for op in loops[0].regions[0])
+    assert len(loops) == 1 and not any(op.name == "scf.for" for op in loops[0].regions[0])
 
 
 # --------------------------------------------------------------------------------------------------

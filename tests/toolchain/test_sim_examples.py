@@ -53,7 +53,18 @@ def _gmm_inputs(folder: Path):
     return x, w, x.astype(np.int32) @ w.astype(np.int32)
 
 
-def test_tampered_nz_offset_gives_numbers_that_differ(tmp_path, sim_env):
+def _simulate_every_block(simulator, text, x, w):
+    """gmm_kernel on the simulator once per block of its `pl.spmd(8)` launch, GM carried from block to block."""
+    out = np.zeros((64, 2048), np.int32)
+    for b in range(8):
+        res = simulator.run(text, "gmm_kernel", {0: (x, "ND"), 1: (w, "NZ"), 2: (out, "ND")}, block_idx=b)
+        out = res[2]
+    return out
+
+
+def test_tampered_nz_offset_gives_numbers_that_differ(tmp_path, sim_env, sim_tools, sim_cache):
+    from ptoc.reference.sim import Simulator
+
     x, w, expect = _gmm_inputs(tmp_path)
     assert run("compile", GMM, "-o", tmp_path / "gmm.pto", env=sim_env).returncode == 0
     text = (tmp_path / "gmm.pto").read_text()
@@ -61,16 +72,16 @@ def test_tampered_nz_offset_gives_numbers_that_differ(tmp_path, sim_env):
     m = re.search(r"(%w_mat_pview = pto\.partition_view %w_view, offsets = \[%c0_index, )(%\d+), (%\d+)", text)
     assert m, "the NZ partition of the K loop"
     tampered = text[:m.start()] + m.group(1) + m.group(3) + ", " + m.group(2) + text[m.end():]
-    (tmp_path / "tampered.pto").write_text(tampered)
-    ins = ["--input", f"x={tmp_path / 'x.npy'}", "--input", f"w={tmp_path / 'w.npy'}"]
-    for name, pto in (("emitted", []), ("given", ["--pto", tmp_path / "gmm.pto"]),
-                      ("tampered", ["--pto", tmp_path / "tampered.pto"])):
-        r = run("run", GMM, "--sim", *ins, *pto, "--output-dir", tmp_path / name, env=sim_env)
-        assert r.returncode == 0, r.stderr
-    assert np.array_equal(np.load(tmp_path / "emitted" / "out.npy"), expect)
-    assert np.array_equal(np.load(tmp_path / "given" / "out.npy"), expect)
-    bad = np.load(tmp_path / "tampered" / "out.npy")
+    with Simulator(sim_tools, cache_dir=sim_cache) as simulator:
+        good = _simulate_every_block(simulator, text, x, w)
+        bad = _simulate_every_block(simulator, tampered, x, w)
+        one = simulator.run(text, "gmm_kernel", {0: (x, "ND"), 1: (w, "NZ"), 2: (np.zeros((64, 2048), np.int32),
+                                                                                 "ND")}, block_idx=5)[2]
+    assert np.array_equal(good, expect)
     assert bad.shape == expect.shape and not np.array_equal(bad, expect)
+    # block 5 alone writes its own 256-column panel and nothing else
+    assert np.array_equal(one[:, 1280:1536], expect[:, 1280:1536]) and not one[:, :1280].any() \
+        and not one[:, 1536:].any()
 
 
 def test_run_sim_writes_only_the_outputs(tmp_path, sim_env):
