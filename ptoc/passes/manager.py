@@ -48,6 +48,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("layout", "ResolveBackendOpLayouts"),
     ("layout", "ExpandMixedKernel"),
     ("layout", "InjectGmPipeBuffer"),
+    ("layout", "SplitVectorKernel"),
     ("layout", "ClassifyKernels"),
     ("layout", "LowerPipelineLoops"),
     ("layout", "CanonicalizeIOOrder"),
