@@ -329,11 +329,22 @@ class _Frame:
                     and (s.value if isinstance(s, AssignStmt) else s.expr).kind == "func"]
         rest = [s for s in callee.body if all(s is not x for x in launches)]
         members = [(s.value if isinstance(s, AssignStmt) else s.expr) for s in launches]
-        run = GroupRun([m.op for m in members])
+        # a vector kernel marked for dual-lane dispatch runs twice, as lane 0 and lane 1
+        names, lanes, calls, first = [], {}, [], []
+        for m in members:
+            first.append(len(calls))
+            fn = self.m.program.function(m.op)
+            for lane in range(2 if fn is not None and _dual_lane(fn) else 1):
+                name = m.op if lane == 0 else f"{m.op} (lane {lane})"
+                names.append(name)
+                lanes[name] = lane
+                calls.append(lambda m=m: frame.call_function(m))
+        run = GroupRun(names, lanes)
         try:
-            values = run.run([(lambda m=m: frame.call_function(m)) for m in members])
+            values = run.run(calls)
         except PipeFault as e:
             _fault(f"launching {callee.name}: {e}", c.span if c is not None else callee.span)
+        values = [values[i] for i in first]
         for s, v in zip(launches, values):
             if isinstance(s, AssignStmt):
                 frame.env[s.target.name] = v
@@ -672,6 +683,17 @@ def _launch_count(c: Call) -> Expr | None:
             if isinstance(k, StrLit) and k.value == "core_num":
                 return v
     return None
+
+
+def _dual_lane(fn: Function) -> bool:
+    """An AIV kernel SplitVectorKernel marked `dual_aiv_dispatch`: the runtime launches it on both lanes."""
+    if fn.func_type != "AIV":
+        return False
+    for k, v in fn.decorator_kwargs:
+        if k == "attrs" and isinstance(v, DictExpr):
+            return any(isinstance(a, StrLit) and a.value == "dual_aiv_dispatch" and isinstance(b, ConstBool)
+                       and b.value for a, b in v.items)
+    return False
 
 
 def run_function(program: Program, fn_name: str, inputs: dict, ctx=None, *, block_idx: int = 0,

@@ -36,7 +36,7 @@ def test_pipeline_order_is_pinned():
         "OutlineClusterScopes", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
         "AutoTileMatmulL0", "CanonicalizeTileSlice",
         "InferTileMemorySpace", "ResolveBackendOpLayouts", "ExpandMixedKernel",
-        "InjectGmPipeBuffer", "ClassifyKernels", "LowerPipelineLoops", "CanonicalizeIOOrder",
+        "InjectGmPipeBuffer", "SplitVectorKernel", "ClassifyKernels", "LowerPipelineLoops", "CanonicalizeIOOrder",
         "MaterializeTensorStrides", "InitMemRef", "MemoryReuse", "AllocateMemoryAddr", "DeriveCallDirections",
     ]
 
