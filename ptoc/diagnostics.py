@@ -146,6 +146,7 @@ CODES: dict[str, str] = {
     "PTOC-E0612": "Inline function returns before its last statement",
     "PTOC-E0613": "more than one pl.spmd block in a pl.cluster scope",
     "PTOC-E0650": "a pl.pipeline loop needs a constant step and stage",
+    "PTOC-E0680": "a kernel's cross-core pipe ops disagree on the split mode",
     # internal
     "PTOC-I0001": "internal error",
     "PTOC-I0100": "function not emitted",
