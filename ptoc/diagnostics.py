@@ -147,6 +147,7 @@ CODES: dict[str, str] = {
     "PTOC-E0613": "more than one pl.spmd block in a pl.cluster scope",
     "PTOC-E0650": "a pl.pipeline loop needs a constant step and stage",
     "PTOC-E0680": "a kernel's cross-core pipe ops disagree on the split mode",
+    "PTOC-E0681": "a split kernel cannot be written per lane",
     # internal
     "PTOC-I0001": "internal error",
     "PTOC-I0100": "function not emitted",

@@ -95,3 +95,39 @@ def test_the_real_ptoas_assembles_the_split_pipe(arch, tmp_path):
     cpp = (tmp_path / "k.cpp").read_text()
     assert re.search(r"TPOP<TPipe<0, Direction::DIR_C2V[^;]*Tile<TileType::Vec, float, 8, 64[^;]*TILE_UP_DOWN>", cpp)
     assert re.search(r"TFREE<TPipe<0, Direction::DIR_C2V[^;]*TILE_UP_DOWN>", cpp) and "get_subblockid()" in cpp
+
+
+AUTO = ROOT / "examples" / "linear_relu_auto_split.ir"
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_the_auto_split_kernel_lowers_per_lane_validates_and_computes_relu_of_the_product(arch):
+    """examples/linear_relu_auto_split.ir: one mixed InCore kernel with split=UP_DOWN becomes an AIC kernel
+    pushing with split=1 and a dual-lane AIV kernel popping 8 x 64 halves; every stage (the per-lane InCore
+    kernel run once per lane, the pair run as three programs) and the .pto agree, and equal numpy."""
+    ctx = CompileContext(arch=arch)
+    prog = frontend(AUTO.read_text(), AUTO.name, ctx)
+    reports = validate_program(prog, ctx, seed=2)
+    rows = [r for rep in reports for r in rep.rows]
+    assert rows and all(r.ok and r.ran for r in rows), reports
+    low = lower(prog, ctx).program
+    text = print_program(low)
+    assert "pl.tile.tpush_to_aiv(acc, split=1)" in text and "pl.tile.tpop_from_aic(split=1)" in text
+    assert '"split_aiv": True' in text and '"dual_aiv_dispatch": True' in text
+    x, w, want = inputs(7)
+    got = run_function(low, "main", {"x": x, "w": w, "out": np.zeros((16, 128), np.float32)}, ctx)["out"]
+    np.testing.assert_array_equal(np.asarray(got, dtype=np.float32), want)
+
+
+@pytest.mark.parametrize("arch", ARCHES)
+def test_the_real_ptoas_assembles_the_auto_split_pair(arch, tmp_path):
+    exe = os.environ.get("PTOC_PTOAS")
+    if not exe:
+        pytest.skip("$PTOC_PTOAS is unset: run `eval \"$(bash ../shared/tools/setup.sh)\"` first")
+    r = subprocess.run([str(PTOC), "compile", str(AUTO), "--arch", arch, "-o", str(tmp_path / "k.pto"),
+                        "--assemble"], capture_output=True, text=True, check=False, timeout=600,
+                       env=dict(os.environ, PTOC_PTOAS=exe))
+    assert r.returncode == 0, r.stderr
+    cpp = (tmp_path / "k.cpp").read_text()
+    assert re.search(r"TPUSH<TPipe<0, Direction::DIR_C2V[^;]*TILE_UP_DOWN>", cpp)
+    assert re.search(r"TPOP<TPipe<0, Direction::DIR_C2V[^;]*Tile<TileType::Vec, float, 8, 64[^;]*TILE_UP_DOWN>", cpp)

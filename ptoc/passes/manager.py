@@ -46,6 +46,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("layout", "CanonicalizeTileSlice"),
     ("layout", "InferTileMemorySpace"),
     ("layout", "ResolveBackendOpLayouts"),
+    ("layout", "LowerAutoVectorSplit"),
     ("layout", "ExpandMixedKernel"),
     ("layout", "InjectGmPipeBuffer"),
     ("layout", "SplitVectorKernel"),

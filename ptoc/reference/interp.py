@@ -184,6 +184,7 @@ class _Machine:
     block_idx: int = 0
     block_num: int = 1
     subblock_idx: int = 0
+    lane_loop: int | None = None  # the lane a per-lane (split_aiv) kernel is running as
     max_iterations: int = 1_000_000
     dims: dict[str, int] = field(default_factory=dict)
     fifo: list = field(default_factory=list)
@@ -305,6 +306,17 @@ class _Frame:
             return self.m.kernel_runner(callee, args, c.span)
         if callee.func_type == "Group":
             return self.call_group(callee, args, c)
+        if callee.func_type == "InCore" and _split_aiv(callee) and self.m.lane_loop is None:
+            # a kernel written per lane (LowerAutoVectorSplit) runs once per vector lane; its cube work is
+            # the same on both runs
+            value = None
+            try:
+                for lane in range(2):
+                    self.m.lane_loop, self.m.subblock_idx = lane, lane
+                    value = self.enter(callee, args, c)
+            finally:
+                self.m.lane_loop, self.m.subblock_idx = None, 0
+            return value
         frame = _Frame(self.m, callee)
         kwargs = {k: self.eval(v) for k, v in c.kwargs if k not in ("attrs", "device")}
         for p, v in zip(callee.params, args):
@@ -683,6 +695,15 @@ def _launch_count(c: Call) -> Expr | None:
             if isinstance(k, StrLit) and k.value == "core_num":
                 return v
     return None
+
+
+def _split_aiv(fn: Function) -> bool:
+    """A kernel LowerAutoVectorSplit wrote per lane (`split_aiv`)."""
+    for k, v in fn.decorator_kwargs:
+        if k == "attrs" and isinstance(v, DictExpr):
+            return any(isinstance(a, StrLit) and a.value == "split_aiv" and isinstance(b, ConstBool) and b.value
+                       for a, b in v.items)
+    return False
 
 
 def _dual_lane(fn: Function) -> bool:

@@ -35,7 +35,7 @@ def test_pipeline_order_is_pinned():
         "FlattenCallExpr", "OutlineHierarchyScopes", "OutlineIncoreScopes",
         "OutlineClusterScopes", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
         "AutoTileMatmulL0", "CanonicalizeTileSlice",
-        "InferTileMemorySpace", "ResolveBackendOpLayouts", "ExpandMixedKernel",
+        "InferTileMemorySpace", "ResolveBackendOpLayouts", "LowerAutoVectorSplit", "ExpandMixedKernel",
         "InjectGmPipeBuffer", "SplitVectorKernel", "ClassifyKernels", "LowerPipelineLoops", "CanonicalizeIOOrder",
         "MaterializeTensorStrides", "InitMemRef", "MemoryReuse", "AllocateMemoryAddr", "DeriveCallDirections",
     ]

@@ -311,6 +311,17 @@ def _lane_join(parts: list, split: int) -> Tile:
     return _tile(np.concatenate([a.data, b.data], axis=ax), a.dtype, valid, pad=a.pad, memory=a.memory)
 
 
+@_op("tile.aiv_shard")
+def _aiv_shard(ctx: _OpCtx, a: dict):
+    """A lane crossing in a kernel run once per lane: this lane's half of the cube tile (split 0: a copy)."""
+    t = _need_tile(ctx, a["tile"], "tile")
+    if ctx.extra.get("lane_stride") is not None:
+        raise Unsupported(ctx.name, "a shard with lane_stride= (lanes of unequal valid extents)", ctx.span)
+    part = _lane_part(t, _split_mode(ctx.extra.get("split")), ctx.frame.m.subblock_idx)
+    part.memory = "Vec"
+    return part
+
+
 @_op("tile.tpush_to_aiv", "tile.tpush_to_aic")
 def _tpush(ctx: _OpCtx, a: dict):
     from ptoc.reference import pipes
