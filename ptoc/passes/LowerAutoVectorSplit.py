@@ -61,6 +61,8 @@ from ptoc.ir.nodes import (
     Call,
     ConstBool,
     ConstInt,
+    DictExpr,
+    EnumLit,
     EvalStmt,
     ForStmt,
     Function,
@@ -79,10 +81,32 @@ from ptoc.ir.nodes import (
 from ptoc.ir.visitor import walk
 from ptoc.passes.common import op_names
 from ptoc.passes.manager import Pass
-from ptoc.passes.SplitVectorKernel import MODES, _attr, _attr_dict, _mode_value, _true
 
 CUBE_SPACES = ("Mat", "Left", "Right", "Acc", "Bias", "LeftScale", "RightScale")
+MODES = {"NONE": 0, "UP_DOWN": 1, "LEFT_RIGHT": 2}
 SB = "subblock_idx"
+
+
+def _attr_dict(f: Function) -> DictExpr | None:
+    for k, v in f.decorator_kwargs:
+        if k == "attrs" and isinstance(v, DictExpr):
+            return v
+    return None
+
+
+def _attr(f: Function, key: str):
+    d = _attr_dict(f)
+    return next((v for k, v in (d.items if d else ()) if isinstance(k, StrLit) and k.value == key), None)
+
+
+def _mode_value(e) -> int | None:
+    if isinstance(e, EnumLit):
+        return MODES.get(e.member)
+    return e.value if isinstance(e, ConstInt) else None
+
+
+def _true(e) -> bool:
+    return isinstance(e, ConstBool) and e.value
 
 
 def _i(v: int) -> ConstInt:
@@ -233,4 +257,4 @@ class _Lower:
         return replace(offsets, items=tuple(items))
 
 
-__all__ = ["LowerAutoVectorSplit", "MODES"]
+__all__ = ["LowerAutoVectorSplit"]
