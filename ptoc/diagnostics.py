@@ -152,6 +152,8 @@ CODES: dict[str, str] = {
     # the pl.spmd loop form (PTOC-E0690..E0699)
     "PTOC-E0690": "malformed pl.spmd loop",
     "PTOC-E0691": "pl.spmd loop inside a kernel function",
+    "PTOC-E0680": "a kernel's cross-core pipe ops disagree on the split mode",
+    "PTOC-E0681": "a split kernel cannot be written per lane",
     # internal
     "PTOC-I0001": "internal error",
     "PTOC-I0100": "function not emitted",

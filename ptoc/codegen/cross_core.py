@@ -9,6 +9,7 @@ Spelling (PTOAS's pipe ops; checked with the PTOAS release in the toolchain):
     pto.tpush_to_aiv(%t : !pto.tile_buf<...>) {split = 0}               (tile.tpush_to_aiv / _aic)
     %t = pto.tpop_from_aic {split = 0} -> !pto.tile_buf<...>            (tile.tpop_from_aic / _aiv)
     pto.tfree_from_aic {split = 0}                                      (system.tfree_to_aic; _aiv alike)
+    %i = pto.get_subblock_idx                                            (tile.get_subblock_idx: the lane)
 
 - The consumer of a direction reserves its local slot buffer (Vec for cube -> vector, Mat for vector ->
   cube); the producer imports it by name. At --pto-level level3 the buffer gets an explicit `base`: the
@@ -21,6 +22,8 @@ Spelling (PTOAS's pipe ops; checked with the PTOAS release in the toolchain):
   ahead; the reference runs the IR's depth, the stricter one.
 - On a2a3 the pipe runs through a GM ring: `gm_slot_buffer` is the kernel's `__gm_pipe_buffer` parameter
   (InjectGmPipeBuffer adds it); a2a3 pipe set-up without it is PTOC-E0621.
+- `split` is the op's `split=` (1 UP_DOWN, 2 LEFT_RIGHT: each vector lane gets / gives one half); a free
+  without `split=` takes its tile's pop's, as PTOAS rejects a pipe whose ops mix split 0 with 1 or 2.
 - A popped tile is the pipe's slot, not a buffer of the kernel: it has no `pto.alloc_tile`.
 """
 
@@ -76,7 +79,11 @@ class CrossCoreEmitter:
         elif op in POP_OPS:
             self._pop(name, c, op, span)
         else:
-            self.emit(f"pto.{FREE_OPS[op]} {{split = {_kw_int(c, 'split', 0)}}}")
+            # PTOAS wants one split mode per pipe: a free without split= takes the split of its tile's pop
+            tile = c.args[0] if c.args else c.kwarg("tile")
+            popped = getattr(self, "pop_split", {}).get(tile.name) if isinstance(tile, Var) else None
+            split = _kw_int(c, "split", popped if popped is not None else 0)
+            self.emit(f"pto.{FREE_OPS[op]} {{split = {split}}}")
 
     def _reserve(self, name: str | None, c: Call, span: Span | None) -> None:
         buf, size = c.kwarg("name"), _kw_int(c, "size")
@@ -164,4 +171,7 @@ class CrossCoreEmitter:
             raise unsupported(f"pl.{c.op} of a tile with a dynamic valid shape", span)
         ssa = self.fresh(name)
         self.emit(f"%{ssa} = pto.{op[5:]} {{split = {_kw_int(c, 'split', 0)}}} -> {tstr}")
+        if not hasattr(self, "pop_split"):
+            self.pop_split = {}
+        self.pop_split[name] = _kw_int(c, "split", 0)
         self.env[name] = _Handle(ssa, tstr, ("tpop", ssa), False, None)

@@ -81,7 +81,9 @@ Deliberate differences from PyPTO
 - A kernel whose callers are all Group functions gets no Group of its own: each of those Groups calls the
   AIC kernel and then the AIV kernel in place of the kernel (PyPTO's in-place Group rewrite).
 - No dual-AIV dispatch on a2a3 (PyPTO marks the AIV `dual_aiv_dispatch` and replays the hand-shakes on
-  the second vector lane): ptoc's AIV is one lane. No split modes (`aiv_shard` / `aic_gather`, `split=`),
+  the second vector lane) here: SplitVectorKernel marks the kernels that run on both lanes. The lane
+  crossings `tile.aiv_shard` / `tile.aic_gather` of LowerAutoVectorSplit become split pipe transfers (their
+  `split=` mode): the cube pushes the full tile / pops the gathered one, each lane pops / pushes its half. No
   GM-mediated store/load fences, hand-written Group ABI normalisation or pre-existing Group callers.
 - A vector -> cube move into Left/Right pops Mat with the move's layout instead of a fractal bridge tile,
   and a kernel with a while loop or scope holding both sides' work is rejected (PTOC-E0622).
@@ -248,6 +250,15 @@ class _Splitter:
                 self.boundary[id(s)] = C2V if src == "cube" else V2C
                 return "mixed"
             return src
+        if op.name in ("tile.aiv_shard", "tile.aic_gather") and c.args and isinstance(c.args[0], Var) \
+                and isinstance(s, AssignStmt):
+            # a lane crossing of LowerAutoVectorSplit: a split pipe transfer (its split= mode)
+            src = self._space_side(self.types.get(c.args[0].name))
+            want = "cube" if op.name == "tile.aiv_shard" else "vector"
+            if src == want:
+                self.boundary[id(s)] = C2V if want == "cube" else V2C
+                return "mixed"
+            return src
         if op.name.startswith(("tile.tpush", "tile.tpop", "system.tfree")):
             return "shared"
         if op.unit == "cube":
@@ -401,7 +412,10 @@ class _Splitter:
         src_t = self.types.get(src.name)
         self.dirs.add(d)
         self.slot = max(self.slot, _bytes(src_t), _bytes(dst_t))
-        split = (("split", _i(0)),)
+        crossing = _is(c, "tile.aiv_shard", "tile.aic_gather")
+        split = (("split", c.kwarg("split") if crossing and c.kwarg("split") is not None else _i(0)),)
+        if crossing and d == V2C and side == "cube":  # the gathered tile is the popped Mat tile
+            return [AssignStmt(s.target, Call("tile.tpop_from_aiv", (), split, span=c.span), dst_t, span=s.span)]
         if d == C2V:
             if side == "cube":
                 return [EvalStmt(Call("tile.tpush_to_aiv", (src,), split), span=s.span)]

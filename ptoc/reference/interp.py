@@ -185,6 +185,7 @@ class _Machine:
     block_idx: int = 0
     block_num: int = 1
     subblock_idx: int = 0
+    lane_loop: int | None = None  # the lane a per-lane (split_aiv) kernel is running as
     max_iterations: int = 1_000_000
     dims: dict[str, int] = field(default_factory=dict)
     fifo: list = field(default_factory=list)
@@ -306,6 +307,17 @@ class _Frame:
             return self.m.kernel_runner(callee, args, c.span)
         if callee.func_type == "Group":
             return self.call_group(callee, args, c)
+        if callee.func_type == "InCore" and _split_aiv(callee) and self.m.lane_loop is None:
+            # a kernel written per lane (LowerAutoVectorSplit) runs once per vector lane; its cube work is
+            # the same on both runs
+            value = None
+            try:
+                for lane in range(2):
+                    self.m.lane_loop, self.m.subblock_idx = lane, lane
+                    value = self.enter(callee, args, c)
+            finally:
+                self.m.lane_loop, self.m.subblock_idx = None, 0
+            return value
         frame = _Frame(self.m, callee)
         kwargs = {k: self.eval(v) for k, v in c.kwargs if k not in ("attrs", "device")}
         for p, v in zip(callee.params, args):
@@ -330,11 +342,22 @@ class _Frame:
                     and (s.value if isinstance(s, AssignStmt) else s.expr).kind == "func"]
         rest = [s for s in callee.body if all(s is not x for x in launches)]
         members = [(s.value if isinstance(s, AssignStmt) else s.expr) for s in launches]
-        run = GroupRun([m.op for m in members])
+        # a vector kernel marked for dual-lane dispatch runs twice, as lane 0 and lane 1
+        names, lanes, calls, first = [], {}, [], []
+        for m in members:
+            first.append(len(calls))
+            fn = self.m.program.function(m.op)
+            for lane in range(2 if fn is not None and _dual_lane(fn) else 1):
+                name = m.op if lane == 0 else f"{m.op} (lane {lane})"
+                names.append(name)
+                lanes[name] = lane
+                calls.append(lambda m=m: frame.call_function(m))
+        run = GroupRun(names, lanes)
         try:
-            values = run.run([(lambda m=m: frame.call_function(m)) for m in members])
+            values = run.run(calls)
         except PipeFault as e:
             _fault(f"launching {callee.name}: {e}", c.span if c is not None else callee.span)
+        values = [values[i] for i in first]
         for s, v in zip(launches, values):
             if isinstance(s, AssignStmt):
                 frame.env[s.target.name] = v
@@ -710,6 +733,26 @@ def _launch_count(c: Call) -> Expr | None:
     return None
 
 
+def _split_aiv(fn: Function) -> bool:
+    """A kernel LowerAutoVectorSplit wrote per lane (`split_aiv`)."""
+    for k, v in fn.decorator_kwargs:
+        if k == "attrs" and isinstance(v, DictExpr):
+            return any(isinstance(a, StrLit) and a.value == "split_aiv" and isinstance(b, ConstBool) and b.value
+                       for a, b in v.items)
+    return False
+
+
+def _dual_lane(fn: Function) -> bool:
+    """An AIV kernel SplitVectorKernel marked `dual_aiv_dispatch`: the runtime launches it on both lanes."""
+    if fn.func_type != "AIV":
+        return False
+    for k, v in fn.decorator_kwargs:
+        if k == "attrs" and isinstance(v, DictExpr):
+            return any(isinstance(a, StrLit) and a.value == "dual_aiv_dispatch" and isinstance(b, ConstBool)
+                       and b.value for a, b in v.items)
+    return False
+
+
 def run_function(program: Program, fn_name: str, inputs: dict, ctx=None, *, block_idx: int = 0,
                  block_num: int = 1, subblock_idx: int = 0, all_blocks: bool = False,
                  max_iterations: int = 1_000_000, layout_bytes: bool = False, kernel_runner=None) -> Outputs:
@@ -722,7 +765,8 @@ def run_function(program: Program, fn_name: str, inputs: dict, ctx=None, *, bloc
     fn = program.function(fn_name)
     if fn is None:
         _fault(f"the program has no function {fn_name!r}", code="PTOC-E0502")
-    m = _Machine(program, ctx, block_idx, block_num, subblock_idx, max_iterations, kernel_runner=kernel_runner)
+    m = _Machine(program, ctx, block_idx, block_num, subblock_idx, max_iterations=max_iterations,
+                 kernel_runner=kernel_runner)
     frame = _Frame(m, fn)
     names = {p.name for p in fn.params}
     dyn = {d.name for d in program.dynamic_dims}
@@ -764,7 +808,18 @@ def run_function(program: Program, fn_name: str, inputs: dict, ctx=None, *, bloc
 
 
 def _run_entry(frame: _Frame, fn: Function) -> tuple:
-    """The body of the function a run starts with; a Group launches its members (`call_group`)."""
+    """The body of the function a run starts with; a Group launches its members (`call_group`); a kernel
+    written per vector lane (`split_aiv`) runs once per lane, as a call of it does (`enter`)."""
+    if fn.func_type == "InCore" and _split_aiv(fn) and frame.m.lane_loop is None:
+        env0, values = dict(frame.env), ()
+        try:
+            for lane in range(2):
+                frame.m.lane_loop, frame.m.subblock_idx = lane, lane
+                frame.env = dict(env0)
+                values = frame.run_body()
+        finally:
+            frame.m.lane_loop, frame.m.subblock_idx = None, 0
+        return values
     if fn.func_type != "Group":
         return frame.run_body()
     v = frame.call_group(fn, [frame.env.get(p.name) for p in fn.params], None)

@@ -14,6 +14,10 @@ until it must wait for the other, then hands over:
   the free gives wrong numbers.
 - The members start in reverse call order (the vector kernel of a split pair first), so a read of global
   memory that no pop orders after the other kernel's write sees the memory before that write.
+- A vector kernel with two lanes (SplitVectorKernel's `dual_aiv_dispatch`) runs as two members, lane 0
+  and lane 1 (`get_subblock_idx`), each with its own rings: a cube push gives each lane its part (the half
+  of the split axis for `split` 1/2, a copy for 0), a cube pop waits for both lanes' pushes and joins them
+  (the halves, or lane 0's tile for `split=0`), a cube free releases both lanes' slots.
 - A wait nobody can end (both members waiting, or one waiting on a member that has finished: a pop with no
   matching push, a push into a full ring nobody frees) is a fault naming the kernels, never a hang; so is a
   member ending with popped slots not freed, or pushed tiles nobody popped.
@@ -29,6 +33,7 @@ import numpy as np
 DIRECTIONS = {"tile.tpush_to_aiv": "c2v", "tile.tpop_from_aic": "c2v", "system.tfree_to_aic": "c2v",
               "tile.tpush_to_aic": "v2c", "tile.tpop_from_aiv": "v2c", "system.tfree_to_aiv": "v2c"}
 DEFAULT_SLOTS = 8
+AIV_SIDE = ("tile.tpop_from_aic", "tile.tpush_to_aic", "system.tfree_to_aic")
 _local = threading.local()
 
 
@@ -42,18 +47,26 @@ def current():
 
 
 class GroupRun:
-    def __init__(self, members: list[str]):
+    def __init__(self, members: list[str], lanes: dict[str, int] | None = None):
         self.members = members
+        self.lanes = dict(lanes or {})  # vector member -> its lane (sub-block index)
+        self.nlanes = max(self.lanes.values(), default=0) + 1
         self.cv = threading.Condition()
         self.turn: str | None = None
         self.done: set[str] = set()
         self.waiting: dict[str, str] = {}  # member -> what it waits for
         self.fault: str | None = None
         self.slots: dict[str, int] = {}
-        self.rings: dict[str, deque] = {"c2v": deque(), "v2c": deque()}
-        self.taken: dict[str, int] = {"c2v": 0, "v2c": 0}  # slots pushed and not yet freed
-        self.popped: dict[str, deque] = {"c2v": deque(), "v2c": deque()}
-        self.consumer: dict[str, str] = {}  # direction -> the member that pops it
+        keys = [(d, lane) for d in ("c2v", "v2c") for lane in range(self.nlanes)]
+        self.rings: dict[tuple, deque] = {k: deque() for k in keys}
+        self.taken: dict[tuple, int] = {k: 0 for k in keys}  # slots pushed and not yet freed
+        self.popped: dict[tuple, deque] = {k: deque() for k in keys}
+        self.consumer: dict[tuple, str] = {}  # (direction, lane) -> the member that pops it
+        self.joined: dict[str, deque] = {"c2v": deque(), "v2c": deque()}  # cube pops joined from the lanes
+
+    def lane(self, member: str) -> int:
+        """The sub-block index `member` runs as (0 for the cube kernel and a one-lane vector kernel)."""
+        return self.lanes.get(member, 0)
 
     # ------------------------------------------------------------------ scheduling
     def run(self, calls: list) -> list:
@@ -96,7 +109,7 @@ class GroupRun:
             raise first
         if self.fault is not None:
             raise PipeFault(self.fault)
-        left = {d: len(r) for d, r in self.rings.items() if r}
+        left = {_key(k): len(r) for k, r in self.rings.items() if r}
         if left:
             raise PipeFault("tiles pushed and never popped: " + ", ".join(f"{n} {d}" for d, n in left.items()))
         return results
@@ -136,9 +149,9 @@ class GroupRun:
 
     def _check_balanced(self, me: str) -> None:
         with self.cv:
-            for d, who in self.consumer.items():
-                if who == me and self.popped[d]:
-                    raise PipeFault(f"{me} ended with {len(self.popped[d])} popped {d} slot(s) never freed")
+            for k, who in self.consumer.items():
+                if who == me and self.popped[k]:
+                    raise PipeFault(f"{me} ended with {len(self.popped[k])} popped {_key(k)} slot(s) never freed")
 
     # ------------------------------------------------------------------ the pipe ops
     def init(self, slot_num: int | None) -> None:
@@ -146,35 +159,62 @@ class GroupRun:
         for d in ("c2v", "v2c"):
             self.slots.setdefault(d, n)
 
-    def push(self, me: str, op: str, value) -> None:
+    def _lanes_of(self, me: str, op: str) -> list[int]:
+        """The lanes an op of `me` works on: its own lane on the vector side, every lane on the cube side."""
+        return [self.lane(me)] if op in AIV_SIDE else list(range(self.nlanes))
+
+    def push(self, me: str, op: str, value, part=None) -> None:
+        """Push `value`; on the cube side with two lanes, lane i receives `part(value, i)`."""
         d = DIRECTIONS[op]
         cap = self.slots.get(d, DEFAULT_SLOTS)
-        self._wait(me, f"a free {d} slot ({op})", lambda: self.taken[d] < cap)
+        lanes = self._lanes_of(me, op)
+        self._wait(me, f"a free {d} slot ({op})", lambda: all(self.taken[(d, x)] < cap for x in lanes))
         with self.cv:
-            self.taken[d] += 1
-            self.rings[d].append(value)
+            for x in lanes:
+                self.taken[(d, x)] += 1
+                self.rings[(d, x)].append(value if part is None or len(lanes) == 1 else part(value, x))
         self._wake()
 
-    def pop(self, me: str, op: str):
+    def pop(self, me: str, op: str, join=None):
+        """Pop the oldest pushed tile; on the cube side with two lanes, `join(tiles)` of both lanes' tiles."""
         d = DIRECTIONS[op]
-        self._wait(me, f"a pushed {d} tile ({op})", lambda: bool(self.rings[d]))
+        lanes = self._lanes_of(me, op)
+        self._wait(me, f"a pushed {d} tile ({op})", lambda: all(self.rings[(d, x)] for x in lanes))
+        got = []
         with self.cv:
-            v = self.rings[d].popleft()
-            self.popped[d].append(v)
-            self.consumer[d] = me
+            for x in lanes:
+                v = self.rings[(d, x)].popleft()
+                self.popped[(d, x)].append(v)
+                self.consumer[(d, x)] = me
+                got.append(v)
+        if len(got) == 1:
+            return got[0]
+        v = join(got) if join is not None else got[0]
+        with self.cv:
+            self.joined[d].append(v)
         return v
 
     def free(self, me: str, op: str) -> None:
         d = DIRECTIONS[op]
+        freed = []
         with self.cv:
-            if not self.popped[d]:
-                self.fault = f"{me}: {op} frees a {d} slot it has not popped"
-                self.cv.notify_all()
-                raise PipeFault(self.fault)
-            v = self.popped[d].popleft()
-            self.taken[d] -= 1
-        poison(v)
+            for x in self._lanes_of(me, op):
+                if not self.popped[(d, x)]:
+                    self.fault = f"{me}: {op} frees a {d} slot it has not popped"
+                    self.cv.notify_all()
+                    raise PipeFault(self.fault)
+                freed.append(self.popped[(d, x)].popleft())
+                self.taken[(d, x)] -= 1
+            if op not in AIV_SIDE and self.joined[d]:
+                freed.append(self.joined[d].popleft())
+        for v in freed:
+            poison(v)
         self._wake()
+
+
+def _key(k: tuple) -> str:
+    d, lane = k
+    return d if lane == 0 else f"{d} (lane {lane})"
 
 
 def poison(v) -> None:

@@ -73,11 +73,13 @@ def entries(program: Program) -> list[Function]:
     kernel_names = {f.name for f in kernels(program)}
     called = {n.op for f in program.functions for n in walk(f) if isinstance(n, Call) and n.kind == "func"}
     inline = {f.name: f for f in program.functions if f.func_type == "Inline"}
+    groups = {f.name for f in program.functions if f.func_type == "Group"}
 
     def reaches_kernel(f: Function, seen: set[str]) -> bool:
         # an Inline function's body is its caller's (InlineFunctions copies it there)
         for n in walk(f):
-            if is_incore_scope(n) or isinstance(n, Call) and n.kind == "func" and n.op in kernel_names:
+            if is_incore_scope(n) or isinstance(n, Call) and n.kind == "func" and (n.op in kernel_names
+                                                                                  or n.op in groups):
                 return True
             if isinstance(n, Call) and n.kind == "func" and n.op in inline and n.op not in seen:
                 seen.add(n.op)
@@ -186,7 +188,10 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
     run_pipeline(program, ctx, passes=passes, instruments=[snap])
     stages: list[tuple[str, Program]] = [("frontend", program)] + snap.stages
     reports = []
-    functions = kernels(program) + entries(program)
+    # a kernel a Group launches runs with its peer, through the program that calls the Group
+    grouped = {n.op for f in program.functions if f.func_type == "Group" for n in walk(f)
+               if isinstance(n, Call) and n.kind == "func"}
+    functions = [f for f in kernels(program) if f.name not in grouped] + entries(program)
     step = progress.advance if progress is not None else (lambda label=None: None)
     if progress is not None:  # per function: every stage, the emitted .pto, the simulator
         progress.set_total(len(functions) * (len(stages) + 1 + (simulator is not None)))

@@ -145,6 +145,19 @@ EXPECTED = {
             "x": ("bfloat16_t", nd(16, 128), "ND"), "out": ("float", nd(16, 128), "ND"),
             "w": ("bfloat16_t", nd(128, 128), "ND"), "__gm_pipe_buffer": ("float", nd(1, 1), "ND"),
             "out_2_pview": ("float", nd(16, 128, (16, 64)), "ND")}},
+    # the split pair: the cube kernel as in linear_relu; each vector lane stores an 8 x 64 half of a 16 x 64 block
+    "linear_relu_split": {
+        "lr_aic": {
+            "x": ("bfloat16_t", nd(16, 128), "ND"), "w": ("bfloat16_t", nd(128, 128), "ND"),
+            "out": ("float", nd(16, 128), "ND"), "__gm_pipe_buffer": ("float", nd(1, 1), "ND"),
+            "x_mat_pview": ("bfloat16_t", nd(16, 128), "ND"),
+            "w_mat_pview": ("bfloat16_t", nd(128, 128, (128, 64)), "ND")},
+        "lr_aiv": {
+            "x": ("bfloat16_t", nd(16, 128), "ND"), "w": ("bfloat16_t", nd(128, 128), "ND"),
+            "out": ("float", nd(16, 128), "ND"), "__gm_pipe_buffer": ("float", nd(1, 1), "ND"),
+            "o2_pview": ("float", nd(16, 128, (8, 64)), "ND")}},
+    # the same pair reached from one mixed kernel with the split attribute
+    "linear_relu_auto_split": None,
     # an attention block: the AIC loads and stores every tensor it uses, the AIV only takes the parameters
     "attention_block": {
         "attention_aic": {
@@ -221,6 +234,7 @@ EXPECTED = {
         "xt_pview": ("half", nd(None, 64, (D, 64)), "ND"),
         "y_store_pview": ("half", nd(None, 64, (D, 64)), "ND")}},
 }
+EXPECTED["linear_relu_auto_split"] = EXPECTED["linear_relu_split"]
 
 
 def spell(v) -> str:

@@ -35,8 +35,8 @@ def test_pipeline_order_is_pinned():
         "FlattenCallExpr", "OutlineHierarchyScopes", "OutlineIncoreScopes",
         "OutlineClusterScopes", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
         "AutoTileMatmulL0", "CanonicalizeTileSlice",
-        "InferTileMemorySpace", "ResolveBackendOpLayouts", "ExpandMixedKernel",
-        "InjectGmPipeBuffer", "ClassifyKernels", "LowerPipelineLoops", "CanonicalizeIOOrder",
+        "InferTileMemorySpace", "ResolveBackendOpLayouts", "LowerAutoVectorSplit", "ExpandMixedKernel",
+        "InjectGmPipeBuffer", "SplitVectorKernel", "ClassifyKernels", "LowerPipelineLoops", "CanonicalizeIOOrder",
         "MaterializeTensorStrides", "InitMemRef", "MemoryReuse", "AllocateMemoryAddr", "DeriveCallDirections",
     ]
 

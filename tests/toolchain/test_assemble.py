@@ -234,7 +234,8 @@ def test_every_example_assembles_with_the_real_ptoas(tmp_path, ptoas, example):
     assert ("PTOC-I0455" in r.stderr) == (nz and _real_version(ptoas) < (0, 61))
     # kernel calls (also a split kernel's Group launching its pair): a manifest
     whole_program = example in ("attention_block.ir", "grouped_matmul_nz.ir", "linear_relu.ir", "quant_linear_nz.ir", "scoped_add_scale.ir",
-                                "scoped_chunked_add.ir", "vector_add.ir", "staged_buffer.ir", "scoped_matmul_relu.ir")
+                                "scoped_chunked_add.ir", "vector_add.ir", "staged_buffer.ir", "scoped_matmul_relu.ir",
+                                "linear_relu_split.ir", "linear_relu_auto_split.ir")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["k.cpp", "k.h"] + ["k.kernels.json"] * whole_program + [
         "k.pto"]
 

@@ -20,7 +20,8 @@ VADD = EXAMPLES / "vector_add.ir"
 
 # dynamic dimensions of the examples that have them (80 rows: two whole 32-row tiles and a partial one)
 DIMS = {"dynamic_rows.ir": ["--dim", "M=80"]}
-SPLIT = {"attention_block.ir", "linear_relu.ir", "quant_linear_nz.ir"}  # mixed cube + vector: ExpandMixedKernel splits it into an AIC/AIV pair
+SPLIT = {"attention_block.ir", "linear_relu.ir", "quant_linear_nz.ir",  # mixed cube + vector: an AIC/AIV pair
+         "linear_relu_split.ir", "linear_relu_auto_split.ir"}
 
 
 def run(*args, env, cwd=None):

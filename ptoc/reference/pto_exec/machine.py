@@ -343,7 +343,10 @@ class Interpreter(MemoryOps, ElementwiseOps, ReductionOps, MatmulOps, LayoutOps,
         self.env[op.results[0]] = self.block_num
 
     def subblock_idx_op(self, op: Op) -> None:
-        self.env[op.results[0]] = 0
+        from ptoc.reference import pipes
+
+        run = pipes.current()  # the lane this vector kernel runs as (0 outside a Group launch)
+        self.env[op.results[0]] = run[0].lane(run[1]) if run is not None else 0
 
     def _ins(self, op: Op, n: int | None = None) -> list:
         vals = []

@@ -239,7 +239,11 @@ def _block_num(ctx: _OpCtx, a: dict):
 
 @_op("tile.get_subblock_idx")
 def _subblock_idx(ctx: _OpCtx, a: dict):
-    return Scalar(ctx.frame.m.subblock_idx, dtypes.BY_NAME["UINT64"])
+    from ptoc.reference import pipes
+
+    run = pipes.current()
+    lane = run[0].lane(run[1]) if run is not None else ctx.frame.m.subblock_idx
+    return Scalar(lane, dtypes.BY_NAME["UINT64"])
 
 
 # synchronisation: nothing to do ------------------------------------------------------------------------
@@ -296,6 +300,37 @@ def _split_mode(v) -> int:
     return _as_int(v, "a split mode")
 
 
+def _lane_part(t: Tile, split: int, lane: int) -> Tile:
+    """Lane `lane`'s part of a tile a cube push hands to two vector lanes: the half along the split axis
+    (its valid extent the part of the valid region inside the half), or a copy for split 0."""
+    if split not in (1, 2) or t.rank != 2:
+        return Tile(t.data.copy(), t.dtype, t.valid, t.pad, t.memory, t.blayout)
+    ax = 0 if split == 1 else 1
+    h = (t.shape[ax] + 1) // 2  # the ceiling half: an odd extent leaves lane 1 one cell short
+    sl = [slice(None), slice(None)]
+    sl[ax] = slice(lane * h, (lane + 1) * h)
+    part = t.data[tuple(sl)].copy()
+    if part.shape[ax] < h:
+        pad_width = [(0, 0), (0, 0)]
+        pad_width[ax] = (0, h - part.shape[ax])
+        part = np.pad(part, pad_width)
+    valid = list(t.valid)
+    valid[ax] = _lane_extent(t.valid[ax], h, lane)
+    return _tile(part, t.dtype, valid, pad=t.pad, memory=t.memory)
+
+
+def _lane_join(parts: list, split: int) -> Tile:
+    """The tile a cube pop receives from the two lanes: the halves side by side along the split axis (the
+    valid region lane 0's extent plus lane 1's when lane 0's half is full), or lane 0's tile for split 0."""
+    a, b = parts[0], parts[1]
+    if split not in (1, 2) or a.rank != 2:
+        return a
+    ax = 0 if split == 1 else 1
+    valid = list(a.valid)
+    valid[ax] = a.valid[ax] + (b.valid[ax] if a.valid[ax] == a.shape[ax] else 0)
+    return _tile(np.concatenate([a.data, b.data], axis=ax), a.dtype, valid, pad=a.pad, memory=a.memory)
+
+
 @_op("tile.tpush_to_aiv", "tile.tpush_to_aic")
 def _tpush(ctx: _OpCtx, a: dict):
     from ptoc.reference import pipes
@@ -303,24 +338,13 @@ def _tpush(ctx: _OpCtx, a: dict):
     t = _need_tile(ctx, a["tile"], "tile")
     split = _split_mode(ctx.extra.get("split"))
     run = pipes.current()
-    if run is not None and split == 0:
+    if run is not None:
         copy = Tile(t.data.copy(), t.dtype, t.valid, t.pad, t.memory, t.blayout)
-        _pipe_call(ctx, lambda: run[0].push(run[1], ctx.name, copy))
+        _pipe_call(ctx, lambda: run[0].push(run[1], ctx.name, copy, part=lambda v, i: _lane_part(v, split, i)))
         return None
     if split in (1, 2) and t.rank == 2:
-        ax = 0 if split == 1 else 1
-        h = (t.shape[ax] + 1) // 2  # the ceiling half: an odd extent leaves lane 1 one cell short
         for i in range(2):
-            sl = [slice(None), slice(None)]
-            sl[ax] = slice(i * h, (i + 1) * h)
-            part = t.data[tuple(sl)]
-            if part.shape[ax] < h:
-                pad_width = [(0, 0), (0, 0)]
-                pad_width[ax] = (0, h - part.shape[ax])
-                part = np.pad(part, pad_width)
-            valid = list(t.valid)
-            valid[ax] = _lane_extent(t.valid[ax], h, i)
-            ctx.frame.m.fifo.append(_tile(part, t.dtype, valid, pad=t.pad, memory=t.memory))
+            ctx.frame.m.fifo.append(_lane_part(t, split, i))
     else:
         ctx.frame.m.fifo.append(t)
     return None
@@ -338,12 +362,12 @@ def _aiv_shard(ctx: _OpCtx, a: dict):
     """This vector lane's half of a cube tile: the box is ceil(extent / 2) along the split axis, lane L
     reads from L * step (step = lane_stride=, else the box half) and holds the clamped valid extent."""
     t = _need_tile(ctx, a["tile"], "tile")
-    split = _split_mode(a.get("split", ctx.extra.get("split")))
+    split = _split_mode(a.get("split") if a.get("split") is not None else ctx.extra.get("split"))
     if split == 0 or t.rank != 2:
         return Tile(t.data.copy(), t.dtype, t.valid, t.pad, "Vec", t.blayout)
     ax = 0 if split == 1 else 1
     half = (t.shape[ax] + 1) // 2
-    stride = a.get("lane_stride", ctx.extra.get("lane_stride"))
+    stride = a.get("lane_stride") if a.get("lane_stride") is not None else ctx.extra.get("lane_stride")
     step = half if stride is None else _as_int(stride, "a lane stride")
     lane = ctx.frame.m.subblock_idx
     start = lane * step
@@ -367,7 +391,8 @@ def _tpop(ctx: _OpCtx, a: dict):
 
     run = pipes.current()
     if run is not None:
-        t = _pipe_call(ctx, lambda: run[0].pop(run[1], ctx.name))
+        split = _split_mode(ctx.extra.get("split"))
+        t = _pipe_call(ctx, lambda: run[0].pop(run[1], ctx.name, join=lambda ps: _lane_join(ps, split)))
         # the popped tile is the slot itself: freeing the slot overwrites it
         t.memory = "Vec" if ctx.name.endswith("aic") else "Mat"
         return t

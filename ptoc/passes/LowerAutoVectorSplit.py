@@ -1,0 +1,260 @@
+"""LowerAutoVectorSplit: write a split mixed kernel in its per-lane form, with explicit lane crossings.
+
+Purpose
+-------
+A mixed InCore kernel carrying a `split` attribute (UP_DOWN: rows, LEFT_RIGHT: columns) runs its vector
+part on both vector lanes, each on one half of the split axis. This pass, run just before
+ExpandMixedKernel, rewrites the vector part for one lane: the cube -> vector moves become
+`tile.aiv_shard` (each lane receives its half), vector -> cube moves become `tile.aic_gather`, vector tiles
+loaded or sliced at the full extent take the lane's half, and global-memory offsets on the split axis move
+by `subblock_idx * half`. The function is marked `split_aiv`, so ExpandMixedKernel turns the crossings into
+split pipe transfers and SplitVectorKernel leaves the body alone.
+
+Before::
+
+    @pl.function(type=pl.FunctionType.InCore, attrs={"split": pl.SplitMode.UP_DOWN})
+    def k(self, qk: pl.Tile[[128, 128], pl.FP32, pl.Mem.Mat], out: pl.Out[pl.Tensor[[128, 128], pl.FP32]]):
+        v = pl.tile.move(qk, target_memory=pl.Mem.Vec)
+        y = pl.tile.add(v, v)
+        o = pl.tile.store(y, [0, 0], out)
+
+After::
+
+    @pl.function(type=pl.FunctionType.InCore, attrs={"split": pl.SplitMode.UP_DOWN, "split_aiv": True})
+    def k(self, qk: ..., out: ...):
+        subblock_idx: pl.Scalar[pl.INDEX] = pl.tile.get_subblock_idx()
+        v = pl.tile.aiv_shard(qk, split=1)                       # [64, 128] Vec
+        y = pl.tile.add(v, v)
+        o = pl.tile.store(y, [0 + subblock_idx * 64, 0], out)
+
+Rules
+-----
+- Only InCore functions with a `split` attribute of UP_DOWN or LEFT_RIGHT and no `split_aiv` mark change.
+- `subblock_idx = tile.get_subblock_idx()` becomes the first statement.
+- A `tile.move` of a cube tile (Mat, Acc, ...) into Vec becomes `tile.aiv_shard(src, split=mode)`; the
+  lane's stride along the axis is half the box, or, when the source's valid extent V is a constant whose
+  halves differ from the box's (ceil(V / 2) != ceil(box / 2)) and the shard is used, `lane_stride=ceil(V / 2)`.
+- A `tile.move` of a halved Vec tile into cube memory becomes `tile.aic_gather(src, split=mode)`.
+- A Vec `tile.load` or `tile.slice` whose extent on the axis is the even constant box F takes F / 2 and
+  starts at `offset + subblock_idx * F / 2`.
+- A `tile.store` of a halved tile writes at `offset + subblock_idx * stride` on the axis.
+- The types of the rewritten statements are inferred again (their annotations are dropped). A kernel whose
+  rewritten form does not type (an op taking the full box explicitly, such as a reshape) is PTOC-E0681.
+- A kernel whose tiles never cross between the cube memories and Vec (pure vector work) is left alone.
+
+Deliberate differences from PyPTO
+---------------------------------
+- Only the moves, loads, slices and stores above are rewritten; other ops that take explicit full-box shapes
+  (tile.create/full/ci, reshapes) are left replicated on both lanes, where PyPTO localises some of them.
+- The valid shape of a shard is the one ptoc's `tile.aiv_shard` type rule gives (the same per-lane rule).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from ptoc.diagnostics import CompileError, Diagnostic
+from ptoc.ir import dtypes
+from ptoc.ir.nodes import (
+    AssignStmt,
+    BinOp,
+    Call,
+    ConstBool,
+    ConstInt,
+    DictExpr,
+    EnumLit,
+    EvalStmt,
+    ForStmt,
+    Function,
+    IfStmt,
+    ListExpr,
+    Program,
+    ScalarType,
+    ScopeStmt,
+    Stmt,
+    StrLit,
+    TileType,
+    TupleExpr,
+    Var,
+    WhileStmt,
+)
+from ptoc.ir.visitor import walk
+from ptoc.passes.common import op_names
+from ptoc.passes.manager import Pass
+
+CUBE_SPACES = ("Mat", "Left", "Right", "Acc", "Bias", "LeftScale", "RightScale")
+MODES = {"NONE": 0, "UP_DOWN": 1, "LEFT_RIGHT": 2}
+SB = "subblock_idx"
+
+
+def _attr_dict(f: Function) -> DictExpr | None:
+    for k, v in f.decorator_kwargs:
+        if k == "attrs" and isinstance(v, DictExpr):
+            return v
+    return None
+
+
+def _attr(f: Function, key: str):
+    d = _attr_dict(f)
+    return next((v for k, v in (d.items if d else ()) if isinstance(k, StrLit) and k.value == key), None)
+
+
+def _mode_value(e) -> int | None:
+    if isinstance(e, EnumLit):
+        return MODES.get(e.member)
+    return e.value if isinstance(e, ConstInt) else None
+
+
+def _true(e) -> bool:
+    return isinstance(e, ConstBool) and e.value
+
+
+def _i(v: int) -> ConstInt:
+    return ConstInt(v, dtypes.INDEX)
+
+
+def _is(c, *ops: str) -> bool:
+    return isinstance(c, Call) and c.kind == "op" and bool(op_names(c.op) & set(ops))
+
+
+def _const(e) -> int | None:
+    return e.value if isinstance(e, ConstInt) else None
+
+
+class LowerAutoVectorSplit(Pass):
+    name = "LowerAutoVectorSplit"
+    stage = "layout"
+    summary = "rewrite split mixed kernels per lane: aiv_shard / aic_gather crossings, halved vector tiles"
+
+    def run(self, program: Program, ctx) -> Program:
+        todo = [f for f in program.functions if isinstance(f, Function) and f.func_type == "InCore"
+                and (_mode_value(_attr(f, "split")) or 0) in (1, 2) and not _true(_attr(f, "split_aiv"))]
+        if not todo:
+            return program
+        types = self.types(program, ctx)
+        todo = [f for f in todo if _crosses(f, types.get(f.name, {}))]
+        if not todo:
+            return program
+        out = []
+        for f in program.functions:
+            if any(f is g for g in todo):
+                f = _Lower(f, types.get(f.name, {}), _mode_value(_attr(f, "split"))).run()
+            out.append(f)
+        new = replace(program, functions=tuple(out))
+        from ptoc.ir.verifier import verify_program
+
+        diags = [d for d in verify_program(new, ctx=ctx, cache=self.cache) if d.severity == "error"]
+        if diags:
+            d = diags[0]
+            raise CompileError([Diagnostic(
+                "PTOC-E0681", f"the split kernel cannot be written per lane: {d.message}", d.span,
+                hint="ptoc halves moves, loads, slices and stores along the split axis; write ops that take the "
+                     "full box explicitly (reshape, create) at the lane's half, or drop the split")])
+        return new
+
+
+def _crosses(f: Function, types: dict) -> bool:
+    """Whether a tile moves between the cube memories and Vec: only a mixed kernel has lanes to split."""
+    for s in walk(f):
+        if isinstance(s, AssignStmt) and _is(s.value, "tile.move") and s.value.args:
+            src, dst = types.get(getattr(s.value.args[0], "name", None)), types.get(s.target.name)
+            if isinstance(src, TileType) and isinstance(dst, TileType) and src.memory and dst.memory and \
+                    (src.memory in CUBE_SPACES) != (dst.memory in CUBE_SPACES):
+                return True
+    return False
+
+
+class _Lower:
+    def __init__(self, f: Function, types: dict, mode: int):
+        self.f, self.types, self.mode, self.axis = f, types, mode, mode - 1
+        self.stride: dict[str, object] = {}  # halved tile -> its lane stride on the axis
+        used = [n.name for n in walk(f) if isinstance(n, Var)]
+        self.uses: dict[str, int] = {}
+        for n in used:
+            self.uses[n] = self.uses.get(n, 0) + 1
+
+    def run(self) -> Function:
+        d = _attr_dict(self.f)
+        items = tuple(d.items) + ((StrLit("split_aiv"), ConstBool(True)),)
+        kw = tuple((k, replace(d, items=items) if k == "attrs" else v) for k, v in self.f.decorator_kwargs)
+        sb = AssignStmt(Var(SB), Call("tile.get_subblock_idx"), ScalarType(dtypes.INDEX))
+        return replace(self.f, decorator_kwargs=kw, body=(sb,) + self.block(self.f.body))
+
+    def block(self, body):
+        return tuple(x for s in body for x in self.stmt(s))
+
+    def memory(self, e) -> str | None:
+        t = self.types.get(e.name) if isinstance(e, Var) else None
+        return t.memory if isinstance(t, TileType) else None
+
+    def halved(self, e) -> bool:
+        return isinstance(e, Var) and e.name in self.stride
+
+    def stmt(self, s: Stmt) -> list[Stmt]:
+        if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
+            return [replace(s, body=self.block(s.body))]
+        if isinstance(s, IfStmt):
+            return [replace(s, then_body=self.block(s.then_body), else_body=self.block(s.else_body))]
+        c = s.value if isinstance(s, AssignStmt) else s.expr if isinstance(s, EvalStmt) else None
+        if not isinstance(c, Call):
+            return [s]
+        if _is(c, "tile.store") and len(c.args) >= 3 and self.halved(c.args[0]):
+            c = replace(c, args=(c.args[0], self.shift(c.args[1], self.stride[c.args[0].name])) + c.args[2:])
+            return [replace(s, value=c) if isinstance(s, AssignStmt) else replace(s, expr=c)]
+        if not isinstance(s, AssignStmt):
+            return [s]
+        target = s.target.name
+        dst = self.types.get(target)
+        if _is(c, "tile.move") and c.args and isinstance(dst, TileType):
+            src = c.args[0]
+            if self.memory(src) in CUBE_SPACES and dst.memory == "Vec":
+                return [self.shard(s, src)]
+            if self.halved(src) and dst.memory in CUBE_SPACES:
+                g = Var(f"{target}_gathered")
+                gather = AssignStmt(g, Call("tile.aic_gather", (src,), (("split", _i(self.mode)),), span=c.span),
+                                    span=s.span)
+                return [gather, replace(s, value=replace(c, args=(g,) + c.args[1:]), annotation=None)]
+        if _is(c, "tile.load", "tile.slice") and isinstance(dst, TileType) and dst.memory == "Vec":
+            shape_i, off_i = (2, 1) if _is(c, "tile.load") else (1, 2)
+            if len(c.args) > max(shape_i, off_i):
+                shapes = c.args[shape_i]
+                full = _const(shapes.items[self.axis]) if isinstance(shapes, (ListExpr, TupleExpr)) \
+                    and len(shapes.items) > self.axis else None
+                if full and full % 2 == 0 and full > 1:
+                    items = list(shapes.items)
+                    items[self.axis] = _i(full // 2)
+                    args = list(c.args)
+                    args[shape_i] = replace(shapes, items=tuple(items))
+                    if not self.halved(c.args[0]):  # a slice of a lane's tile is already at the lane
+                        args[off_i] = self.shift(c.args[off_i], _i(full // 2))
+                    self.stride[target] = _i(full // 2)
+                    return [replace(s, value=replace(c, args=tuple(args)), annotation=None)]
+        if any(self.halved(v) for v in walk(c)):
+            first = next(v for v in walk(c) if self.halved(v))
+            self.stride[target] = self.stride[first.name]
+            return [replace(s, annotation=None)]
+        return [s]
+
+    def shard(self, s: AssignStmt, src: Var) -> AssignStmt:
+        t = self.types.get(src.name)
+        box = _const(t.shape[self.axis]) if len(t.shape) > self.axis else None
+        valid = t.view.valid_shape[self.axis] if t.view is not None and t.view.valid_shape else None
+        kwargs = [("split", _i(self.mode))]
+        stride = _i((box + 1) // 2) if box is not None else BinOp("//", t.shape[self.axis], _i(2))
+        v = _const(valid)
+        if box is not None and v is not None and (v + 1) // 2 != (box + 1) // 2 and v > 0 \
+                and self.uses.get(s.target.name, 0) > 1:
+            stride = _i((v + 1) // 2)
+            kwargs.append(("lane_stride", stride))
+        self.stride[s.target.name] = stride
+        return replace(s, value=Call("tile.aiv_shard", (src,), tuple(kwargs), span=s.value.span), annotation=None)
+
+    def shift(self, offsets, stride):
+        if not isinstance(offsets, (ListExpr, TupleExpr)) or len(offsets.items) <= self.axis:
+            return offsets
+        items = list(offsets.items)
+        items[self.axis] = BinOp("+", items[self.axis], BinOp("*", Var(SB), stride))
+        return replace(offsets, items=tuple(items))
+
+
+__all__ = ["LowerAutoVectorSplit"]
