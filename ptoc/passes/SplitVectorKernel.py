@@ -224,11 +224,11 @@ class SplitVectorKernel(Pass):
 
 
 def _already_halved(f: Function) -> bool:
-    """The body starts with `subblock_idx = tile.get_subblock_idx()`: this pass halved it already (the pass is
-    idempotent, so a dump taken after it compiles like its source)."""
-    first = f.body[0] if f.body else None
-    return (isinstance(first, AssignStmt) and first.target.name == SB and isinstance(first.value, Call)
-            and first.value.op == "tile.get_subblock_idx")
+    """The body reads its lane at the top level (`subblock_idx = tile.get_subblock_idx()`, in ptoc's dumps the
+    first statement, in PyPTO's after the allocations): this pass, or PyPTO's, halved it already (the pass
+    is idempotent, so a dump taken after it compiles like its source)."""
+    return any(isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.kind == "op"
+               and s.value.op in ("tile.get_subblock_idx", "get_subblock_idx") for s in f.body)
 
 
 # --------------------------------------------------------------------------------------------------
