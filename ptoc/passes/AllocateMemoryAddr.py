@@ -81,7 +81,7 @@ from ptoc.ir.nodes import (
 )
 from ptoc.analysis.flow import Flow, Site
 from ptoc.ir.visitor import Mutator
-from ptoc.passes.common import align_up
+from ptoc.passes.common import align_up, allocs, is_alloc, memref_bases
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target.arch import KiB, get_arch
@@ -141,33 +141,8 @@ class AllocateMemoryAddr(Pass):
         return replace(program, functions=tuple(new.get(f.name, f) for f in program.functions))
 
 
-def _is_alloc(s: Stmt) -> bool:
-    return isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.kind == "op" \
-        and s.value.op == "tile.alloc"
-
-
-def _allocs(body: tuple[Stmt, ...]):
-    for s in body:
-        if _is_alloc(s):
-            yield s
-        if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
-            yield from _allocs(s.body)
-        elif isinstance(s, IfStmt):
-            yield from _allocs(s.then_body)
-            yield from _allocs(s.else_body)
-
-
 def _needs_addresses(f: Function) -> bool:
-    return any(s.value.kwarg("addr") is None for s in _allocs(f.body))  # type: ignore[union-attr]
-
-
-def _bases(t: Type | None) -> list[str]:
-    """Pointer names a value's type binds it to."""
-    if isinstance(t, TupleType):
-        return [n for x in t.types for n in _bases(x)]
-    if isinstance(t, TileType) and t.memref is not None and isinstance(t.memref.base, Var):
-        return [t.memref.base.name]
-    return []
+    return any(s.value.kwarg("addr") is None for s in allocs(f.body))  # type: ignore[union-attr]
 
 
 def _place(f: Function, env: dict[str, Type | None], arch) -> Function:
@@ -192,7 +167,7 @@ def _buffers(f: Function, flow: Flow, arch) -> dict[str, _Buffer]:
     """One buffer per pl.tile.alloc, its size aligned, its lifetime starting where it is allocated."""
     diags: list[Diagnostic] = []
     buffers: dict[str, _Buffer] = {}
-    for s in _allocs(f.body):
+    for s in allocs(f.body):
         call: Call = s.value  # type: ignore[assignment]
         space_e = call.args[0] if call.args else call.kwarg("memory")
         size_e = call.args[1] if len(call.args) > 1 else call.kwarg("size")
@@ -226,14 +201,14 @@ def _lifetimes(flow: Flow, env: dict[str, Type | None], buffers: dict[str, _Buff
     first: dict[str, int] = {}
     for name in names:
         if name in flow.defs and name not in buffers:
-            for b in dict.fromkeys(_bases(env[name])):
+            for b in dict.fromkeys(memref_bases(env[name])):
                 if b in buffers and b not in first:
                     first[b] = flow.defs[name].pos
     for b in buffers.values():
         if b.name in first:
             b.start = b.end = first[b.name]
     for name in names:
-        bound = [buffers[b] for b in dict.fromkeys(_bases(env[name])) if b in buffers]
+        bound = [buffers[b] for b in dict.fromkeys(memref_bases(env[name])) if b in buffers]
         if not bound or name in buffers:
             continue
         sites = [flow.defs[name]] if name in flow.defs else []
@@ -319,7 +294,7 @@ class _Rebase(Mutator):
         return replace(m, offset=replace(m.offset, value=m.offset.value - a))
 
     def mutate_AssignStmt(self, s: AssignStmt) -> AssignStmt:
-        if _is_alloc(s) and s.target.name in self.addrs:
+        if is_alloc(s) and s.target.name in self.addrs:
             call: Call = s.value  # type: ignore[assignment]
             kwargs = call.kwargs + (("addr", ConstInt(self.addrs[s.target.name], INDEX)),)
             return replace(s, value=replace(call, kwargs=kwargs))
@@ -368,7 +343,7 @@ def _over_capacity(space: str, bs: list[_Buffer], arch) -> Diagnostic | None:
 
 def _with_addr(s: Stmt, buffers: dict[str, _Buffer]) -> Stmt:
     """`s` with addr= on every pl.tile.alloc it holds."""
-    if _is_alloc(s) and s.target.name in buffers:  # type: ignore[union-attr]
+    if is_alloc(s) and s.target.name in buffers:  # type: ignore[union-attr]
         call: Call = s.value  # type: ignore[union-attr, assignment]
         kwargs = tuple((k, v) for k, v in call.kwargs if k != "addr")
         kwargs += (("addr", ConstInt(buffers[s.target.name].addr, INDEX)),)  # type: ignore[union-attr]

@@ -82,13 +82,11 @@ from ptoc.ir.nodes import (
     ScopeStmt,
     Stmt,
     TileType,
-    TupleType,
-    Type,
     Var,
     WhileStmt,
 )
 from ptoc.ir.visitor import Mutator
-from ptoc.passes.common import align_up, resolve_op
+from ptoc.passes.common import align_up, allocs, is_alloc, memref_bases, resolve_op
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target.arch import get_arch
@@ -135,38 +133,14 @@ class _Buffer:
     members: list[_Buffer] = field(default_factory=list)  # for a surviving buffer: itself and those merged in
 
 
-def _is_alloc(s: Stmt) -> bool:
-    return isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.kind == "op" \
-        and s.value.op == "tile.alloc"
-
-
-def _allocs(body: tuple[Stmt, ...]):
-    for s in body:
-        if _is_alloc(s):
-            yield s
-        if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
-            yield from _allocs(s.body)
-        elif isinstance(s, IfStmt):
-            yield from _allocs(s.then_body)
-            yield from _allocs(s.else_body)
-
-
 def _unplaced(f: Function) -> bool:
-    allocs = list(_allocs(f.body))
-    return bool(allocs) and all(s.value.kwarg("addr") is None for s in allocs)  # type: ignore[union-attr]
-
-
-def _bases(t: Type | None) -> list[str]:
-    if isinstance(t, TupleType):
-        return [n for x in t.types for n in _bases(x)]
-    if isinstance(t, TileType) and t.memref is not None and isinstance(t.memref.base, Var):
-        return [t.memref.base.name]
-    return []
+    found = list(allocs(f.body))
+    return bool(found) and all(s.value.kwarg("addr") is None for s in found)  # type: ignore[union-attr]
 
 
 def _buffers(f: Function, flow: Flow, env) -> list[_Buffer]:
     out: dict[str, _Buffer] = {}
-    for s in _allocs(f.body):
+    for s in allocs(f.body):
         call: Call = s.value  # type: ignore[assignment]
         space_e = call.args[0] if call.args else call.kwarg("memory")
         size_e = call.args[1] if len(call.args) > 1 else call.kwarg("size")
@@ -185,7 +159,7 @@ def _buffers(f: Function, flow: Flow, env) -> list[_Buffer]:
         return site.pos
 
     for name in sorted(env, key=lambda n: (flow.defs[n].pos if n in flow.defs else -1, n)):
-        bound = [out[b] for b in dict.fromkeys(_bases(env[name])) if b in out]
+        bound = [out[b] for b in dict.fromkeys(memref_bases(env[name])) if b in out]
         if not bound or name in out:
             continue
         sites = ([flow.defs[name]] if name in flow.defs else []) + flow.uses.get(name, [])
@@ -299,7 +273,7 @@ class _Rebind(Mutator):
     def block(self, body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
         out = []
         for s in body:
-            if _is_alloc(s) and s.target.name in self.remap:  # type: ignore[union-attr]
+            if is_alloc(s) and s.target.name in self.remap:  # type: ignore[union-attr]
                 continue
             if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
                 s = replace(self.mutate(replace(s, body=())), body=self.block(s.body))

@@ -8,6 +8,7 @@ from collections.abc import Mapping
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
     Abs,
+    AssignStmt,
     BinOp,
     Call,
     Cast,
@@ -16,13 +17,18 @@ from ptoc.ir.nodes import (
     ConstInt,
     EnumLit,
     Expr,
+    ForStmt,
+    IfStmt,
     MinMax,
     ScalarType,
     ScopeStmt,
     Stmt,
+    TileType,
+    TupleType,
     Type,
     UnaryOp,
     Var,
+    WhileStmt,
 )
 
 TypeEnv = Mapping[str, "Type | None"]  # anything with .get(name): a dict or an overlay of one
@@ -96,3 +102,30 @@ def op_names(op: str) -> set[str]:
 
 
 __all__ = ["TypeEnv", "align_up", "expr_type", "op_names", "resolve_op"]
+
+
+def is_alloc(s: Stmt) -> bool:
+    """`name = pl.tile.alloc(...)`: an on-chip buffer InitMemRef declared."""
+    return isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.kind == "op" \
+        and s.value.op == "tile.alloc"
+
+
+def allocs(body: tuple[Stmt, ...]):
+    """Every `pl.tile.alloc` statement of `body` and its nested bodies, in program order."""
+    for s in body:
+        if is_alloc(s):
+            yield s
+        if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
+            yield from allocs(s.body)
+        elif isinstance(s, IfStmt):
+            yield from allocs(s.then_body)
+            yield from allocs(s.else_body)
+
+
+def memref_bases(t: Type | None) -> list[str]:
+    """The buffer (pointer) names a value's type binds it to: its MemRef's base, every element's for a tuple."""
+    if isinstance(t, TupleType):
+        return [n for x in t.types for n in memref_bases(x)]
+    if isinstance(t, TileType) and t.memref is not None and isinstance(t.memref.base, Var):
+        return [t.memref.base.name]
+    return []
