@@ -288,7 +288,8 @@ def _int(v: int, like: Expr) -> ConstInt:
     return ConstInt(v, dt, span=like.span)
 
 
-def _fold_consts(e: BinOp) -> Expr | None:
+def fold_constants(e: BinOp) -> Expr | None:
+    """`e` with constant operands folded (integers, comparisons, `and`/`or`); None when it does not fold."""
     a, b = e.lhs, e.rhs
     if isinstance(a, ConstInt) and isinstance(b, ConstInt):
         x, y = a.value, b.value
@@ -345,7 +346,7 @@ class _Fold(Mutator):
         return self.values.get(v.name, v)
 
     def mutate_BinOp(self, e: BinOp) -> Expr:
-        r = _fold_consts(e)
+        r = fold_constants(e)
         if r is None and self.ranges.int_expr(e):
             r = _identity(e)
         if r is not None:

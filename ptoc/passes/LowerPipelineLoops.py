@@ -44,7 +44,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from ptoc.analysis.simplify import simplify_function
+from ptoc.analysis.simplify import fold_constants, simplify_function
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir.dtypes import INDEX
 from ptoc.ir.names import fresh_name
@@ -121,15 +121,10 @@ class _Subst(Mutator):
         self.mapping = mapping
 
     def mutate_BinOp(self, b: BinOp) -> Expr:
-        """Fold integer arithmetic the substitution made constant (a tail copy's `896 // 16`), as the parser
-        folds it when the dump is read back."""
-        if isinstance(b.lhs, ConstInt) and isinstance(b.rhs, ConstInt) and b.lhs.dtype == b.rhs.dtype:
-            x, y = b.lhs.value, b.rhs.value
-            folded = {"+": lambda: x + y, "-": lambda: x - y, "*": lambda: x * y,
-                      "//": lambda: x // y if y else None, "%": lambda: x % y if y else None}.get(b.op)
-            v = folded() if folded is not None else None
-            if v is not None:
-                return ConstInt(v, b.lhs.dtype, span=b.span)
+        """Fold integer arithmetic the substitution made constant (a tail copy's `896 // 16`), as Simplify does
+        when the dump is read back; comparisons are left to Simplify."""
+        if b.op in ("+", "-", "*", "//", "%"):
+            return fold_constants(b) or b
         return b
 
     def mutate_Var(self, v: Var) -> Expr:

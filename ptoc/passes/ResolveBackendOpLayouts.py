@@ -70,9 +70,9 @@ from ptoc.ir.types import effective_tile_view
 from ptoc.ir.verifier import iter_nodes
 from ptoc.ir.visitor import rebuild_bodies
 from ptoc.passes.manager import Pass
+from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target.facts import ROW_MAJOR_OPERANDS
 
-KERNEL_TYPES = ("InCore", "AIC", "AIV")
 
 
 class ResolveBackendOpLayouts(Pass):
