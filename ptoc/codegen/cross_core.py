@@ -21,7 +21,11 @@ Spelling (PTOAS's pipe ops; checked with the PTOAS release in the toolchain):
   whatever the IR's `slot_num` says. A ring deeper than the IR's only lets the producer run further
   ahead; the reference runs the IR's depth, the stricter one.
 - On a2a3 the pipe runs through a GM ring: `gm_slot_buffer` is the kernel's `__gm_pipe_buffer` parameter
-  (InjectGmPipeBuffer adds it); a2a3 pipe set-up without it is PTOC-E0621.
+  (InjectGmPipeBuffer adds it); a2a3 pipe set-up without it is PTOC-E0621. The IR types that buffer as one
+  FP32 element (as PyPTO does: the runtime owns the workspace); the bytes the ring really uses are
+  `gm_pipe_buffer_bytes` (8 slots of the slot size: one direction's ring of 8, or, for both directions,
+  PTOAS's 4 slots each with the vector -> cube ring placed after the cube -> vector one, as pto-isa's
+  a2a3 TPipe lays them out), which the kernels manifest records for the runtime that allocates it.
 - `split` is the op's `split=` (1 UP_DOWN, 2 LEFT_RIGHT: each vector lane gets / gives one half); a free
   without `split=` takes its tile's pop's, as PTOAS rejects a pipe whose ops mix split 0 with 1 or 2.
 - A popped tile is the pipe's slot, not a buffer of the kernel: it has no `pto.alloc_tile`.
@@ -53,6 +57,21 @@ def cross_core_op(op: str) -> str | None:
 
     full = [n for n in SHORT.get(op, {}).values() if n in CROSS_CORE_OPS]
     return full[0] if full else None
+
+
+def pipe_slot_size(fn) -> int:
+    """The slot size of `fn`'s pipe initialisation (0 when it sets up no pipe)."""
+    from ptoc.ir.visitor import walk
+
+    for n in walk(fn):
+        if isinstance(n, Call) and n.kind == "op" and n.op.endswith(("aic_initialize_pipe", "aiv_initialize_pipe")):
+            return _kw_int(n, "slot_size", 0) or 0
+    return 0
+
+
+def gm_pipe_buffer_bytes(fn) -> int:
+    """The bytes of global memory the a2a3 GM ring of `fn`'s pipe occupies (0 when it sets up no pipe)."""
+    return PTOAS_SLOTS * pipe_slot_size(fn)
 
 
 def _kw_int(c: Call, key: str, default: int | None = None) -> int | None:
@@ -115,12 +134,7 @@ class CrossCoreEmitter:
 
     def pipe_slot_size(self) -> int:
         """The slot size of the kernel's pipe initialisation (0 when it has none)."""
-        from ptoc.ir.visitor import walk
-
-        for n in walk(self.fn):
-            if isinstance(n, Call) and n.kind == "op" and n.op.endswith(("aic_initialize_pipe", "aiv_initialize_pipe")):
-                return _kw_int(n, "slot_size", 0) or 0
-        return 0
+        return pipe_slot_size(self.fn)
 
     def _import(self, name: str | None, c: Call, span: Span | None) -> None:
         buf, peer = c.kwarg("name"), c.kwarg("peer_func")

@@ -115,6 +115,15 @@ def _arg_directions(call: Call) -> list[str] | None:
     return None
 
 
+def _gm_ring(f: Function) -> dict:
+    """`gm_pipe_buffer_bytes` for a kernel whose cross-core pipe runs through a GM ring (a2a3): the bytes
+    the caller must allocate for its `__gm_pipe_buffer`, which the IR types as one element."""
+    from ptoc.codegen.cross_core import GM_PIPE_PARAM, gm_pipe_buffer_bytes
+
+    n = gm_pipe_buffer_bytes(f) if f.param(GM_PIPE_PARAM) is not None else 0
+    return {"gm_pipe_buffer_bytes": n} if n else {}
+
+
 def has_orchestration(program: Program) -> bool:
     """The program has a function (not a kernel) that calls a kernel: a whole program."""
     kernels = {f.name for f in program.functions if f.func_type in KERNEL_TYPES}
@@ -136,7 +145,8 @@ def emit_manifest(program: Program, ctx, source_name: str) -> str:
         "arch": ctx.arch,
         "kernels": [{"name": f.name, "kind": f.func_type,
                      "params": [_param(p, *spaces.get(f.name, (f.name, set())), logical.get((f.name, p.name)))
-                                for p in f.params]}
+                                for p in f.params],
+                     **_gm_ring(f)}
                     for f in kernels],
         "orchestration": [{"function": f.name, "calls": _calls(f, names, launches)}
                           for f in program.functions if f.func_type not in KERNEL_TYPES and _calls(f, names)],

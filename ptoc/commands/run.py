@@ -280,10 +280,15 @@ def run(file, inputs, dims, fn_name, stage, pto_path, output_dir, sim, ptoas_pat
             prog = frontend(text, file, ctx)
             kernels_ = [f for f in prog.functions if f.func_type in ("InCore", "AIC", "AIV")]
             if fn_name is None:
-                if len(kernels_) != 1:
-                    raise click.UsageError(f"{file} has {len(kernels_)} kernels; choose one with --function "
-                                           f"({', '.join(f.name for f in kernels_)})")
-                fn_name_ = kernels_[0].name
+                from ptoc.reference.validate import entries
+
+                # the one kernel, else the one whole program (the function that calls the kernels)
+                candidates = kernels_ or entries(prog)
+                if len(candidates) != 1:
+                    what = "kernels" if kernels_ else "whole programs (functions that call kernels)"
+                    raise click.UsageError(f"{file} has {len(candidates)} {what}; choose one with --function "
+                                           f"({', '.join(f.name for f in candidates) or 'none to run'})")
+                fn_name_ = candidates[0].name
             else:
                 fn_name_ = fn_name
                 if prog.function(fn_name_) is None:
@@ -423,6 +428,15 @@ def _run_pto_file(pto_path, prog, fn, values, dims, ctx):
                                        hint="give the .pto file ptoc compile wrote")]) from None
     low = lower(prog, ctx).program
     low_fn = low.function(fn.name)
+    if low_fn is None or low_fn.func_type not in ("InCore", "AIC", "AIV"):
+        # a whole program: the reference runs it, every kernel call executing the kernel in the .pto file
+        from ptoc.reference.validate import run_emitted_program
+
+        try:
+            return dict(run_emitted_program(low, text, fn.name, values, dims, ctx)[0])
+        except PtoExecError as e:
+            raise CompileError([Diagnostic("PTOC-E0504", f"executing {pto_path}: {e}",
+                                           Span(pto_path, 0, 0, 0, 0))]) from None
     try:
         tensors, names, scal = pto_arguments(low_fn, fn, values, dims)
     except KeyError as e:
@@ -447,6 +461,26 @@ def _run_simulated(simulator, pto_path, prog, fn, values, dims, ctx, reporter):
         return _simulate(simulator, pto_path, prog, fn, values, dims, ctx, reporter, progress)
 
 
+def _simulate_program(simulator, text, shown, low, fn, values, dims, ctx, reporter, progress):
+    """A whole program (or a kernel split into a Group) on the simulator: the reference runs the lowered
+    program and every kernel call runs on the simulator, the kernels of a Group launch together."""
+    from ptoc.diagnostics import Diagnostic, Span
+    from ptoc.reference.pto_exec import PtoExecError
+    from ptoc.reference.sim import SimError
+    from ptoc.reference.validate import run_emitted_program
+
+    progress.advance(f"simulating {fn.name} (PTOAS, C++ build, run)")
+    try:
+        out, _ = run_emitted_program(low, text, fn.name, values, dims, ctx, simulator)
+    except SimError as e:
+        reporter.emit(e.diagnostics or [Diagnostic(e.code, str(e), Span(shown, 0, 0, 0, 0))], text)
+        return None
+    except PtoExecError as e:
+        reporter.emit([Diagnostic("PTOC-E0462", str(e), Span(shown, 0, 0, 0, 0))], text)
+        return None
+    return dict(out)
+
+
 def _simulate(simulator, pto_path, prog, fn, values, dims, ctx, reporter, progress):
     from ptoc.codegen.pto import dynamic_dims, emit_module
     from ptoc.diagnostics import CompileError, Diagnostic, Span
@@ -467,6 +501,8 @@ def _simulate(simulator, pto_path, prog, fn, values, dims, ctx, reporter, progre
     else:
         text, _ = emit_module(low, ctx)
         shown = f"{fn.name}.pto (emitted)"
+    if low_fn is None or low_fn.func_type not in ("InCore", "AIC", "AIV"):
+        return _simulate_program(simulator, text, shown, low, fn, values, dims, ctx, reporter, progress)
     try:
         tensors, names, scal = pto_arguments(low_fn, fn, values, dims)
     except KeyError as e:

@@ -193,6 +193,10 @@ class _Machine:
     # Runs a call of a kernel instead of interpreting its body: (callee, argument values, span) -> the
     # call's value. `ptoc.reference.validate` passes one that executes the kernel's emitted .pto.
     kernel_runner: object = None
+    # Runs a Group launch as a whole instead of its members one by one: (group, [(member function,
+    # argument values, lanes)], span, (block_idx, block_num)) -> the members' call values, in order.
+    # `ptoc.reference.validate` passes one that runs the pair in one simulator process.
+    group_runner: object = None
 
     def types(self, fn_name: str) -> dict:
         if self._types is None:
@@ -342,6 +346,16 @@ class _Frame:
                     and (s.value if isinstance(s, AssignStmt) else s.expr).kind == "func"]
         rest = [s for s in callee.body if all(s is not x for x in launches)]
         members = [(s.value if isinstance(s, AssignStmt) else s.expr) for s in launches]
+        if self.m.group_runner is not None:
+            launch = []
+            for m in members:
+                fn = self.m.program.function(m.op)
+                if fn is None:
+                    _fault(f"call of unknown function {m.op!r}", m.span)
+                launch.append((fn, [frame.eval(a) for a in m.args], 2 if _dual_lane(fn) else 1))
+            span = c.span if c is not None else callee.span
+            values = self.m.group_runner(callee, launch, span, (self.m.block_idx, self.m.block_num))
+            return self._group_rest(frame, callee, launches, rest, values)
         # a vector kernel marked for dual-lane dispatch runs twice, as lane 0 and lane 1
         names, lanes, calls, first = [], {}, [], []
         for m in members:
@@ -357,7 +371,11 @@ class _Frame:
             values = run.run(calls)
         except PipeFault as e:
             _fault(f"launching {callee.name}: {e}", c.span if c is not None else callee.span)
-        values = [values[i] for i in first]
+        return self._group_rest(frame, callee, launches, rest, [values[i] for i in first])
+
+    @staticmethod
+    def _group_rest(frame: _Frame, callee: Function, launches: list, rest: list, values: list):
+        """Bind the member calls' values and run the rest of the Group body (its return)."""
         for s, v in zip(launches, values):
             if isinstance(s, AssignStmt):
                 frame.env[s.target.name] = v
@@ -755,18 +773,20 @@ def _dual_lane(fn: Function) -> bool:
 
 def run_function(program: Program, fn_name: str, inputs: dict, ctx=None, *, block_idx: int = 0,
                  block_num: int = 1, subblock_idx: int = 0, all_blocks: bool = False,
-                 max_iterations: int = 1_000_000, layout_bytes: bool = False, kernel_runner=None) -> Outputs:
+                 max_iterations: int = 1_000_000, layout_bytes: bool = False, kernel_runner=None,
+                 group_runner=None) -> Outputs:
     """Execute function `fn_name` of `program` on `inputs` (parameter name -> logical numpy array, raw
     bytes, or a Python / numpy scalar; dynamic dimensions may be given by name). Returns parameter name ->
     final logical contents for every Out/InOut tensor parameter and every tensor the kernel wrote, plus
     `return[i]` -> each returned value. `all_blocks` runs block indices 0..block_num-1 in turn on the same
     global memory. `layout_bytes` reports parameters as their raw GM byte image (uint8) instead.
-    `kernel_runner`: (callee, argument values, span) -> value, run for every call of a kernel."""
+    `kernel_runner`: (callee, argument values, span) -> value, run for every call of a kernel;
+    `group_runner`: run for every Group launch as a whole (see `_Machine.group_runner`)."""
     fn = program.function(fn_name)
     if fn is None:
         _fault(f"the program has no function {fn_name!r}", code="PTOC-E0502")
     m = _Machine(program, ctx, block_idx, block_num, subblock_idx, max_iterations=max_iterations,
-                 kernel_runner=kernel_runner)
+                 kernel_runner=kernel_runner, group_runner=group_runner)
     frame = _Frame(m, fn)
     names = {p.name for p in fn.params}
     dyn = {d.name for d in program.dynamic_dims}

@@ -176,18 +176,12 @@ def _is_float(ctype: str) -> bool:
 SIM_NPU_ARCH = {"a2a3": "A2A3", "a5": "A5"}
 
 
-def generate_harness(cpp: str, func: str, params: list[KernelParam], arch: str = "a2a3",
-                     block_arg: bool = False) -> str:
-    """A complete C++ program: the kernel's C++ followed by a `main` that runs it (see the module doc), on
-    the simulator's memory model of `arch`. `block_arg`: one more trailing argument, the block index the
-    kernel runs as (one block of an spmd launch; pto-isa's `get_block_idx()` returns it)."""
-    if arch not in SIM_NPU_ARCH:
-        raise SimError(f"the simulator has no memory model for target {arch!r} (a2a3 or a5)", "PTOC-E0463")
-    usage = " BLOCK" if block_arg else ""
+def _harness_prelude(cpp: str, title: str, includes: tuple[str, ...] = ()) -> list[str]:
+    """The harness source up to the start of `main`: the kernel's C++ and the buffer helpers."""
     out = [
-        f"// ptoc simulator harness (protocol {HARNESS_VERSION}) for {func}: harness DIR SCALAR...{usage}",
+        f"// ptoc simulator harness (protocol {HARNESS_VERSION}) for {title}",
         "#include <cstdint>", "#include <cstddef>", "#include <cstdio>", "#include <cstdlib>",
-        "#include <cstring>", "#include <type_traits>",
+        "#include <cstring>", "#include <type_traits>", *includes,
         "",
         cpp.rstrip("\n"),
         "",
@@ -263,6 +257,18 @@ def generate_harness(cpp: str, func: str, params: list[KernelParam], arch: str =
         "int main(int argc, char** argv) {",
         "  using namespace ptoc_harness;",
     ]
+    return out
+
+
+def generate_harness(cpp: str, func: str, params: list[KernelParam], arch: str = "a2a3",
+                     block_arg: bool = False) -> str:
+    """A complete C++ program: the kernel's C++ followed by a `main` that runs it (see the module doc), on
+    the simulator's memory model of `arch`. `block_arg`: one more trailing argument, the block index the
+    kernel runs as (one block of an spmd launch; pto-isa's `get_block_idx()` returns it)."""
+    if arch not in SIM_NPU_ARCH:
+        raise SimError(f"the simulator has no memory model for target {arch!r} (a2a3 or a5)", "PTOC-E0463")
+    usage = " BLOCK" if block_arg else ""
+    out = _harness_prelude(cpp, f"{func}: harness DIR SCALAR...{usage}")
     n_scalars = sum(1 for p in params if not p.pointer)
     out.append(f"  if (argc != {2 + n_scalars + block_arg}) {{")
     out.append(f'    std::fprintf(stderr, "usage: %s DIR and {n_scalars} scalar value(s)\\n", argv[0]);')
@@ -297,6 +303,94 @@ def generate_harness(cpp: str, func: str, params: list[KernelParam], arch: str =
         if ctype == "bfloat16_t":
             out.append(f"  bf16_out({b});")
         out.append(f"  store(dir, {i}, {b});")
+    out.append("  return 0;")
+    out.append("}")
+    return "\n".join(out) + "\n"
+
+
+GROUP_WATCHDOG_SECONDS = 120
+
+
+@dataclass(frozen=True)
+class GroupMember:
+    """One kernel of a Group launch for `Simulator.run_group`."""
+
+    func: str
+    args: tuple  # per parameter: ("buffer", index) for a tensor, the value for a scalar
+    lanes: int = 1  # 2: launched on both vector lanes (sub-blocks 0 and 1)
+
+
+def generate_group_harness(cpp: str, members: list[tuple[str, list[KernelParam], list[int | None], int]],
+                           arch: str = "a2a3", watchdog_seconds: int = 0) -> str:
+    """A C++ program running the kernels of one Group launch together: `members` are (function, its
+    parameters, per parameter the buffer index of a tensor or None for a scalar, lanes). Every kernel
+    (every lane of a two-lane one) runs on its own thread with its own on-chip memory, as its own core of
+    the block; pto-isa's TPipe joins them. Protocol: `harness DIR SCALAR... BLOCK`, the scalars of all
+    members in order; kernels that have not all finished after `watchdog_seconds` (default
+    GROUP_WATCHDOG_SECONDS: a cross-core wait nobody ends) stop the run with exit status 4."""
+    watchdog_seconds = int(watchdog_seconds or GROUP_WATCHDOG_SECONDS)
+    if arch not in SIM_NPU_ARCH:
+        raise SimError(f"the simulator has no memory model for target {arch!r} (a2a3 or a5)", "PTOC-E0463")
+    names = " + ".join(f for f, _, _, _ in members)
+    out = _harness_prelude(cpp, f"the group {names}: harness DIR SCALAR... BLOCK",
+                           ("#include <atomic>", "#include <chrono>", "#include <thread>", "#include <vector>"))
+    ctypes: dict[int, str] = {}
+    for _, params, slots, _ in members:
+        for p, b in zip(params, slots):
+            if b is not None:
+                ctypes.setdefault(b, p.ctype)
+    n_scalars = sum(1 for _, params, _, _ in members for p in params if not p.pointer)
+    nlanes = max((lanes for *_, lanes in members), default=1)
+    threads = sum(lanes for *_, lanes in members)
+    out.append(f"  if (argc != {3 + n_scalars}) {{")
+    out.append(f'    std::fprintf(stderr, "usage: %s DIR, {n_scalars} scalar value(s) and BLOCK\\n", argv[0]);')
+    out.append("    return 2;")
+    out.append("  }")
+    out.append("  const char* dir = argv[1];")
+    out.append(f"  const uint32_t block = static_cast<uint32_t>(std::strtoul(argv[{2 + n_scalars}], nullptr, 0));")
+    for b in sorted(ctypes):
+        out.append(f"  Buffer buf{b} = load(dir, {b});")
+        if ctypes[b] == "bfloat16_t":
+            out.append(f"  bf16_in(buf{b});")
+    out.append("  std::atomic<int> finished{0};")
+    out.append("  std::vector<std::thread> cores;")
+    scalar_index = 0
+    for func, params, slots, lanes in members:
+        args = []
+        for p, b in zip(params, slots):
+            if b is not None:
+                args.append(f"reinterpret_cast<{p.ctype}*>(buf{b}.data)")
+            else:
+                out.append(f"  const {p.ctype} s{scalar_index} = scalar<{p.ctype}>(argv[{2 + scalar_index}]);")
+                args.append(f"s{scalar_index}")
+                scalar_index += 1
+        for lane in range(lanes):
+            out.append("  cores.emplace_back([&] {")
+            out.append(f"    pto::NPU_MEMORY_INIT(pto::NPUArch::{SIM_NPU_ARCH[arch]});")
+            out.append(f"    pto::cpu_sim::set_execution_context(block, {lane}, {nlanes});")
+            out.append(f"    {func}({', '.join(args)});")
+            out.append("    finished.fetch_add(1);")
+            out.append("  });")
+    out.append("  std::thread watchdog([&] {")
+    out.append(f"    for (int t = 0; t < {watchdog_seconds * 10}; ++t) {{")
+    out.append(f"      if (finished.load() == {threads}) return;")
+    out.append("      std::this_thread::sleep_for(std::chrono::milliseconds(100));")
+    out.append("    }")
+    out.append(f'    std::fprintf(stderr, "ptoc-harness: the kernels of the group did not all finish within '
+               f'{watchdog_seconds} s: a cross-core wait nobody ends\\n");')
+    out.append("    std::fflush(stderr);")
+    out.append("    std::_Exit(4);")
+    out.append("  });")
+    out.append("  for (auto& c : cores) c.join();")
+    out.append("  watchdog.join();")
+    for b in sorted(ctypes):
+        out.append(f"  if (!guards_intact(buf{b})) {{")
+        out.append(f'    std::fprintf(stderr, "ptoc-harness: a kernel wrote outside buffer {b}\\n");')
+        out.append("    return 3;")
+        out.append("  }")
+        if ctypes[b] == "bfloat16_t":
+            out.append(f"  bf16_out(buf{b});")
+        out.append(f"  store(dir, {b}, buf{b});")
     out.append("  return 0;")
     out.append("}")
     return "\n".join(out) + "\n"
@@ -362,6 +456,7 @@ class Simulator:
     tools: SimTools
     arch: str = "a2a3"
     cache_dir: str | None = None
+    watchdog_seconds: int = 0  # a Group run's limit (`generate_group_harness`); 0: GROUP_WATCHDOG_SECONDS
     compiles: int = 0
     cache_hits: int = 0
     last_flags: list[str] = field(default_factory=list)
@@ -456,8 +551,6 @@ class Simulator:
         every tensor parameter given (its array is the initial content and gives the logical shape).
         `block_idx`: run it as that block of an spmd launch. Returns {index: logical array after the run}
         for every tensor parameter."""
-        from ptoc.reference import packers
-
         cpp = self.assemble(pto_text, pto_path)
         params = kernel_signature(cpp, func)
         elem = pto_pointer_types(pto_text, func)
@@ -472,9 +565,59 @@ class Simulator:
         dts = [_pto_dtype(t) for t in elem]
         kind = kernel_kind(pto_text, func)
         exe = self.harness(generate_harness(cpp, func, params, self.arch, block_arg=block_idx is not None), kind)
+        argv = [scalar_text(v, p.ctype) for v, p in zip(values, others)]
+        if block_idx is not None:
+            argv.append(str(int(block_idx)))
+        return self._execute(exe, func, {i: (*tensors[i], dts[i]) for i in range(len(dts))}, argv)
+
+    def run_group(self, pto_text: str, members: list[GroupMember], buffers: dict, pto_path: str = "kernel.pto",
+                  block_idx: int = 0) -> dict[int, np.ndarray]:
+        """Run the kernels of one Group launch together, in one simulator process, each on its own thread
+        (its own core: pto-isa's memory model is per thread), exchanging tiles through pto-isa's TPipe.
+        `buffers`: {buffer index: (logical array, layout)}, the global memory the members share; a member
+        passes `("buffer", index)` for a tensor parameter and the value for a scalar, in its parameter
+        order (dynamic dimensions last, as `run` takes them). A member with `lanes=2` runs on both vector
+        lanes (sub-blocks 0 and 1); every member then sees two sub-blocks per block. Returns {index: logical
+        array after the run} for every buffer."""
+        cpp = self.assemble(pto_text, pto_path)
+        dts: dict[int, object] = {}
+        specs, argv = [], []
+        for m in members:
+            params = kernel_signature(cpp, m.func)
+            elem = iter(pto_pointer_types(pto_text, m.func))
+            if len(params) != len(m.args):
+                raise SimError(f"{m.func} has {len(params)} parameters; {len(m.args)} arguments were given",
+                               "PTOC-E0463")
+            slots = []
+            for p, a in zip(params, m.args):
+                if p.pointer:
+                    if not (isinstance(a, tuple) and a[0] == "buffer" and a[1] in buffers):
+                        raise SimError(f"{m.func}: tensor parameter {p.name} needs a buffer, got {a!r}", "PTOC-E0463")
+                    dt = _pto_dtype(next(elem))
+                    if dts.setdefault(a[1], dt) != dt:
+                        raise SimError(f"buffer {a[1]} is passed as {dts[a[1]]} and as {dt}", "PTOC-E0463")
+                    slots.append(a[1])
+                else:
+                    slots.append(None)
+                    argv.append(scalar_text(a, p.ctype))
+            specs.append((m.func, params, slots, m.lanes))
+        missing = sorted(set(buffers) - set(dts))
+        if missing or sorted(buffers) != list(range(len(buffers))):
+            raise SimError(f"buffers {missing or sorted(buffers)} are not numbered 0.. or not passed to a kernel",
+                           "PTOC-E0463")
+        argv.append(str(int(block_idx)))
+        source = generate_group_harness(cpp, specs, self.arch, self.watchdog_seconds or GROUP_WATCHDOG_SECONDS)
+        exe = self.harness(source, None)
+        name = " + ".join(m.func for m in members)
+        return self._execute(exe, name, {i: (*buffers[i], dts[i]) for i in range(len(dts))}, argv)
+
+    def _execute(self, exe: str, what: str, buffers: dict, argv: list[str]) -> dict[int, np.ndarray]:
+        """Run the harness `exe` on `buffers` {index: (logical array, layout, pto dtype)} (packed into
+        `argI.bin`) and the argument texts `argv`; every buffer's contents after the run, unpacked."""
+        from ptoc.reference import packers
+
         with tempfile.TemporaryDirectory(prefix="ptoc-sim-") as work:
-            for i, dt in enumerate(dts):
-                arr, layout = tensors[i]
+            for i, (arr, layout, dt) in buffers.items():
                 a = np.asarray(arr)
                 npd = _numpy(dt)
                 if a.dtype.kind == "V" and a.dtype.itemsize == npd.itemsize:
@@ -487,20 +630,16 @@ class Simulator:
                     raise SimError(f"tensor parameter {i}: {e}", "PTOC-E0463") from None
                 with open(os.path.join(work, f"arg{i}.bin"), "wb") as fh:
                     fh.write(data)
-            argv = [exe, work] + [scalar_text(v, p.ctype) for v, p in zip(values, others)]
-            if block_idx is not None:
-                argv.append(str(int(block_idx)))
             try:
-                r = subprocess.run(argv, capture_output=True, text=True, errors="replace", timeout=RUN_TIMEOUT,
-                                   stdin=subprocess.DEVNULL, cwd=work, check=False)
+                r = subprocess.run([exe, work, *argv], capture_output=True, text=True, errors="replace",
+                                   timeout=RUN_TIMEOUT, stdin=subprocess.DEVNULL, cwd=work, check=False)
             except subprocess.TimeoutExpired:
-                raise SimError(f"the simulator run of {func} took longer than {RUN_TIMEOUT:g} s") from None
+                raise SimError(f"the simulator run of {what} took longer than {RUN_TIMEOUT:g} s") from None
             if r.returncode != 0:
-                raise SimError(f"the simulator run of {func} failed: {_status(r.returncode)}"
+                raise SimError(f"the simulator run of {what} failed: {_status(r.returncode)}"
                                + (f": {_tail(r.stderr)}" if r.stderr.strip() else ""))
             out = {}
-            for i, dt in enumerate(dts):
-                arr, layout = tensors[i]
+            for i, (arr, layout, dt) in buffers.items():
                 with open(os.path.join(work, f"arg{i}.out"), "rb") as fh:
                     out[i] = packers.unpack(fh.read(), layout, dt, np.shape(arr))
         return out
@@ -538,6 +677,6 @@ def _numpy(dt):
     return npd
 
 
-__all__ = ["KernelParam", "SimError", "SimTools", "Simulator", "cache_root", "compile_flags", "find_cxx",
-           "find_pto_isa", "find_tools", "generate_harness", "kernel_kind", "kernel_signature",
-           "pto_pointer_types", "scalar_text"]
+__all__ = ["GroupMember", "KernelParam", "SimError", "SimTools", "Simulator", "cache_root", "compile_flags",
+           "find_cxx", "find_pto_isa", "find_tools", "generate_group_harness", "generate_harness", "kernel_kind",
+           "kernel_signature", "pto_pointer_types", "scalar_text"]

@@ -28,10 +28,6 @@ class StageResult:
     ran: bool = True  # False: the stage could not be run (the detail says why); not a failure
 
 
-SIM_PAIR_NOT_RUN = ("a split kernel's AIC and AIV exchange tiles through pto-isa's TPipe, which needs "
-                    "both kernels in one simulator process; ptoc's harness runs one kernel per process")
-
-
 def _launches_group(program: Program, fn: Function) -> bool:
     """`fn` is, or (directly or through other functions) calls, a Group launch."""
     seen: set[str] = set()
@@ -224,14 +220,11 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
             except CompileError as e:
                 rep.rows.append(StageResult(name, False, "; ".join(d.message for d in e.diagnostics[:2])))
         step(f"validating {fn.name}: emitted .pto")
-        if simulator is not None and _launches_group(stages[-1][1], fn):
+        if not kernel or simulator is not None and _launches_group(stages[-1][1], fn):
+            # a whole program, or a kernel split into a Group: on the simulator, the kernels of a Group
+            # launch run together in one process (`Simulator.run_group`)
             rep.rows.append(_run_emitted(stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol) if kernel
                             else _run_emitted_program(stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol))
-            rep.rows.append(StageResult(SIM_STAGE, True, SIM_PAIR_NOT_RUN, ran=False))
-            reports.append(rep)
-            continue
-        if not kernel:
-            rep.rows.append(_run_emitted_program(stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol))
             if simulator is not None:
                 step(f"validating {fn.name}: simulator")
                 rep.rows.append(_run_emitted_program(stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol,
@@ -366,7 +359,7 @@ def _run_emitted_program(lowered: Program, fn: Function, inputs: dict, dims: dic
     (in the order the orchestration calls them, on the same global memory): on ptoc's .pto executor, or
     with `simulator` on PTOAS + pto-isa's CPU simulator."""
     from ptoc.codegen.pto import emit_module
-    from ptoc.reference.interp import compare_outputs, run_function
+    from ptoc.reference.interp import compare_outputs
     from ptoc.reference.pto_exec import PtoExecError
     from ptoc.reference.sim import SimError
 
@@ -375,17 +368,33 @@ def _run_emitted_program(lowered: Program, fn: Function, inputs: dict, dims: dic
         text, _ = emit_module(lowered, ctx)
     except CompileError as e:
         return StageResult(stage, False, "; ".join(d.message for d in e.diagnostics[:2]))
-    runner = _PtoKernelRunner(text, lowered, dims, simulator)
     try:
-        got = run_function(lowered, fn.name, _adapt_inputs(lowered.function(fn.name), inputs, dims), ctx,
-                           kernel_runner=runner)
+        got, calls = run_emitted_program(lowered, text, fn.name, inputs, dims, ctx, simulator)
     except (PtoExecError, SimError) as e:
         return StageResult(stage, False, str(e))
     except CompileError as e:
         return StageResult(stage, False, "; ".join(d.message for d in e.diagnostics[:2]))
+    beyond = 0
+    if simulator is not None:
+        got, beyond = _beyond_sim_bf16(reference, got)
     diffs = compare_outputs(reference, got, rtol=rtol, atol=atol)
-    detail = "; ".join(diffs[:3]) or f"kernels run: {', '.join(runner.calls)}"
+    detail = "; ".join(diffs[:3]) or "; ".join(filter(None, (f"kernels run: {', '.join(calls)}",
+                                                             _sim_range_note(beyond))))
     return StageResult(stage, not diffs, detail)
+
+
+def run_emitted_program(lowered: Program, text: str, fn_name: str, inputs: dict, dims: dict, ctx,
+                        simulator=None) -> tuple[dict, list[str]]:
+    """Run function `fn_name` of the lowered program on the reference with every kernel call executing the
+    kernel in the emitted .pto `text`: on ptoc's .pto executor, or with `simulator` on PTOAS + pto-isa's
+    CPU simulator (a Group launch's kernels together, in one simulator process). Returns the run's
+    outputs and the kernels run, in order."""
+    from ptoc.reference.interp import run_function
+
+    runner = _PtoKernelRunner(text, lowered, dims, simulator)
+    got = run_function(lowered, fn_name, _adapt_inputs(lowered.function(fn_name), inputs, dims), ctx,
+                       kernel_runner=runner, group_runner=runner.group if simulator is not None else None)
+    return got, runner.calls
 
 
 class _PtoKernelRunner:
@@ -436,6 +445,44 @@ class _PtoKernelRunner:
         return _returned(callee, by_name)
 
 
+    def group(self, group: Function, launch: list, span, block: tuple[int, int]) -> list:
+        """A Group launch on the simulator: its kernels run together in one process. Arguments bound to
+        the same global tensor share one buffer; the a2a3 GM pipe buffer, one element in the IR, gets the
+        bytes the pipe's ring uses (`gm_pipe_buffer_bytes`), between guard pages like every buffer."""
+        from ptoc.codegen.cross_core import GM_PIPE_PARAM, gm_pipe_buffer_bytes
+        from ptoc.codegen.pto import dynamic_dims
+        from ptoc.reference.sim import GroupMember
+        from ptoc.reference.values import _gm_write, _logical_addr, _read_logical
+
+        buffers: dict[int, tuple] = {}
+        index: dict[int, int] = {}
+        written: dict[int, object] = {}
+        members = []
+        for fn, args, lanes in launch:
+            margs: list = []
+            for p, v in zip(fn.params, args):
+                if isinstance(p.type, TensorType):
+                    k = index.setdefault(id(v), len(index))
+                    if k not in buffers:
+                        arr = _read_logical(v)
+                        ring = gm_pipe_buffer_bytes(fn) if p.name == GM_PIPE_PARAM else 0
+                        if ring:
+                            arr = np.zeros(-(-ring // arr.dtype.itemsize), dtype=arr.dtype)
+                        buffers[k] = (arr, _pto_layout(p.type))
+                    if p.direction in ("Out", "InOut") and p.name != GM_PIPE_PARAM:
+                        written[k] = v
+                    margs.append(("buffer", k))
+                elif isinstance(p.type, ScalarType):
+                    margs.append(v.value)
+            margs += [self.dims[d] for d in dynamic_dims(self.lowered, fn)]
+            members.append(GroupMember(fn.name, tuple(margs), lanes))
+        out = self.simulator.run_group(self.text, members, buffers, pto_path=f"{group.name}.pto", block_idx=block[0])
+        for k, g in written.items():
+            _gm_write(g, _logical_addr(g, np.shape(buffers[k][0])), None, out[k], "writing a kernel output")
+        self.calls.append(" + ".join(m.func for m in members))
+        return [_returned(fn, {p.name: a for p, a in zip(fn.params, args)}) for fn, args, _ in launch]
+
+
 def _returned(callee: Function, by_name: dict):
     """The value of a kernel call: each returned name followed back (stores, loop-carried values) to the
     parameter whose tensor it is, and that argument."""
@@ -474,10 +521,48 @@ def _run_simulated(simulator, lowered: Program, fn: Function, inputs: dict, dims
         return StageResult(SIM_STAGE, False, str(e))
     got = {names[i]: a for i, a in out.items() if names[i] in reference}
     expected = {k: v for k, v in reference.items() if k in got}
+    got, beyond = _beyond_sim_bf16(expected, got)
     diffs = compare_outputs(expected, got, rtol=rtol, atol=atol)
     if diffs:
         return StageResult(SIM_STAGE, False, "; ".join(diffs[:3]))
-    return StageResult(SIM_STAGE, True, error_summary(expected, got))
+    notes = (error_summary(expected, got), _sim_range_note(beyond))
+    return StageResult(SIM_STAGE, True, "; ".join(n for n in notes if n))
+
+
+# pto-isa's CPU simulator has a real BF16 type only with C++23 <stdfloat> (libstdc++ 13 or later); elsewhere
+# its bfloat16_t is a _Float16 stand-in, whose largest finite value is 65504.
+SIM_BF16_LIMIT = 65504.0
+
+
+def _beyond_sim_bf16(expected: dict, got: dict) -> tuple[dict, int]:
+    """`got` with every BF16 element the simulator could not hold taken from `expected`: the reference's
+    value lies beyond the stand-in's range and the simulator gave infinity of the same sign. Returns the
+    adjusted results and how many elements were taken. Anything else out of range (a NaN, a finite wrong
+    value, an infinity that spreads into in-range results) is still compared."""
+    import ml_dtypes
+
+    out, counts = dict(got), {}
+    for k, a in expected.items():
+        b = got.get(k)
+        if b is None or np.asarray(a).dtype != ml_dtypes.bfloat16 or np.asarray(b).shape != np.shape(a):
+            continue
+        ea, gb = np.asarray(a).astype(np.float32), np.asarray(b).astype(np.float32)
+        mask = (np.abs(ea) > SIM_BF16_LIMIT) & np.isinf(gb) & (np.sign(ea) == np.sign(gb))
+        if mask.any():
+            fixed = np.array(b, copy=True)
+            fixed[mask] = np.asarray(a)[mask]
+            out[k] = fixed
+            counts[k] = int(mask.sum())
+    # a returned tensor is also reported as its parameter: count the elements once
+    params = [n for k, n in counts.items() if not k.startswith("return[")]
+    return out, sum(params) if params else sum(counts.values())
+
+
+def _sim_range_note(count: int) -> str:
+    if not count:
+        return ""
+    return (f"{count} BF16 element(s) beyond +-{SIM_BF16_LIMIT:g} not compared: the simulator's bfloat16_t is a "
+            "_Float16 stand-in (its C++ library has no C++23 <stdfloat>)")
 
 
 def error_summary(expected: dict, got: dict) -> str:
