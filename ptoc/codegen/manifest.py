@@ -58,11 +58,13 @@ def _launches(program: Program) -> dict[str, int | str]:
     return out
 
 
-def _calls(f: Function, kernels: set[str], launches: dict | None = None) -> list[dict]:
+def _calls(f: Function, kernels: set[str], launches: dict | None = None, groups: frozenset = frozenset()) -> list[dict]:
+    """The calls of kernels (and of the Group functions in `groups`, listed as "group") in `f`."""
     out = []
     for n in walk(f):
-        if isinstance(n, Call) and n.kind == "func" and n.op in kernels:
-            entry = {"kernel": n.op, "args": [a.name if isinstance(a, Var) else print_expr(a) for a in n.args]}
+        if isinstance(n, Call) and n.kind == "func" and (n.op in kernels or n.op in groups):
+            entry = {"group" if n.op in groups else "kernel": n.op,
+                     "args": [a.name if isinstance(a, Var) else print_expr(a) for a in n.args]}
             if launches is not None:
                 own = _core_num(n)
                 entry["block_num"] = _dim(own) if own is not None else launches.get(f.name, 1)
@@ -139,6 +141,8 @@ def emit_manifest(program: Program, ctx, source_name: str) -> str:
     names = {f.name for f in kernels}
     logical = _logical_shapes(program, ctx, names)
     launches = _launches(program)
+    # a Group function launches its kernels at once, on the cores of one cluster (a split AIC/AIV pair)
+    groups = frozenset(f.name for f in program.functions if f.func_type == "Group")
     doc = {
         "schema": SCHEMA,
         "source": source_name,
@@ -148,7 +152,9 @@ def emit_manifest(program: Program, ctx, source_name: str) -> str:
                                 for p in f.params],
                      **_gm_ring(f)}
                     for f in kernels],
-        "orchestration": [{"function": f.name, "calls": _calls(f, names, launches)}
-                          for f in program.functions if f.func_type not in KERNEL_TYPES and _calls(f, names)],
+        "orchestration": [{"function": f.name, "calls": _calls(f, names, launches, groups),
+                           **({"launch": "together"} if f.func_type == "Group" else {})}
+                          for f in program.functions
+                          if f.func_type not in KERNEL_TYPES and _calls(f, names, None, groups)],
     }
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"

@@ -88,3 +88,17 @@ def test_a_batch_writes_the_manifest_of_each_whole_program_and_none_for_a_lone_k
         "softmax_rows.pto"]
     single = compile_to(tmp_path, "scoped_add_scale.ir")
     assert (out / "scoped_add_scale.kernels.json").read_text() == single.read_text()  # as `-o` writes it
+
+
+def test_a_split_pair_is_one_launch_of_both_kernels_with_its_gm_ring(tmp_path):
+    doc = json.loads(compile_to(tmp_path, "linear_relu.ir").read_text())
+    by_fn = {o["function"]: o for o in doc["orchestration"]}
+    # main launches the Group; the Group's two kernel calls start together
+    assert [(c.get("group"), c.get("kernel")) for c in by_fn["main"]["calls"]] == [("main_incore_0", None)]
+    assert "launch" not in by_fn["main"]
+    group = by_fn["main_incore_0"]
+    assert group["launch"] == "together"
+    assert [c["kernel"] for c in group["calls"]] == ["main_incore_0_aic", "main_incore_0_aiv"]
+    # a2a3: the GM ring of 8 slots, each one 16 x 64 FP32 block of the product
+    assert {k["name"]: k["gm_pipe_buffer_bytes"] for k in doc["kernels"]} == {
+        "main_incore_0_aic": 8 * 16 * 64 * 4, "main_incore_0_aiv": 8 * 16 * 64 * 4}
