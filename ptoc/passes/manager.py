@@ -55,6 +55,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("layout", "ExpandMixedKernel"),
     ("layout", "InjectGmPipeBuffer"),
     ("layout", "SplitVectorKernel"),
+    ("layout", "StampTfreeSplit"),
     ("layout", "ClassifyKernels"),
     ("layout", "LowerPipelineLoops"),
     ("layout", "CanonicalizeIOOrder"),
@@ -63,6 +64,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("memory", "MemoryReuse"),
     ("memory", "AllocateMemoryAddr"),
     ("memory", "DeriveCallDirections"),
+    ("memory", "ExpandManualPhaseFence"),
 ]
 
 
