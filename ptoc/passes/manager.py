@@ -57,6 +57,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("layout", "SplitVectorKernel"),
     ("layout", "StampTfreeSplit"),
     ("layout", "ClassifyKernels"),
+    ("layout", "SkewCrossCorePipeline"),
     ("layout", "LowerPipelineLoops"),
     ("layout", "CanonicalizeIOOrder"),
     ("layout", "MaterializeTensorStrides"),

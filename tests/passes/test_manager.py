@@ -37,7 +37,7 @@ def test_pipeline_order_is_pinned():
         "OutlineClusterScopes", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
         "AutoTileMatmulL0", "CanonicalizeTileSlice",
         "InferTileMemorySpace", "ResolveBackendOpLayouts", "LowerAutoVectorSplit", "ExpandMixedKernel",
-        "InjectGmPipeBuffer", "SplitVectorKernel", "StampTfreeSplit", "ClassifyKernels",
+        "InjectGmPipeBuffer", "SplitVectorKernel", "StampTfreeSplit", "ClassifyKernels", "SkewCrossCorePipeline",
         "LowerPipelineLoops", "CanonicalizeIOOrder", "MaterializeTensorStrides", "InitMemRef", "MemoryReuse",
         "AllocateMemoryAddr", "DeriveCallDirections", "ExpandManualPhaseFence",
     ]
