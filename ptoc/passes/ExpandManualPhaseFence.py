@@ -25,6 +25,9 @@ Rules (PyPTO's ExpandManualPhaseFence; its tests in tests/ut/ir/transforms/test_
   less, get none.
 - Barriers go right before their loop, one per dependency array in the order the arrays are first used,
   numbered per function from 0. The rewritten consumers keep every other argument.
+- Like PyPTO's, the pass needs no single assignment (`ptoc passes --pipeline ExpandManualPhaseFence` takes
+  a program as written): a name assigned inside a loop counts as defined there even when it is also
+  assigned before it.
 
 Where ptoc differs from PyPTO: PyPTO's barrier call carries its dependency in attributes; ptoc writes
 the `deps=[...]` keyword PyPTO's printer shows. When `phase_fence_barrier_<k>_tid` is already a name of the
@@ -84,6 +87,9 @@ class ExpandManualPhaseFence(Pass):
     summary = "in manual scopes, a loop's submits waiting on one task-id array wait on one barrier task instead"
     requires: frozenset[str] = frozenset()
     produces: frozenset[str] = frozenset()
+    # as PyPTO's, it needs no single assignment: a name assigned in a loop and before it counts as defined
+    # in the loop (its array is then left alone), which is what the value seen by the loop's launches is
+    accepts_non_ssa = True
 
     def run(self, program: Program, ctx) -> Program:
         funcs = []

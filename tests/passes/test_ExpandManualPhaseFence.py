@@ -171,3 +171,31 @@ def test_a_taken_barrier_name_gets_a_suffix_and_two_arrays_two_barriers_in_first
             u, u_tid = pl.submit(self.step, deps=[phase_fence_barrier_0_tid_1])
             v, v_tid = pl.submit(self.step, deps=[phase_fence_barrier_1_tid])
     """))
+
+
+def run_as_written(text: str):
+    """The program as written, names assigned more than once included (the pass needs no SSA, as PyPTO's)."""
+    prog = frontend(text, "before.ir", CTX)
+    out = ExpandManualPhaseFence().run(prog, CTX)
+    check_invariants(out, CTX, ExpandManualPhaseFence(), ssa=False)
+    return prog, out
+
+
+def test_names_assigned_again_are_read_as_written():
+    # `last` is assigned before the loop and in it: only the launches' own array decides
+    _, out = run_as_written(orch("""
+        ready = pl.array.create(4, pl.TASK_ID)
+        last = pl.system.task_invalid()
+        for j in pl.range(4):
+            last, last_tid = pl.submit(self.step, deps=[ready])
+    """))
+    assert "phase_fence_barrier_0_tid = pl.system.task_dummy(deps=[ready])" in print_program(out)
+    assert "pl.submit(self.step, deps=[phase_fence_barrier_0_tid])" in print_program(out)
+    # the array itself assigned again in the loop: later iterations wait on other tasks, no barrier
+    prog, out = run_as_written(orch("""
+        ready = pl.array.create(4, pl.TASK_ID)
+        for j in pl.range(4):
+            u, u_tid = pl.submit(self.step, deps=[ready])
+            ready = pl.array.create(4, pl.TASK_ID)
+    """))
+    assert out == prog
