@@ -280,7 +280,8 @@ class _Skew:
             mapping.update({a.name: v for a, v in zip(s.iter_args, carried_in)})
             for st in sel:
                 for n in _bound(st):
-                    mapping[n] = Var(self.fresh(n))
+                    if n not in mapping:  # (an if binds its result in both branches)
+                        mapping[n] = Var(self.fresh(n))
             sub = _Subst(mapping)
             out = list(sub.mutate(tuple(sel)))
             values = tuple(sub.mutate(v) for v in yields) if yields is not None else ()

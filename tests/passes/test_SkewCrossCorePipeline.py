@@ -140,6 +140,30 @@ def test_an_offset_both_halves_use_is_computed_again_in_the_consuming_half():
     """))
 
 
+def test_a_producing_half_with_an_inner_loop_and_an_if_is_copied_whole_with_fresh_names():
+    _, out = run(aiv(f"""
+        for i, (o,) in pl.pipeline(0, 4, 1, stage=2, init_values=(out,)):
+            t: {V} = pl.tile.load(x, [i * 16, 0], [16, 32], target_memory=pl.Mem.Vec)
+            for j, (a,) in pl.range(2, init_values=(t,)):
+                a2: {V} = pl.tile.add(a, t)
+                s = pl.yield_(a2)
+            if i == 0:
+                w: {V} = pl.tile.exp(s)
+                m = pl.yield_(w)
+            else:
+                m = pl.yield_(s)
+            pl.tile.tpush_to_aic(m, split=0)
+            y: {V} = pl.tile.tpop_from_aic(split=0)
+            o2: {TT} = pl.tile.store(y, [i * 16, 0], o)
+            res = pl.yield_(o2)
+    """))
+    text = print_program(out)
+    # each of the 4 produce copies has its own inner loop and if, binding their own names
+    assert re.findall(r"pl\.tile\.tpush_to_aic\((\w+)", text) == ["m", "m_1", "m_2", "m_3"]
+    assert re.findall(r"for (j\w*),", text) == ["j", "j_1", "j_2", "j_3"]
+    assert re.findall(r"if (.*) == 0:", text) == ["0", "1", "i", "i + 1"]
+
+
 def demoted(before: str) -> str:
     return re.sub(r"pl\.pipeline\(([^)]*?), stage=\d+", r"pl.range(\1", before)
 
