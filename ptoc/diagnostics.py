@@ -154,6 +154,9 @@ CODES: dict[str, str] = {
     "PTOC-E0691": "pl.spmd loop inside a kernel function",
     "PTOC-E0680": "a kernel's cross-core pipe ops disagree on the split mode",
     "PTOC-E0681": "a split kernel cannot be written per lane",
+    # cross-core slot releases and pipelines (PTOC-E0720..E0729)
+    "PTOC-E0720": "a tfree's tile is not the value of the matching tpop",
+    "PTOC-E0721": "a tfree's pipe id differs from its tpop's",
     # internal
     "PTOC-I0001": "internal error",
     "PTOC-I0100": "function not emitted",

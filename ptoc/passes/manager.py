@@ -55,7 +55,9 @@ PIPELINE: list[tuple[str, str]] = [
     ("layout", "ExpandMixedKernel"),
     ("layout", "InjectGmPipeBuffer"),
     ("layout", "SplitVectorKernel"),
+    ("layout", "StampTfreeSplit"),
     ("layout", "ClassifyKernels"),
+    ("layout", "SkewCrossCorePipeline"),
     ("layout", "LowerPipelineLoops"),
     ("layout", "CanonicalizeIOOrder"),
     ("layout", "MaterializeTensorStrides"),
@@ -63,6 +65,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("memory", "MemoryReuse"),
     ("memory", "AllocateMemoryAddr"),
     ("memory", "DeriveCallDirections"),
+    ("memory", "ExpandManualPhaseFence"),
 ]
 
 
