@@ -595,6 +595,34 @@ def _explicit_ops(program):
     return dataclasses.replace(program, functions=tuple(funcs))
 
 
+# The level and role PyPTO's Function gives each function type that states none (include/pypto/ir/
+# function.h: the constructor derives them); its printer writes them out, so Expected spells them.
+_PYPTO_LEVEL_ROLE = {
+    "InCore": ("CHIP_DIE", "SubWorker"), "AIC": ("AIC", "SubWorker"), "AIV": ("AIV", "SubWorker"),
+    "Group": ("CORE_GROUP", "SubWorker"), "Orchestration": ("CHIP", "Orchestrator"),
+    "Graph": ("CHIP", "Orchestrator"),
+}
+
+
+def _explicit_level_role(program):
+    """Every function's `level=` and `role=` written out where PyPTO derives them from its type (first
+    among the decorator's keywords): `@pl.function(type=pl.FunctionType.InCore)` is the same function as
+    `@pl.function(type=pl.FunctionType.InCore, level=pl.Level.CHIP_DIE, role=pl.Role.SubWorker)`."""
+    from ptoc.ir.nodes import EnumLit
+
+    funcs = []
+    for f in program.functions:
+        implied = _PYPTO_LEVEL_ROLE.get(f.func_type)
+        if implied is not None:
+            kw = dict(f.decorator_kwargs)
+            kw.setdefault("level", EnumLit("Level", implied[0]))
+            kw.setdefault("role", EnumLit("Role", implied[1]))
+            first = [("level", kw.pop("level")), ("role", kw.pop("role"))]
+            f = dataclasses.replace(f, decorator_kwargs=tuple(first + list(kw.items())))
+        funcs.append(f)
+    return dataclasses.replace(program, functions=tuple(funcs))
+
+
 def _per_function_names(program):
     """Every value's name made the function's own (`f<i>_<name>`): a name in one function has nothing
     to do with the same name in another (PyPTO compares each function's values by position), so the
@@ -651,7 +679,7 @@ def canonical(program) -> str:
     # PyPTO keeps a program's functions in a map ordered by name: the order they are written in is no part
     # of the program (sorted before each function's names are numbered apart)
     program = dataclasses.replace(program, functions=tuple(sorted(program.functions, key=lambda f: f.name)))
-    prog = Canon().mutate(_per_function_names(_explicit_ops(_unique_definitions(program))))
+    prog = Canon().mutate(_per_function_names(_explicit_level_role(_explicit_ops(_unique_definitions(program)))))
     prog = dataclasses.replace(prog, name="P" if prog.name is not None else None)
     text = print_program(prog)
     ids: list[str] = []

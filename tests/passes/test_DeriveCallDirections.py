@@ -178,3 +178,45 @@ def test_an_override_makes_the_marked_argument_no_dep():
     """
     assert_derives(program(KERNEL, main.format(T=T, a="")),
                    program(KERNEL, main.format(T=T, a='"arg_directions": [pl.adir.no_dep, pl.adir.output_existing], ')))
+
+
+def test_a_no_dep_marker_becomes_an_override_of_the_bare_argument():
+    # `pl.no_dep(x)` at a call is the marker PyPTO's parser records as `arg_direction_overrides`: the call
+    # passes x itself, and x's slot is no_dep whatever the callee's parameter says (here an Out one)
+    main = """
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def main(self, x: {T}, dst: pl.Out[{T}]) -> {T}:
+            r: {T} = self.kernel({args})
+            return r
+    """
+    before = main.format(T=T, args="pl.no_dep(x), pl.no_dep(dst)")
+    after = main.format(T=T, args='x, dst, attrs={"arg_directions": [pl.adir.no_dep, pl.adir.no_dep], '
+                                  '"arg_direction_overrides": [0, 1]}')
+    assert_derives(program(KERNEL, before), program(KERNEL, after))
+
+
+def test_a_no_dep_marker_joins_the_overrides_a_call_lists_already():
+    main = """
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def main(self, x: {T}, dst: pl.Out[{T}]) -> {T}:
+            r: {T} = self.kernel({args})
+            return r
+    """
+    before = main.format(T=T, args='x, pl.no_dep(dst), attrs={"arg_direction_overrides": [0]}')
+    after = main.format(T=T, args='x, dst, attrs={"arg_directions": [pl.adir.no_dep, pl.adir.no_dep], '
+                                  '"arg_direction_overrides": [0, 1]}')
+    assert_derives(program(KERNEL, before), program(KERNEL, after))
+
+
+def test_task_launches_get_directions_and_keep_their_launch_keywords():
+    # y is written first by the first launch (output_existing); the second launch writes y again (inout)
+    main = """
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def main(self, x: {T}, y: pl.Out[{T}]) -> {T}:
+            with pl.manual_scope():
+                o1, t1 = pl.spmd_submit(self.kernel, x, y, core_num=8, sync_start=True{a})
+                o2, t2 = pl.submit(self.kernel, x, y, deps=[t1]{b})
+            return y
+    """
+    after = main.format(T=T, a=", attrs=" + adir("input", "output_existing"), b=", attrs=" + adir("input", "inout"))
+    assert_derives(program(KERNEL, main.format(T=T, a="", b="")), program(KERNEL, after))
