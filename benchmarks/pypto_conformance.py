@@ -623,6 +623,25 @@ def _explicit_level_role(program):
     return dataclasses.replace(program, functions=tuple(funcs))
 
 
+def _runtime_scope_spelling(s):
+    """`with pl.auto_scope():` / `pl.scope(mode=pl.ScopeMode.AUTO)` as `with pl.scope():`, and
+    `with pl.manual_scope():` as `with pl.scope(mode=pl.ScopeMode.MANUAL):`: one RuntimeScopeStmt each in
+    PyPTO's IR, printed in the second form."""
+    from ptoc.ir.nodes import EnumLit
+
+    if s.args or s.var is not None:
+        return s
+    kw = dict(s.kwargs)
+    if s.kind in ("auto_scope", "manual_scope") and not kw:
+        manual = s.kind == "manual_scope"
+    elif s.kind == "scope" and set(kw) <= {"mode"}:
+        manual = kw.get("mode") == EnumLit("ScopeMode", "MANUAL")
+    else:
+        return s
+    mode = (("mode", EnumLit("ScopeMode", "MANUAL")),) if manual else ()
+    return dataclasses.replace(s, kind="scope", kwargs=mode)
+
+
 def _per_function_names(program):
     """Every value's name made the function's own (`f<i>_<name>`): a name in one function has nothing
     to do with the same name in another (PyPTO compares each function's values by position), so the
@@ -670,6 +689,10 @@ def canonical(program) -> str:
         def mutate_Function(self, f: Function):
             kw = tuple((k, v) for k, v in f.decorator_kwargs if k != "strict_ssa")
             return dataclasses.replace(f, decorator_kwargs=kw)
+
+        def mutate_ScopeStmt(self, s):
+            # PyPTO's runtime scopes have one spelling each: `pl.scope()` and `pl.scope(mode=MANUAL)`
+            return _runtime_scope_spelling(s)
 
         def mutate_Call(self, c):
             # the cross-core ops have one short name each (pl.tpush_to_aiv is pl.tile.tpush_to_aiv, ...)

@@ -29,7 +29,8 @@ def test_pipeline_order_is_pinned():
     # NZ-5 fixes BlockNzTensorViews after FlattenTileNdTo2D and before LegalizeTileCast and
     # MaterializeTensorStrides; AutoTileMatmulL0 and CanonicalizeTileSlice right after LegalizeTileCast and
     # MemoryReuse between InitMemRef and AllocateMemoryAddr (PyPTO's order); memory planning comes last, then
-    # DeriveCallDirections (PyPTO: after AllocateMemoryAddr).
+    # DeriveCallDirections (PyPTO: after AllocateMemoryAddr) and MaterializeRuntimeScopes (PyPTO: after it and
+    # the distributed passes ptoc does not have).
     assert [n for _, n in PIPELINE] == [
         "InlineFunctions", "UnrollLoops", "CtrlFlowTransform", "ConvertToSSA", "Simplify", "NormalizeStmtStructure",
         "FlattenCallExpr", "OutlineHierarchyScopes", "OutlineIncoreScopes",
@@ -38,6 +39,7 @@ def test_pipeline_order_is_pinned():
         "InferTileMemorySpace", "ResolveBackendOpLayouts", "LowerAutoVectorSplit", "ExpandMixedKernel",
         "InjectGmPipeBuffer", "SplitVectorKernel", "ClassifyKernels", "LowerPipelineLoops", "CanonicalizeIOOrder",
         "MaterializeTensorStrides", "InitMemRef", "MemoryReuse", "AllocateMemoryAddr", "DeriveCallDirections",
+        "MaterializeRuntimeScopes",
     ]
 
 
