@@ -136,6 +136,7 @@ class _Walker:
         self.pairs: list[dict] = []
         self.helpers: dict[str, list[str]] = {}  # module-level helper function -> the passes it applies
         self.strip_helpers: set[str] = set()  # module-level helpers that strip the pipe set-up
+        self.module_backend: str | None = None  # the target the module's autouse fixture sets
 
     def text_of(self, node: ast.ClassDef | ast.FunctionDef, dyn: dict[str, str], uses_pld: bool) -> str:
         start = min([d.lineno for d in node.decorator_list] + [node.lineno]) - 1
@@ -210,7 +211,7 @@ class _Walker:
                 continue
             self.pairs.append({"file": self.rel, "test": fn.name, "before": by_name[b], "expected": exp,
                                "passes": order, "expected_passes": _expected_passes(fn, self.helpers),
-                               "arch": _backend_of(self.rel, fn),
+                               "arch": _backend_of(self.rel, fn, self.module_backend),
                                "strip": _strips(fn, self.strip_helpers)})
 
 
@@ -317,16 +318,41 @@ def _applied_passes(fn: ast.FunctionDef, helpers: dict[str, list[str]]) -> list[
     return out
 
 
-def _backend_of(rel: str, fn: ast.FunctionDef) -> str:
-    """The target a PyPTO test runs on: tests/ut/ir/transforms/conftest.py sets Ascend950 (ptoc's a5) for
-    every test of that folder, a test naming BackendType.Ascend910B sets that one (a2a3); PyPTO's other
-    unit tests run on its default, Ascend910B."""
-    for n in ast.walk(fn):
+def _named_backend(node: ast.AST) -> str | None:
+    """The target the first BackendType.<name> in `node` names."""
+    for n in ast.walk(node):
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "BackendType":
             if n.attr == "Ascend910B":
                 return "a2a3"
             if n.attr == "Ascend950":
                 return "a5"
+    return None
+
+
+def _module_backend(tree: ast.Module) -> str | None:
+    """The target a test module's own autouse fixture sets for all its tests (`@pytest.fixture(autouse=True)`
+    naming BackendType.<name>), or None."""
+    for s in tree.body:
+        if isinstance(s, ast.FunctionDef) and any(
+                isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr == "fixture"
+                and any(k.arg == "autouse" and isinstance(k.value, ast.Constant) and k.value.value is True
+                        for k in d.keywords) for d in s.decorator_list):
+            named = _named_backend(s)
+            if named is not None:
+                return named
+    return None
+
+
+def _backend_of(rel: str, fn: ast.FunctionDef, module: str | None = None) -> str:
+    """The target a PyPTO test runs on: tests/ut/ir/transforms/conftest.py sets Ascend950 (ptoc's a5) for
+    every test of that folder, a test module's autouse fixture naming a BackendType sets that one for its
+    tests (`module`), a test naming BackendType.Ascend910B sets that one (a2a3); PyPTO's other unit tests
+    run on its default, Ascend910B."""
+    named = _named_backend(fn)
+    if named is not None:
+        return named
+    if module is not None:
+        return module
     return "a5" if rel.startswith("tests/ut/ir/transforms/") else "a2a3"
 
 
@@ -364,6 +390,7 @@ def extract(checkout: Path):
         w.module_dyn = _dynamic_defs(tree.body)
         w.helpers = _helper_passes(tree)
         w.strip_helpers = _strip_helpers(tree)
+        w.module_backend = _module_backend(tree)
         w.walk_body(tree.body, [], "", False, [])
         programs += w.found
         pairs += w.pairs
