@@ -26,7 +26,9 @@ Rules
 -----
 - Which calls: calls of functions of the program (not operators), plain or launched as tasks
   (`pl.submit` / `pl.spmd_submit`, whose launch keywords stay as they are), whose argument count equals
-  the callee's parameter count and that state no `arg_directions` yet, in every function.
+  the callee's parameter count (a launch may leave out Out parameters the runtime allocates: its
+  arguments get directions, the left-out parameters none) and that state no `arg_directions` yet,
+  in every function.
 - A non-tensor argument is `scalar`. A tensor passed to an `In` parameter is `input`, to an `InOut`
   parameter `inout`.
 - A tensor passed to an `Out` parameter is `output_existing` (the call only fills the buffer) unless the
@@ -76,6 +78,7 @@ from ptoc.ir.nodes import (
     Var,
     WhileStmt,
 )
+from ptoc.ir.verifier import _submitted_params as submitted_params
 from ptoc.ir.visitor import Mutator, walk
 from ptoc.passes.manager import Pass
 
@@ -183,7 +186,7 @@ class _Derive(Mutator):
         out: set[str] = set()
         for n in (m for s in body for m in walk(s)):
             if isinstance(n, Call) and n.kind in CALL_KINDS and self.program.function(n.op) is not None:
-                for p, a in zip(self.program.function(n.op).params, map(_unmarked, n.args)):
+                for p, a in zip(_params_of(n, self.program.function(n.op)) or (), map(_unmarked, n.args)):
                     if p.direction != "In" and isinstance(a, Var):
                         out.add(self.roots.root(a.name))
         return out
@@ -225,16 +228,19 @@ class _Derive(Mutator):
         callee = self.program.function(call.op) if call.kind in CALL_KINDS else None
         if callee is None:
             return set()
-        return {self.roots.root(a.name) for p, a in zip(callee.params, map(_unmarked, call.args))
+        return {self.roots.root(a.name) for p, a in zip(_params_of(call, callee) or (), map(_unmarked, call.args))
                 if p.direction == "Out" and isinstance(a, Var) and self.roots.root(a.name) not in seen}
 
     def directions(self, call: Call, first: set[str], depth: int) -> list[str] | None:
         """The call's directions, its arguments with no `pl.no_dep` marker left out"""
         callee = self.program.function(call.op)
-        if callee is None or len(call.args) != len(callee.params) or "arg_directions" in _attrs(call):
+        if callee is None or "arg_directions" in _attrs(call):
+            return None
+        params = _params_of(call, callee)
+        if params is None:
             return None
         out = []
-        for p, a in zip(callee.params, map(_unmarked, call.args)):
+        for p, a in zip(params, map(_unmarked, call.args)):
             t = self.types.get(a.name) if isinstance(a, Var) else None
             if not isinstance(t, TensorType):
                 out.append("scalar")
@@ -272,6 +278,17 @@ class _CallDirections(Mutator):
         items = (entry, *old.items) if isinstance(old, DictExpr) else (entry,)
         kwargs = tuple(kv for kv in c.kwargs if kv[0] != "attrs") + (("attrs", DictExpr(items, span=c.span)),)
         return replace(c, kwargs=kwargs)
+
+
+def _params_of(call: Call, callee: Function) -> list[Param] | None:
+    """The callee's parameters the call's arguments bind to, in order; None when they do not fit. A task
+    launch may leave out Out/InOut parameters (the runtime allocates them; ptoc's verifier pairs the
+    arguments as PyPTO does), and its left-out parameters get no direction."""
+    if len(call.args) == len(callee.params):
+        return list(callee.params)
+    if call.kind in ("submit", "spmd_submit") and len(call.args) < len(callee.params):
+        return submitted_params(callee.params, len(call.args))
+    return None
 
 
 def _unmarked(a: Expr) -> Expr:

@@ -220,3 +220,34 @@ def test_task_launches_get_directions_and_keep_their_launch_keywords():
     """
     after = main.format(T=T, a=", attrs=" + adir("input", "output_existing"), b=", attrs=" + adir("input", "inout"))
     assert_derives(program(KERNEL, main.format(T=T, a="", b="")), program(KERNEL, after))
+
+
+def test_a_task_launch_that_leaves_out_a_trailing_output_gets_directions_for_what_it_passes():
+    # the runtime allocates the left-out Out parameter `out`: the launch passes x only, so one direction
+    main = """
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def main(self, x: {T}) -> {T}:
+            o1, t1 = pl.submit(self.kernel, x{a})
+            return o1
+    """
+    assert_derives(program(KERNEL, main.format(T=T, a="")),
+                   program(KERNEL, main.format(T=T, a=", attrs=" + adir("input"))))
+
+
+def test_a_task_launch_that_leaves_out_a_leading_output_pairs_its_arguments_as_the_verifier_does():
+    # fill(out: Out, x: In) launched with x alone: x binds to the In parameter (the Out one is left out)
+    fill = f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def fill(self, out: pl.Out[{T}], x: {T}) -> {T}:
+            t: {TILE} = pl.tile.load(x, [0], [64], target_memory=pl.Mem.Vec)
+            ret: {T} = pl.tile.store(t, [0], out)
+            return ret
+    """
+    main = """
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def main(self, x: {T}) -> {T}:
+            o1, t1 = pl.submit(self.fill, x{a})
+            return o1
+    """
+    assert_derives(program(fill, main.format(T=T, a="")),
+                   program(fill, main.format(T=T, a=", attrs=" + adir("input"))))
