@@ -19,12 +19,14 @@ Expected, to which the passes the test applies to Expected (`NormalizeIR(passes.
 Expected))`) are applied too, after canonical printing: annotations of assignments dropped (PyPTO
 compares the values' types, which ptoc infers), operators written by their full name (`pl.add` on
 tensors is `pl.tensor.adds`, as PyPTO's parser records it), loop ranges written with start, stop and
-step, the program named alike, `strict_ssa=` dropped, and every identifier renamed in order of first
-appearance. A pair counts as matched only when both texts are then equal. Passes ptoc does not have
-count as misses. Each pair runs on the target PyPTO's test runs on: Ascend950 (`--arch a5`) for
-tests/ut/ir/transforms, whose conftest sets it, unless the test names BackendType.Ascend910B; an
-Expected that ptoc rejects only for PTOC-E0105 (an annotation contradicting its value) is read again
-without its assignment annotations, which are not compared anyway. Functions are compared in name
+step, the program named alike, `strict_ssa=` dropped, each function's `level=`/`role=` written out where
+PyPTO derives them from its type, runtime scopes spelled as PyPTO prints them (`pl.scope()`,
+`pl.scope(mode=pl.ScopeMode.MANUAL)`), and every identifier renamed in order of first appearance. A
+pair counts as matched only when both texts are then equal. Passes ptoc does not have count as misses.
+Each pair runs on the target PyPTO's test runs on: Ascend950 (`--arch a5`) for tests/ut/ir/transforms,
+whose conftest sets it, unless the test (or an autouse fixture of its module) names
+BackendType.Ascend910B; an Expected that ptoc rejects only for PTOC-E0105 (an annotation contradicting
+its value) is read again without its assignment annotations, which are not compared anyway. Functions are compared in name
 order (PyPTO keeps them in a map), the cross-core ops by their one short name; where a test's helper
 strips the automatic pipe set-up and tfrees from the result, ptoc's result is stripped alike.
 
