@@ -26,9 +26,10 @@ pair counts as matched only when both texts are then equal. Passes ptoc does not
 Each pair runs on the target PyPTO's test runs on: Ascend950 (`--arch a5`) for tests/ut/ir/transforms,
 whose conftest sets it, unless the test (or an autouse fixture of its module) names
 BackendType.Ascend910B; an Expected that ptoc rejects only for PTOC-E0105 (an annotation contradicting
-its value) is read again without its assignment annotations, which are not compared anyway. Functions are compared in name
-order (PyPTO keeps them in a map), the cross-core ops by their one short name; where a test's helper
-strips the automatic pipe set-up and tfrees from the result, ptoc's result is stripped alike.
+its value) is read again without its assignment annotations, which are not compared anyway. Functions
+are compared in name order (PyPTO keeps them in a map), the cross-core ops by their one short name;
+where a test's helper strips the automatic pipe set-up and tfrees from the result, ptoc's result is
+stripped alike.
 
 Anything other than a ptoc diagnostic (`CompileError`) is a crash. This is a measurement, not a
 test: it asserts nothing.
