@@ -179,3 +179,29 @@ def test_a_body_already_in_one_automatic_scope_is_not_wrapped_again():
     """
     assert_becomes(program(KERNEL, before),
                    program(KERNEL, before.replace("Orchestration)", "Orchestration, auto_scope=False)")))
+
+
+def test_a_branch_that_yields_keeps_its_yield_after_its_scope():
+    before = f"""
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def main(self, x: {T}, y: pl.Out[{T}], n: pl.Scalar[pl.INDEX]) -> {T}:
+            if n > 2:
+                a: {T} = self.step(x, y)
+                r: {T} = pl.yield_(a)
+            else:
+                r: {T} = pl.yield_(y)
+            return r
+    """
+    after = f"""
+        @pl.function(type=pl.FunctionType.Orchestration, auto_scope=False)
+        def main(self, x: {T}, y: pl.Out[{T}], n: pl.Scalar[pl.INDEX]) -> {T}:
+            with pl.scope():
+                if n > 2:
+                    with pl.scope():
+                        a: {T} = self.step(x, y)
+                    r: {T} = pl.yield_(a)
+                else:
+                    r: {T} = pl.yield_(y)
+                return r
+    """
+    assert_becomes(program(KERNEL, before), program(KERNEL, after))
