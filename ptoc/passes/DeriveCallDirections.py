@@ -36,7 +36,8 @@ Rules
   (`pl.range`, `while`; not `pl.parallel`), or an earlier call of the function (in program order, a loop
   counting as all of its body) already wrote the same buffer, or the buffer is the function's own
   `pl.InOut` parameter. The buffer of a value is found by following stores, assembles, loop-carried
-  values, copies and calls returning a parameter back to a parameter or a `pl.create_tensor`.
+  values, copies, calls returning a parameter and the first value of a task launch whose kernel returns
+  a parameter back to a parameter or a `pl.create_tensor`.
 - `"arg_direction_overrides": [i, ...]` in the call's attrs makes argument i `no_dep`. An argument
   written `pl.no_dep(x)` is the same marker: the pass passes `x` itself and lists the slot in
   `arg_direction_overrides` (PyPTO's parser does this when it reads the call; ptoc's front end keeps
@@ -67,6 +68,7 @@ from ptoc.ir.nodes import (
     Expr,
     ForStmt,
     Function,
+    GetItem,
     IfStmt,
     ListExpr,
     Param,
@@ -163,11 +165,26 @@ class _Roots:
                 callee = self.program.function(v.op)
                 k = returned_param(callee, self.program) if callee is not None else None
                 nxt = v.args[k] if k is not None and k < len(v.args) else None
+            elif isinstance(v, GetItem) and isinstance(v.value, Var) and v.index == ConstInt(0, INDEX):
+                nxt = self.launched_result(self.defs.get(v.value.name))
             if not isinstance(nxt, Var):
                 break
             n = nxt.name
         self.cache[name] = n
         return n
+
+
+    def launched_result(self, launch) -> Expr | None:
+        """The argument whose buffer a task launch's first value is (`o, tid = pl.submit(self.k, x, y)`:
+        y when k returns its Out parameter), or None."""
+        if not (isinstance(launch, Call) and launch.kind in ("submit", "spmd_submit")):
+            return None
+        callee = self.program.function(launch.op)
+        k = returned_param(callee, self.program) if callee is not None else None
+        params = _params_of(launch, callee) if k is not None else None
+        if not params or callee.params[k] not in params:
+            return None
+        return _unmarked(launch.args[params.index(callee.params[k])])
 
 
 class _Derive(Mutator):

@@ -251,3 +251,17 @@ def test_a_task_launch_that_leaves_out_a_leading_output_pairs_its_arguments_as_t
     """
     assert_derives(program(fill, main.format(T=T, a="")),
                    program(fill, main.format(T=T, a=", attrs=" + adir("input"))))
+
+
+def test_a_launch_writing_the_result_of_an_earlier_launch_writes_its_buffer_again():
+    # o1 is y's buffer (kernel returns its Out parameter): the second launch writes y a second time
+    main = """
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def main(self, x: {T}, y: pl.Out[{T}]) -> {T}:
+            o1, t1 = pl.submit(self.kernel, x, y{a})
+            o2, t2 = pl.submit(self.kernel, x, o1{b})
+            return o2
+    """
+    assert_derives(program(KERNEL, main.format(T=T, a="", b="")),
+                   program(KERNEL, main.format(T=T, a=", attrs=" + adir("input", "output_existing"),
+                                               b=", attrs=" + adir("input", "inout"))))
