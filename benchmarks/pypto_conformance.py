@@ -19,14 +19,17 @@ Expected, to which the passes the test applies to Expected (`NormalizeIR(passes.
 Expected))`) are applied too, after canonical printing: annotations of assignments dropped (PyPTO
 compares the values' types, which ptoc infers), operators written by their full name (`pl.add` on
 tensors is `pl.tensor.adds`, as PyPTO's parser records it), loop ranges written with start, stop and
-step, the program named alike, `strict_ssa=` dropped, and every identifier renamed in order of first
-appearance. A pair counts as matched only when both texts are then equal. Passes ptoc does not have
-count as misses. Each pair runs on the target PyPTO's test runs on: Ascend950 (`--arch a5`) for
-tests/ut/ir/transforms, whose conftest sets it, unless the test names BackendType.Ascend910B; an
-Expected that ptoc rejects only for PTOC-E0105 (an annotation contradicting its value) is read again
-without its assignment annotations, which are not compared anyway. Functions are compared in name
-order (PyPTO keeps them in a map), the cross-core ops by their one short name; where a test's helper
-strips the automatic pipe set-up and tfrees from the result, ptoc's result is stripped alike.
+step, the program named alike, `strict_ssa=` dropped, each function's `level=`/`role=` written out where
+PyPTO derives them from its type, runtime scopes spelled as PyPTO prints them (`pl.scope()`,
+`pl.scope(mode=pl.ScopeMode.MANUAL)`), and every identifier renamed in order of first appearance. A
+pair counts as matched only when both texts are then equal. Passes ptoc does not have count as misses.
+Each pair runs on the target PyPTO's test runs on: Ascend950 (`--arch a5`) for tests/ut/ir/transforms,
+whose conftest sets it, unless the test (or an autouse fixture of its module) names
+BackendType.Ascend910B; an Expected that ptoc rejects only for PTOC-E0105 (an annotation contradicting
+its value) is read again without its assignment annotations, which are not compared anyway. Functions
+are compared in name order (PyPTO keeps them in a map), the cross-core ops by their one short name;
+where a test's helper strips the automatic pipe set-up and tfrees from the result, ptoc's result is
+stripped alike.
 
 Anything other than a ptoc diagnostic (`CompileError`) is a crash. This is a measurement, not a
 test: it asserts nothing.
@@ -136,6 +139,7 @@ class _Walker:
         self.pairs: list[dict] = []
         self.helpers: dict[str, list[str]] = {}  # module-level helper function -> the passes it applies
         self.strip_helpers: set[str] = set()  # module-level helpers that strip the pipe set-up
+        self.module_backend: str | None = None  # the target the module's autouse fixture sets
 
     def text_of(self, node: ast.ClassDef | ast.FunctionDef, dyn: dict[str, str], uses_pld: bool) -> str:
         start = min([d.lineno for d in node.decorator_list] + [node.lineno]) - 1
@@ -210,7 +214,7 @@ class _Walker:
                 continue
             self.pairs.append({"file": self.rel, "test": fn.name, "before": by_name[b], "expected": exp,
                                "passes": order, "expected_passes": _expected_passes(fn, self.helpers),
-                               "arch": _backend_of(self.rel, fn),
+                               "arch": _backend_of(self.rel, fn, self.module_backend),
                                "strip": _strips(fn, self.strip_helpers)})
 
 
@@ -317,16 +321,41 @@ def _applied_passes(fn: ast.FunctionDef, helpers: dict[str, list[str]]) -> list[
     return out
 
 
-def _backend_of(rel: str, fn: ast.FunctionDef) -> str:
-    """The target a PyPTO test runs on: tests/ut/ir/transforms/conftest.py sets Ascend950 (ptoc's a5) for
-    every test of that folder, a test naming BackendType.Ascend910B sets that one (a2a3); PyPTO's other
-    unit tests run on its default, Ascend910B."""
-    for n in ast.walk(fn):
+def _named_backend(node: ast.AST) -> str | None:
+    """The target the first BackendType.<name> in `node` names."""
+    for n in ast.walk(node):
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "BackendType":
             if n.attr == "Ascend910B":
                 return "a2a3"
             if n.attr == "Ascend950":
                 return "a5"
+    return None
+
+
+def _module_backend(tree: ast.Module) -> str | None:
+    """The target a test module's own autouse fixture sets for all its tests (`@pytest.fixture(autouse=True)`
+    naming BackendType.<name>), or None."""
+    for s in tree.body:
+        if isinstance(s, ast.FunctionDef) and any(
+                isinstance(d, ast.Call) and isinstance(d.func, ast.Attribute) and d.func.attr == "fixture"
+                and any(k.arg == "autouse" and isinstance(k.value, ast.Constant) and k.value.value is True
+                        for k in d.keywords) for d in s.decorator_list):
+            named = _named_backend(s)
+            if named is not None:
+                return named
+    return None
+
+
+def _backend_of(rel: str, fn: ast.FunctionDef, module: str | None = None) -> str:
+    """The target a PyPTO test runs on: tests/ut/ir/transforms/conftest.py sets Ascend950 (ptoc's a5) for
+    every test of that folder, a test module's autouse fixture naming a BackendType sets that one for its
+    tests (`module`), a test naming BackendType.Ascend910B sets that one (a2a3); PyPTO's other unit tests
+    run on its default, Ascend910B."""
+    named = _named_backend(fn)
+    if named is not None:
+        return named
+    if module is not None:
+        return module
     return "a5" if rel.startswith("tests/ut/ir/transforms/") else "a2a3"
 
 
@@ -364,6 +393,7 @@ def extract(checkout: Path):
         w.module_dyn = _dynamic_defs(tree.body)
         w.helpers = _helper_passes(tree)
         w.strip_helpers = _strip_helpers(tree)
+        w.module_backend = _module_backend(tree)
         w.walk_body(tree.body, [], "", False, [])
         programs += w.found
         pairs += w.pairs
@@ -595,6 +625,53 @@ def _explicit_ops(program):
     return dataclasses.replace(program, functions=tuple(funcs))
 
 
+# The level and role PyPTO's Function gives each function type that states none (include/pypto/ir/
+# function.h: the constructor derives them); its printer writes them out, so Expected spells them.
+_PYPTO_LEVEL_ROLE = {
+    "InCore": ("CHIP_DIE", "SubWorker"), "AIC": ("AIC", "SubWorker"), "AIV": ("AIV", "SubWorker"),
+    "Group": ("CORE_GROUP", "SubWorker"), "Orchestration": ("CHIP", "Orchestrator"),
+    "Graph": ("CHIP", "Orchestrator"),
+}
+
+
+def _explicit_level_role(program):
+    """Every function's `level=` and `role=` written out where PyPTO derives them from its type (first
+    among the decorator's keywords): `@pl.function(type=pl.FunctionType.InCore)` is the same function as
+    `@pl.function(type=pl.FunctionType.InCore, level=pl.Level.CHIP_DIE, role=pl.Role.SubWorker)`."""
+    from ptoc.ir.nodes import EnumLit
+
+    funcs = []
+    for f in program.functions:
+        implied = _PYPTO_LEVEL_ROLE.get(f.func_type)
+        if implied is not None:
+            kw = dict(f.decorator_kwargs)
+            kw.setdefault("level", EnumLit("Level", implied[0]))
+            kw.setdefault("role", EnumLit("Role", implied[1]))
+            first = [("level", kw.pop("level")), ("role", kw.pop("role"))]
+            f = dataclasses.replace(f, decorator_kwargs=tuple(first + list(kw.items())))
+        funcs.append(f)
+    return dataclasses.replace(program, functions=tuple(funcs))
+
+
+def _runtime_scope_spelling(s):
+    """`with pl.auto_scope():` / `pl.scope(mode=pl.ScopeMode.AUTO)` as `with pl.scope():`, and
+    `with pl.manual_scope():` as `with pl.scope(mode=pl.ScopeMode.MANUAL):`: one RuntimeScopeStmt each in
+    PyPTO's IR, printed in the second form."""
+    from ptoc.ir.nodes import EnumLit
+
+    if s.args or s.var is not None:
+        return s
+    kw = dict(s.kwargs)
+    if s.kind in ("auto_scope", "manual_scope") and not kw:
+        manual = s.kind == "manual_scope"
+    elif s.kind == "scope" and set(kw) <= {"mode"}:
+        manual = kw.get("mode") == EnumLit("ScopeMode", "MANUAL")
+    else:
+        return s
+    mode = (("mode", EnumLit("ScopeMode", "MANUAL")),) if manual else ()
+    return dataclasses.replace(s, kind="scope", kwargs=mode)
+
+
 def _per_function_names(program):
     """Every value's name made the function's own (`f<i>_<name>`): a name in one function has nothing
     to do with the same name in another (PyPTO compares each function's values by position), so the
@@ -643,6 +720,10 @@ def canonical(program) -> str:
             kw = tuple((k, v) for k, v in f.decorator_kwargs if k != "strict_ssa")
             return dataclasses.replace(f, decorator_kwargs=kw)
 
+        def mutate_ScopeStmt(self, s):
+            # PyPTO's runtime scopes have one spelling each: `pl.scope()` and `pl.scope(mode=MANUAL)`
+            return _runtime_scope_spelling(s)
+
         def mutate_Call(self, c):
             # the cross-core ops have one short name each (pl.tpush_to_aiv is pl.tile.tpush_to_aiv, ...)
             short = c.op.split(".", 1)[1] if c.kind == "op" and "." in c.op else None
@@ -651,7 +732,7 @@ def canonical(program) -> str:
     # PyPTO keeps a program's functions in a map ordered by name: the order they are written in is no part
     # of the program (sorted before each function's names are numbered apart)
     program = dataclasses.replace(program, functions=tuple(sorted(program.functions, key=lambda f: f.name)))
-    prog = Canon().mutate(_per_function_names(_explicit_ops(_unique_definitions(program))))
+    prog = Canon().mutate(_per_function_names(_explicit_level_role(_explicit_ops(_unique_definitions(program)))))
     prog = dataclasses.replace(prog, name="P" if prog.name is not None else None)
     text = print_program(prog)
     ids: list[str] = []

@@ -131,6 +131,13 @@ _KEYWORD_ALIASES = {
     "tile.store": {"output_tensor": "output"}, "store": {"output_tensor": "output"},
 }
 
+# The cross-core pipe set-up: PyPTO's builder makes its two consumer buffer bases the op's positional
+# arguments whatever way they are written (by keyword, or left out: 0), a number an INT32 constant, and
+# its printer writes them so: `pl.aic_initialize_pipe(pl.const(0, pl.INT32), buf, dir_mask=2, ...)`.
+_PIPE_INIT = frozenset({"aic_initialize_pipe", "aiv_initialize_pipe", "system.aic_initialize_pipe",
+                        "system.aiv_initialize_pipe"})
+_PIPE_BUFS = ("c2v_consumer_buf", "v2c_consumer_buf")
+
 # split-axis crossings whose split= the enclosing pl.split_aiv loop gives when the call leaves it out
 _SPLIT_CROSSINGS = frozenset({"aiv_shard", "aic_gather", "tile.aiv_shard", "tile.aic_gather", "tensor.aiv_shard",
                               "tensor.aic_gather"})
@@ -940,6 +947,8 @@ class Builder:
             args, kwargs = (args[0], args[2], args[3]), (*kwargs, ("dim", args[1]))
         if op == "tensor.scatter" and any(k == "mask_pattern" for k, _ in kwargs):
             op = "tensor.scatter_mask"  # the language's mask form (input, mask_pattern=, dst=) is this op
+        if op in _PIPE_INIT:
+            args, kwargs = _pipe_buffers_positional(args, kwargs, sp)
         aliases = _KEYWORD_ALIASES.get(op)
         if aliases and any(k in aliases for k, _ in kwargs):
             kwargs = tuple((aliases.get(k, k), v) for k, v in kwargs)
@@ -1382,6 +1391,21 @@ class Builder:
         finally:
             self._device_depth -= device
         return ScopeStmt(".".join(path), args, inner, kwargs, var, span=n.span)
+
+
+def _pipe_buffers_positional(args: tuple, kwargs: tuple, sp) -> tuple[tuple, tuple]:
+    """A pipe set-up's (c2v_consumer_buf, v2c_consumer_buf) as its two positional arguments, each 0 (an INT32
+    constant) when left out; a call that gives more than two, or a buffer twice, is left for the op's
+    signature check to reject."""
+    given = [k for k, _ in kwargs if k in _PIPE_BUFS]
+    if len(args) > 2 or any(_PIPE_BUFS.index(k) < len(args) for k in given):
+        return args, kwargs
+    by_kw = dict(kw for kw in kwargs if kw[0] in _PIPE_BUFS)
+    bufs = [*args, *(by_kw.get(k) for k in _PIPE_BUFS[len(args):])]
+    bufs = [ConstInt(0, dtypes.INT32, span=sp) if b is None
+            else ConstInt(b.value, dtypes.INT32, span=b.span) if isinstance(b, ConstInt) and b.dtype == dtypes.INDEX
+            else b for b in bufs]
+    return tuple(bufs), tuple(kw for kw in kwargs if kw[0] not in _PIPE_BUFS)
 
 
 def _yield_out_of_trailing_scope(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:

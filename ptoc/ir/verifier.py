@@ -588,7 +588,7 @@ class Verifier:
     def submit(self, e: Call, arg_types: list, kwarg_types: dict) -> Type | None:
         """`pl.submit(self.kernel, *args, deps=[...])`: the kernel is called as a task; the value is its
         results followed by the task id, a tuple (PyPTO's Submit type)."""
-        launch = tuple((k, v) for k, v in e.kwargs if k not in _SUBMIT_OPTIONS)
+        launch = tuple((k, v) for k, v in e.kwargs if k not in _SUBMIT_OPTIONS and k not in _CALL_METADATA)
         f = self.funcs.get(e.op)
         if f is not None and not launch and len(e.args) < len(f.params):
             # a task launch may leave out pl.Out / pl.InOut parameters (the task makes those outputs):

@@ -24,8 +24,11 @@ After::
 
 Rules
 -----
-- Which calls: calls of functions of the program (not operators) whose argument count equals the
-  callee's parameter count and that state no `arg_directions` yet, in every function.
+- Which calls: calls of functions of the program (not operators), plain or launched as tasks
+  (`pl.submit` / `pl.spmd_submit`, whose launch keywords stay as they are), whose argument count equals
+  the callee's parameter count (a launch may leave out Out parameters the runtime allocates: its
+  arguments get directions, the left-out parameters none) and that state no `arg_directions` yet,
+  in every function.
 - A non-tensor argument is `scalar`. A tensor passed to an `In` parameter is `input`, to an `InOut`
   parameter `inout`.
 - A tensor passed to an `Out` parameter is `output_existing` (the call only fills the buffer) unless the
@@ -33,15 +36,18 @@ Rules
   (`pl.range`, `while`; not `pl.parallel`), or an earlier call of the function (in program order, a loop
   counting as all of its body) already wrote the same buffer, or the buffer is the function's own
   `pl.InOut` parameter. The buffer of a value is found by following stores, assembles, loop-carried
-  values, copies and calls returning a parameter back to a parameter or a `pl.create_tensor`.
-- `"arg_direction_overrides": [i, ...]` in the call's attrs makes argument i `no_dep`.
+  values, copies, calls returning a parameter and the first value of a task launch whose kernel returns
+  a parameter back to a parameter or a `pl.create_tensor`.
+- `"arg_direction_overrides": [i, ...]` in the call's attrs makes argument i `no_dep`. An argument
+  written `pl.no_dep(x)` is the same marker: the pass passes `x` itself and lists the slot in
+  `arg_direction_overrides` (PyPTO's parser does this when it reads the call; ptoc's front end keeps
+  the text's `pl.tensor.no_dep(x)` until here, so the dumps before this pass show it).
 - Group and Spmd functions: a parameter passed to an inner call's `Out` parameter becomes at least
   `pl.Out`, one passed to an `InOut` parameter `pl.InOut` (repeated until nothing changes, so chains of
   wrappers agree).
 
-Where it differs from PyPTO: PyPTO also derives directions for `pl.submit` task launches and marks a
-buffer whose root is ambiguous (two branches yielding different buffers) `inout`; ptoc has no submit
-and follows the first branch's buffer.
+Where it differs from PyPTO: PyPTO marks a buffer whose root is ambiguous (two branches yielding
+different buffers) `inout`; ptoc follows the first branch's buffer.
 """
 
 from __future__ import annotations
@@ -51,6 +57,7 @@ from dataclasses import replace
 from ptoc.analysis.flow import tensor_aliases
 from ptoc.analysis.outline import ASSEMBLE_OPS, returned_param
 from ptoc.context import CompileContext
+from ptoc.ir.dtypes import INDEX
 from ptoc.ir.nodes import (
     AssignStmt,
     Call,
@@ -61,6 +68,7 @@ from ptoc.ir.nodes import (
     Expr,
     ForStmt,
     Function,
+    GetItem,
     IfStmt,
     ListExpr,
     Param,
@@ -72,10 +80,14 @@ from ptoc.ir.nodes import (
     Var,
     WhileStmt,
 )
+from ptoc.ir.verifier import _submitted_params as submitted_params
 from ptoc.ir.visitor import Mutator, walk
 from ptoc.passes.manager import Pass
 
 WRAPPERS = ("Group", "Spmd")
+# calls of a program function: plain, or launched as a task (the kernel's arguments only, in `args`)
+CALL_KINDS = ("func", "submit", "spmd_submit")
+NO_DEP = ("no_dep", "tensor.no_dep")  # the marker, by its short name as written or its full name
 PARALLEL_LOOPS = ("parallel",)
 
 
@@ -99,7 +111,7 @@ def _wrapper_directions(program: Program) -> Program:
         for name, f in wrappers.items():
             index = {p.name: k for k, p in enumerate(f.params)}
             for n in walk(f):
-                if not (isinstance(n, Call) and n.kind == "func"):
+                if not (isinstance(n, Call) and n.kind in CALL_KINDS):
                     continue
                 callee = program.function(n.op)
                 if callee is None:
@@ -153,11 +165,26 @@ class _Roots:
                 callee = self.program.function(v.op)
                 k = returned_param(callee, self.program) if callee is not None else None
                 nxt = v.args[k] if k is not None and k < len(v.args) else None
+            elif isinstance(v, GetItem) and isinstance(v.value, Var) and v.index == ConstInt(0, INDEX):
+                nxt = self.launched_result(self.defs.get(v.value.name))
             if not isinstance(nxt, Var):
                 break
             n = nxt.name
         self.cache[name] = n
         return n
+
+
+    def launched_result(self, launch) -> Expr | None:
+        """The argument whose buffer a task launch's first value is (`o, tid = pl.submit(self.k, x, y)`:
+        y when k returns its Out parameter), or None."""
+        if not (isinstance(launch, Call) and launch.kind in ("submit", "spmd_submit")):
+            return None
+        callee = self.program.function(launch.op)
+        k = returned_param(callee, self.program) if callee is not None else None
+        params = _params_of(launch, callee) if k is not None else None
+        if not params or callee.params[k] not in params:
+            return None
+        return _unmarked(launch.args[params.index(callee.params[k])])
 
 
 class _Derive(Mutator):
@@ -175,8 +202,8 @@ class _Derive(Mutator):
         """The buffers the calls of a block write (Out/InOut arguments), at any depth."""
         out: set[str] = set()
         for n in (m for s in body for m in walk(s)):
-            if isinstance(n, Call) and n.kind == "func" and self.program.function(n.op) is not None:
-                for p, a in zip(self.program.function(n.op).params, n.args):
+            if isinstance(n, Call) and n.kind in CALL_KINDS and self.program.function(n.op) is not None:
+                for p, a in zip(_params_of(n, self.program.function(n.op)) or (), map(_unmarked, n.args)):
                     if p.direction != "In" and isinstance(a, Var):
                         out.add(self.roots.root(a.name))
         return out
@@ -215,18 +242,22 @@ class _Derive(Mutator):
 
     def first_writes(self, call: Call, seen: set[str]) -> set[str]:
         """The buffers this statement's call writes through Out parameters that no earlier call wrote."""
-        callee = self.program.function(call.op) if call.kind == "func" else None
+        callee = self.program.function(call.op) if call.kind in CALL_KINDS else None
         if callee is None:
             return set()
-        return {self.roots.root(a.name) for p, a in zip(callee.params, call.args)
+        return {self.roots.root(a.name) for p, a in zip(_params_of(call, callee) or (), map(_unmarked, call.args))
                 if p.direction == "Out" and isinstance(a, Var) and self.roots.root(a.name) not in seen}
 
     def directions(self, call: Call, first: set[str], depth: int) -> list[str] | None:
+        """The call's directions, its arguments with no `pl.no_dep` marker left out"""
         callee = self.program.function(call.op)
-        if callee is None or len(call.args) != len(callee.params) or "arg_directions" in _attrs(call):
+        if callee is None or "arg_directions" in _attrs(call):
+            return None
+        params = _params_of(call, callee)
+        if params is None:
             return None
         out = []
-        for p, a in zip(callee.params, call.args):
+        for p, a in zip(params, map(_unmarked, call.args)):
             t = self.types.get(a.name) if isinstance(a, Var) else None
             if not isinstance(t, TensorType):
                 out.append("scalar")
@@ -253,8 +284,9 @@ class _CallDirections(Mutator):
         self.depth = depth
 
     def mutate_Call(self, c: Call):
-        if c.kind != "func":
+        if c.kind not in CALL_KINDS:
             return c
+        c = _overrides_from_markers(c)
         dirs = self.d.directions(c, self.first, self.depth)
         if dirs is None:
             return c
@@ -263,6 +295,45 @@ class _CallDirections(Mutator):
         items = (entry, *old.items) if isinstance(old, DictExpr) else (entry,)
         kwargs = tuple(kv for kv in c.kwargs if kv[0] != "attrs") + (("attrs", DictExpr(items, span=c.span)),)
         return replace(c, kwargs=kwargs)
+
+
+def _params_of(call: Call, callee: Function) -> list[Param] | None:
+    """The callee's parameters the call's arguments bind to, in order; None when they do not fit. A task
+    launch may leave out Out/InOut parameters (the runtime allocates them; ptoc's verifier pairs the
+    arguments as PyPTO does), and its left-out parameters get no direction."""
+    if len(call.args) == len(callee.params):
+        return list(callee.params)
+    if call.kind in ("submit", "spmd_submit") and len(call.args) < len(callee.params):
+        return submitted_params(callee.params, len(call.args))
+    return None
+
+
+def _unmarked(a: Expr) -> Expr:
+    """The tensor an argument passes: `x` for `pl.no_dep(x)`"""
+    if isinstance(a, Call) and a.kind == "op" and a.op in NO_DEP and len(a.args) == 1:
+        return a.args[0]
+    return a
+
+
+def _overrides_from_markers(c: Call) -> Call:
+    """`k(a, pl.no_dep(b))` as `k(a, b, attrs={"arg_direction_overrides": [1]})` (slots already listed kept,
+    the list in slot order)."""
+    marked = [i for i, a in enumerate(c.args) if _unmarked(a) is not a]
+    if not marked:
+        return c
+    old = c.kwarg("attrs")
+    items = list(old.items) if isinstance(old, DictExpr) else []
+    listed = [i.value for k, v in items if isinstance(k, StrLit) and k.value == "arg_direction_overrides"
+              and isinstance(v, ListExpr) for i in v.items if isinstance(i, ConstInt)]
+    slots = ListExpr(tuple(ConstInt(i, INDEX) for i in sorted(set(listed) | set(marked))), span=c.span)
+    entry = (StrLit("arg_direction_overrides"), slots)
+    at = [n for n, (k, _) in enumerate(items) if isinstance(k, StrLit) and k.value == "arg_direction_overrides"]
+    if at:
+        items[at[0]] = entry
+    else:
+        items.append(entry)
+    kwargs = tuple(kv for kv in c.kwargs if kv[0] != "attrs") + (("attrs", DictExpr(tuple(items), span=c.span)),)
+    return replace(c, args=tuple(map(_unmarked, c.args)), kwargs=kwargs)
 
 
 class DeriveCallDirections(Pass):
@@ -275,13 +346,13 @@ class DeriveCallDirections(Pass):
     accepts_non_ssa = True
 
     def run(self, program: Program, ctx: CompileContext) -> Program:
-        if not any(isinstance(n, Call) and n.kind == "func" for f in program.functions for n in walk(f)):
+        if not any(isinstance(n, Call) and n.kind in CALL_KINDS for f in program.functions for n in walk(f)):
             return program
         program = _wrapper_directions(program)
         types = self.types(program, ctx)
         funcs = []
         for f in program.functions:
-            if not any(isinstance(n, Call) and n.kind == "func" for n in walk(f)):
+            if not any(isinstance(n, Call) and n.kind in CALL_KINDS for n in walk(f)):
                 funcs.append(f)
                 continue
             d = _Derive(f, program, types.get(f.name, {}))

@@ -8,7 +8,8 @@ pipe goes through a ring in global memory, which PTOAS's pipe initialisation tak
 function that initialises a pipe gets an Out parameter `__gm_pipe_buffer: pl.Tensor[[1], pl.FP32]`, its
 callers forward their own (and get the parameter too), and an orchestration function creates one per call
 (`gm_pipe_buffer_<n> = pl.tensor.create([1], dtype=pl.FP32, layout=pl.TensorLayout.ND, manual_dep=True)`
-right before the call). On a5 (a direct cube <-> vector path) the pass does nothing.
+right before the call; a task launch `pl.submit(self.k, x, out)` passes it alike). On a5 (a direct cube <->
+vector path) the pass does nothing.
 
 Before (a2a3)::
 
@@ -69,6 +70,9 @@ from ptoc.passes.manager import Pass
 
 PARAM = "__gm_pipe_buffer"
 INIT_OPS = ("system.aic_initialize_pipe", "system.aiv_initialize_pipe")
+# calls of a program function: plain, or launched as a task (`pl.submit` / `pl.spmd_submit`, whose `args`
+# are the kernel's arguments, so the buffer is forwarded the same way)
+CALL_KINDS = ("func", "submit", "spmd_submit")
 
 
 def _buffer_type() -> TensorType:
@@ -119,7 +123,7 @@ class InjectGmPipeBuffer(Pass):
 
 
 def _calls(f: Function, callee: str) -> bool:
-    return any(isinstance(n, Call) and n.kind == "func" and n.op == callee for n in walk(f))
+    return any(isinstance(n, Call) and n.kind in CALL_KINDS and n.op == callee for n in walk(f))
 
 
 def _add_arg(c: Call, arg) -> Call:
@@ -130,7 +134,7 @@ def _forward(body: tuple[Stmt, ...], targets: set[str], funcs: dict) -> tuple[St
     out = []
     for s in body:
         c = s.value if isinstance(s, AssignStmt) else s.expr if isinstance(s, EvalStmt) else None
-        if isinstance(c, Call) and c.kind == "func" and c.op in targets and not _has_param(funcs.get(c.op), c):
+        if isinstance(c, Call) and c.kind in CALL_KINDS and c.op in targets and not _has_param(funcs.get(c.op), c):
             c2 = _add_arg(c, Var(PARAM))
             s = replace(s, value=c2) if isinstance(s, AssignStmt) else replace(s, expr=c2)
         elif isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
@@ -151,7 +155,7 @@ def _create_per_call(body: tuple[Stmt, ...], targets: set[str], counter: list[in
     out: list[Stmt] = []
     for s in body:
         c = s.value if isinstance(s, AssignStmt) else s.expr if isinstance(s, EvalStmt) else None
-        if isinstance(c, Call) and c.kind == "func" and c.op in targets:
+        if isinstance(c, Call) and c.kind in CALL_KINDS and c.op in targets:
             buf = Var(f"gm_pipe_buffer_{counter[0]}")
             counter[0] += 1
             create = Call("tensor.create", (ListExpr((ConstInt(1, dtypes.INDEX),)),), (

@@ -66,6 +66,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("memory", "AllocateMemoryAddr"),
     ("memory", "DeriveCallDirections"),
     ("memory", "ExpandManualPhaseFence"),
+    ("memory", "MaterializeRuntimeScopes"),
 ]
 
 

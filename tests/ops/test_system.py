@@ -103,6 +103,31 @@ def test_pipe_init_takes_the_two_consumer_buffers_positionally(op):
     assert codes(head, f"pl.{op}(b, b, b, dir_mask=1, slot_size=512)") == [("PTOC-E0201", None)]
 
 
+@pytest.mark.parametrize("op", PIPE_INIT + ["aic_initialize_pipe", "aiv_initialize_pipe"])
+def test_pipe_init_is_read_and_printed_with_both_buffers_positional(op):
+    # PyPTO's builder makes the two buffer bases the op's arguments whatever way they are written (a buffer
+    # left out is 0, a number an INT32 constant) and its printer writes them positionally: ptoc reads every
+    # spelling as that one call, so a dump shows what PyPTO's dump shows
+    from ptoc.context import CompileContext
+    from ptoc.frontend.parser import parse_program
+    from ptoc.ir.printer import print_program
+
+    def pipe_call(line: str):
+        text = ("@pl.program\nclass p:\n    @pl.function(type=pl.FunctionType.AIV)\n    def k(self):\n"
+                '        b = pl.reserve_buffer(name="c2v", size=4096, base=4096)\n        ' + line + "\n")
+        prog = parse_program(text, "a.ir", ctx=CompileContext())
+        return prog, prog.functions[0].body[1].expr
+
+    printed = f"pl.{op}(pl.const(0, pl.INT32), b, dir_mask=2, slot_size=512)"
+    want_prog, want = pipe_call(printed)
+    for spelling in (f"pl.{op}(dir_mask=2, slot_size=512, v2c_consumer_buf=b)",
+                     f"pl.{op}(0, v2c_consumer_buf=b, dir_mask=2, slot_size=512)",
+                     f"pl.{op}(0, b, dir_mask=2, slot_size=512)"):
+        _, got = pipe_call(spelling)
+        assert got == want, spelling
+    assert printed in print_program(want_prog)
+
+
 @pytest.mark.parametrize("op", PIPE_INIT)
 def test_pipe_init_needs_dir_mask_and_slot_size(op):
     assert codes("", f"pl.{op}(slot_size=512)") == [("PTOC-E0201", None)]

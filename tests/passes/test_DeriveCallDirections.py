@@ -178,3 +178,90 @@ def test_an_override_makes_the_marked_argument_no_dep():
     """
     assert_derives(program(KERNEL, main.format(T=T, a="")),
                    program(KERNEL, main.format(T=T, a='"arg_directions": [pl.adir.no_dep, pl.adir.output_existing], ')))
+
+
+def test_a_no_dep_marker_becomes_an_override_of_the_bare_argument():
+    # `pl.no_dep(x)` at a call is the marker PyPTO's parser records as `arg_direction_overrides`: the call
+    # passes x itself, and x's slot is no_dep whatever the callee's parameter says (here an Out one)
+    main = """
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def main(self, x: {T}, dst: pl.Out[{T}]) -> {T}:
+            r: {T} = self.kernel({args})
+            return r
+    """
+    before = main.format(T=T, args="pl.no_dep(x), pl.no_dep(dst)")
+    after = main.format(T=T, args='x, dst, attrs={"arg_directions": [pl.adir.no_dep, pl.adir.no_dep], '
+                                  '"arg_direction_overrides": [0, 1]}')
+    assert_derives(program(KERNEL, before), program(KERNEL, after))
+
+
+def test_a_no_dep_marker_joins_the_overrides_a_call_lists_already():
+    main = """
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def main(self, x: {T}, dst: pl.Out[{T}]) -> {T}:
+            r: {T} = self.kernel({args})
+            return r
+    """
+    before = main.format(T=T, args='x, pl.no_dep(dst), attrs={"arg_direction_overrides": [0]}')
+    after = main.format(T=T, args='x, dst, attrs={"arg_directions": [pl.adir.no_dep, pl.adir.no_dep], '
+                                  '"arg_direction_overrides": [0, 1]}')
+    assert_derives(program(KERNEL, before), program(KERNEL, after))
+
+
+def test_task_launches_get_directions_and_keep_their_launch_keywords():
+    # y is written first by the first launch (output_existing); the second launch writes y again (inout)
+    main = """
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def main(self, x: {T}, y: pl.Out[{T}]) -> {T}:
+            with pl.manual_scope():
+                o1, t1 = pl.spmd_submit(self.kernel, x, y, core_num=8, sync_start=True{a})
+                o2, t2 = pl.submit(self.kernel, x, y, deps=[t1]{b})
+            return y
+    """
+    after = main.format(T=T, a=", attrs=" + adir("input", "output_existing"), b=", attrs=" + adir("input", "inout"))
+    assert_derives(program(KERNEL, main.format(T=T, a="", b="")), program(KERNEL, after))
+
+
+def test_a_task_launch_that_leaves_out_a_trailing_output_gets_directions_for_what_it_passes():
+    # the runtime allocates the left-out Out parameter `out`: the launch passes x only, so one direction
+    main = """
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def main(self, x: {T}) -> {T}:
+            o1, t1 = pl.submit(self.kernel, x{a})
+            return o1
+    """
+    assert_derives(program(KERNEL, main.format(T=T, a="")),
+                   program(KERNEL, main.format(T=T, a=", attrs=" + adir("input"))))
+
+
+def test_a_task_launch_that_leaves_out_a_leading_output_pairs_its_arguments_as_the_verifier_does():
+    # fill(out: Out, x: In) launched with x alone: x binds to the In parameter (the Out one is left out)
+    fill = f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def fill(self, out: pl.Out[{T}], x: {T}) -> {T}:
+            t: {TILE} = pl.tile.load(x, [0], [64], target_memory=pl.Mem.Vec)
+            ret: {T} = pl.tile.store(t, [0], out)
+            return ret
+    """
+    main = """
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def main(self, x: {T}) -> {T}:
+            o1, t1 = pl.submit(self.fill, x{a})
+            return o1
+    """
+    assert_derives(program(fill, main.format(T=T, a="")),
+                   program(fill, main.format(T=T, a=", attrs=" + adir("input"))))
+
+
+def test_a_launch_writing_the_result_of_an_earlier_launch_writes_its_buffer_again():
+    # o1 is y's buffer (kernel returns its Out parameter): the second launch writes y a second time
+    main = """
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def main(self, x: {T}, y: pl.Out[{T}]) -> {T}:
+            o1, t1 = pl.submit(self.kernel, x, y{a})
+            o2, t2 = pl.submit(self.kernel, x, o1{b})
+            return o2
+    """
+    assert_derives(program(KERNEL, main.format(T=T, a="", b="")),
+                   program(KERNEL, main.format(T=T, a=", attrs=" + adir("input", "output_existing"),
+                                               b=", attrs=" + adir("input", "inout"))))

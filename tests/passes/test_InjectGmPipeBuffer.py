@@ -87,3 +87,21 @@ def test_a_function_that_already_has_the_parameter_keeps_it():
     text = members(GM)
     _, out = run(text, A2A3)
     assert [p.name for p in out.function("k_aic").params] == ["a", "out", "__gm_pipe_buffer"]
+
+
+def test_a2a3_a_task_launch_of_the_group_gets_its_own_buffer_too():
+    launch = """
+    @pl.function(type=pl.FunctionType.Group)
+    def k(self, a: pl.Tensor[[16, 16], pl.FP16], out: pl.Out[pl.Tensor[[16, 16], pl.FP16]]{gm}):
+        self.k_aic(a, out{fwd})
+        self.k_aiv(a, out{fwd})
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def main(self, a: pl.Tensor[[16, 16], pl.FP16], out: pl.Out[pl.Tensor[[16, 16], pl.FP16]]):
+        with pl.manual_scope():{create}
+            tid = pl.submit(self.k, a, out{arg})
+    """
+    _, out = run(members() + launch.format(gm="", fwd="", create="", arg=""), A2A3)
+    want = parse_program(prog(members(GM) + launch.format(
+        gm=", " + GM, fwd=", __gm_pipe_buffer", arg=", gm_pipe_buffer_0",
+        create=f"\n            gm_pipe_buffer_0: pl.Tensor[[1], pl.FP32] = {CREATE}")), "expected.ir", ctx=A2A3)
+    assert out == want, print_program(out)

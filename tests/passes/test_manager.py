@@ -29,8 +29,9 @@ def test_pipeline_order_is_pinned():
     # NZ-5 fixes BlockNzTensorViews after FlattenTileNdTo2D and before LegalizeTileCast and
     # MaterializeTensorStrides; AutoTileMatmulL0 and CanonicalizeTileSlice right after LegalizeTileCast and
     # MemoryReuse between InitMemRef and AllocateMemoryAddr (PyPTO's order); memory planning comes last, then
-    # DeriveCallDirections (PyPTO: after AllocateMemoryAddr) and ExpandManualPhaseFence; StampTfreeSplit right after
-    # SplitVectorKernel (PyPTO's order).
+    # DeriveCallDirections (PyPTO: after AllocateMemoryAddr), ExpandManualPhaseFence and MaterializeRuntimeScopes
+    # (PyPTO: after the distributed passes ptoc does not have); StampTfreeSplit right after SplitVectorKernel
+    # (PyPTO's order).
     assert [n for _, n in PIPELINE] == [
         "InlineFunctions", "UnrollLoops", "CtrlFlowTransform", "ConvertToSSA", "Simplify", "NormalizeStmtStructure",
         "FlattenCallExpr", "OutlineHierarchyScopes", "OutlineIncoreScopes",
@@ -39,7 +40,7 @@ def test_pipeline_order_is_pinned():
         "InferTileMemorySpace", "ResolveBackendOpLayouts", "LowerAutoVectorSplit", "ExpandMixedKernel",
         "InjectGmPipeBuffer", "SplitVectorKernel", "StampTfreeSplit", "ClassifyKernels", "SkewCrossCorePipeline",
         "LowerPipelineLoops", "CanonicalizeIOOrder", "MaterializeTensorStrides", "InitMemRef", "MemoryReuse",
-        "AllocateMemoryAddr", "DeriveCallDirections", "ExpandManualPhaseFence",
+        "AllocateMemoryAddr", "DeriveCallDirections", "ExpandManualPhaseFence", "MaterializeRuntimeScopes",
     ]
 
 
