@@ -55,6 +55,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("layout", "ExpandMixedKernel"),
     ("layout", "InjectGmPipeBuffer"),
     ("layout", "SplitVectorKernel"),
+    ("layout", "NormalizeReturnOrder"),
     ("layout", "ClassifyKernels"),
     ("layout", "LowerPipelineLoops"),
     ("layout", "CanonicalizeIOOrder"),
