@@ -44,6 +44,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("ssa", "OutlineIncoreScopes"),
     ("ssa", "OutlineClusterScopes"),
     ("tile", "ConvertTensorToTileOps"),
+    ("tile", "OptimizeOrchTensors"),
     ("tile", "FlattenTileNdTo2D"),
     ("layout", "BlockNzTensorViews"),
     ("layout", "LegalizeTileCast"),

@@ -219,6 +219,7 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
                 continue
             try:
                 got = run_function(p, fn.name, _adapt_inputs(p.function(fn.name), inputs, dims), ctx)
+                got = _merged_outputs(got, fn, p.function(fn.name), p)
                 diffs = compare_outputs(reference, _returns_matched(reference, got, p.function(fn.name), rtol, atol),
                                         rtol=rtol, atol=atol)
                 rep.rows.append(StageResult(name, not diffs, "; ".join(diffs[:3])))
@@ -245,6 +246,33 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
             rep.rows.append(_run_simulated(simulator, stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol))
         reports.append(rep)
     return reports
+
+
+def _merged_outputs(got, logical_fn: Function, stage_fn: Function, stage: Program):
+    """`got` with an entry for each Out parameter of the front end's kernel that a later stage merged into
+    another parameter (OptimizeOrchTensors: an accumulator's Out parameter becomes its In parameter, now
+    InOut): the parameter the same returned value is at that stage, under the front end's name."""
+    from ptoc.analysis.outline import trace_to_param
+
+    names = {q.name for q in stage_fn.params}
+    gone = [q.name for q in logical_fn.params if q.direction != "In" and q.name not in names]
+    if not gone:
+        return got
+
+    def roots(f: Function, program) -> list:
+        ret = next((s for s in reversed(f.body) if isinstance(s, ReturnStmt)), None)
+        return [trace_to_param(v.name, f.body, [q.name for q in f.params], program) if isinstance(v, Var)
+                else None for v in (ret.values if ret is not None else ())]
+
+    before, after = roots(logical_fn, None), roots(stage_fn, stage)
+    out = type(got)(got)
+    out.unwritten = getattr(got, "unwritten", frozenset())
+    for name in gone:
+        if name in before and before.index(name) < len(after):
+            now = after[before.index(name)]
+            if now is not None and now in got:
+                out[name] = got[now]
+    return out
 
 
 def _returns_matched(reference, got, stage_fn: Function, rtol: float, atol: float):
