@@ -64,6 +64,8 @@ PIPELINE: list[tuple[str, str]] = [
     ("memory", "InitMemRef"),
     ("memory", "MemoryReuse"),
     ("memory", "AllocateMemoryAddr"),
+    ("memory", "FoldNoOpReshape"),
+    ("memory", "FuseCreateAssembleToSlice"),
     ("memory", "DeriveCallDirections"),
 ]
 

@@ -30,7 +30,8 @@ def test_pipeline_order_is_pinned():
     # MaterializeTensorStrides; AutoTileMatmulL0 and CanonicalizeTileSlice right after LegalizeTileCast and
     # MemoryReuse between InitMemRef and AllocateMemoryAddr (PyPTO's order); memory planning comes last, then
     # DeriveCallDirections (PyPTO: after AllocateMemoryAddr). OptimizeOrchTensors right after
-    # ConvertTensorToTileOps and NormalizeReturnOrder right after SplitVectorKernel, as in PyPTO.
+    # ConvertTensorToTileOps, NormalizeReturnOrder right after SplitVectorKernel, FoldNoOpReshape and
+    # FuseCreateAssembleToSlice between AllocateMemoryAddr and DeriveCallDirections, as in PyPTO.
     assert [n for _, n in PIPELINE] == [
         "InlineFunctions", "UnrollLoops", "CtrlFlowTransform", "ConvertToSSA", "Simplify", "NormalizeStmtStructure",
         "FlattenCallExpr", "OutlineHierarchyScopes", "OutlineIncoreScopes",
@@ -38,7 +39,8 @@ def test_pipeline_order_is_pinned():
         "AutoTileMatmulL0", "CanonicalizeTileSlice",
         "InferTileMemorySpace", "ResolveBackendOpLayouts", "LowerAutoVectorSplit", "ExpandMixedKernel",
         "InjectGmPipeBuffer", "SplitVectorKernel", "NormalizeReturnOrder", "ClassifyKernels", "LowerPipelineLoops", "CanonicalizeIOOrder",
-        "MaterializeTensorStrides", "InitMemRef", "MemoryReuse", "AllocateMemoryAddr", "DeriveCallDirections",
+        "MaterializeTensorStrides", "InitMemRef", "MemoryReuse", "AllocateMemoryAddr", "FoldNoOpReshape",
+        "FuseCreateAssembleToSlice", "DeriveCallDirections",
     ]
 
 
