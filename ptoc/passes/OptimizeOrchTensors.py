@@ -14,12 +14,20 @@ every other function counts as orchestration.
   argument is created by the caller and the In argument is read by nothing else there; this must hold
   at every call of the kernel.
 
-Where ptoc differs from PyPTO: PyPTO also gives a kernel's Out parameter the strides of the tensor its
-result is assembled into, and an In parameter the strides of the tensor its argument is sliced from, so
-the kernel works on the window in place. ptoc's calling convention passes a window to a kernel as a
+A kernel loop that assembles tiles into a `tile.create`d tile (its iter_arg, read by nothing else) whose
+final value is stored whole (offsets 0, the Out tensor's static shape) into an Out parameter and returned
+stores each tile into the Out parameter instead: the loop carries the Out tensor, the assembles become
+`tile.store`s at the same offsets, the create and the final store go away, the kernel returns the loop's
+result. (Elements no assemble writes were undefined before and keep the Out tensor's contents after.)
+
+Where ptoc differs from PyPTO: PyPTO rewrites such a loop whatever the final store's offsets and the
+create's other uses; ptoc requires the whole-tensor store at offset 0 and a create used only by the loop.
+PyPTO also gives a kernel's Out parameter the strides of the tensor its result is assembled into, and an
+In parameter the strides of the tensor its argument is sliced from, so the kernel works on the window in
+place. ptoc's calling convention passes a window to a kernel as a
 packed tensor of its own (the reference and the .pto executor copy it), so the parameters keep packed
-strides here. PyPTO's rewriting of a kernel loop that assembles tiles into a created result and its
-window externalization of kernels marked `windowize` are not done either; those programs stay as they are.
+strides here. PyPTO's window externalization of kernels marked `windowize` is not done either; those
+programs stay as they are.
 """
 
 from __future__ import annotations
@@ -66,7 +74,7 @@ class OptimizeOrchTensors(Pass):
         kernels = {f.name for f in program.functions if f.func_type == "InCore"}
         if not kernels or len(kernels) == len(program.functions):
             return program
-        return _reuse_iter_args(program, kernels)
+        return _store_loops(_reuse_iter_args(program, kernels), kernels)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -156,7 +164,7 @@ def _uses(f: Function) -> dict[str, int]:
 
 
 # --------------------------------------------------------------------------------------------------
-# 1. in-place accumulation
+# in-place accumulation
 # --------------------------------------------------------------------------------------------------
 
 
@@ -398,3 +406,101 @@ def _drop_args(f: Function, merges: dict[str, list[tuple[int, int]]]) -> Functio
         return tuple(out)
 
     return replace(f, body=_Drop().mutate(block(f.body)))
+
+
+# --------------------------------------------------------------------------------------------------
+# assemble loops into store loops
+# --------------------------------------------------------------------------------------------------
+
+
+def _store_loops(program: Program, kernels: set[str]) -> Program:
+    funcs, changed = [], False
+    for f in program.functions:
+        g = _store_loop(f) if f.name in kernels and any(p.direction == "Out" for p in f.params) else f
+        changed |= g is not f
+        funcs.append(g)
+    return replace(program, functions=tuple(funcs)) if changed else program
+
+
+def _store_loop(f: Function) -> Function:
+    """A kernel loop assembling tiles into a created tile that is then stored whole into an Out parameter
+    and returned stores the tiles into the Out parameter directly (see the module docstring)."""
+    if not f.body or not isinstance(f.body[-1], ReturnStmt) or not any(
+            _is_op(n, ("tile.assemble",)) for s in f.body for n in walk(s)):
+        return f
+    ret = f.body[-1]
+    outs = {p.name: p for p in f.params if p.direction == "Out"}
+    defs = {n.target.name: n.value for s in f.body for n in walk(s) if isinstance(n, AssignStmt)}
+    uses = _uses(f)
+    stored: dict[str, tuple[str, str]] = {}  # tile name -> (store result name, Out parameter name)
+    for v in ret.values:
+        c = defs.get(v.name) if isinstance(v, Var) else None
+        if _is_op(c, STORE_OPS) and len(c.args) >= 3 and isinstance(c.args[0], Var) \
+                and isinstance(c.args[2], Var) and c.args[2].name in outs \
+                and all(_const(o) == 0 for o in (_items(c.args[1]) or (None,))):
+            stored[c.args[0].name] = (v.name, c.args[2].name)
+    plans: dict[int, tuple] = {}  # id(loop) -> (assemble target, Out name, create name, store name)
+    for s in f.body:
+        for n in walk(s):
+            if not (isinstance(n, ForStmt) and len(n.iter_args) == 1 and len(n.results) == 1
+                    and n.results[0].name in stored):
+                continue
+            store_name, out = stored[n.results[0].name]
+            carried = n.iter_args[0].name
+            body = _top_level(n.body)
+            asm = next((b for b in body if isinstance(b, AssignStmt) and _is_op(b.value, ("tile.assemble",))
+                        and len(b.value.args) >= 3 and isinstance(b.value.args[0], Var)
+                        and b.value.args[0].name == carried), None)
+            y = body[-1]
+            if asm is None or not isinstance(y, YieldStmt) or len(y.values) != 1 \
+                    or not (isinstance(y.values[0], Var) and y.values[0].name == asm.target.name):
+                continue
+            if any(isinstance(m, Var) and m.name == carried for b in body if b is not asm and b is not y
+                   for m in walk(b)):
+                continue
+            init = n.init_values[0]
+            if not (isinstance(init, Var) and _is_op(defs.get(init.name), ("tile.create",))
+                    and uses.get(init.name) == 1 and uses.get(store_name) == 1):
+                continue
+            out_t = outs[out].type
+            tile_shape = _items(defs[init.name].args[0]) if defs[init.name].args else None
+            if not isinstance(out_t, TensorType) or tile_shape is None \
+                    or [_const(d) for d in out_t.shape] != [_const(d) for d in tile_shape] \
+                    or any(_const(d) is None for d in out_t.shape):
+                continue
+            plans[id(n)] = (asm.target.name, out, init.name, store_name)
+    if not plans:
+        return f
+    dead = {p[2] for p in plans.values()} | {p[3] for p in plans.values()}
+    result_of = {}
+
+    def block(stmts: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+        new = []
+        for s in stmts:
+            if isinstance(s, AssignStmt) and s.target.name in dead:
+                continue
+            if isinstance(s, ForStmt) and id(s) in plans:
+                asm_name, out, _, store_name = plans[id(s)]
+                result_of[store_name] = s.results[0]
+                inner = []
+                for b in s.body:
+                    if isinstance(b, AssignStmt) and b.target.name == asm_name:
+                        a = b.value.args
+                        b = AssignStmt(b.target, Call("tile.store", (a[1], a[2], s.iter_args[0]), span=b.value.span),
+                                       span=b.span)
+                    elif isinstance(b, YieldStmt):
+                        b = replace(b, annotation=None)
+                    inner.append(b)
+                new.append(replace(s, init_values=(Var(out),), body=tuple(inner)))
+                continue
+            if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
+                s = replace(s, body=block(s.body))
+            elif isinstance(s, IfStmt):
+                s = replace(s, then_body=block(s.then_body), else_body=block(s.else_body))
+            new.append(s)
+        return tuple(new)
+
+    body = block(f.body)
+    last = body[-1]
+    values = tuple(result_of.get(v.name, v) if isinstance(v, Var) else v for v in last.values)
+    return replace(f, body=body[:-1] + (replace(last, values=values),))

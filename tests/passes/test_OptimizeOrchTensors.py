@@ -108,3 +108,75 @@ def test_in_place_accumulation_gives_the_same_numbers_at_every_stage():
     reports = validate_program(parse_program(LOOP_BEFORE, "acc.ir", ctx=CTX), CTX, seed=2)
     assert {r.kernel for r in reports} == {"step", "main"}
     assert all(r.first_failure is None for r in reports), [r.rows for r in reports]
+
+
+ASSEMBLE_LOOP = HEAD + f"""    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: {T}, o: pl.Out[{T}]) -> {T}:
+        buf: {TILE} = pl.tile.create([16, 64], dtype=pl.FP32, target_memory=pl.Mem.Vec)
+        for i, (acc,) in pl.range(2, init_values=(buf,)):
+            off: pl.Scalar[pl.INDEX] = i * 32
+            t: pl.Tile[[16, 32], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, off], [16, 32], target_memory=pl.Mem.Vec)
+            u: pl.Tile[[16, 32], pl.FP32, pl.Mem.Vec] = pl.tile.muls(t, 3.0)
+            nxt: {TILE} = pl.tile.assemble(acc, u, [0, off])
+            res = pl.yield_(nxt)
+        s: {T} = pl.tile.store(res, [0, 0], o)
+        return s
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def main(self, x: {T}) -> {T}:
+        o: {T} = pl.tensor.create([16, 64], dtype=pl.FP32)
+        y: {T} = self.k(x, o)
+        return y
+"""
+
+STORE_LOOP = HEAD + f"""    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: {T}, o: pl.Out[{T}]) -> {T}:
+        for i, (acc,) in pl.range(2, init_values=(o,)):
+            off: pl.Scalar[pl.INDEX] = i * 32
+            t: pl.Tile[[16, 32], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, off], [16, 32], target_memory=pl.Mem.Vec)
+            u: pl.Tile[[16, 32], pl.FP32, pl.Mem.Vec] = pl.tile.muls(t, 3.0)
+            nxt = pl.tile.store(u, [0, off], acc)
+            res = pl.yield_(nxt)
+        return res
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def main(self, x: {T}) -> {T}:
+        o: {T} = pl.tensor.create([16, 64], dtype=pl.FP32)
+        y: {T} = self.k(x, o)
+        return y
+"""
+
+
+def test_a_loop_assembling_into_a_created_tile_stores_into_the_out_tensor_instead():
+    assert_becomes(ASSEMBLE_LOOP, STORE_LOOP)
+
+
+def test_an_assemble_loop_stored_at_an_offset_or_sharing_its_create_stays():
+    prog, out = run(ASSEMBLE_LOOP.replace("pl.tile.store(res, [0, 0], o)", "pl.tile.store(res, [0, 16], o)")
+                    .replace(f"def k(self, x: {T}, o: pl.Out[{T}])",
+                             "def k(self, x: pl.Tensor[[16, 64], pl.FP32], o: pl.Out[pl.Tensor[[16, 80], pl.FP32]])")
+                    .replace(f"s: {T} = pl.tile.store", "s: pl.Tensor[[16, 80], pl.FP32] = pl.tile.store")
+                    .replace(f"-> {T}:\n        buf", "-> pl.Tensor[[16, 80], pl.FP32]:\n        buf")
+                    .replace(f"o: {T} = pl.tensor.create([16, 64]", "o: pl.Tensor[[16, 80], pl.FP32] = "
+                             "pl.tensor.create([16, 80]").replace(f"y: {T} = self.k", "y: pl.Tensor[[16, 80], "
+                                                                  "pl.FP32] = self.k")
+                    .replace(f"def main(self, x: {T}) -> {T}", f"def main(self, x: {T}) -> pl.Tensor[[16, 80], pl.FP32]"))
+    assert out is prog
+    shared = ASSEMBLE_LOOP.replace("        s: {T} = pl.tile.store(res, [0, 0], o)".format(T=T),
+                                   f"        z: {TILE} = pl.tile.add(res, buf)\n"
+                                   f"        s: {T} = pl.tile.store(z, [0, 0], o)")
+    prog, out = run(shared)
+    assert out is prog
+
+
+def test_the_store_loop_computes_three_times_the_input_at_every_stage():
+    import numpy as np
+
+    from ptoc.reference.interp import run_function
+
+    prog = parse_program(STORE_LOOP, "k.ir", ctx=CTX)
+    x = np.arange(16 * 64, dtype=np.float32).reshape(16, 64) / 7
+    got = run_function(prog, "main", {"x": x}, CTX)
+    assert np.array_equal(got["return[0]"], x * np.float32(3.0))
+    reports = validate_program(prog, CTX, seed=8)
+    assert all(r.first_failure is None for r in reports), [r.rows for r in reports]
