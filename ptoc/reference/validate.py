@@ -215,7 +215,9 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
                 continue
             try:
                 got = run_function(p, fn.name, _adapt_inputs(p.function(fn.name), inputs, dims), ctx)
-                diffs = compare_outputs(reference, got, rtol=rtol, atol=atol)
+                got = _merged_outputs(got, fn, p.function(fn.name), p)
+                diffs = compare_outputs(reference, _returns_matched(reference, got, p.function(fn.name), rtol, atol),
+                                        rtol=rtol, atol=atol)
                 rep.rows.append(StageResult(name, not diffs, "; ".join(diffs[:3])))
             except CompileError as e:
                 rep.rows.append(StageResult(name, False, "; ".join(d.message for d in e.diagnostics[:2])))
@@ -237,6 +239,62 @@ def validate_program(program: Program, ctx: CompileContext, seed: int = 0, dims:
             rep.rows.append(_run_simulated(simulator, stages[-1][1], fn, inputs, dims, reference, ctx, rtol, atol))
         reports.append(rep)
     return reports
+
+
+def _merged_outputs(got, logical_fn: Function, stage_fn: Function, stage: Program):
+    """`got` with an entry for each Out parameter of the front end's kernel that a later stage merged into
+    another parameter (OptimizeOrchTensors: an accumulator's Out parameter becomes its In parameter, now
+    InOut): the parameter the same returned value is at that stage, under the front end's name."""
+    from ptoc.analysis.outline import trace_to_param
+
+    names = {q.name for q in stage_fn.params}
+    gone = [q.name for q in logical_fn.params if q.direction != "In" and q.name not in names]
+    if not gone:
+        return got
+
+    def roots(f: Function, program) -> list:
+        ret = next((s for s in reversed(f.body) if isinstance(s, ReturnStmt)), None)
+        return [trace_to_param(v.name, f.body, [q.name for q in f.params], program) if isinstance(v, Var)
+                else None for v in (ret.values if ret is not None else ())]
+
+    before, after = roots(logical_fn, None), roots(stage_fn, stage)
+    out = type(got)(got)
+    out.unwritten = getattr(got, "unwritten", frozenset())
+    for name in gone:
+        if name in before and before.index(name) < len(after):
+            now = after[before.index(name)]
+            if now is not None and now in got:
+                out[name] = got[now]
+    return out
+
+
+def _returns_matched(reference, got, stage_fn: Function, rtol: float, atol: float):
+    """`got` with its returned values put in the reference's order when `stage_fn` returns only parameters
+    and some are out of that order: NormalizeReturnOrder makes a kernel return its output parameters in
+    parameter order, so a returned value may sit at another position than at the front end. Each of the
+    reference's returned values is paired with a returned value of `got` that agrees with it, if any;
+    the others stay where they are (and differ)."""
+    from ptoc.reference.interp import compare_outputs
+
+    ret = next((s for s in reversed(stage_fn.body) if isinstance(s, ReturnStmt)), None)
+    names = {q.name for q in stage_fn.params}
+    keys = [k for k in got if k.startswith("return[")]
+    if ret is None or len(keys) < 2 or not all(isinstance(v, Var) and v.name in names for v in ret.values) \
+            or not compare_outputs({k: reference[k] for k in keys if k in reference},
+                                   {k: got[k] for k in keys}, rtol=rtol, atol=atol):
+        return got
+    out = type(got)(got)
+    out.unwritten = getattr(got, "unwritten", frozenset())
+    free = list(keys)
+    for k in keys:
+        if k not in reference:
+            continue
+        m = next((j for j in free if not compare_outputs({k: reference[k]}, {k: got[j]}, rtol=rtol, atol=atol)),
+                 None)
+        if m is not None:
+            free.remove(m)
+            out[k] = got[m]
+    return out
 
 
 def layout_problems(logical_fn: Function, stage_fn: Function, dims: dict) -> list[str]:

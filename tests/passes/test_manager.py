@@ -30,17 +30,20 @@ def test_pipeline_order_is_pinned():
     # MaterializeTensorStrides; AutoTileMatmulL0 and CanonicalizeTileSlice right after LegalizeTileCast and
     # MemoryReuse between InitMemRef and AllocateMemoryAddr (PyPTO's order); memory planning comes last, then
     # DeriveCallDirections (PyPTO: after AllocateMemoryAddr), ExpandManualPhaseFence and MaterializeRuntimeScopes
-    # (PyPTO: after the distributed passes ptoc does not have); StampTfreeSplit right after SplitVectorKernel
-    # (PyPTO's order).
+    # (PyPTO: after the distributed passes ptoc does not have); StampTfreeSplit and NormalizeReturnOrder right after
+    # SplitVectorKernel; OptimizeOrchTensors right after ConvertTensorToTileOps; FoldNoOpReshape and
+    # FuseCreateAssembleToSlice between AllocateMemoryAddr and DeriveCallDirections, as in PyPTO.
     assert [n for _, n in PIPELINE] == [
         "InlineFunctions", "UnrollLoops", "CtrlFlowTransform", "ConvertToSSA", "Simplify", "NormalizeStmtStructure",
         "FlattenCallExpr", "OutlineHierarchyScopes", "OutlineIncoreScopes",
-        "OutlineClusterScopes", "ConvertTensorToTileOps", "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
+        "OutlineClusterScopes", "ConvertTensorToTileOps", "OptimizeOrchTensors", "FlattenTileNdTo2D",
+        "BlockNzTensorViews", "LegalizeTileCast",
         "AutoTileMatmulL0", "CanonicalizeTileSlice",
         "InferTileMemorySpace", "ResolveBackendOpLayouts", "LowerAutoVectorSplit", "ExpandMixedKernel",
-        "InjectGmPipeBuffer", "SplitVectorKernel", "StampTfreeSplit", "ClassifyKernels", "SkewCrossCorePipeline",
-        "LowerPipelineLoops", "CanonicalizeIOOrder", "MaterializeTensorStrides", "InitMemRef", "MemoryReuse",
-        "AllocateMemoryAddr", "DeriveCallDirections", "ExpandManualPhaseFence", "MaterializeRuntimeScopes",
+        "InjectGmPipeBuffer", "SplitVectorKernel", "StampTfreeSplit", "NormalizeReturnOrder", "ClassifyKernels",
+        "SkewCrossCorePipeline", "LowerPipelineLoops", "CanonicalizeIOOrder", "MaterializeTensorStrides", "InitMemRef",
+        "MemoryReuse", "AllocateMemoryAddr", "FoldNoOpReshape", "FuseCreateAssembleToSlice", "DeriveCallDirections",
+        "ExpandManualPhaseFence", "MaterializeRuntimeScopes",
     ]
 
 
