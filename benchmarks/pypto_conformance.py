@@ -136,6 +136,7 @@ class _Walker:
         self.pairs: list[dict] = []
         self.helpers: dict[str, list[str]] = {}  # module-level helper function -> the passes it applies
         self.strip_helpers: set[str] = set()  # module-level helpers that strip the pipe set-up
+        self.module_arch: str | None = None  # the target a module-level autouse fixture sets
 
     def text_of(self, node: ast.ClassDef | ast.FunctionDef, dyn: dict[str, str], uses_pld: bool) -> str:
         start = min([d.lineno for d in node.decorator_list] + [node.lineno]) - 1
@@ -210,7 +211,7 @@ class _Walker:
                 continue
             self.pairs.append({"file": self.rel, "test": fn.name, "before": by_name[b], "expected": exp,
                                "passes": order, "expected_passes": _expected_passes(fn, self.helpers),
-                               "arch": _backend_of(self.rel, fn),
+                               "arch": _backend_of(self.rel, fn, self.module_arch),
                                "strip": _strips(fn, self.strip_helpers)})
 
 
@@ -317,16 +318,34 @@ def _applied_passes(fn: ast.FunctionDef, helpers: dict[str, list[str]]) -> list[
     return out
 
 
-def _backend_of(rel: str, fn: ast.FunctionDef) -> str:
-    """The target a PyPTO test runs on: tests/ut/ir/transforms/conftest.py sets Ascend950 (ptoc's a5) for
-    every test of that folder, a test naming BackendType.Ascend910B sets that one (a2a3); PyPTO's other
-    unit tests run on its default, Ascend910B."""
-    for n in ast.walk(fn):
+def _named_backend(node: ast.AST) -> str | None:
+    for n in ast.walk(node):
         if isinstance(n, ast.Attribute) and isinstance(n.value, ast.Name) and n.value.id == "BackendType":
             if n.attr == "Ascend910B":
                 return "a2a3"
             if n.attr == "Ascend950":
                 return "a5"
+    return None
+
+
+def _module_backend(tree: ast.Module) -> str | None:
+    """The target a module-level `@pytest.fixture(autouse=True)` sets for every test of the module."""
+    for fn in tree.body:
+        if isinstance(fn, ast.FunctionDef) and any(
+                isinstance(d, ast.Call) and any(k.arg == "autouse" for k in d.keywords) for d in fn.decorator_list):
+            arch = _named_backend(fn)
+            if arch is not None:
+                return arch
+    return None
+
+
+def _backend_of(rel: str, fn: ast.FunctionDef, module_arch: str | None = None) -> str:
+    """The target a PyPTO test runs on: a test naming BackendType.Ascend910B sets that one (a2a3), one
+    naming Ascend950 that one (a5); else the module's autouse fixture's; else tests/ut/ir/transforms/
+    conftest.py's Ascend950 for that folder, PyPTO's default Ascend910B for its other unit tests."""
+    named = _named_backend(fn) or module_arch
+    if named is not None:
+        return named
     return "a5" if rel.startswith("tests/ut/ir/transforms/") else "a2a3"
 
 
@@ -364,6 +383,7 @@ def extract(checkout: Path):
         w.module_dyn = _dynamic_defs(tree.body)
         w.helpers = _helper_passes(tree)
         w.strip_helpers = _strip_helpers(tree)
+        w.module_arch = _module_backend(tree)
         w.walk_body(tree.body, [], "", False, [])
         programs += w.found
         pairs += w.pairs
