@@ -35,8 +35,9 @@ Where this pass deliberately differs from PyPTO
 - Vec slices (rule 4 below) are copied out only on A5: TEXTRACT's UB-to-UB copy is an A5 path (PTOAS
   rejects a vec source on A2/A3), so there ptoc keeps the slice a `pto.subview` with explicit strides and
   start offset.
-- A Vec window of one column (`[N, 1]`, N > 1) stays a view: its copy would be a col-major tile, and the
-  UB copy moves ND to ND (or NZ to NZ) only; PyPTO copies it into a col-major tile.
+- A Vec window of one column (`[N, 1]`, N > 1) stays a view: its copy would be a col-major tile, and
+  PTOAS takes a Vec -> Vec TEXTRACT only between ND tiles ("expects A5 vec->vec textract src/dst to use
+  ND layout"); PyPTO copies it into a col-major tile, which PTOAS rejects.
 - A slice read through a plain alias (`b = a`) is copied out under its own name; the alias stays.
 
 Rule 4 (A5): Vec slices a vector instruction cannot read in place

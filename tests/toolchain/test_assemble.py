@@ -280,3 +280,15 @@ def test_a_vec_to_vec_extract_assembles_on_a5_and_is_refused_on_a2a3(tmp_path, p
     r = run("compile", src, "--arch", "a2a3", "-o", tmp_path / "k2.pto", "--assemble", env={"PTOC_PTOAS": ptoas})
     assert r.returncode == 1 and "PTOC-E0202" in r.stderr and "Vec -> Vec is not a TEXTRACT path" in r.stderr
     assert not (tmp_path / "k2.pto").exists()
+
+
+def test_an_unaligned_vec_window_is_copied_out_and_assembles_on_a5(tmp_path, ptoas):
+    # CanonicalizeTileSlice: column 4 of FP32 rows starts 16 bytes into a row; on A5 the window becomes a
+    # Vec -> Vec TEXTRACT into a tile of its own, which PTOAS takes (both tiles ND)
+    src = tmp_path / "win.ir"
+    src.write_text(VEC_EXTRACT.replace("pl.tile.extract(t, 0, 8, [16, 16], target_memory=pl.Mem.Vec)",
+                                       "pl.tile.slice(t, [16, 16], [0, 4])"))
+    r = run("compile", src, "--arch", "a5", "-o", tmp_path / "k.pto", "--assemble", env={"PTOC_PTOAS": ptoas})
+    assert r.returncode == 0, r.stderr
+    pto = (tmp_path / "k.pto").read_text()
+    assert "pto.textract ins(%t, %c0_index, %c4_index" in pto and "pto.subview" not in pto
