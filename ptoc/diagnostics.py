@@ -68,6 +68,7 @@ CODES: dict[str, str] = {
     "PTOC-E0321": "packed FP4 conversion on a target without packed FP4",
     "PTOC-E0325": "tile cannot reach the memory space its consumer needs",
     "PTOC-E0326": "loaded tile used where only the cube unit can write (Acc)",
+    "PTOC-E0750": "a one-core kernel moves a tile across the cube / vector boundary",
     "PTOC-E0330": "kernel mixes cube and vector work",
     # passes: InitMemRef, AllocateMemoryAddr (PTOC-E0380..E0399)
     "PTOC-E0380": "tile with a dynamic physical shape has no static buffer size",

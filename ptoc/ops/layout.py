@@ -662,7 +662,11 @@ def _tile_slice(args: Args) -> Type | None:
     return new_tile(shape, t.dtype, t.memory, region, view)
 
 
+# TEXTRACT's (source, destination) spaces (pto-isa TExtract.hpp: Mat -> L0A/L0B, Acc -> Mat through the
+# FIX pipe); the UB-to-UB window copy (Vec -> Vec, both tiles ND or both NZ) only on A5: PTOAS rejects a
+# vec source on A2/A3 ("expects A2/A3 textract src to use loc=mat")
 EXTRACT_PAIRS = {("Mat", "Left"), ("Mat", "Right"), ("Acc", "Mat")}
+EXTRACT_PAIRS_BY_ARCH = {"a2a3": EXTRACT_PAIRS, "a5": EXTRACT_PAIRS | {("Vec", "Vec")}}
 # TEXTRACT writes L0A/L0B in its own fractal formats (unlike TMOV's side of tile.move)
 EXTRACT_L0_LAYOUT = {"Left": ("row_major", "row_major"), "Right": ("row_major", "col_major")}
 
@@ -670,8 +674,10 @@ EXTRACT_L0_LAYOUT = {"Left": ("row_major", "row_major"), "Right": ("row_major", 
 @register("tile.extract", ("tile", "index_row", "index_col", "shape"), optional=(("target_memory", None),),
           unit="mem", family="layout")
 def _tile_extract(args: Args) -> Type | None:
-    """TEXTRACT variant 1: a [rows, cols] window at (index_row, index_col) into Left/Right (from Mat) or Mat
-    (from Acc); the layout is the target's implicit view, Left/Right in TEXTRACT's L0 format"""
+    """TEXTRACT variant 1: a [rows, cols] window at (index_row, index_col) into Left/Right (from Mat), Mat
+    (from Acc) or a Vec tile of its own (from Vec); the layout is the target's implicit view, Left/Right in
+    TEXTRACT's L0 format. Which space pairs TEXTRACT has is a hardware rule, checked once the spaces are
+    decided (`args.hardware`): before InferTileMemorySpace a source's space may still change."""
     t = args.tile("tile")
     shape = tuple(int_list(args, "shape"))
     mem = enum_arg(args, "target_memory", "Mem")
@@ -684,9 +690,10 @@ def _tile_extract(args: Args) -> Type | None:
     if t.rank != 2:
         args.fail(f"tile.extract: the source must be 2-D, got rank {t.rank}", "tile", rule="OP-6")
     src_mem = t.memory or "Vec"
-    if (src_mem, mem) not in EXTRACT_PAIRS:
-        args.fail(f"tile.extract: {src_mem} -> {mem} is not a TEXTRACT path", "target_memory", rule="OP-6",
-                  hint="TEXTRACT moves Mat -> Left, Mat -> Right or Acc -> Mat; use tile.move or tile.slice otherwise")
+    if args.hardware and (src_mem, mem) not in EXTRACT_PAIRS_BY_ARCH.get(args.target.name, EXTRACT_PAIRS):
+        args.fail(f"tile.extract: {src_mem} -> {mem} is not a TEXTRACT path on {args.target.title}", "target_memory",
+                  rule="OP-6", hint="TEXTRACT moves Mat -> Left, Mat -> Right, Acc -> Mat (and Vec -> Vec on A5); "
+                  "use tile.move or tile.slice otherwise")
     offset = (args.get("index_row"), args.get("index_col"))
     _check_window(args, t.shape, offset, shape, rule="OP-6")
     region = _window_region(t.shape, valid_shape_of(t), offset, shape)

@@ -32,11 +32,24 @@ Rules
 
 Where this pass deliberately differs from PyPTO
 ----------------------------------------------
-- PyPTO also rewrites Vec slices feeding `tile.col_expand_*` and element-wise ops into a materialising
-  `tile.extract(..., target_memory=Vec)` when the slice's offset is dynamic or its window is not
-  contiguous (its own codegen's lazy TEXTRACT would read the wrong bytes). ptoc emits a Vec slice as a
-  `pto.subview` with explicit strides and start offset (pto-format.md), which reads the right window
-  without a copy, so Vec slices are left alone here.
+- Vec slices (rule 4 below) are copied out only on A5: TEXTRACT's UB-to-UB copy is an A5 path (PTOAS
+  rejects a vec source on A2/A3), so there ptoc keeps the slice a `pto.subview` with explicit strides and
+  start offset.
+- A Vec window of one column (`[N, 1]`, N > 1) stays a view: its copy would be a col-major tile, and
+  PTOAS takes a Vec -> Vec TEXTRACT only between ND tiles ("expects A5 vec->vec textract src/dst to use
+  ND layout"); PyPTO copies it into a col-major tile, which PTOAS rejects.
+- A slice read through a plain alias (`b = a`) is copied out under its own name; the alias stays.
+
+Rule 4 (A5): Vec slices a vector instruction cannot read in place
+------------------------------------------------------------------
+A `tile.slice` of a row-major Vec tile (or one whose space is still open) becomes
+`tile.extract(src, r, c, shape, target_memory=pl.Mem.Vec)` -- a dense tile of its own -- when
+- its first element is not provably on a 32-byte boundary: a vector instruction's tile operand starts
+  there (the row offset times the row's bytes plus the column's bytes; a constant name counts as its
+  value, `k * 8` as a multiple of 8, anything else as unknown), or
+- a `tile.col_expand_*` op reads it and its offset is dynamic or its window is not contiguous (several
+  rows of a part of each row): that op reads its operand as one dense block.
+The slice's name is kept, so every reader (an op, a yield, a loop's initial value) reads the copy.
 """
 
 from __future__ import annotations
@@ -88,7 +101,10 @@ class CanonicalizeTileSlice(Pass):
                 continue
             if types is None:
                 types = self.types(program, ctx)
-            nf = _Rewriter(f, types.get(f.name, {}), ctx).run()
+            nf = f
+            if getattr(ctx, "arch", None) in VEC_EXTRACT_ARCHS:
+                nf = _materialize_vec_slices(nf, types.get(f.name, {}), ctx)
+            nf = _Rewriter(nf, types.get(f.name, {}), ctx).run()
             changed |= nf is not f
             funcs.append(nf)
         return replace(program, functions=tuple(funcs)) if changed else program
@@ -102,6 +118,92 @@ def _add(a: Expr, b: Expr) -> Expr:
     if isinstance(a, ConstInt) and isinstance(b, ConstInt):
         return ConstInt(a.value + b.value, a.dtype, span=a.span)
     return BinOp("+", a, b, span=a.span)
+
+
+# --------------------------------------------------------------------------------------------------
+# Vec slices a vector instruction cannot read in place
+# --------------------------------------------------------------------------------------------------
+
+VEC_EXTRACT_ARCHS = ("a5",)  # targets with a Vec -> Vec TEXTRACT (ptoc.ops.layout.EXTRACT_PAIRS_BY_ARCH)
+UB_ALIGN = 32  # bytes: where a vector instruction's tile operand starts, and a row-major row's multiple
+
+
+def _known_ints(f: Function) -> dict[str, int]:
+    """Names bound to an integer constant (`k = 1`)."""
+    return {n.target.name: n.value.value for n in iter_nodes(f)
+            if isinstance(n, AssignStmt) and isinstance(n.value, ConstInt)}
+
+
+def _multiple(e: Expr, known: dict[str, int]) -> int:
+    """A number `e` is provably a multiple of (its value when it is a constant)."""
+    if isinstance(e, ConstInt):
+        return e.value
+    if isinstance(e, Var) and e.name in known:
+        return known[e.name]
+    if isinstance(e, BinOp) and e.op == "*":
+        return _multiple(e.lhs, known) * _multiple(e.rhs, known)
+    return 1
+
+
+def _materialize_vec_slices(f: Function, types: dict, ctx) -> Function:
+    """Rule 4: the Vec slices that become a `tile.extract(..., target_memory=pl.Mem.Vec)` of their own."""
+    from ptoc.ir.types import effective_tile_view
+
+    known = _known_ints(f)
+    col_expand_reads = {a.name for n in iter_nodes(f) if isinstance(n, Call) and n.kind == "op"
+                        and "col_expand_" in n.op for a in n.args if isinstance(a, Var)}
+    todo: dict[str, Call] = {}
+    for n in iter_nodes(f):
+        if not (isinstance(n, AssignStmt) and isinstance(n.value, Call) and n.value.kind == "op"):
+            continue
+        call = n.value
+        op = resolve_op(call, types)
+        if op is None or op.name != "tile.slice" or len(call.args) != 3 or call.kwargs:
+            continue
+        src, shape, offset = call.args
+        t = types.get(src.name) if isinstance(src, Var) else None
+        if not isinstance(t, TileType) or t.memory not in (None, "Vec") or len(t.shape) != 2 \
+                or not all(isinstance(d, ConstInt) for d in t.shape):
+            continue
+        eff = effective_tile_view(t)
+        so = eff["start_offset"]
+        if eff["blayout"] != "row_major" or eff["slayout"] != "none_box" or eff["stride"] \
+                or not (so is None or (isinstance(so, ConstInt) and so.value == 0)):
+            continue
+        if not (isinstance(shape, ListExpr) and len(shape.items) == 2
+                and all(isinstance(d, ConstInt) for d in shape.items)
+                and isinstance(offset, ListExpr) and len(offset.items) == 2):
+            continue
+        rows, cols = shape.items[0].value, shape.items[1].value  # type: ignore[union-attr]
+        width = max(t.dtype.bits // 8, 1)
+        if (rows > 1 and cols == 1) or (cols * width) % UB_ALIGN:
+            continue  # the copy would be a col-major [N, 1] tile or no legal row-major tile: left a view
+        r, c = (ConstInt(known[e.name], dtypes.INDEX, span=e.span) if isinstance(e, Var) and e.name in known else e
+                for e in offset.items)
+        row_bytes = t.shape[1].value * width  # type: ignore[union-attr]
+        aligned = (_multiple(r, known) * row_bytes) % UB_ALIGN == 0 and (_multiple(c, known) * width) % UB_ALIGN == 0
+        dynamic = not (isinstance(r, ConstInt) and isinstance(c, ConstInt))
+        contiguous = rows == 1 or cols == t.shape[1].value  # type: ignore[union-attr]
+        if aligned and not (n.target.name in col_expand_reads and (dynamic or not contiguous)):
+            continue
+        todo[n.target.name] = Call("tile.extract", (src, r, c, shape),
+                                   (("target_memory", EnumLit("Mem", "Vec", span=call.span)),), span=call.span)
+    if not todo:
+        return f
+
+    from ptoc.ops.registry import infer_call_type
+
+    def one(s: Stmt) -> Stmt:
+        if isinstance(s, AssignStmt) and s.target.name in todo:
+            ext = todo[s.target.name]
+            ann = None
+            if s.annotation is not None:  # the copy's own type (dense: no stride or start offset of the view)
+                ann, _ = infer_call_type(ext, [types.get(a.name) if isinstance(a, Var) else None for a in ext.args],
+                                         {k: None for k, _ in ext.kwargs}, ctx)
+            return replace(s, value=ext, annotation=ann)
+        return rebuild_bodies(s, lambda b: tuple(one(x) for x in b))
+
+    return replace(f, body=tuple(one(s) for s in f.body))
 
 
 class _Rewriter:

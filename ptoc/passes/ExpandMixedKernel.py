@@ -55,7 +55,12 @@ Rules (PyPTO's)
 - A `tile.move` between the sides is a boundary. Cube -> vector (Acc/Mat -> Vec): the AIC pushes the
   source (`tile.tpush_to_aiv`), the AIV pops the moved tile (`tile.tpop_from_aic`, the move's result
   type). Vector -> cube (Vec -> Mat): the AIV pushes (`tile.tpush_to_aic`), the AIC pops into Mat
-  (`tile.tpop_from_aiv`); a Vec -> Left/Right move pops into Mat (NZ) and moves on to Left/Right.
+  (`tile.tpop_from_aiv`); a Vec -> Left/Right move pops into Mat (NZ) and moves on to Left/Right, the
+  move naming that space's layout (`blayout=`/`slayout=`, as PyPTO spells it). On A5 the AIV first
+  re-lays the tile out as NZ (`<x>_nz = tile.move(x, Vec, col_major/row_major)`): the AIC reads the pipe
+  as fractals straight from the AIV's buffer; on A2/A3 the pipe runs through GM and the pop into Mat
+  makes the fractals, so the tile is pushed as it is. On A5 a `tile.tpush_to_aic` written by hand (in
+  an AIV kernel, or an InCore body this pass makes AIV) of a row-major tile gets the same re-layout.
 - Each pop is released (`system.tfree_to_aic` / `tfree_to_aiv`) right after its last use in the block that
   pops it (a nested statement using it counts as a use).
 - Dead code is removed per side (repeatedly); a loop-carried value of the other side's memory is dropped
@@ -64,9 +69,10 @@ Rules (PyPTO's)
   the output parameters.
 - Pipe set-up is prepended to both kernels: the consumer of a direction reserves `<f>_c2v_slot_buffer`
   (AIV) / `<f>_v2c_slot_buffer` (AIC) of `slot_size * slot_num` bytes (base -1: placed later), the
-  producer imports it, and both initialise the pipe with `dir_mask` (1 cube -> vector, 2 vector -> cube,
-  3 both), `slot_size`, the largest tile crossing in bytes, and `slot_num` 2 (the ring depth; the `.pto`
-  reserves what the assembler's ring needs, see ptoc.codegen.cross_core).
+  producer imports it (the V2C buffer first, then the C2V one, as PyPTO orders them), and both initialise
+  the pipe with `dir_mask` (1 cube -> vector, 2 vector -> cube, 3 both), `slot_size`, the largest tile
+  crossing in bytes, and `slot_num`, the ring depth: the kernel's `attrs={"slot_num": n}`, else 2 (the
+  `.pto` reserves what the assembler's ring needs, see ptoc.codegen.cross_core).
 - An InCore function that is not mixed becomes AIC (cube work only) or AIV (vector work, or neither), as
   ClassifyKernels would make it; other functions are left alone. A function with work of both sides but no
   boundary move and no fenced GM hand-off between them is left to ClassifyKernels, which rejects it
@@ -99,6 +105,7 @@ from ptoc.ir.nodes import (
     AssignStmt,
     Call,
     ConstInt,
+    DictExpr,
     EnumLit,
     EvalStmt,
     ForStmt,
@@ -118,6 +125,8 @@ from ptoc.ir.nodes import (
     WhileStmt,
     YieldStmt,
 )
+from ptoc.ir.names import fresh_name
+from ptoc.ir.types import effective_tile_view
 from ptoc.ir.visitor import walk
 from ptoc.passes.common import op_names, resolve_op
 from ptoc.passes.manager import Pass
@@ -146,7 +155,9 @@ class ExpandMixedKernel(Pass):
     produces = frozenset()
 
     def run(self, program: Program, ctx) -> Program:
-        if not any(f.func_type == "InCore" for f in program.functions):
+        arch = getattr(ctx, "arch", "a2a3")
+        if not any(f.func_type == "InCore" for f in program.functions) and not (
+                arch in NZ_PUSH_ARCHS and any(f.func_type == "AIV" and _pushes(f) for f in program.functions)):
             return program
         types = self.types(program, ctx)
         out: list[Function] = []
@@ -156,7 +167,7 @@ class ExpandMixedKernel(Pass):
             if f.func_type != "InCore":
                 out.append(f)
                 continue
-            splitter = _Splitter(f, types.get(f.name, {}), getattr(ctx, "arch", "a2a3"))
+            splitter = _Splitter(f, types.get(f.name, {}), arch)
             split = splitter.run()
             if split is not None:
                 callers = [g for g in program.functions if g.name != f.name and _calls(g, f.name)]
@@ -172,7 +183,63 @@ class ExpandMixedKernel(Pass):
                 out.append(f)
         if split_names:
             out = [_launch_pairs(g, split_names) if g.func_type == "Group" else g for g in out]
+        if arch in NZ_PUSH_ARCHS:  # pushes written by hand (an AIV function, or an InCore body made AIV here)
+            src = {f.name: f.name for f in program.functions}
+            src.update({aiv: k for k, (_, aiv) in split_names.items()})
+            adapted = [_nz_pushes(f, types.get(src.get(f.name, ""), {})) if f.func_type == "AIV" else f for f in out]
+            changed |= any(a is not b for a, b in zip(adapted, out))
+            out = adapted
         return replace(program, functions=tuple(out)) if changed else program
+
+
+NZ_PUSH_ARCHS = ("a5",)  # the AIC reads a pushed tile as fractal (NZ) data straight from the AIV's buffer
+
+
+def _pushes(f: Function) -> bool:
+    return any(isinstance(n, Call) and n.op == "tile.tpush_to_aic" for n in walk(f))
+
+
+def _nz(t) -> bool:
+    if not isinstance(t, TileType):
+        return True  # not known: left as written
+    eff = effective_tile_view(t)
+    return eff["blayout"] == "col_major" and eff["slayout"] == "row_major"
+
+
+def _nz_pushes(f: Function, types: dict) -> Function:
+    """A `tile.tpush_to_aic(x)` of a row-major Vec tile gets `x_nz = tile.move(x, Vec, col_major/row_major)`
+    first and pushes that, as the split's own vector -> cube hand-offs do."""
+    if not _pushes(f):
+        return f
+    taken = {p.name for p in f.params} | {n.name for n in walk(f) if isinstance(n, Var)}
+
+    def block(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+        out: list[Stmt] = []
+        for s in body:
+            c = s.expr if isinstance(s, EvalStmt) else None
+            if isinstance(c, Call) and c.op == "tile.tpush_to_aic" and c.args and isinstance(c.args[0], Var) \
+                    and not _nz(types.get(c.args[0].name)):
+                x = c.args[0]
+                t = types[x.name]
+                nz = Var(fresh_name(f"{x.name}_nz", taken), span=x.span)
+                kw = (("target_memory", EnumLit("Mem", "Vec")), ("blayout", EnumLit("TileLayout", "col_major")),
+                      ("slayout", EnumLit("TileLayout", "row_major")))
+                nz_t = TileType(t.shape, t.dtype, None, "Vec", TileView(blayout="col_major", slayout="row_major"))
+                out.append(AssignStmt(nz, Call("tile.move", (x,), kw, span=c.span), nz_t, span=s.span))
+                out.append(replace(s, expr=replace(c, args=(nz,) + c.args[1:])))
+                continue
+            if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
+                b = block(s.body)
+                out.append(s if b is s.body else replace(s, body=b))
+            elif isinstance(s, IfStmt):
+                tb, eb = block(s.then_body), block(s.else_body)
+                out.append(s if tb is s.then_body and eb is s.else_body else replace(s, then_body=tb, else_body=eb))
+            else:
+                out.append(s)
+        return body if all(a is b for a, b in zip(out, body)) and len(out) == len(body) else tuple(out)
+
+    body = block(f.body)
+    return f if body is f.body else replace(f, body=body)
 
 
 def _calls(f: Function, name: str) -> bool:
@@ -421,7 +488,7 @@ class _Splitter:
                 return [EvalStmt(Call("tile.tpush_to_aiv", (src,), split), span=s.span)]
             return [AssignStmt(s.target, Call("tile.tpop_from_aic", (), split, span=c.span), dst_t, span=s.span)]
         if side == "vector":
-            if self.arch == "a2a3" and dst_t.memory == "Mat":
+            if self.arch == "a2a3":  # through GM: the cube side's pop into Mat lays the rows out as fractals
                 return [EvalStmt(Call("tile.tpush_to_aic", (src,), split), span=s.span)]
             # the cube side reads the pipe as fractal (NZ) data: re-lay the tile out first
             nz = Var(f"{src.name}_nz")
@@ -436,34 +503,39 @@ class _Splitter:
         mat = Var(f"{s.target.name}_mat")
         mat_t = TileType(dst_t.shape, dst_t.dtype, None, "Mat", None)
         self.types[mat.name] = mat_t
+        # the move on from Mat names the L0 layout it writes (the space's own: no change of type), as PyPTO does
+        kw = tuple((k, v) for k, v in c.kwargs if k not in ("blayout", "slayout"))
+        eff = effective_tile_view(dst_t)
+        kw += (("blayout", EnumLit("TileLayout", eff["blayout"])), ("slayout", EnumLit("TileLayout", eff["slayout"])))
         return [AssignStmt(mat, Call("tile.tpop_from_aiv", (), split, span=c.span), mat_t, span=s.span),
-                AssignStmt(s.target, replace(c, args=(mat,) + c.args[1:]), s.annotation, span=s.span)]
+                AssignStmt(s.target, replace(c, args=(mat,) + c.args[1:], kwargs=kw), s.annotation, span=s.span)]
 
     def setup(self, aic_name: str, aiv_name: str) -> tuple[tuple[Stmt, ...], tuple[Stmt, ...]]:
         f = self.f
         mask = sum(self.dirs)
         i32 = ConstInt(0, dtypes.INT32)
-        size = self.slot * SLOT_NUM
+        slots = _slot_num(f)
+        size = self.slot * slots
         aic: dict[str, list[Stmt]] = {"import": [], "reserve": []}
         aiv: dict[str, list[Stmt]] = {"import": [], "reserve": []}
         bufs = {"aic": [i32, i32], "aiv": [i32, i32]}
-        for d, tag, consumer, producer, peer in ((C2V, "c2v", aiv, aic, aiv_name), (V2C, "v2c", aic, aiv, aic_name)):
+        order: dict[str, list[Stmt]] = {"aic": [], "aiv": []}  # PyPTO's order: the V2C pipe's buffer first
+        for d, tag, consumer, producer, peer in ((V2C, "v2c", aic, aiv, aic_name), (C2V, "c2v", aiv, aic, aiv_name)):
             if d not in self.dirs:
                 continue
             name = f"{f.name}_{tag}_slot_buffer"
             res, imp = Var(name), Var(f"{name}_import")
-            consumer["reserve"].append(AssignStmt(res, Call("system.reserve_buffer", (), (
+            order["aiv" if consumer is aiv else "aic"].append(AssignStmt(res, Call("system.reserve_buffer", (), (
                 ("name", StrLit(name)), ("size", _i(size)), ("base", _i(-1)))), _INT32))
-            producer["import"].append(AssignStmt(imp, Call("system.import_peer_buffer", (), (
+            order["aic" if producer is aic else "aiv"].append(AssignStmt(imp, Call("system.import_peer_buffer", (), (
                 ("name", StrLit(name)), ("peer_func", StrLit(peer)))), _INT32))
             pos = 0 if d == C2V else 1
             bufs["aiv" if consumer is aiv else "aic"][pos] = res
             bufs["aic" if producer is aic else "aiv"][pos] = imp
-        kw = (("dir_mask", _i(mask)), ("slot_size", _i(self.slot)), ("slot_num", _i(SLOT_NUM)))
+        kw = (("dir_mask", _i(mask)), ("slot_size", _i(self.slot)), ("slot_num", _i(slots)))
         aic_init = EvalStmt(Call("system.aic_initialize_pipe", tuple(bufs["aic"]), kw))
         aiv_init = EvalStmt(Call("system.aiv_initialize_pipe", tuple(bufs["aiv"]), kw))
-        return (tuple(aic["import"] + aic["reserve"] + [aic_init]),
-                tuple(aiv["import"] + aiv["reserve"] + [aiv_init]))
+        return tuple(order["aic"] + [aic_init]), tuple(order["aiv"] + [aiv_init])
 
     def lineage(self, v, params: set[str]):
         """The parameter a returned value was stored into (through any chain of stores), else the value."""
@@ -501,6 +573,16 @@ class _Splitter:
 
 
 _INT32 = ScalarType(dtypes.INT32)
+
+
+def _slot_num(f: Function) -> int:
+    """The pipe's ring depth: the function's `attrs={"slot_num": n}` when given, else SLOT_NUM."""
+    for k, v in f.decorator_kwargs:
+        if k == "attrs" and isinstance(v, DictExpr):
+            for key, val in v.items:
+                if isinstance(key, StrLit) and key.value == "slot_num" and isinstance(val, ConstInt) and val.value > 0:
+                    return val.value
+    return SLOT_NUM
 
 
 def _bytes(t) -> int:

@@ -39,8 +39,11 @@ Rules
 3. Moves. Where a cube operand slot receives a tile of another space (a Mat or Vec tile as lhs/rhs),
    `t_left = pl.tile.move(t, target_memory=pl.Mem.Left)` (`t_right`, `t_bias`, ...) is inserted right
    before the consumer, which then reads the moved tile; one move per tile and space in a block and
-   the blocks nested in it. A move TMOV cannot make on the target (e.g. Vec -> Left) is a user error
-   (PTOC-E0325, rule MOV-6) that says how to stage the operand instead.
+   the blocks nested in it. A move TMOV cannot make on the target is a user error (PTOC-E0325, rule
+   MOV-6) that says how to stage the operand instead -- except, in an InCore kernel, a move across the
+   cube / vector boundary (Vec -> Mat / Left / Right, Acc -> Vec: `ptoc.target.arch.CROSS_CORE_MOVES`),
+   which is the hand-off ExpandMixedKernel turns into a push and a pop, as in PyPTO. In an AIC or AIV
+   kernel there is no other core: E0325 for an inserted move, PTOC-E0750 for one written in the input.
    Likewise an Acc tile (a matmul result) read by a vector-unit op gets
    `t_vec = pl.tile.move(t, target_memory=pl.Mem.Vec, blayout=pl.TileLayout.row_major,
    slayout=pl.TileLayout.none_box)`: the cube -> vector path delivers ND rows whatever the fractal
@@ -165,10 +168,54 @@ def _check_hardware_rules(program: Program, ctx) -> None:
     """5: with every space decided, the operator rules that depend on it hold: cube operands in their
     buffers, each tile.move a TMOV path of the target (MOV-1..MOV-6), boxed tiles whole fractals (NZ-1).
     The front end accepts what only the chosen spaces make wrong (a Mat matmul operand is moved here; a
-    Mat -> Vec move is wrong only on a target without that path), so this is where those are reported."""
+    Mat -> Vec move is wrong only on a target without that path), so this is where those are reported.
+    A move between the cube and vector cores that no TMOV makes (`CROSS_CORE_MOVES`) is a hand-off only
+    in a mixed InCore kernel, which ExpandMixedKernel splits; in an AIC or AIV kernel it is PTOC-E0750."""
     diags = [d for d in verify_program(program, ctx=_hardware(ctx)) if d.severity == "error"]
+    if not diags:
+        diags = _one_core_hand_offs(program, ctx)
     if diags:
         raise CompileError(diags)
+
+
+SPLIT_TYPES = ("AIC", "AIV")  # kernels of one core: no other core to hand a tile over to
+
+
+def _crosses_cores(ctx, src: str | None, dst: str) -> bool:
+    from ptoc.target.arch import get_arch
+
+    return src is not None and get_arch(getattr(ctx, "arch", None) or "a2a3").tmov.cross_core_only(src, dst)
+
+
+def _one_core_why(ctx, func_type: str, src: str | None, dst: str) -> str:
+    from ptoc.target.arch import get_arch
+
+    title = get_arch(getattr(ctx, "arch", None) or "a2a3").title
+    return (f"TMOV has no {src} -> {dst} path on {title}, and an {func_type} kernel runs on one core: only a mixed "
+            "InCore kernel hands a tile over between the cube and vector cores")
+
+
+def _one_core_hand_offs(program: Program, ctx) -> list[Diagnostic]:
+    """PTOC-E0750: a tile.move in an AIC / AIV kernel that only a cross-core hand-off could make."""
+    funcs = [f for f in program.functions if f.func_type in SPLIT_TYPES
+             and any(isinstance(n, Call) and n.op in ("tile.move", "move") for n in iter_nodes(f))]
+    if not funcs:
+        return []
+    types = function_types(program, ctx)
+    out: list[Diagnostic] = []
+    for f in funcs:
+        env = types.get(f.name, {})
+        for n in iter_nodes(f):
+            if not (isinstance(n, Call) and n.op in ("tile.move", "move") and n.args and isinstance(n.args[0], Var)):
+                continue
+            t, dst = env.get(n.args[0].name), n.kwarg("target_memory")
+            if isinstance(t, TileType) and isinstance(dst, EnumLit) and _crosses_cores(ctx, t.memory, dst.member):
+                out.append(Diagnostic(
+                    "PTOC-E0750", f"tile.move: {_one_core_why(ctx, f.func_type, t.memory, dst.member)}", n.span,
+                    hint="write the kernel as one InCore function (ExpandMixedKernel splits it and passes the tile "
+                    "through the cross-core pipe), or push and pop the tile yourself (tile.tpush_to_aic / "
+                    "tile.tpop_from_aiv)", rule="MOV-6"))
+    return out
 
 
 def _value_types(program: Program, ctx, cache=None,
@@ -451,8 +498,10 @@ class _Mover:
             kwargs += (("blayout", EnumLit("TileLayout", "row_major")), ("slayout", EnumLit("TileLayout", "none_box")))
         call = Call("tile.move", (Var(src.name, span=src.span),), kwargs, span=consumer.span)
         mt, diags = infer_call_type(call, [t], {k: None for k, _ in kwargs}, _hardware(self.ctx))
-        if diags or not isinstance(mt, TileType):
-            why = diags[0].message if diags else "tile.move has no result type"
+        split = self.f.func_type in SPLIT_TYPES and _crosses_cores(self.ctx, t.memory, space)
+        if diags or not isinstance(mt, TileType) or split:
+            why = diags[0].message if diags else (
+                _one_core_why(self.ctx, self.f.func_type, t.memory, space) if split else "tile.move has no result type")
             stage = ("load it with target_memory=pl.Mem.Mat: cube operands are staged in Mat and moved "
                      f"into {space}" if space in ("Left", "Right", "Bias") else
                      "create the accumulator with target_memory=pl.Mem.Acc or start it from a tile.matmul")

@@ -33,21 +33,33 @@ Rules
 - Which scopes: `pl.at` with `level=pl.Level.CORE_GROUP`, in Opaque and Orchestration functions, at any
   depth of loops, branches and other scopes (those stay where they are). Other functions and other scope
   kinds (`pl.spmd`, `pl.cluster`, other levels) are left as they are.
-- Name: `<function>_incore_<n>`, n counting the function's scopes from 0 in program order; a name
-  another function already has gets a `_1`, `_2`, ... suffix.
+- Name: `name_hint=` when the scope gives one, else `<function>_incore_<n>`, n counting the function's
+  scopes from 0 in program order (a scope nested in an outlined one counts within it); a name that is
+  taken becomes `<function>_<name>`, then `_0`, `_1`, ... while that is taken too (PyPTO's rule).
 - Parameters: the values the scope reads that are defined before it (parameters of the function or
-  earlier statements), in the order of their first read. A tensor the scope only writes (the
-  destination of a `tile.store`) is a `pl.Out` parameter; one it writes and also reads is `pl.InOut`;
-  everything else is `In`.
+  earlier statements), in the order of their first read. Directions as PyPTO derives them: a tensor in
+  a write slot (a `tile.store` or `tensor.assemble` destination, an Out/InOut parameter of a called
+  program function) is written; any other use -- an operand, a loop's initial value, a return -- is a
+  read. Written only: `pl.Out`; written and read: `pl.InOut`; else `In`.
 - Results: the values the scope defines that the function reads outside it, in definition order, then
   for every outside tensor the scope stores into, the value of that store (a bare `pl.store(...)`
-  statement gets the name `<tensor>_store`). One result is returned as it is, several as a tuple.
+  statement gets the name `<tensor>_store`). A result that is a parameter's buffer (a store's value, an
+  assemble into it) is returned as that parameter, as PyPTO does. One result is returned as it is,
+  several as a tuple.
 - The call: `y: T = self.f(args)` for one result; for several, `ret = self.f(args)` followed by
   `y = ret[0]`, ...; a scope with no result becomes a call statement. A tensor the scope stored into is
   read after the call through the call's result: later statements of the same block (and the blocks
   nested in them) read the new name, so the order "store, then read" stays visible in SSA form.
 - Function order: the outlined functions first, in the order made, then the program's functions.
 - Running it again changes nothing: no CORE_GROUP scope is left.
+
+Where ptoc deliberately differs from PyPTO
+------------------------------------------
+- Several store targets are returned in the order of their stores; PyPTO's order comes from a hash set
+  of its IR nodes (not a property of the program).
+- A loop result inside the scope that only traces back to a parameter through the loop's initial value
+  is returned as the loop result, not as that parameter: the loop computes a new value.
+- `pl.submit` / task ids are not produced: the call is a plain call.
 """
 
 from __future__ import annotations
@@ -61,7 +73,8 @@ from ptoc.passes.common import is_incore_scope
 from ptoc.passes.manager import Pass
 
 OUTER_KINDS = ("Opaque", "Orchestration")
-STYLE = OutlineStyle(matches=is_incore_scope, func_type="InCore", suffix=lambda s: "_incore_")
+STYLE = OutlineStyle(matches=is_incore_scope, func_type="InCore", suffix=lambda s: "_incore_", pypto_names=True,
+                     return_params=True, call_directions=True)
 
 
 class OutlineIncoreScopes(Pass):

@@ -19,6 +19,10 @@ This pass rewrites every such op in an InCore/AIC/AIV function:
   `<name>_rm` and the original name is bound to its reshape (column vectors) or to a `tile.move` back
   to the original layout; `tile.full` of a column gets the shape `[1, N]` for its row-major result.
 
+The pass needs no decided memory spaces: the ops it repairs run on the vector unit, so their operands
+are Vec tiles (or tiles whose space is still open, which InferTileMemorySpace makes Vec); it runs on its
+own (`ptoc passes --pipeline ResolveBackendOpLayouts`) as well as after InferTileMemorySpace.
+
 Every name keeps its type, so loops, yields and the later passes see the program they saw before.
 New names are `<result>_rm_a<i>` for operand i and `<result>_rm` for the row-major result (fresh
 when taken).
@@ -79,7 +83,7 @@ class ResolveBackendOpLayouts(Pass):
     name = "ResolveBackendOpLayouts"
     stage = "layout"
     summary = "reshape or move the operands and results of row-major-only vector ops into row-major tiles"
-    requires = frozenset({"tile_ops", "memory_spaces"})
+    requires = frozenset({"tile_ops"})
     produces: frozenset[str] = frozenset()
 
     def run(self, program: Program, ctx) -> Program:

@@ -54,8 +54,9 @@ IMPLICIT_TILE_LAYOUT: dict[str, tuple[str, str, int]] = {
 # Moves across the cube <-> vector boundary of a mixed kernel (seed 002: "Vec->Mat 跨核暂存 move"; a
 # cluster's Acc -> Vec hand-off). IR-level tile.move expresses them on every target; where the target
 # has no TMOV path for the pair (A2/A3: the AIC and AIV cores share no buffer) the mixed-kernel expansion
-# lowers them to a cross-core transfer instead of a TMOV.
-CROSS_CORE_MOVES = frozenset({("Acc", "Vec"), ("Vec", "Mat")})
+# lowers them to a cross-core transfer instead of a TMOV. A Vec -> Left / Right move is one too: the AIC
+# side pops the pushed tile into Mat and moves it on to L0 with TMOV (ExpandMixedKernel).
+CROSS_CORE_MOVES = frozenset({("Acc", "Vec"), ("Vec", "Mat"), ("Vec", "Left"), ("Vec", "Right")})
 
 
 @dataclass(frozen=True)

@@ -601,6 +601,24 @@ def test_op6_tile_extract_from_vec_rejected():
     assert d.rule == "OP-6" and "TEXTRACT" in d.message
 
 
+def test_op6_tile_extract_space_pairs_are_a_hardware_rule_checked_per_target():
+    vv = TLOAD + "y = pl.tile.extract(t, 0, 64, [16, 64], target_memory=pl.Mem.Vec)"
+    ma = ("m = pl.tile.load(x, [0, 0], [32, 128], target_memory=pl.Mem.Mat)\n"
+          "y = pl.tile.extract(m, 0, 0, [16, 128], target_memory=pl.Mem.Acc)")
+    # before InferTileMemorySpace decides the spaces, the front end accepts any pair (PyPTO's IR does)
+    for body in (vv, ma):
+        for arch in ("a2a3", "a5"):
+            assert codes(TX, body, arch=arch, hardware=False) == []
+    # the UB-to-UB copy is a TEXTRACT of A5 only (PTOAS: "expects A2/A3 textract src to use loc=mat")
+    assert codes(TX, vv, arch="a5") == []
+    assert types(TX, vv, arch="a5")["y"] == "pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec]"
+    d = one(TX, vv)
+    assert d.rule == "OP-6" and "Vec -> Vec is not a TEXTRACT path on" in d.message and "A2/A3" in d.message
+    # no TEXTRACT writes L0C
+    for arch in ("a2a3", "a5"):
+        assert codes(TX, ma, arch=arch) == [("PTOC-E0202", "OP-6")]
+
+
 def test_op6_tile_transpose_swaps_axes():
     t = types(TX, "t = pl.tile.load(x, [0, 0], [32, 128], [20, 128])\ny = pl.tile.transpose(t, 0, 1)")
     assert t["y"] == "pl.Tile[[128, 32], pl.FP32, pl.Mem.Vec, pl.TileView(valid_shape=[128, 20])]"

@@ -197,13 +197,24 @@ def test_mov6_cube_vector_boundary_moves_accepted_on_both_targets(src, dst, arch
     assert get_arch(arch).tmov.cross_core_only(src, dst) == (arch == "a2a3")
 
 
+@pytest.mark.parametrize("dst", ["Left", "Right"])
+@pytest.mark.parametrize("arch", ["a2a3", "a5"])
+def test_mov6_vec_to_l0_is_a_cross_core_hand_off_on_both_targets(dst, arch):
+    # no TMOV writes L0A/L0B from UB on either target; in a mixed InCore kernel the move is the vector ->
+    # cube hand-off (push, pop into Mat, TMOV on to L0), so the op rule accepts it; InferTileMemorySpace
+    # rejects it in a one-core (AIC / AIV) kernel (PTOC-E0750)
+    p = "x: pl.Tile[[16, 16], pl.FP32, pl.Mem.Vec]"
+    assert _move_codes(p, "x", dst, arch) == []
+    assert get_arch(arch).tmov.cross_core_only("Vec", dst) and not get_arch(arch).tmov.legal("Vec", dst)
+
+
 def test_mov6_rejection_hint_names_the_target_that_has_the_path():
     d = diagnostics("x: pl.Tile[[32, 8], pl.FP8E8M0, pl.Mem.Mat]", "y = pl.tile.move(x, target_memory=pl.Mem.LeftScale)")
     assert "Mat -> LeftScale" in d[0].message and "a5" in d[0].hint and "Left" in d[0].hint
 
 
 @pytest.mark.parametrize("src,dst", [("Mat", "Vec"), ("Mat", "Mat"), ("Left", "Acc"), ("Left", "Right"),
-                                     ("Right", "Vec"), ("Vec", "Left"), ("Bias", "Vec")])
+                                     ("Right", "Vec"), ("Bias", "Vec")])
 @pytest.mark.parametrize("arch", ["a2a3", "a5"])
 def test_mov6_paths_without_tmov_rejected(src, dst, arch):
     p = f"x: pl.Tile[[16, 16], pl.FP32, pl.Mem.{src}]"

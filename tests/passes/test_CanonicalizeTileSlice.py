@@ -165,3 +165,66 @@ def test_folded_kernel_validates_at_every_stage(arch, tmp_path):
                        timeout=300, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "CanonicalizeTileSlice        ok" in r.stdout and "every stage agrees with the front end" in r.stdout
+
+
+# ------------------------------------------------------------------------------ Vec slices (rule 4, A5)
+
+VPARAMS = ("x: pl.Tensor[[16, 128], pl.FP32], g: pl.Tensor[[1, 64], pl.FP32], k: pl.Scalar[pl.INDEX], "
+           "out: pl.Out[pl.Tensor[[16, 64], pl.FP32]]")
+VRET = "pl.Tensor[[16, 64], pl.FP32]"
+W = "pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec]"
+
+
+def vec_kernel(window: str, use: str = "pl.tile.muls(w, 2.0)") -> str:
+    return program(f"""
+        t: pl.Tile[[16, 128], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [16, 128], target_memory=pl.Mem.Vec)
+        gt: pl.Tile[[1, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(g, [0, 0], [1, 64], target_memory=pl.Mem.Vec)
+        w: {W} = {window}
+        y: {W} = {use}
+        out_1: {VRET} = pl.tile.store(y, [0, 0], out)
+        return out_1
+    """, VPARAMS, VRET)
+
+
+def test_a_vec_window_not_on_a_32_byte_boundary_is_copied_out_with_a_vec_extract():
+    # column 4 of FP32 rows: the window starts 16 bytes into an aligned row, where no vector instruction can
+    # read a tile operand; the copy is a dense [16, 64] tile of its own
+    _, after = run(vec_kernel("pl.tile.slice(t, [16, 64], [0, 4])"))
+    assert_same(after, vec_kernel("pl.tile.extract(t, 0, 4, [16, 64], target_memory=pl.Mem.Vec)"))
+    # column 8 (32 bytes) and a dynamic row times the 512-byte row: provably aligned, the view stays
+    for window in ("pl.tile.slice(t, [16, 64], [0, 8])", "pl.tile.slice(t, [8, 64], [k * 8, 0])"):
+        text = vec_kernel(window).replace(f"w: {W}", "w").replace(f"y: {W}", "y")
+        before, after = run(text)
+        assert after is before
+
+
+def test_a_col_expand_operand_with_a_dynamic_offset_or_a_strided_window_is_copied_out():
+    use = "pl.tile.col_expand_mul(w, gt)"
+    _, after = run(vec_kernel("pl.tile.slice(t, [16, 64], [0, 64])", use))  # aligned, but rows are strided
+    assert_same(after, vec_kernel("pl.tile.extract(t, 0, 64, [16, 64], target_memory=pl.Mem.Vec)", use))
+    # a whole-row window at a known constant offset reads in place
+    text = vec_kernel("pl.tile.slice(t, [16, 64], [0, 64])", "pl.tile.muls(w, 2.0)")
+    before, after = run(text)
+    assert after is before
+
+
+def test_vec_slices_stay_views_on_a2a3_and_as_columns(tmp_path):
+    text = vec_kernel("pl.tile.slice(t, [16, 64], [0, 4])")
+    a2 = CompileContext(arch="a2a3")
+    before = parse_program(text, "b.ir", ctx=a2)
+    assert CanonicalizeTileSlice().run(before, a2) is before  # PTOAS takes no vec-source TEXTRACT on A2/A3
+    col = program("""
+        t: pl.Tile[[16, 128], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [16, 128], target_memory=pl.Mem.Vec)
+        c: pl.Tile[[16, 1], pl.FP32, pl.Mem.Vec] = pl.tile.slice(t, [16, 1], [0, 3])
+        y: pl.Tile[[16, 1], pl.FP32, pl.Mem.Vec] = pl.tile.muls(c, 2.0)
+        out_1: pl.Tensor[[16, 1], pl.FP32] = pl.tile.store(y, [0, 0], out)
+        return out_1
+    """, "x: pl.Tensor[[16, 128], pl.FP32], out: pl.Out[pl.Tensor[[16, 1], pl.FP32]]", "pl.Tensor[[16, 1], pl.FP32]")
+    before, after = run(col)
+    assert after is before  # a [16, 1] copy would be col-major, and TEXTRACT copies ND to ND only
+    # the copied-out window computes what the view computed, at every stage
+    src = tmp_path / "k.ir"
+    src.write_text("import pypto.language as pl\n" + text)
+    r = subprocess.run([PTOC, "passes", str(src), "--arch", "a5", "--validate"], capture_output=True, text=True,
+                       timeout=300, check=False)
+    assert r.returncode == 0 and "every stage agrees with the front end" in r.stdout, r.stdout + r.stderr

@@ -252,3 +252,94 @@ def test_a_cube_store_the_vector_core_loads_is_fenced_by_a_push_and_a_pop():
             "        pl.system.tfree_to_aic(t_ready)\n"
             "        t: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(mid, [0, 0], [16, 64], "
             "target_memory=pl.Mem.Vec)") in aiv
+
+
+# a Vec tile moved straight to Left (PyPTO's direct vector -> cube boundary) and a C2V hand-off back
+DIRECT_LEFT = f"""
+@pl.function(type=pl.FunctionType.InCore, attrs={{"slot_num": 4}})
+def k({PARAMS_V2C}) -> pl.Tensor[[16, 64], pl.FP32]:
+    ta: pl.Tile[[16, 128], pl.FP16, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [16, 128], target_memory=pl.Mem.Vec)
+    s_left: pl.Tile[[16, 128], pl.FP16, pl.Mem.Left] = pl.tile.move(ta, target_memory=pl.Mem.Left)
+    w_mat: pl.Tile[[128, 64], pl.FP16, pl.Mem.Mat] = pl.tile.load(w, [0, 0], [128, 64], target_memory=pl.Mem.Mat)
+    w_right: pl.Tile[[128, 64], pl.FP16, pl.Mem.Right] = pl.tile.move(w_mat, target_memory=pl.Mem.Right)
+    acc: pl.Tile[[16, 64], pl.FP32, pl.Mem.Acc] = pl.tile.matmul(s_left, w_right)
+    y: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.move(acc, target_memory=pl.Mem.Vec, blayout=pl.TileLayout.row_major, slayout=pl.TileLayout.none_box)
+    out_1: pl.Tensor[[16, 64], pl.FP32] = pl.tile.store(y, [0, 0], out)
+    return out_1
+"""
+
+
+def direct_left_expected(aiv_push: str) -> str:
+    # both directions: each side sets up the V2C pipe's buffer first, then the C2V one; the ring depth is the
+    # function's slot_num (4: 4 x 4096 bytes reserved); the AIC's move on from Mat names Left's own layout
+    a = 'attrs={"slot_num": 4}'
+    return f"""
+    @pl.function(type=pl.FunctionType.AIC, {a})
+    def k_aic({PARAMS_V2C}):
+        k_v2c_slot_buffer: pl.Scalar[pl.INT32] = pl.system.reserve_buffer(name="k_v2c_slot_buffer", size=16384, base=-1)
+        k_c2v_slot_buffer_import: pl.Scalar[pl.INT32] = pl.system.import_peer_buffer(name="k_c2v_slot_buffer", peer_func="k_aiv")
+        pl.system.aic_initialize_pipe(k_c2v_slot_buffer_import, k_v2c_slot_buffer, dir_mask=3, slot_size=4096, slot_num=4)
+        s_left_mat: pl.Tile[[16, 128], pl.FP16, pl.Mem.Mat] = pl.tile.tpop_from_aiv(split=0)
+        s_left: pl.Tile[[16, 128], pl.FP16, pl.Mem.Left] = pl.tile.move(s_left_mat, target_memory=pl.Mem.Left, blayout=pl.TileLayout.col_major, slayout=pl.TileLayout.row_major)
+        pl.system.tfree_to_aiv(s_left_mat)
+        w_mat: pl.Tile[[128, 64], pl.FP16, pl.Mem.Mat] = pl.tile.load(w, [0, 0], [128, 64], target_memory=pl.Mem.Mat)
+        w_right: pl.Tile[[128, 64], pl.FP16, pl.Mem.Right] = pl.tile.move(w_mat, target_memory=pl.Mem.Right)
+        acc: pl.Tile[[16, 64], pl.FP32, pl.Mem.Acc] = pl.tile.matmul(s_left, w_right)
+        pl.tile.tpush_to_aiv(acc, split=0)
+    @pl.function(type=pl.FunctionType.AIV, {a})
+    def k_aiv({PARAMS_V2C}) -> pl.Tensor[[16, 64], pl.FP32]:
+        k_v2c_slot_buffer_import: pl.Scalar[pl.INT32] = pl.system.import_peer_buffer(name="k_v2c_slot_buffer", peer_func="k_aic")
+        k_c2v_slot_buffer: pl.Scalar[pl.INT32] = pl.system.reserve_buffer(name="k_c2v_slot_buffer", size=16384, base=-1)
+        pl.system.aiv_initialize_pipe(k_c2v_slot_buffer, k_v2c_slot_buffer_import, dir_mask=3, slot_size=4096, slot_num=4)
+        ta: pl.Tile[[16, 128], pl.FP16, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [16, 128], target_memory=pl.Mem.Vec){aiv_push}
+        y: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.tpop_from_aic(split=0)
+        out_1: pl.Tensor[[16, 64], pl.FP32] = pl.tile.store(y, [0, 0], out)
+        pl.system.tfree_to_aic(y)
+        return out_1
+    @pl.function(type=pl.FunctionType.Group, {a})
+    def k({PARAMS_V2C}) -> pl.Tensor[[16, 64], pl.FP32]:
+        self.k_aic(a, w, out)
+        self.k_aiv(a, w, out)
+        return out
+    """
+
+
+def test_a_vec_tile_moved_to_left_pops_into_mat_then_moves_on_in_left_layout():
+    # A5: the AIV re-lays the tile out as NZ before the push; A2/A3: the pipe runs through GM, and the cube
+    # side's pop into Mat lays the rows out as fractals, so the tile is pushed as it is
+    _, out = run(DIRECT_LEFT, A5)
+    assert_same(out, direct_left_expected("""
+        ta_nz: pl.Tile[[16, 128], pl.FP16, pl.Mem.Vec, pl.TileView(blayout=pl.TileLayout.col_major, slayout=pl.TileLayout.row_major)] = pl.tile.move(ta, target_memory=pl.Mem.Vec, blayout=pl.TileLayout.col_major, slayout=pl.TileLayout.row_major)
+        pl.tile.tpush_to_aic(ta_nz, split=0)"""), A5)
+    _, out = run(DIRECT_LEFT, A2A3)
+    assert_same(out, direct_left_expected("""
+        pl.tile.tpush_to_aic(ta, split=0)"""), A2A3)
+
+
+HAND_WRITTEN_PUSH = """
+@pl.function(type=pl.FunctionType.AIV)
+def v(self, a: pl.Tensor[[16, 16], pl.FP32]):
+    peer: pl.Scalar[pl.INT32] = pl.system.import_peer_buffer(name="buf", peer_func="c")
+    pl.system.aiv_initialize_pipe(pl.const(0, pl.INT32), peer, dir_mask=2, slot_size=1024)
+    t: pl.Tile[[16, 16], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [16, 16], target_memory=pl.Mem.Vec)
+    for i in pl.range(2):
+        pl.tile.tpush_to_aic(t, split=0)
+"""
+
+
+def test_a_push_written_by_hand_in_an_aiv_kernel_is_relaid_out_as_nz_on_a5_only():
+    _, out = run(HAND_WRITTEN_PUSH, A5)
+    assert_same(out, """
+    @pl.function(type=pl.FunctionType.AIV)
+    def v(self, a: pl.Tensor[[16, 16], pl.FP32]):
+        peer: pl.Scalar[pl.INT32] = pl.system.import_peer_buffer(name="buf", peer_func="c")
+        pl.system.aiv_initialize_pipe(pl.const(0, pl.INT32), peer, dir_mask=2, slot_size=1024)
+        t: pl.Tile[[16, 16], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [16, 16], target_memory=pl.Mem.Vec)
+        for i in pl.range(2):
+            t_nz: pl.Tile[[16, 16], pl.FP32, pl.Mem.Vec, pl.TileView(blayout=pl.TileLayout.col_major, slayout=pl.TileLayout.row_major)] = pl.tile.move(t, target_memory=pl.Mem.Vec, blayout=pl.TileLayout.col_major, slayout=pl.TileLayout.row_major)
+            pl.tile.tpush_to_aic(t_nz, split=0)
+    """, A5)
+    before, out = run(HAND_WRITTEN_PUSH, A2A3)
+    assert out is before
+    again = ExpandMixedKernel().run(run(HAND_WRITTEN_PUSH, A5)[1], A5)
+    assert print_program(again) == print_program(run(HAND_WRITTEN_PUSH, A5)[1])  # an NZ tile is pushed as it is

@@ -1,17 +1,22 @@
 """InferTileMemorySpace: every kernel tile gets a memory space; cube operands are moved into Left/Right."""
 
+import subprocess
+import sys
 import textwrap
+from pathlib import Path
 
 import pytest
 
 from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError
 from ptoc.frontend.parser import parse_program
+from ptoc.ir.nodes import AssignStmt
 from ptoc.ir.printer import print_program
 from ptoc.passes.InferTileMemorySpace import InferTileMemorySpace
 from ptoc.passes.manager import check_invariants
 
 A2A3 = CompileContext(arch="a2a3")
+PTOC = Path(sys.executable).with_name("ptoc")
 
 VEC_PARAMS = ("self, x: pl.Tensor[[32, 128], pl.FP32], y: pl.Tensor[[32, 128], pl.FP32], "
               "o: pl.Out[pl.Tensor[[32, 128], pl.FP32]]")
@@ -176,21 +181,58 @@ def test_one_move_serves_every_use_of_a_tile_in_its_block():
     assert_same(run(parse(before, check_ops=False)), expected)
 
 
-def test_vec_operand_of_matmul_rejected_on_a2a3():
-    # MOV-6: TMOV has no Vec -> Left path on A2/A3; a cube operand must be staged in Mat.
-    before = kernel("""
+VEC_LHS = """
         a: pl.Tile[[64, 64], pl.BF16, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
         b: pl.Tile[[64, 64], pl.BF16, pl.Mem.Mat] = pl.tile.load(w, [0, 0], [64, 64], target_memory=pl.Mem.Mat)
         c: pl.Tile[[64, 64], pl.FP32] = pl.tile.matmul(a, b)
         o1: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(c, [0, 0], o)
         return o1
-    """, MM_PARAMS, MM_RET)
-    with pytest.raises(CompileError) as e:
-        InferTileMemorySpace().run(parse(before, check_ops=False), A2A3)
-    (d,) = e.value.diagnostics
-    assert (d.code, d.rule, d.span.line) == ("PTOC-E0325", "MOV-6", 7)
-    assert "'a'" in d.message and "Vec" in d.message and "Left" in d.message
-    assert "target_memory=pl.Mem.Mat" in d.hint
+"""
+
+
+def test_vec_operand_of_matmul_in_an_aic_kernel_rejected():
+    # MOV-6: TMOV has no Vec -> Left path on A2/A3 (nor A5), and an AIC kernel has no vector core to hand the
+    # operand over from: it must be staged in Mat.
+    before = kernel(VEC_LHS, MM_PARAMS, MM_RET).replace("FunctionType.InCore", "FunctionType.AIC")
+    for ctx in (A2A3, CompileContext(arch="a5")):
+        with pytest.raises(CompileError) as e:
+            InferTileMemorySpace().run(parse(before, check_ops=False), ctx)
+        (d,) = e.value.diagnostics
+        assert (d.code, d.rule, d.span.line) == ("PTOC-E0325", "MOV-6", 7)
+        assert "'a'" in d.message and "Vec" in d.message and "Left" in d.message and "AIC kernel" in d.message
+        assert "target_memory=pl.Mem.Mat" in d.hint
+
+
+def test_vec_operand_of_matmul_in_an_incore_kernel_is_a_vector_to_cube_hand_off(tmp_path):
+    # As in PyPTO: the move to Left is inserted, and it is the boundary ExpandMixedKernel splits at (the
+    # AIV kernel pushes `a`, the AIC kernel pops it into Mat and moves it on to Left); the split program
+    # computes what the front end's program computes.
+    before = kernel(VEC_LHS, MM_PARAMS, MM_RET)
+    out = InferTileMemorySpace().run(parse(before, check_ops=False), A2A3)
+    moves = [s for s in out.function("k").body if isinstance(s, AssignStmt) and getattr(s.value, "op", "") == "tile.move"]
+    assert [(s.value.args[0].name, s.value.kwarg("target_memory").member) for s in moves] == [("a", "Left"),
+                                                                                            ("b", "Right")]
+    src = tmp_path / "k.ir"
+    src.write_text("import pypto.language as pl\n" + before)
+    for arch in ("a2a3", "a5"):
+        r = subprocess.run([str(PTOC), "passes", str(src), "--arch", arch, "--validate"], capture_output=True,
+                           text=True, timeout=300, check=False)
+        assert r.returncode == 0, r.stdout + r.stderr
+        assert "kernels run: k_aiv, k_aic" in r.stdout and "every stage agrees with the front end" in r.stdout
+
+
+def test_a_cross_core_move_written_in_an_aiv_kernel_is_rejected(tmp_path):
+    src = tmp_path / "k.ir"
+    src.write_text("import pypto.language as pl\n" + kernel("""
+        a: pl.Tile[[64, 64], pl.BF16, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
+        m: pl.Tile[[64, 64], pl.BF16, pl.Mem.Mat] = pl.tile.move(a, target_memory=pl.Mem.Mat)
+        o1: pl.Tensor[[64, 64], pl.BF16] = pl.tile.store(m, [0, 0], x)
+        return o1
+    """, MM_PARAMS, "pl.Tensor[[64, 64], pl.BF16]").replace("FunctionType.InCore", "FunctionType.AIV"))
+    # Vec -> Mat is a TMOV of A5; on A2/A3 only a mixed kernel's hand-off makes it
+    r = subprocess.run([str(PTOC), "check", str(src), "--arch", "a2a3"], capture_output=True, text=True,
+                       timeout=120, check=False)
+    assert r.returncode == 1 and "PTOC-E0750" in r.stderr and "AIV kernel runs on one core" in r.stderr, r.stderr
 
 
 def test_loaded_accumulator_rejected():

@@ -307,8 +307,8 @@ B = "pl.Tensor[[16, 128], pl.FP32]"
 
 
 def test_pypto_store_only_scope_writes_an_out_param_and_later_reads_see_its_value():
-    # PyPTO returns the stored tensor under a fresh name at the call; ptoc names the store's value
-    # `<tensor>_store` in the kernel and at the call, and later reads of the tensor read that name
+    # The kernel names the store's value `<tensor>_store` and returns the Out parameter itself (its buffer
+    # is what the caller sees); the call binds that name, and later reads of the tensor read it
     assert_outlines(program(f"""
         @pl.function
         def main(self, x: {B}) -> {B}:
@@ -323,7 +323,7 @@ def test_pypto_store_only_scope_writes_an_out_param_and_later_reads_see_its_valu
         def main_incore_0(self, buf: pl.Out[{B}]) -> {B}:
             tile: pl.Tile[[16, 128], pl.FP32, pl.Mem.Vec] = pl.tile.full([16, 128], dtype=pl.FP32, value=0.0)
             buf_store = pl.store(tile, [0, 0], buf)
-            return buf_store
+            return buf
         @pl.function(type=pl.FunctionType.Orchestration)
         def main(self, x: {B}) -> {B}:
             buf: {B} = pl.create_tensor([16, 128], dtype=pl.FP32)
@@ -386,7 +386,8 @@ def test_pypto_loop_inside_the_scope_reading_an_outer_iter_arg():
 # ---------------------------------------------------------------------------------------------- ptoc's own
 
 
-def test_a_stored_and_read_tensor_is_inout_a_loop_carried_store_target_is_out():
+def test_a_stored_and_read_tensor_is_inout_so_is_a_loop_carried_store_target():
+    # a loop's initial value is a read of the tensor (its incoming contents reach the loop), as in PyPTO
     out = outline(program(f"""
         @pl.function
         def main(self, a: {B}, acc: pl.InOut[{B}], out: pl.Out[{B}]) -> {B}:
@@ -399,11 +400,11 @@ def test_a_stored_and_read_tensor_is_inout_a_loop_carried_store_target_is_out():
             return out
     """))
     k = out.function("main_incore_0")
-    assert [(p.name, p.direction) for p in k.params] == [("acc", "InOut"), ("out", "Out"), ("a", "In")]
+    assert [(p.name, p.direction) for p in k.params] == [("acc", "InOut"), ("out", "InOut"), ("a", "In")]
     assert out.function("main").func_type == "Orchestration"
 
 
-def test_an_outlined_name_another_function_has_gets_a_suffix():
+def test_an_outlined_name_another_function_has_gets_the_function_name_as_a_prefix():
     out = outline(program(f"""
         @pl.function(type=pl.FunctionType.InCore)
         def main_incore_0(self, x: {T}) -> {T}:
@@ -415,7 +416,8 @@ def test_an_outlined_name_another_function_has_gets_a_suffix():
                 y: {T} = pl.mul(x, x)
             return y
     """))
-    assert [f.name for f in out.functions] == ["main_incore_0_1", "main_incore_0", "main"]
+    # PyPTO's rule: `<function>_<name>`, then `_0`, `_1`, ... while that is taken too
+    assert [f.name for f in out.functions] == ["main_main_incore_0", "main_incore_0", "main"]
 
 
 def test_other_scopes_and_levels_are_left_alone():
@@ -474,3 +476,29 @@ def test_validation_names_the_emitted_pto_when_a_kernel_computes_wrong(monkeypat
     prog = frontend(ex.read_text(), ex.name, CTX)
     (rep,) = [r for r in validate.validate_program(prog, CTX, seed=2) if r.label == "program"]
     assert rep.first_failure is not None and rep.first_failure.stage == ".pto (emitted)"
+
+
+def test_an_assemble_destination_only_written_is_out_and_is_returned_as_the_parameter():
+    # the scope writes `big`'s first half and never reads it: an Out parameter, and the kernel's result
+    # is `big` itself (the assemble's value is the same buffer)
+    H = "pl.Tensor[[32], pl.FP32]"
+    assert_outlines(program(f"""
+        @pl.function
+        def main(self, x: {H}) -> {T}:
+            big: {T} = pl.create_tensor([64], dtype=pl.FP32)
+            {AT}
+                y: {H} = pl.add(x, x)
+                big2: {T} = pl.assemble(big, y, [0])
+            return big2
+    """), program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def main_incore_0(self, x: {H}, big: pl.Out[{T}]) -> {T}:
+            y: {H} = pl.add(x, x)
+            big2: {T} = pl.assemble(big, y, [0])
+            return big
+        @pl.function(type=pl.FunctionType.Orchestration)
+        def main(self, x: {H}) -> {T}:
+            big: {T} = pl.create_tensor([64], dtype=pl.FP32)
+            big2: {T} = self.main_incore_0(x, big)
+            return big2
+    """))

@@ -139,3 +139,33 @@ def test_online_softmax_columns_validate_after_the_repair():
                        check=False)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "every stage agrees with the front end" in r.stdout
+
+
+def test_runs_alone_on_tiles_whose_space_is_left_open(tmp_path):
+    # A vector op's operands are Vec tiles whatever the load says, so the repair does not wait for
+    # InferTileMemorySpace: `--pipeline ResolveBackendOpLayouts` rewrites a kernel whose load names no
+    # space, and leaves that load as it was.
+    src = tmp_path / "open.ir"
+    src.write_text(textwrap.dedent(f"""\
+        import pypto.language as pl
+        @pl.program
+        class p:
+            @pl.function(type=pl.FunctionType.InCore)
+            def k({PARAMS}) -> {RET}:
+                xt: pl.Tile[[16, 256], pl.FP32] = pl.tile.load(x, [0, 0], [16, 256])
+                tmp: {COL.replace("[16, 1]", "[16, 256]")} = pl.tile.create([16, 256], dtype=pl.FP32, target_memory=pl.Mem.Vec)
+                a: {COL} = pl.tile.row_sum(xt, tmp)
+                s: {COL} = pl.tile.abs(a)
+                o: {RET} = pl.tile.store(s, [0, 0], out)
+                return o
+        """))
+    r = subprocess.run([str(PTOC), "passes", str(src), "--pipeline", "ResolveBackendOpLayouts", "--dump-after",
+                        "ResolveBackendOpLayouts"],
+                       capture_output=True, text=True, timeout=120, check=False)
+    assert r.returncode == 0, r.stdout + r.stderr
+    lines = [ln.strip() for ln in r.stdout.splitlines()]
+    assert "xt: pl.Tile[[16, 256], pl.FP32] = pl.tile.load(x, [0, 0], [16, 256])" in lines, r.stdout
+    want = [f"s_rm_a0: {ROW} = pl.tile.reshape(a, [1, 16])", f"s_rm: {ROW} = pl.tile.abs(s_rm_a0)",
+            f"s: {COL} = pl.tile.reshape(s_rm, [16, 1])"]
+    at = [lines.index(w) for w in want if w in lines]
+    assert len(at) == 3 and at == sorted(at), r.stdout

@@ -253,3 +253,42 @@ def test_real_ptoas_loc_error_maps_to_the_pto_line(ptoas):
     assert err.span.col == text.splitlines()[row - 1].index("pto.make_tensor_view") + 1
     assert "layout mismatch: user-specified layout=nz but inferred=nd" in err.message
     assert any("Pass execution failed" in m for m, _ in err.notes)
+
+
+VEC_EXTRACT = """\
+import pypto.language as pl
+@pl.program
+class vext:
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[16, 64], pl.FP32], out: pl.Out[pl.Tensor[[16, 16], pl.FP32]]) -> pl.Tensor[[16, 16], pl.FP32]:
+        t: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
+        e: pl.Tile[[16, 16], pl.FP32, pl.Mem.Vec] = pl.tile.extract(t, 0, 8, [16, 16], target_memory=pl.Mem.Vec)
+        r: pl.Tile[[16, 16], pl.FP32, pl.Mem.Vec] = pl.tile.muls(e, 2.0)
+        o: pl.Tensor[[16, 16], pl.FP32] = pl.tile.store(r, [0, 0], out)
+        return o
+"""
+
+
+def test_a_vec_to_vec_extract_assembles_on_a5_and_is_refused_on_a2a3(tmp_path, ptoas):
+    # TEXTRACT's UB-to-UB copy: PTOAS takes it on A5; on A2/A3 it wants a Mat source, and ptoc says so itself
+    # once the spaces are decided (the front end accepts the op; the rule is a hardware rule)
+    src = tmp_path / "vext.ir"
+    src.write_text(VEC_EXTRACT)
+    r = run("compile", src, "--arch", "a5", "-o", tmp_path / "k.pto", "--assemble", env={"PTOC_PTOAS": ptoas})
+    assert r.returncode == 0, r.stderr
+    assert "pto.textract ins(%t" in (tmp_path / "k.pto").read_text()
+    r = run("compile", src, "--arch", "a2a3", "-o", tmp_path / "k2.pto", "--assemble", env={"PTOC_PTOAS": ptoas})
+    assert r.returncode == 1 and "PTOC-E0202" in r.stderr and "Vec -> Vec is not a TEXTRACT path" in r.stderr
+    assert not (tmp_path / "k2.pto").exists()
+
+
+def test_an_unaligned_vec_window_is_copied_out_and_assembles_on_a5(tmp_path, ptoas):
+    # CanonicalizeTileSlice: column 4 of FP32 rows starts 16 bytes into a row; on A5 the window becomes a
+    # Vec -> Vec TEXTRACT into a tile of its own, which PTOAS takes (both tiles ND)
+    src = tmp_path / "win.ir"
+    src.write_text(VEC_EXTRACT.replace("pl.tile.extract(t, 0, 8, [16, 16], target_memory=pl.Mem.Vec)",
+                                       "pl.tile.slice(t, [16, 16], [0, 4])"))
+    r = run("compile", src, "--arch", "a5", "-o", tmp_path / "k.pto", "--assemble", env={"PTOC_PTOAS": ptoas})
+    assert r.returncode == 0, r.stderr
+    pto = (tmp_path / "k.pto").read_text()
+    assert "pto.textract ins(%t, %c0_index, %c4_index" in pto and "pto.subview" not in pto
