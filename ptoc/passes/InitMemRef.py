@@ -106,7 +106,7 @@ from ptoc.ir.nodes import (
 from ptoc.ir.types import normalize_tile_view
 from ptoc.ir.verifier import NodeIndex, iter_nodes
 from ptoc.analysis.flow import Flow, Site, nested_blocks
-from ptoc.passes.common import align_up
+from ptoc.passes.common import NOT_IN_PLACE, align_up
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target.arch import get_arch
@@ -123,8 +123,9 @@ VIEW_OPS = {"tile.set_validshape": "tile", "tile.reshape": "tile", "tile.reinter
 # Destination-passing ops: the result is written into this operand's buffer, in place.
 TIED_OPS = {"tile.matmul_acc": "acc", "tile.write": "tile", "tile.scatter": "dst", "tile.scatter_mask": "dst",
              "tile.gather_row": "dst"}
-# Ops whose result may never share its source's buffer, even when the source dies there (OP-7).
-NO_IN_PLACE = ("tile.move",)
+# Ops whose result may never share its source's buffer, even when the source dies there: a move (OP-7)
+# and every op the hardware runs reading its sources while it writes (ptoc.passes.common.NOT_IN_PLACE).
+NO_IN_PLACE = NOT_IN_PLACE
 
 
 def tile_bytes(t: TileType, arch) -> int | None:

@@ -37,7 +37,8 @@ def test_pipeline_order_is_pinned():
         "AutoTileMatmulL0", "CanonicalizeTileSlice",
         "InferTileMemorySpace", "ResolveBackendOpLayouts", "LowerAutoVectorSplit", "ExpandMixedKernel",
         "InjectGmPipeBuffer", "SplitVectorKernel", "ClassifyKernels", "LowerPipelineLoops", "CanonicalizeIOOrder",
-        "MaterializeTensorStrides", "InitMemRef", "MemoryReuse", "AllocateMemoryAddr", "DeriveCallDirections",
+        "MaterializeTensorStrides", "InitMemRef", "MaterializeSemanticAliases", "MemoryReuse", "AllocateMemoryAddr",
+        "DeriveCallDirections",
     ]
 
 
