@@ -39,7 +39,9 @@ Rules
    (acc), tile.write (tile), tile.scatter / tile.scatter_mask (dst). tile.store returns a tensor: no buffer.
 3. Sharing is sound only if no tile of a buffer is read after another tile overwrites it. Reads are
    branch- and loop-aware: a read in the other branch of an if never follows; a tile from outside a loop
-   that is read inside it is read again after every write in the loop. A move never runs in place (OP-7).
+   that is read inside it is read again after every write in the loop. A move never runs in place (OP-7),
+   nor does an op the hardware runs reading its sources while it writes (recip, reductions, sorts, ...:
+   `ptoc.passes.common.NOT_IN_PLACE`).
    A conflict of an in-place op is a user error (PTOC-E0383).
 4. Loop-carried tiles keep one buffer "when types allow": a loop's iter_arg, its result, the value
    yielded for it and its init value; an if's result and the values its branches yield. Innermost
