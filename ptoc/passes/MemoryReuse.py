@@ -37,7 +37,8 @@ Rules
    else-branch); an assignment, an expression statement, a `pl.yield_` and a `return` each take one
    position. An if's condition is read at the position of the first statement after it, a loop's
    init values at the position of its body's first statement.
-3. A tile lives from the assignment defining it to its last read. A tile read inside a loop it was
+3. A tile lives from the assignment defining it to its last read (an element taken from a tuple of
+   tiles, `d = t[0]`, from the statement computing the tuple). A tile read inside a loop it was
    defined before lives to the loop's last position (the loop reads it again). A read of a loop's result
    counts as a read of its init value (the result lives in that buffer), a read of an if's result as a
    read of the values its branches computed for it. iter_args are not tiles of their own here.
@@ -176,6 +177,7 @@ class _Walk:
         self.loops: list[tuple[int, int]] = []
         self.result_init: dict[str, str] = {}  # loop result -> its init value
         self.phi_sources: dict[str, list[str]] = {}  # if result -> branch-local values
+        self.tuples: dict[str, int] = {}  # tuple of tiles -> the position of the op writing its elements
         self.next_family = 0
 
     def read(self, name: str, pos: int) -> None:
@@ -202,8 +204,12 @@ class _Walk:
             self.pos += 1
             t = self.env.get(s.target.name)
             if isinstance(t, TileType) and t.memref is not None and not is_alloc(s):
-                self.out.defs[s.target.name] = pos
+                # an element of a tuple of tiles was written by the op that made the tuple
+                src = s.value.value if isinstance(s.value, GetItem) else None
+                self.out.defs[s.target.name] = self.tuples.get(src.name, pos) if isinstance(src, Var) else pos
                 self.out.def_stmt[s.target.name] = s
+            elif isinstance(t, TupleType) and memref_bases(t):
+                self.tuples[s.target.name] = pos
             self.reads(s.value, pos)
         elif isinstance(s, EvalStmt):
             self.reads(s.expr, self.pos)

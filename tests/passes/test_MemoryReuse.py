@@ -3,6 +3,7 @@ MemRefs), largest first, in every function holding tiles; an op may write over a
 last time unless the hardware reads that operand while writing (recip, reductions, moves, a widening cast,
 the broadcast vector of a row expansion). Expected values are written out by hand from those rules."""
 
+import re
 import subprocess
 import sys
 import textwrap
@@ -292,3 +293,27 @@ def test_the_fitting_kernel_computes_what_numpy_computes():
     want = np.exp((x + y) * y)  # numpy, independently of ptoc
     got = run_function(lowered, "k", {"x": x, "y": y, "out": np.zeros((128, 176), np.float32)}, ctx)
     np.testing.assert_allclose(got["out"], want, rtol=1e-5)
+
+
+def test_an_element_of_a_tuple_of_tiles_lives_from_the_op_that_wrote_it():
+    # quant_mx writes both elements of q at once; y is loaded and stored before d = q[0] is taken out. y
+    # may not take d's buffer (the same size): d's data is there since the quant_mx, not since `d = q[0]`.
+    a5 = CompileContext(arch="a5")
+    params = ("x: pl.Tensor[[16, 64], pl.BF16], b: pl.Tensor[[16, 64], pl.FP8E4M3FN], "
+              "o1: pl.Out[pl.Tensor[[16, 64], pl.FP8E4M3FN]], out: pl.Out[pl.Tensor[[16, 64], pl.FP8E4M3FN]]")
+    ret = "pl.Tensor[[16, 64], pl.FP8E4M3FN]"
+    text = kernel("""
+        t: pl.Tile[[16, 64], pl.BF16, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
+        q = pl.tile.quant_mx(t, axis=1, dtype=pl.FP8E4M3FN)
+        y: pl.Tile[[16, 64], pl.FP8E4M3FN, pl.Mem.Vec] = pl.tile.load(b, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
+        r1: pl.Tensor[[16, 64], pl.FP8E4M3FN] = pl.tile.store(y, [0, 0], o1)
+        d = q[0]
+        r2: pl.Tensor[[16, 64], pl.FP8E4M3FN] = pl.tile.store(d, [0, 0], out)
+        return r2
+    """, params, ret)
+    from ptoc.driver import frontend
+
+    planned = run_pipeline(frontend(text, "k.ir", a5), a5, stop_after="MemoryReuse")
+    env_text = print_program(planned)
+    ref = {n: re.search(rf"\b{n}: pl.Tile\[[^=]*?MemRef\((\w+),", env_text).group(1) for n in ("y", "d")}
+    assert ref["y"] != ref["d"], env_text
