@@ -165,7 +165,8 @@ def compile_program(program: Program, ctx: CompileContext, source_name: str, pto
     from ptoc.passes.manager import gc_paused
 
     check_assembler_version(program, ctx)
-    skip = frozenset({"AllocateMemoryAddr"}) if pto_level == "level2" else frozenset()
+    # level2: PTOAS plans memory (addresses and lifetime reuse), as PyPTO's memory_planner=PTOAS drops both
+    skip = frozenset({"MemoryReuse", "AllocateMemoryAddr"}) if pto_level == "level2" else frozenset()
     with gc_paused():
         low = lower(program, ctx, dumps=dumps, timings=timings, skip=skip)
         require_kernel(low.program, program)

@@ -48,11 +48,13 @@ def test_tensor_view_states_stride_and_layout():
 
 
 def test_addresses_move_into_memref_offsets():
-    """vector_add's three 64x64 FP32 buffers (16384 bytes each, all live together) get addresses 0,
-    16384 and 32768: the ptoc style writes them as `addr=`, the pypto style as MemRef offsets."""
+    """vector_add's two 64x64 FP32 buffers (16384 bytes each, live together; MemoryReuse computes the sum
+    over the first operand) get addresses 0 and 16384: the ptoc style writes them as `addr=`, the pypto
+    style as MemRef offsets."""
     prog = lowered("vector_add.ir")
     ptoc_text, pypto_text = print_program(prog), print_program(prog, style="pypto")
-    for n, addr in ((3, 0), (4, 16384), (5, 32768)):  # mem_ddr_0..2 name the kernel's three tensors
+    assert "mem_vec_5" not in ptoc_text
+    for n, addr in ((3, 0), (4, 16384)):  # mem_ddr_0..2 name the kernel's three tensors
         assert f"mem_vec_{n}: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384, addr={addr})" in ptoc_text
         assert f"pl.MemRef(mem_vec_{n}, 0, 16384)" in ptoc_text
         assert f"mem_vec_{n}: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)\n" in pypto_text
@@ -149,17 +151,18 @@ def test_passes_cli_print_style(tmp_path):
 
 
 def test_allocations_are_declared_at_the_top():
-    """matmul_bf16 has nine buffers, four of them used only inside its k-loop; InitMemRef declares
-    every buffer at the top of the function (as PyPTO's), and both styles print them there."""
+    """matmul_bf16 has nine buffers after InitMemRef, four of them used only inside its k-loop, and five
+    after MemoryReuse (the loop's tiles take the buffers of the first iteration's, dead before the loop);
+    every buffer is declared at the top of the function (as PyPTO's), and both styles print them there."""
     text = print_program(lowered("matmul_bf16.ir"), style="pypto")
     body = text.split("def mm_kernel", 1)[1].split("\n    @pl.function", 1)[0].splitlines()[1:]
     kinds = ["alloc" if "= pl.tile.alloc(" in ln else "other" for ln in body]
-    assert kinds.count("alloc") == 9
-    assert kinds[:9] == ["alloc"] * 9
-    assert all(ln.startswith(" " * 8 + "mem_") for ln in body[:9])
+    assert kinds.count("alloc") == 5
+    assert kinds[:5] == ["alloc"] * 5
+    assert all(ln.startswith(" " * 8 + "mem_") for ln in body[:5])
     inside_loop = "\n".join(body).split("pl.range(", 1)[1]
     assert "pl.tile.alloc(" not in inside_loop
-    assert "pl.MemRef(mem_mat_9, 8192, 16384)" in inside_loop  # its address, at its use in the loop
+    assert "pl.MemRef(mem_mat_4, 8192, 16384)" in inside_loop  # its address, at its use in the loop
     again = parse_program(text, "<hoisted>", check_ops=False)
     assert print_program(again, style="pypto") == text
 

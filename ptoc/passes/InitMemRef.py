@@ -39,7 +39,9 @@ Rules
    (acc), tile.write (tile), tile.scatter / tile.scatter_mask (dst). tile.store returns a tensor: no buffer.
 3. Sharing is sound only if no tile of a buffer is read after another tile overwrites it. Reads are
    branch- and loop-aware: a read in the other branch of an if never follows; a tile from outside a loop
-   that is read inside it is read again after every write in the loop. A move never runs in place (OP-7).
+   that is read inside it is read again after every write in the loop. A move never runs in place (OP-7),
+   nor does an op the hardware runs reading its sources while it writes (recip, reductions, sorts, ...:
+   `ptoc.passes.common.NOT_IN_PLACE`).
    A conflict of an in-place op is a user error (PTOC-E0383).
 4. Loop-carried tiles keep one buffer "when types allow": a loop's iter_arg, its result, the value
    yielded for it and its init value; an if's result and the values its branches yield. Innermost
@@ -106,7 +108,7 @@ from ptoc.ir.nodes import (
 from ptoc.ir.types import normalize_tile_view
 from ptoc.ir.verifier import NodeIndex, iter_nodes
 from ptoc.analysis.flow import Flow, Site, nested_blocks
-from ptoc.passes.common import align_up
+from ptoc.passes.common import NOT_IN_PLACE, align_up
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target.arch import get_arch
@@ -123,8 +125,9 @@ VIEW_OPS = {"tile.set_validshape": "tile", "tile.reshape": "tile", "tile.reinter
 # Destination-passing ops: the result is written into this operand's buffer, in place.
 TIED_OPS = {"tile.matmul_acc": "acc", "tile.write": "tile", "tile.scatter": "dst", "tile.scatter_mask": "dst",
              "tile.gather_row": "dst"}
-# Ops whose result may never share its source's buffer, even when the source dies there (OP-7).
-NO_IN_PLACE = ("tile.move",)
+# Ops whose result may never share its source's buffer, even when the source dies there: a move (OP-7)
+# and every op the hardware runs reading its sources while it writes (ptoc.passes.common.NOT_IN_PLACE).
+NO_IN_PLACE = NOT_IN_PLACE
 
 
 def tile_bytes(t: TileType, arch) -> int | None:

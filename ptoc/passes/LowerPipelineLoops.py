@@ -34,8 +34,9 @@ Rules (PyPTO's LowerPipelineLoops; its tests in tests/ut/ir/transforms/test_lowe
 - The step and the stage must be integer constants (PTOC-E0650).
 
 Where ptoc differs from PyPTO: PyPTO marks the clones' tile definitions with pipeline-stage attributes
-for its MemoryReuse pass; ptoc has no such pass reading them and gives every clone's tiles separate
-buffers through their names. PyPTO's LowerPipelineToSlots (one body over N-slot buffers, only with
+so that its MemoryReuse keeps the clones' buffers apart where they fit; ptoc marks nothing, and its
+MemoryReuse may let clones' tiles whose lifetimes do not overlap share a buffer (the loads, which
+CanonicalizeIOOrder puts ahead of the clones' computations, stay apart). PyPTO's LowerPipelineToSlots (one body over N-slot buffers, only with
 PTOAS planning memory) is not in ptoc: it always replicates.
 """
 

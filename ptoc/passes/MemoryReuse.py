@@ -1,119 +1,124 @@
-"""MemoryReuse: let tiles whose lifetimes do not overlap share one on-chip buffer.
+"""MemoryReuse: let tiles whose lifetimes do not overlap share one on-chip buffer, as PyPTO's pass does.
 
 Purpose
 -------
-InitMemRef gives every tile writer a buffer of its own (`mem_<space>_<n> = pl.tile.alloc(...)`), sharing
-only where the program's meaning requires it (views, in-place ops, loop-carried values). This pass
-coalesces the rest: a buffer whose tiles are all dead before another buffer's first tile is written
-takes that buffer's place, so its `pl.tile.alloc` disappears and its tiles' `pl.MemRef`s name the
-surviving buffer. Beyond what the address planner (AllocateMemoryAddr) can do on its own, it lets an
-element-wise op write its result over an operand read for the last time by that very op (in place,
-as the vector unit allows for element-wise instructions): a kernel needing three buffers at the
-statement `c = pl.tile.add(a, b)` needs two after it.
+InitMemRef gives every tile writer a buffer of its own (`mem_<space>_<n> = pl.tile.alloc(...)` at the top
+of the function), sharing only where the program's meaning requires it (views, destination-passing ops,
+loop-carried values; MaterializeSemanticAliases completes the last). This pass coalesces the rest, in
+every function that holds tiles: a buffer whose tiles are all dead when another buffer's first tile is
+written takes that buffer's place, its `pl.tile.alloc` disappears and its tiles' `pl.MemRef`s name the
+surviving buffer. The address planner (AllocateMemoryAddr) then places fewer, larger-lived buffers.
 
-Before::
+Before (after InitMemRef)::
 
-    mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 65536)
-    a: pl.Tile[[128, 128], pl.FP32, pl.MemRef(mem_vec_0, 0, 65536), pl.Mem.Vec] = pl.tile.load(x, ...)
-    mem_vec_1: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 65536)
-    b: pl.Tile[[128, 128], pl.FP32, pl.MemRef(mem_vec_1, 0, 65536), pl.Mem.Vec] = pl.tile.load(y, ...)
-    mem_vec_2: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 65536)
-    c: pl.Tile[[128, 128], pl.FP32, pl.MemRef(mem_vec_2, 0, 65536), pl.Mem.Vec] = pl.tile.add(a, b)
+    mem_vec_2: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+    mem_vec_3: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+    mem_vec_4: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+    a: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_2, 0, 16384), pl.Mem.Vec] = pl.tile.load(x, ...)
+    b: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_3, 0, 16384), pl.Mem.Vec] = pl.tile.exp(a)
+    c: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_4, 0, 16384), pl.Mem.Vec] = pl.tile.recip(b)
 
-After (`a` is last read by the add, which may write over it)::
+After (`b` may be written over `a`, read for the last time by the exp; a recip never runs in place, so
+`c` goes back to `a`'s buffer, which is free by then)::
 
-    mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 65536)
-    a: pl.Tile[[128, 128], pl.FP32, pl.MemRef(mem_vec_0, 0, 65536), pl.Mem.Vec] = pl.tile.load(x, ...)
-    mem_vec_1: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 65536)
-    b: pl.Tile[[128, 128], pl.FP32, pl.MemRef(mem_vec_1, 0, 65536), pl.Mem.Vec] = pl.tile.load(y, ...)
-    c: pl.Tile[[128, 128], pl.FP32, pl.MemRef(mem_vec_0, 0, 65536), pl.Mem.Vec] = pl.tile.add(a, b)
+    mem_vec_2: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+    mem_vec_3: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+    a: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_2, 0, 16384), pl.Mem.Vec] = pl.tile.load(x, ...)
+    b: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_2, 0, 16384), pl.Mem.Vec] = pl.tile.exp(a)
+    c: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_3, 0, 16384), pl.Mem.Vec] = pl.tile.recip(b)
 
 Rules
 -----
-0. Only where it is needed: a memory space is coalesced when the address planner's own placement (first
-   fit over the lifetimes below, AllocateMemoryAddr rule 2) would exceed the target's capacity of it
-   (`ptoc/target/arch.py`). Elsewhere AllocateMemoryAddr already lets buffers with disjoint lifetimes
-   share addresses, and keeping their handles apart spares the hardware pipelines the false
-   dependencies that one shared buffer brings (PyPTO makes the same point about declared buffers).
-1. Kernels only, before addresses are placed (a kernel whose allocs carry `addr=` is left alone).
-2. Lifetimes as AllocateMemoryAddr computes them (`ptoc.analysis.flow`): a buffer lives from its alloc to
-   the last definition or read of any value bound to it; a read inside a loop of a buffer allocated
-   outside it keeps the buffer live to the loop's end (so loop-carried buffers live across the loop).
-3. Buffers are visited in alloc order. Each joins the first earlier group (a surviving buffer and the
-   buffers merged into it) of the same memory space and the same byte size whose members' lifetimes are
-   all disjoint from its own, and whose alloc is in scope where it is needed (in the same block or an
-   enclosing one). "Disjoint" also admits touching in place: a member last read by the statement that
-   first writes the buffer, when that statement is an element-wise op from the in-place list below whose
-   operand bound to the member has the result's shape, dtype width and TileView (so element i of the
-   result lands exactly on element i of the operand).
-4. In place: tile.add/sub/mul/div/maximum/minimum, their scalar forms (adds, subs, muls, divs, maximums,
-   minimums), tile.exp/log/abs/neg/relu/sqrt. Never in place: moves, extracts, matmuls, reductions,
-   broadcasts, gathers, casts and everything else (PyPTO marks recip, rsqrt, fmod, and/or/xor, prelu,
-   move, extract, transpose, concat, gathers, sorts and reductions not in-place safe; ptoc uses a list of
-   the safe ones instead, so a new op is never in place by accident).
-5. Deterministic: the same input gives the same groups; buffer names are kept, merged allocs removed.
+1. Every function that holds tiles (kernels and plain functions), as PyPTO; orchestration holds none. A
+   function whose buffers are placed already (an alloc with `addr=`, or, PyPTO's form, a MemRef with an
+   offset other than 0) is left alone. The property `coalesced` (nothing left to merge) lets the
+   pipeline run this pass on a dump taken after InitMemRef rather than skip it.
+2. Positions: the statements are numbered in program order, nested bodies included (then-branch before
+   else-branch); an assignment, an expression statement, a `pl.yield_` and a `return` each take one
+   position. An if's condition is read at the position of the first statement after it, a loop's
+   init values at the position of its body's first statement.
+3. A tile lives from the assignment defining it to its last read (an element taken from a tuple of
+   tiles, `d = t[0]`, from the statement computing the tuple). A tile read inside a loop it was
+   defined before lives to the loop's last position (the loop reads it again). A read of a loop's result
+   counts as a read of its init value (the result lives in that buffer), a read of an if's result as a
+   read of the values its branches computed for it. iter_args are not tiles of their own here.
+4. A buffer is the set of tiles bound to one alloc; it lives from its first definition to its last read.
+   Two buffers are compatible when their lifetimes do not overlap; touching is allowed (the last read
+   of one at the statement that writes the other: a statement reads its operands before it writes), and
+   so is an overlap that only comes from the two values of one if result in opposite branches.
+5. Never in place: the result of an op may not share a buffer with the operands the hardware still
+   reads while writing it: every operand of tile.move, recip, rsqrt, fmod(s), ands/ors/xors, prelu,
+   fillpad_expand, sort32, mrgsort_format1/2, gather(b)/gather_mask/gather_compare/mgather, transpose,
+   extract, concat, row_sum/max/min/prod/argmax/argmin, col_argmax/argmin and a widening tile.cast; the
+   mask and scratch operands of tile.sel, the mask of tile.sels, the broadcast vector of the
+   row_expand* / col_expand* ops (and row_expand_add's scratch). Checked both ways, on the buffer an
+   operand sits in after the merges already decided.
+6. Packing, per memory space: buffers largest first (alloc bytes; ties by first definition), each joins
+   the first surviving buffer all of whose members it is compatible with, else survives itself. The
+   survivor (the largest, earliest) keeps its alloc.
+7. Rewrite: every MemRef naming a merged buffer names its survivor (offset and size kept), the merged
+   allocs are removed, and so is an alloc no tile names any more (MaterializeSemanticAliases may leave
+   one); the alloc order is kept.
 
 Where this pass deliberately differs from PyPTO
 ----------------------------------------------
-- PyPTO also places allocations at the top of the function and gives parameters DDR MemRefs (InitMemRef's
-  form there); ptoc keeps InitMemRef's placement: an alloc right before its first tile.
-- PyPTO's loop-carry / if-phi retargeting (MaterializeSemanticAliases) is InitMemRef's rule 4 in ptoc.
-- No pipeline-stage separation or capacity-driven shedding (PyPTO keeps double-buffered stages apart when
-  they fit): ptoc has no LowerPipelineLoops yet, so every merge here is a pure saving.
-- PyPTO coalesces every kernel; ptoc only a memory space that does not fit otherwise (rule 0).
-- Buffers of different byte sizes are never merged (AllocateMemoryAddr still lets them share addresses
-  over disjoint lifetimes).
+- A tile moved onto a larger survivor keeps its own MemRef size (PyPTO writes the survivor's size into
+  the tile that joins); the alloc carries the buffer's size either way.
+- No pipeline-stage separation (LowerPipelineLoops's body copies are not tagged with their stage) and
+  no Ascend910B load + tpop in-place guard; loop and if values already share one buffer from InitMemRef
+  and MaterializeSemanticAliases, so no `tile.move` is inserted at a yield afterwards.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from ptoc.analysis.flow import Flow, Site
 from ptoc.ir.nodes import (
     AssignStmt,
     Call,
     ConstInt,
     EnumLit,
+    EvalStmt,
+    Expr,
     ForStmt,
     Function,
+    GetItem,
     IfStmt,
+    MemRef,
     Program,
+    ReturnStmt,
     ScopeStmt,
     Stmt,
     TileType,
+    TupleType,
     Var,
     WhileStmt,
+    YieldStmt,
 )
-from ptoc.ir.visitor import Mutator
-from ptoc.passes.common import align_up, allocs, is_alloc, memref_bases, resolve_op
+from ptoc.ir.visitor import Mutator, walk
+from ptoc.passes.common import allocs, forbidden_operands, is_alloc, memref_bases, resolve_op
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
-from ptoc.target.arch import get_arch
 
-INPLACE_SAFE = frozenset({
-    "tile.add", "tile.sub", "tile.mul", "tile.div", "tile.maximum", "tile.minimum",
-    "tile.adds", "tile.subs", "tile.muls", "tile.divs", "tile.maximums", "tile.minimums",
-    "tile.exp", "tile.log", "tile.abs", "tile.neg", "tile.relu", "tile.sqrt",
-})
-
+TILE_FUNCTION_TYPES = (*KERNEL_TYPES, "Opaque")
 
 class MemoryReuse(Pass):
     name = "MemoryReuse"
     stage = "memory"
-    summary = "tiles with disjoint lifetimes share one buffer (element-wise ops may write over a dying operand)"
+    summary = "buffers whose tiles' lifetimes do not overlap are coalesced into one (largest first)"
     requires = frozenset({"memrefs"})
-    produces = frozenset({"memrefs"})
+    # `coalesced`: a dump after InitMemRef (ptoc's or PyPTO's) has MemRefs but is not coalesced yet, so
+    # the pipeline runs this pass on it instead of skipping it
+    produces = frozenset({"memrefs", "coalesced"})
 
     def run(self, program: Program, ctx) -> Program:
-        todo = [f for f in program.functions if f.func_type in KERNEL_TYPES and _unplaced(f)]
+        todo = [f for f in program.functions if f.func_type in TILE_FUNCTION_TYPES and _unplaced(f)]
         if not todo:
             return program
         env = self.types(program, ctx)
-        arch = get_arch(ctx.arch)
         new: dict[str, Function] = {}
         for f in todo:
-            nf = _coalesce(f, env.get(f.name, {}), arch)
+            nf = coalesce(f, env.get(f.name, {}))
             if nf is not f:
                 new[f.name] = nf
         if not new:
@@ -121,151 +126,315 @@ class MemoryReuse(Pass):
         return replace(program, functions=tuple(new.get(f.name, f) for f in program.functions))
 
 
+def uncoalesced(program: Program, ctx, cache=None) -> list[str]:
+    """The property `coalesced`: no function holds two buffers this pass would still merge (a function
+    whose allocs are placed, or that has none, holds)."""
+    todo = [f for f in program.functions if f.func_type in TILE_FUNCTION_TYPES and _unplaced(f)]
+    if not todo:
+        return []
+    from ptoc.ir.verifier import function_types
+
+    types = function_types(program, ctx, cache=cache)
+    bad = []
+    for f in todo:
+        remap = plan(f, types.get(f.name, {}))
+        bad += [f"{f.name}: buffer {m} could share {h}" for m, h in sorted(remap.items())]
+    return bad
+
+
+def _unplaced(f: Function) -> bool:
+    """Allocs, none placed: no `addr=`, and every MemRef offset 0 (PyPTO's form after AllocateMemoryAddr
+    writes the addresses as MemRef offsets instead)."""
+    found = list(allocs(f.body))
+    if not found or any(s.value.kwarg("addr") is not None for s in found):  # type: ignore[union-attr]
+        return False
+    return not any(isinstance(n, MemRef) and isinstance(n.base, Var) and not (
+        isinstance(n.offset, ConstInt) and n.offset.value == 0) for n in walk(f))
+
+
+def _names(e: Expr | None) -> list[str]:
+    if e is None:
+        return []
+    return [n.name for n in walk(e) if isinstance(n, Var)]
+
+
+@dataclass
+class Lifetimes:
+    """Rules 2-3: every tile's definition position and (loop-extended) last read."""
+
+    defs: dict[str, int] = field(default_factory=dict)
+    def_stmt: dict[str, AssignStmt] = field(default_factory=dict)
+    last: dict[str, int] = field(default_factory=dict)
+    families: dict[str, set[int]] = field(default_factory=dict)  # if-result families (rule 4)
+
+
+class _Walk:
+    def __init__(self, env):
+        self.env = env
+        self.pos = 0
+        self.out = Lifetimes()
+        self.raw: dict[str, int] = {}
+        self.loops: list[tuple[int, int]] = []
+        self.result_init: dict[str, str] = {}  # loop result -> its init value
+        self.phi_sources: dict[str, list[str]] = {}  # if result -> branch-local values
+        self.tuples: dict[str, int] = {}  # tuple of tiles -> the position of the op writing its elements
+        self.next_family = 0
+
+    def read(self, name: str, pos: int) -> None:
+        srcs = self.phi_sources.get(name)
+        if srcs is not None:
+            for s in srcs:
+                self.read(s, pos)
+            return
+        name = self.result_init.get(name, name)
+        if name in self.out.defs:
+            self.raw[name] = max(self.raw.get(name, pos), pos)
+
+    def reads(self, e: Expr | None, pos: int) -> None:
+        for n in _names(e):
+            self.read(n, pos)
+
+    def block(self, body: tuple[Stmt, ...]) -> None:
+        for s in body:
+            self.stmt(s)
+
+    def stmt(self, s: Stmt) -> None:
+        if isinstance(s, AssignStmt):
+            pos = self.pos
+            self.pos += 1
+            t = self.env.get(s.target.name)
+            if isinstance(t, TileType) and t.memref is not None and not is_alloc(s):
+                # an element of a tuple of tiles was written by the op that made the tuple
+                src = s.value.value if isinstance(s.value, GetItem) else None
+                self.out.defs[s.target.name] = self.tuples.get(src.name, pos) if isinstance(src, Var) else pos
+                self.out.def_stmt[s.target.name] = s
+            elif isinstance(t, TupleType) and memref_bases(t):
+                self.tuples[s.target.name] = pos
+            self.reads(s.value, pos)
+        elif isinstance(s, EvalStmt):
+            self.reads(s.expr, self.pos)
+            self.pos += 1
+        elif isinstance(s, (YieldStmt, ReturnStmt)):
+            pos = self.pos
+            self.pos += 1
+            for v in s.values:
+                self.reads(v, pos)
+        elif isinstance(s, IfStmt):
+            self._if(s)
+        elif isinstance(s, (ForStmt, WhileStmt)):
+            for v in s.init_values:
+                self.reads(v, self.pos)
+            start = self.pos
+            self.block(s.body)
+            self.loops.append((start, self.pos - 1))
+            for r, init in zip(s.results, s.init_values):
+                if isinstance(self.env.get(r.name), TileType) and isinstance(init, Var) \
+                        and init.name in self.out.defs:
+                    self.result_init[r.name] = init.name
+        elif isinstance(s, ScopeStmt):
+            self.block(s.body)
+
+    def _if(self, s: IfStmt) -> None:
+        self.reads(s.cond, self.pos)
+        spans = []
+        for body in (s.then_body, s.else_body):
+            start = self.pos
+            self.block(body)
+            spans.append((body, start, self.pos - 1))
+        for i, r in enumerate(s.results):
+            t = self.env.get(r.name)
+            if not isinstance(t, TileType) or t.memref is None:
+                continue
+            family = self.next_family
+            self.next_family += 1
+            local: list[str] = []
+            seen: set[str] = set()
+            for body, lo, hi in spans:
+                if body and isinstance(body[-1], YieldStmt) and i < len(body[-1].values):
+                    v = body[-1].values[i]
+                    if isinstance(v, Var):
+                        self._source(v.name, lo, hi, family, local, seen)
+            if local:
+                self.out.families.setdefault(r.name, set()).add(family)
+                self.phi_sources[r.name] = local
+
+    def _source(self, name: str, lo: int, hi: int, family: int, local: list[str], seen: set[str]) -> None:
+        """Record `name`, yielded by a branch spanning positions lo..hi, as a value of an if result."""
+        nested = self.phi_sources.get(name)
+        if nested is not None:  # an inner if's result: its own branch-local values
+            if name not in seen:
+                seen.add(name)
+                for n in nested:
+                    self._source(n, lo, hi, family, local, seen)
+            return
+        d = self.out.defs.get(name)
+        if d is None or not lo <= d <= hi:
+            return  # computed before the if: not this result's own value
+        local.append(name)
+        self.out.families.setdefault(name, set()).add(family)
+
+    def finish(self) -> Lifetimes:
+        for name, d in self.out.defs.items():
+            raw = self.raw.get(name, d)
+            end = raw
+            for lo, hi in self.loops:
+                if d < lo <= raw:
+                    end = max(end, hi)
+            self.out.last[name] = end
+        return self.out
+
+
+def lifetimes(f: Function, env) -> Lifetimes:
+    w = _Walk(env)
+    w.block(f.body)
+    return w.finish()
+
+
 @dataclass
 class _Buffer:
     name: str
     space: str
     size: int
-    start: int
-    path: tuple[tuple[int, int], ...]
+    index: int  # alloc order
+    tiles: list[str] = field(default_factory=list)  # in definition order
+    start: int = 0
     end: int = 0
-    tiles: list[str] = field(default_factory=list)
-    members: list[_Buffer] = field(default_factory=list)  # for a surviving buffer: itself and those merged in
 
 
-def _unplaced(f: Function) -> bool:
-    found = list(allocs(f.body))
-    return bool(found) and all(s.value.kwarg("addr") is None for s in found)  # type: ignore[union-attr]
+def _forbidden(f: Function, env) -> dict[str, list[str]]:
+    """Rule 5: tile name -> the operand names its buffer may not share."""
+    out: dict[str, list[str]] = {}
+    pending: dict[str, list[str]] = {}  # tuple results -> forbidden operands of their elements
+    for s in _assigns(f.body):
+        if isinstance(s.value, GetItem) and isinstance(s.value.value, Var) and s.value.value.name in pending:
+            out.setdefault(s.target.name, []).extend(pending[s.value.value.name])
+        if not isinstance(s.value, Call) or s.value.kind != "op" or is_alloc(s):
+            continue
+        call = s.value
+        op = call.op if call.op.startswith("tile.") else getattr(resolve_op(call, env), "name", call.op)
+        bad = forbidden_operands(op, call.args, env.get(s.target.name), env)
+        if not bad:
+            continue
+        if isinstance(env.get(s.target.name), TupleType):
+            pending[s.target.name] = bad
+        else:
+            out.setdefault(s.target.name, []).extend(bad)
+    return out
 
 
-def _buffers(f: Function, flow: Flow, env) -> list[_Buffer]:
+def _assigns(body: tuple[Stmt, ...]):
+    for s in body:
+        if isinstance(s, AssignStmt):
+            yield s
+        elif isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
+            yield from _assigns(s.body)
+        elif isinstance(s, IfStmt):
+            yield from _assigns(s.then_body)
+            yield from _assigns(s.else_body)
+
+
+def _buffers(f: Function, env, life: Lifetimes) -> dict[str, _Buffer]:
     out: dict[str, _Buffer] = {}
-    for s in allocs(f.body):
+    for i, s in enumerate(allocs(f.body)):
         call: Call = s.value  # type: ignore[assignment]
         space_e = call.args[0] if call.args else call.kwarg("memory")
         size_e = call.args[1] if len(call.args) > 1 else call.kwarg("size")
         if not isinstance(size_e, ConstInt):
             continue  # AllocateMemoryAddr reports it
-        name = s.target.name  # type: ignore[union-attr]
-        pos = int(flow.defs[name].pos)
-        out[name] = _Buffer(name, space_e.member if isinstance(space_e, EnumLit) else "Vec", size_e.value, pos,
-                            flow.paths[name], pos)
-
-    def reach(site: Site, b: _Buffer) -> float:
-        for loop in site.loops:  # outermost first: the widest loop the buffer outlives
-            start, end = flow.loops[loop]
-            if b.start < start:
-                return max(site.pos, end)
-        return site.pos
-
-    for name in sorted(env, key=lambda n: (flow.defs[n].pos if n in flow.defs else -1, n)):
-        bound = [out[b] for b in dict.fromkeys(memref_bases(env[name])) if b in out]
-        if not bound or name in out:
-            continue
-        sites = ([flow.defs[name]] if name in flow.defs else []) + flow.uses.get(name, [])
-        for b in bound:
-            b.tiles.append(name)
-            for site in sites:
-                b.end = max(b.end, int(reach(site, b)))
-    return sorted(out.values(), key=lambda b: b.start)
-
-
-def _in_scope(target: _Buffer, b: _Buffer) -> bool:
-    """`target`'s alloc is visible where `b`'s alloc stands: in the same block, or a block enclosing it."""
-    depth = len(target.path)
-    if len(b.path) < depth or b.path[:depth - 1] != target.path[:depth - 1]:
-        return False
-    return b.path[depth - 1][0] == target.path[-1][0]
-
-
-def _peak(bs: list[_Buffer], align: int) -> int:
-    """The highest end address when `bs` (one space, in start order) are placed first fit over their
-    lifetimes: the address planner's own placement (AllocateMemoryAddr rule 2)."""
-    placed: list[tuple[int, int, int]] = []  # (end of lifetime, address, size)
-    peak = 0
-    for b in bs:
-        placed = [p for p in placed if p[0] >= b.start]
-        addr = 0
-        for lo, hi in sorted((a, a + n) for _, a, n in placed):
-            if addr + b.size <= lo:
-                break
-            addr = max(addr, align_up(hi, align))
-        placed.append((b.end, addr, b.size))
-        peak = max(peak, addr + b.size)
-    return peak
-
-
-def _coalesce(f: Function, env, arch) -> Function:
-    flow = Flow(f)
-    buffers = _buffers(f, flow, env)
-    for b in buffers:
-        b.size = align_up(b.size, arch.alignment_bytes)
-    spaces = sorted({b.space for b in buffers})
-    tight = {sp for sp in spaces if (cap := arch.capacity(sp)) is not None
-             and _peak([b for b in buffers if b.space == sp], arch.alignment_bytes) > cap}
-    buffers = [b for b in buffers if b.space in tight]
-    if not buffers:
-        return f
-    by_name = {b.name: b for b in buffers}
-    bound_to: dict[str, str] = {}
-    for b in buffers:
-        for t in b.tiles:
-            bound_to.setdefault(t, b.name)
-    groups: list[_Buffer] = []
-    remap: dict[str, str] = {}
-    for b in buffers:
-        if not b.tiles:
-            continue
-        first_def = min((flow.defs[t] for t in b.tiles if t in flow.defs), key=lambda s: s.pos, default=None)
-        inplace_from = _inplace_operands(flow, b, first_def, env, bound_to, by_name)
-        host = None
-        for g in groups:
-            if g.space != b.space or g.size != b.size or not _in_scope(g, b):
-                continue
-            if all(m.end < b.start or (first_def is not None and m.end == first_def.pos and m.name in inplace_from)
-                   or m.start > b.end for m in g.members):
-                host = g
-                break
-        if host is None:
-            b.members = [b]
-            groups.append(b)
-        else:
-            host.members.append(b)
-            remap[b.name] = host.name
-    if not remap:
-        return f
-    return _Rebind(remap).function(f)
-
-
-def _inplace_operands(flow: Flow, b: _Buffer, first_def: Site | None, env, bound_to, by_name) -> set[str]:
-    """Buffers whose tile `b`'s first writer may overwrite in place (rule 3)."""
-    if first_def is None:
-        return set()
-    writer = next((flow.def_stmt[t] for t in b.tiles if t in flow.def_stmt and flow.defs[t] == first_def), None)
-    if not isinstance(writer, AssignStmt) or not isinstance(writer.value, Call):
-        return set()
-    op = resolve_op(writer.value, env)
-    if op is None or op.name not in INPLACE_SAFE:
-        return set()
-    result = env.get(writer.target.name)
-    if not isinstance(result, TileType):
-        return set()
-    out = set()
-    for a in writer.value.args:
-        if not isinstance(a, Var):
-            continue
-        t = env.get(a.name)
-        if isinstance(t, TileType) and t.shape == result.shape and t.dtype.bits == result.dtype.bits \
-                and t.view == result.view and a.name in bound_to:  # same element layout: index i is index i
-            out.add(bound_to[a.name])
+        out[s.target.name] = _Buffer(s.target.name, space_e.member if isinstance(space_e, EnumLit) else "Vec",
+                                     size_e.value, i)
+    for name in sorted(life.defs, key=life.defs.__getitem__):
+        for b in dict.fromkeys(memref_bases(env.get(name))):
+            if b in out:
+                out[b].tiles.append(name)
+    for b in out.values():
+        if b.tiles:
+            b.start = min(life.defs[t] for t in b.tiles)
+            b.end = max(life.last[t] for t in b.tiles)
     return out
 
 
-class _Rebind(Mutator):
-    """Every reference to a merged buffer names its host; the merged allocs are dropped."""
+def plan(f: Function, env, life: Lifetimes | None = None) -> dict[str, str]:
+    """Rule 6: merged buffer -> surviving buffer."""
+    life = life if life is not None else lifetimes(f, env)
+    buffers = _buffers(f, env, life)
+    forbidden = _forbidden(f, env)
+    base_of = {t: b.name for b in buffers.values() for t in b.tiles}
+    forbid_by_buffer: dict[str, list[str]] = {}
+    for t, ops in forbidden.items():
+        if t in base_of:
+            forbid_by_buffer.setdefault(base_of[t], []).extend(ops)
+    remap: dict[str, str] = {}
 
-    def __init__(self, remap: dict[str, str]):
+    def physical(buf: str | None) -> str | None:
+        while buf is not None and buf in remap:
+            buf = remap[buf]
+        return buf
+
+    def operand_buffer(name: str) -> str | None:
+        bases = memref_bases(env.get(name))
+        return physical(bases[0]) if bases else None
+
+    def var_overlap(x: str, y: str) -> bool:
+        return not (life.last[x] <= life.defs[y] or life.last[y] <= life.defs[x])
+
+    def overlap_blocks(a: _Buffer, b: _Buffer) -> bool:
+        family = False
+        for x in a.tiles:
+            fx = life.families.get(x, set())
+            for y in b.tiles:
+                if fx & life.families.get(y, set()):
+                    family = True
+                elif var_overlap(x, y):
+                    return True
+        return not family
+
+    def forbid_blocks(writer: _Buffer, occupant: _Buffer) -> bool:
+        ops = forbid_by_buffer.get(writer.name)
+        if not ops:
+            return False
+        occ = physical(occupant.name)
+        return any(operand_buffer(o) == occ for o in ops)
+
+    def can_share(cand: _Buffer, member: _Buffer) -> bool:
+        if not (cand.end <= member.start or member.end <= cand.start) and overlap_blocks(cand, member):
+            return False
+        return not (forbid_blocks(cand, member) or forbid_blocks(member, cand))
+
+    spaces: dict[str, list[_Buffer]] = {}
+    for b in buffers.values():
+        if b.tiles:
+            spaces.setdefault(b.space, []).append(b)
+    for space in sorted(spaces):
+        order = sorted(spaces[space], key=lambda b: (-b.size, b.start, b.index))
+        groups: list[list[_Buffer]] = []
+        for cand in order:
+            host = next((g for g in groups if all(can_share(cand, m) for m in g)), None)
+            if host is None:
+                groups.append([cand])
+            else:
+                host.append(cand)
+        for g in groups:
+            for m in g[1:]:
+                remap[m.name] = g[0].name
+    return remap
+
+
+def coalesce(f: Function, env) -> Function:
+    remap = plan(f, env)
+    used = {b for t in env.values() for b in memref_bases(t)}
+    unused = {s.target.name for s in allocs(f.body)} - used  # type: ignore[union-attr]
+    if not remap and not unused:
+        return f
+    return _Rebind(remap, unused).function(f)
+
+
+class _Rebind(Mutator):
+    """Every reference to a merged buffer names its survivor; the merged allocs are dropped."""
+
+    def __init__(self, remap: dict[str, str], unused: set[str]):
         self.remap = remap
+        self.unused = unused
 
     def function(self, f: Function) -> Function:
         return replace(f, body=self.block(f.body))
@@ -273,7 +442,7 @@ class _Rebind(Mutator):
     def block(self, body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
         out = []
         for s in body:
-            if is_alloc(s) and s.target.name in self.remap:  # type: ignore[union-attr]
+            if is_alloc(s) and (s.target.name in self.remap or s.target.name in self.unused):  # type: ignore[union-attr]
                 continue
             if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
                 s = replace(self.mutate(replace(s, body=())), body=self.block(s.body))

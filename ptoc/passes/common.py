@@ -129,3 +129,38 @@ def memref_bases(t: Type | None) -> list[str]:
     if isinstance(t, TileType) and t.memref is not None and isinstance(t.memref.base, Var):
         return [t.memref.base.name]
     return []
+
+
+# Ops whose result may share no operand's buffer: the hardware still reads the operands while it writes the
+# result (TMOV needs distinct addresses (OP-7); the reductions, gathers, sorts, transposes and the
+# high-precision recip/rsqrt read a scratch or the whole source; fmod re-reads its dividend; a widening
+# tile.cast is handled by `forbidden_operands`). PyPTO marks the same ops `not_inplace_safe`.
+NOT_IN_PLACE = frozenset({
+    "tile.move", "tile.recip", "tile.rsqrt", "tile.fmod", "tile.fmods", "tile.ands", "tile.ors", "tile.xors",
+    "tile.prelu", "tile.fillpad_expand", "tile.sort32", "tile.mrgsort_format1", "tile.mrgsort_format2",
+    "tile.gather", "tile.gatherb", "tile.gather_mask", "tile.gather_compare", "tile.mgather", "tile.transpose",
+    "tile.extract", "tile.concat", "tile.row_sum", "tile.row_max", "tile.row_min", "tile.row_prod",
+    "tile.row_argmax", "tile.row_argmin", "tile.col_argmax", "tile.col_argmin",
+})
+# Ops whose result may overwrite some operands but not these (positional indices): tile.sel's mask and
+# scratch, tile.sels' mask, the broadcast vector of a row/col expansion (re-read for every row or column).
+FORBIDDEN_OPERANDS: dict[str, tuple[int, ...]] = {
+    "tile.sel": (0, 3), "tile.sels": (0,),
+    **{f"tile.{axis}_expand{suffix}": (1,) for axis in ("row", "col")
+       for suffix in ("", "_sub", "_div", "_mul", "_add", "_max", "_min", "_expdif")},
+    "tile.row_expand_add": (1, 2),
+}
+
+
+def forbidden_operands(op: str, args: tuple[Expr, ...], result: Type | None, env: TypeEnv) -> list[str]:
+    """The names among `args` (a call of `op` producing a value of type `result`) whose buffer the result
+    may not share."""
+    names = [a.name if isinstance(a, Var) else None for a in args]
+    if op in NOT_IN_PLACE:
+        return [n for n in names if n]
+    bad = [names[i] for i in FORBIDDEN_OPERANDS.get(op, ()) if i < len(names) and names[i]]
+    if op == "tile.cast" and names and names[0]:  # a widening cast writes ahead of what it has read
+        src = env.get(names[0])
+        if isinstance(src, TileType) and isinstance(result, TileType) and result.dtype.bits > src.dtype.bits:
+            bad.append(names[0])
+    return bad

@@ -64,6 +64,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("layout", "CanonicalizeIOOrder"),
     ("layout", "MaterializeTensorStrides"),
     ("memory", "InitMemRef"),
+    ("memory", "MaterializeSemanticAliases"),
     ("memory", "MemoryReuse"),
     ("memory", "AllocateMemoryAddr"),
     ("memory", "FoldNoOpReshape"),

@@ -209,6 +209,14 @@ def _memrefs_of_values(program: Program, ctx: CompileContext, cache=None) -> lis
             for k, n, t in value_tiles(program, ctx, cache) if t.memref is None or t.memref.declared]
 
 
+@property_check("coalesced")
+def _coalesced(program: Program, ctx: CompileContext, cache=None) -> list[str]:
+    """No two on-chip buffers of a function with unplaced allocs could still share one (MemoryReuse)."""
+    from ptoc.passes.MemoryReuse import uncoalesced
+
+    return uncoalesced(program, ctx, cache)
+
+
 @property_check("addresses")
 def _addresses(program: Program, ctx: CompileContext, cache=None) -> list[str]:
     """Every on-chip allocation in a kernel has a byte address: its `addr=`, or, in PyPTO's form (no

@@ -52,7 +52,7 @@ def pair(gm: bool = True, slots: int = 8) -> str:
 
 def emit(text: str, ctx=A2A3, level: str = "level3") -> str:
     prog = frontend(text, "pair.ir", ctx)
-    skip = frozenset({"AllocateMemoryAddr"}) if level == "level2" else frozenset()
+    skip = frozenset({"MemoryReuse", "AllocateMemoryAddr"}) if level == "level2" else frozenset()
     out, _ = emit_module(lower(prog, ctx, skip=skip).program, ctx, pto_level=level)
     return out
 

@@ -656,3 +656,22 @@ def test_a_kernel_returning_a_tile_is_a_user_error_not_a_crash(tmp_path):
     assert r.returncode == 1, r.stderr
     assert "PTOC-E0670" in r.stderr and "k.ir:6:" in r.stderr and "pl.Out" in r.stderr
     assert "internal error" not in r.stderr
+
+
+@pytest.mark.parametrize("op, in_place", [("pl.tile.recip(acc)", False), ("pl.tile.row_expand_mul(acc, v)", True),
+                                          ("pl.tile.exp(acc)", True)])
+def test_an_op_that_reads_its_source_while_writing_gets_a_carry_copy(op, in_place):
+    # rule 4 with rule 3: the value yielded for a carried tile is computed in the carried buffer, over the
+    # iter_arg it reads for the last time, unless the op reads its source while it writes (recip's high-
+    # precision path): then it gets a buffer of its own and a move copies it into the carried buffer
+    out = run(parse(kernel(f"""
+        v: pl.Tile[[64, 1], pl.FP32, pl.Mem.Vec] = pl.tile.load(b, [0, 0], [64, 1], target_memory=pl.Mem.Vec)
+        x0: {T64} = pl.tile.load(a, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
+        for i, (acc,) in pl.range(0, 4, 1, init_values=(x0,)):
+            nxt: {T64} = {op}
+            r: {T64} = pl.yield_(nxt)
+        o: {VEC_RET} = pl.tile.store(r, [0, 0], out)
+        return o
+    """)))
+    text = print_program(out)
+    assert ("pl.tile.move(nxt" not in text) == in_place, text

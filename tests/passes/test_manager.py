@@ -42,8 +42,8 @@ def test_pipeline_order_is_pinned():
         "InferTileMemorySpace", "ResolveBackendOpLayouts", "LowerAutoVectorSplit", "ExpandMixedKernel",
         "InjectGmPipeBuffer", "SplitVectorKernel", "StampTfreeSplit", "NormalizeReturnOrder", "ClassifyKernels",
         "SkewCrossCorePipeline", "LowerPipelineLoops", "CanonicalizeIOOrder", "MaterializeTensorStrides", "InitMemRef",
-        "MemoryReuse", "AllocateMemoryAddr", "FoldNoOpReshape", "FuseCreateAssembleToSlice", "DeriveCallDirections",
-        "ExpandManualPhaseFence", "MaterializeRuntimeScopes",
+        "MaterializeSemanticAliases", "MemoryReuse", "AllocateMemoryAddr", "FoldNoOpReshape",
+        "FuseCreateAssembleToSlice", "DeriveCallDirections", "ExpandManualPhaseFence", "MaterializeRuntimeScopes",
     ]
 
 

@@ -292,7 +292,7 @@ def test_overlapping_tile_addresses_corrupt_softmax():
 
 def test_tile_beyond_its_memory_is_an_error():
     text = compiled("vector_add")
-    bad = corrupt(text, "%c32768_i64 = arith.constant 32768 : i64", "%c32768_i64 = arith.constant 180224 : i64")
+    bad = corrupt(text, "%c16384_i64 = arith.constant 16384 : i64", "%c16384_i64 = arith.constant 180224 : i64")
     with pytest.raises(PtoExecError, match="does not fit"):
         run_vector_add(bad)
 
