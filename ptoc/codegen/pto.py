@@ -2,9 +2,10 @@
 
 Entry point: `emit_module(program, ctx, pto_level="level3") -> (text, skipped)`. `text` is one
 `module attributes {pto.target_arch = "a2a3"|"a5"} { ... }` holding a `func.func` per kernel (AIC, AIV
-and plain InCore functions, in program order); `skipped` lists the names of the other functions
-(orchestration, opaque, ...), which are not emitted (the driver reports them). `kernel_functions(program)`
-returns the functions that are emitted.
+and plain InCore functions, in program order); `skipped` lists the names of the functions that are not
+emitted and whose absence is not self-evident (an Opaque function without `type=`, ...; the driver notes
+them): orchestration, Group and Spmd functions are host code, described by the kernels manifest.
+`kernel_functions(program)` returns the functions that are emitted.
 
 The spelling follows `spec/pto-format.md` exactly:
 - arguments: GM tensor params as `!pto.ptr<T>` (in parameter order), then scalar params, then one `index`
@@ -136,6 +137,11 @@ def kernel_functions(program: Program) -> list[Function]:
     return [f for f in program.functions if f.func_type in KERNEL_KIND]
 
 
+# Functions that run on the host and launch kernels: not emitted, and not noted as skipped (the kernels
+# manifest lists their calls).
+HOST_FUNCTION_TYPES = ("Orchestration", "Group", "Spmd")
+
+
 def emit_module(program: Program, ctx, pto_level: str = "level3", types: dict | None = None) -> tuple[str, list[str]]:
     """The `.pto` module of every kernel of `program` and the names of the functions not emitted.
     `types`: `ptoc.ir.verifier.function_types` of `program` when the caller has it (the driver's, from
@@ -148,11 +154,11 @@ def emit_module(program: Program, ctx, pto_level: str = "level3", types: dict | 
     if types is None:
         types = function_types(program, ctx)
     funcs = []
-    skipped = []
+    skipped = []  # a successful compile of a whole program is quiet: its host functions are expected
     for f in program.functions:
         if f.func_type in KERNEL_KIND:
             funcs.append(_FunctionEmitter(program, f, types.get(f.name, {}), pto_level, arch).run())
-        else:
+        elif f.func_type not in HOST_FUNCTION_TYPES:
             skipped.append(f.name)
     out = [f'module attributes {{pto.target_arch = "{arch}"}} {{']
     for text in funcs:
