@@ -748,6 +748,13 @@ class Verifier:
         ys = self.block(s.body, inner, f, "loop", carried=len(s.iter_args), owner=s)
         self.loop_depth -= 1
         self._leave(inner, f"the body of the {what} at line {s.span.line}")
+        if not self.ssa or (isinstance(s, ForStmt) and s.kind == "split_aiv"):
+            # as written, a name the body assigns is visible after the loop (ConvertToSSA carries it out
+            # as a result); a pl.split_aiv loop is a region of the function, its names visible after it
+            own = {a.name for a in s.iter_args} | ({s.var.name} if isinstance(s, ForStmt) else set())
+            for name, t in inner.names.items():
+                if name not in own:
+                    scope.names[name] = t
         self._bind_results(s.results, ys, init_types, s, scope)
 
     def _for(self, s: ForStmt, scope: _Scope, f: Function) -> None:
