@@ -154,6 +154,8 @@ CODES: dict[str, str] = {
     "PTOC-E0691": "pl.spmd loop inside a kernel function",
     "PTOC-E0680": "a kernel's cross-core pipe ops disagree on the split mode",
     "PTOC-E0681": "a split kernel cannot be written per lane",
+    # ConvertToSSA, LowerCompositeOps (PTOC-E0740..E0749)
+    "PTOC-E0740": "a name read after the loop or branch that first assigns it has no start value",
     # internal
     "PTOC-I0001": "internal error",
     "PTOC-I0100": "function not emitted",

@@ -891,9 +891,9 @@ _STMT_CHECKS: dict[type, Callable] = {
 
 
 def _join_branches(s: IfStmt, then_scope: _Scope, else_scope: _Scope, scope: _Scope) -> None:
-    """As written (before SSA), a name both branches assign is assigned after the if; a branch that
-    breaks or continues does not reach the end, so the other branch's names are."""
-    after = then_scope.names.keys() & else_scope.names.keys()
+    """As written (before SSA), a name either branch assigns is visible after the if (ConvertToSSA merges
+    it); a branch that breaks or continues does not reach the end, so the other branch's names are."""
+    after = then_scope.names.keys() | else_scope.names.keys()  # (ConvertToSSA decides what one branch leaves)
     if _exits(s.else_body):
         after = then_scope.names.keys()
     elif _exits(s.then_body):

@@ -14,16 +14,26 @@ pass runs first and rewrites the program into that form, the way PyPTO's Convert
   carries that name: the loop gets an iter_arg for it (initialised with the value before the loop),
   its body ends by yielding the body's last value, and the loop's result is the name's value after
   the loop. Carried names come after the loop's own iter_args, in name order;
-- an `if` after which a name has a different value in either branch (or a new name defined in both
-  branches) merges it: each branch yields its value (the value before the `if` when the branch does
-  not assign it; an absent `else` is created for that) and the `if`'s result is the merged value.
-  Merged names come first, in name order, then the `if`'s own yielded names;
-- names assigned inside a loop body or a branch and not merged stay local to it: a use after the
-  loop or branch is reported by the verifier (PTOC-E0101), as before;
-- `with` scopes are regions of the same function: names they assign stay visible after them.
+- a name first assigned inside a loop body (not before the loop) and read after the loop escapes: the
+  loop carries it like the names above (after them, in name order), and its result is the name's value
+  after the loop. Its start value (what it holds when the loop runs no iteration) is chosen as PyPTO
+  chooses it: the current value of an Out / InOut parameter of the same type, else of another name
+  defined before the loop with that type (parameters first, then in order of definition); where
+  there is none, a neutral value made right before the loop (0 / 0.0 / False for a scalar,
+  `pl.system.task_invalid()` for a task id, `pl.tensor.create` / `pl.tile.create` of the type);
+  a value of any other type is PTOC-E0740. "Read after" is order-aware liveness: a name assigned
+  again before it is read (a loop-local temporary of a later loop) does not escape;
+- an `if` after which a name has a different value in either branch merges it: each branch yields its
+  value (the value before the `if` when the branch does not assign it; an absent `else` is created
+  for that) and the `if`'s result is the merged value. A name new in the `if` is merged only when it
+  is read after the `if`; a branch that does not assign it yields the start value an escaping name
+  gets. Merged names come first, in name order, then the `if`'s own yielded names;
+- `with` scopes and `pl.split_aiv` loops are regions of the same function: names they assign stay
+  visible after them.
 
-A function that already assigns every name once is returned unchanged (the same object), so the
-pass costs nothing on SSA input and the printed IR is byte-identical.
+A function that already assigns every name once, and reads no loop-local name after its loop, is
+returned unchanged (the same object), so the pass costs nothing on SSA input and the printed IR is
+byte-identical.
 
 Before::
 
@@ -43,9 +53,14 @@ After::
     out_1 = pl.tile.store(acc_3, [0, 0], out)
 
 Differences from PyPTO: PyPTO renames every value (`x_0`, `acc_iter_1`, `acc_phi_3`); ptoc keeps
-the written name for a first definition so unchanged code reads as written. A name first assigned
-inside a loop body and used after the loop is reported rather than promoted to an iter_arg with a
-made-up initial value.
+the written name for a first definition so unchanged code reads as written. PyPTO merges a name new
+in both branches of an `if` even when nothing reads it after (a dead merge); ptoc merges only names
+read after the `if`, so an `if` written with explicit yields keeps exactly those. Where PyPTO finds no
+start value for an escaping name it leaves an undefined placeholder (which its verifier rejects), and
+a name new in one branch only and read after the `if` leaks out of the branch; ptoc makes a neutral
+start value instead, so the program stays in single assignment. PyPTO also stops escaping names at
+outlined scopes (`pl.at`, ...); ptoc's scopes share their function's names, so it carries them through.
+A function in single assignment with no escaping name is returned unchanged (the same object).
 """
 
 from __future__ import annotations
@@ -405,9 +420,9 @@ class _Converter:
             from ptoc.diagnostics import CompileError, Diagnostic
 
             raise CompileError([Diagnostic(
-                "PTOC-E0740", f"{n!r} is first assigned inside the loop at line {s.span.line} and read after it; "
-                "ptoc cannot tell what it holds when the loop runs no iteration", s.span,
-                f"assign {n} a value before the loop")])
+                "PTOC-E0740", f"{n!r} is first assigned inside the statement at line {s.span.line} and read after "
+                "it; ptoc cannot tell what it holds when that code does not run", s.span,
+                f"assign {n} a value before the statement at line {s.span.line}")])
         name = fresh_name(f"{n}_init", self.taken)
         self.defined.add(name)
         self.pre.append(AssignStmt(Var(name, span=s.span), value, None, span=s.span))
@@ -490,11 +505,14 @@ class _Converter:
             if before is not None:
                 if (then_live and t != before) or (else_live and e != before):
                     merged.append(n)
-            elif t is not None and e is not None and then_live and else_live and n in future:
+            elif n in future and ((then_live and t is not None) or (else_live and e is not None)):
                 merged.append(n)  # (a new name no one reads after the if is not merged)
         own = ty.targets if ty is not None else (ey.targets if ey is not None else ())
         if not merged and not own:
             return replace(s, cond=cond, then_body=tuple(then_body), else_body=tuple(else_body))
+        # a new name a live branch does not assign: that branch passes the value PyPTO would start from
+        missing = {n: self.escaping_init(n, s, env) for n in merged if n not in env
+                   and ((then_live and n not in then_env) or (else_live and n not in else_env))}
         targets = [Var(self.define(n), span=s.span) for n in merged]
         targets += [self.bind(t, env) for t in own]
         for n, t in zip(merged, targets):
@@ -503,7 +521,7 @@ class _Converter:
         def close(body: list[Stmt], benv: dict[str, str], y: YieldStmt | None, live: bool) -> tuple[Stmt, ...]:
             if not live:
                 return tuple(body)
-            values = [Var(benv.get(n, n), span=s.span) for n in merged]
+            values = [Var(benv[n], span=s.span) if n in benv else missing[n] for n in merged]
             values += list(self.uses(y.values, benv)) if y is not None else []
             body = [b for b in body if b.__class__ is not PassStmt]
             ann = self.uses(y.annotation, benv) if y is not None and len(targets) == 1 else None
