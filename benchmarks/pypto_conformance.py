@@ -621,7 +621,7 @@ def _per_function_names(program):
 def canonical(program) -> str:
     """The printed program with assignment annotations dropped, `for` ranges as (start, stop, step),
     the program named P, `strict_ssa=` dropped, and identifiers renamed in order of appearance."""
-    from ptoc.ir.nodes import AssignStmt, ConstInt, ForStmt, Function, YieldStmt
+    from ptoc.ir.nodes import AssignStmt, ConstInt, ForStmt, Function, ReturnStmt, YieldStmt
     from ptoc.ir.printer import print_program
     from ptoc.ir.visitor import Mutator, walk
 
@@ -641,7 +641,11 @@ def canonical(program) -> str:
 
         def mutate_Function(self, f: Function):
             kw = tuple((k, v) for k, v in f.decorator_kwargs if k != "strict_ssa")
-            return dataclasses.replace(f, decorator_kwargs=kw)
+            body = f.body
+            # a bare `return` ending a function that returns nothing: PyPTO's parser adds one, ptoc's does not
+            if not f.returns and body and isinstance(body[-1], ReturnStmt) and not body[-1].values:
+                body = body[:-1]
+            return dataclasses.replace(f, decorator_kwargs=kw, body=body)
 
         def mutate_Call(self, c):
             # the cross-core ops have one short name each (pl.tpush_to_aiv is pl.tile.tpush_to_aiv, ...)

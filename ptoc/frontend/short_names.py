@@ -22,9 +22,11 @@ from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
     AssignStmt,
     Call,
+    Cast,
     ConstBool,
     ConstFloat,
     ConstInt,
+    DTypeLit,
     EnumLit,
     Expr,
     GetItem,
@@ -85,6 +87,9 @@ class _FullNames(Mutator):
         op, _ = registry.resolve(call, [self.type_of(a) for a in call.args])
         if op is None or op.name == call.op:
             return self._whole_offsets(call)
+        if op.name == "scalar.cast" and len(call.args) == 2 and not call.kwargs and isinstance(call.args[1], DTypeLit):
+            # the form the parser gives `pl.cast(s, dtype)` of a scalar it knows: one form for both
+            return Cast(call.args[0], call.args[1].dtype, span=call.span)
         return self._whole_offsets(replace(call, op=op.name))
 
     def _whole_offsets(self, call: Call) -> Call:

@@ -118,6 +118,8 @@ SPACES_ORDER = ("Vec", "Mat")
 MATMUL_OPS = ("tensor.matmul", "tensor.matmul_acc")
 # Ops that load what they read themselves (no entry load of their tensor operands), as in PyPTO.
 SELF_LOADING = ("tensor.slice", "tensor.assemble", "tensor.read", "tensor.write")
+# Distributed transfers a kernel writes with tensors: their tile forms stage through Vec tiles.
+PLD_OPS = ("pld.tensor.put", "pld.tensor.get", "pld.tensor.remote_store")
 
 
 def _c(v: int) -> ConstInt:
@@ -140,6 +142,8 @@ def tensor_op_name(call: Call, env: TypeEnv) -> str | None:
         return None
     op = resolve_op(call, env)
     name = op.name if op is not None else call.op
+    if name in PLD_OPS:
+        return name
     return name if name.startswith("tensor.") and name not in TENSOR_QUERIES else None
 
 
@@ -564,6 +568,8 @@ class _Kernel:
         top = tensor_op_name(call, self.types)
         assert top is not None
         op = lookup(top)
+        if top in PLD_OPS:
+            return self.convert_transfer(top, op, call, target, s, out)
         suffix = top[len("tensor."):]
         what = f"pl.{top}"
         if target is None:
@@ -615,8 +621,30 @@ class _Kernel:
                 new_args.append(tmp)
             else:
                 new_kwargs.append(("tmp", tmp))
+        if suffix == "mrgsort_format2" and all(k != "tmp" for k, _ in new_kwargs):
+            new_kwargs.append(("tmp", self.merge_scratch(new_args, call, target, s, out, what)))
         new = Call(f"tile.{suffix}", tuple(new_args), tuple(new_kwargs), span=call.span)
         return self.finish(new, target, ann, s, out, what)
+
+    def merge_scratch(self, new_args: list, call: Call, target: str, s: Stmt, out: list[Stmt], what: str) -> Var:
+        """The scratch tile of a format-2 merge sort: the merged shape (the sources' last axes added up)."""
+        from ptoc.ir.nodes import BinOp
+
+        ts = [self.ttypes.get(a.name) for a in new_args if isinstance(a, Var)]
+        if not ts or any(t is None for t in ts):
+            raise _error("PTOC-E0300", f"{what} without tile operands is not supported in a kernel yet", call)
+        lasts = [t.shape[-1] for t in ts]
+        if all(isinstance(d, ConstInt) for d in lasts):
+            last: Expr = _c(sum(d.value for d in lasts))
+        else:
+            last = lasts[0]
+            for d in lasts[1:]:
+                last = BinOp("+", last, d)
+        shape = tuple(ts[0].shape[:-1]) + (last,)
+        return self.emit(out, self.fresh(f"{target}_tmp"),
+                         Call("tile.create", (ListExpr(shape),),
+                              (("dtype", DTypeLit(ts[0].dtype)), ("target_memory", _mem("Vec"))), span=s.span),
+                         s, f"the scratch tile of {what}")
 
     def scratch(self, new_args: list, call: Call, target: str, s: Stmt, out: list[Stmt], what: str) -> Var:
         """A scratch tile shaped like the first tile operand, for a tile op that needs `tmp`."""
@@ -764,6 +792,73 @@ class _Kernel:
         if isinstance(promised, TensorType):
             self.acc_dtype[target] = promised.dtype
         return v
+
+    def convert_transfer(self, top: str, op, call: Call, target: str | None, s: Stmt, out: list[Stmt]) -> Var | None:
+        """`pld.tensor.put/get(dst, peer, src, ...)` -> a Vec staging tile (two with pipeline=True, shaped
+        [rows, cols] of the transfer, capped by chunk_rows / chunk_cols) and `pld.tile.put/get` through it;
+        `pld.tensor.remote_store(src, ...)` -> `pld.tile.remote_store` of `src` as a Vec tile."""
+        from ptoc.ops.registry import bind
+
+        what = top.replace("pld.", "pld.", 1)
+        env = self.env()
+        try:
+            args = bind(op, call, [expr_type(a, env) for a in call.args],
+                        {k: expr_type(v, env) for k, v in call.kwargs}, self.ctx)
+        except Exception as e:  # the front end already checked the call; stay defensive
+            raise InternalError(f"ConvertTensorToTileOps: cannot bind {what}: {e}") from e
+        if top == "pld.tensor.remote_store":
+            src = args.get("src")
+            tile = self.vec_operand(src, s, out) if isinstance(src, Var) else src
+            new_args = (tile,) + tuple(args.get(n) for n in ("target", "peer", "offsets"))
+            kw = tuple((k, v) for k, v in call.kwargs if k == "atomic")
+            new = Call("pld.tile.remote_store", new_args, kw, span=call.span)
+        else:
+            dst, src = args.get("dst"), args.get("src")
+            if isinstance(src, Var) and self.kind(src.name) == "tile":
+                raise _error("PTOC-E0300", f"{what} of a value computed in the kernel is not supported",
+                             call, hint="push a computed value with pld.remote_store(src, target, peer, offsets)")
+            dt = expr_type(dst, env)
+            if not isinstance(dt, TensorType):
+                raise InternalError(f"ConvertTensorToTileOps: {what}: dst is not a tensor")
+            shape = args.get("shape")
+            dims = tuple(shape.items) if isinstance(shape, ListExpr) else tuple(dt.shape)
+
+            def chunk(k: str) -> int:
+                v = args.get(k)
+                return v.value if isinstance(v, ConstInt) else 0
+
+            rows_known = all(isinstance(d, ConstInt) for d in dims[:-1])
+            rows = 1
+            for d in dims[:-1]:
+                rows *= d.value if isinstance(d, ConstInt) else 1
+            cols = dims[-1].value if isinstance(dims[-1], ConstInt) else None
+            if cols is None or not rows_known:
+                if (cols is None and chunk("chunk_cols") <= 0) or (not rows_known and chunk("chunk_rows") <= 0):
+                    raise _error("PTOC-E0300", f"{what} of a transfer with a dynamic extent needs static chunk_rows "
+                                 "and chunk_cols in a kernel", call)
+            cols = chunk("chunk_cols") if cols is None else (min(cols, chunk("chunk_cols")) if chunk("chunk_cols")
+                                                             else cols)
+            rows = chunk("chunk_rows") if not rows_known else (min(rows, chunk("chunk_rows")) if chunk("chunk_rows")
+                                                               else rows)
+            pipeline = args.get("pipeline")
+            two = isinstance(pipeline, ConstBool) and pipeline.value
+            base = "tput_stage" if top.endswith("put") else "tget_stage"
+            stages = []
+            for sfx in (("_ping", "_pong") if two else ("",)):
+                create = Call("tile.create", (ListExpr((_c(rows), _c(cols))),),
+                              (("dtype", DTypeLit(dt.dtype)), ("target_memory", _mem("Vec"))), span=s.span)
+                stages.append(self.emit(out, self.fresh(base + sfx), create, s, f"the staging tile of {what}"))
+            kw: list[tuple[str, Expr]] = [("stage2", stages[1])] if two else []
+            kw += [(k, args.get(k)) for k in ("dst_offsets", "src_offsets", "shape") if args.get(k) is not None]
+            kw += [(k, v) for k, v in call.kwargs if k == "atomic"]
+            new = Call(top.replace("pld.tensor.", "pld.tile."), (dst, args.get("peer"), src, stages[0]), tuple(kw),
+                       span=call.span)
+        self.infer(new, s, what)
+        if isinstance(s, EvalStmt):
+            out.append(replace(s, expr=new))
+            return None
+        out.append(AssignStmt(Var(target, span=s.span), new, None, span=s.span))
+        return Var(target, span=s.span)
 
     @staticmethod
     def base(v: Expr) -> str:
@@ -1021,6 +1116,10 @@ def _param_accesses(f: Function) -> tuple[set[str], set[str]]:
                     classes.union(target, name(out))
         elif c.op in ("tensor.write", "write") and c.args:
             writes.append(name(c.args[0]) or "")
+        elif c.op in ("pld.tile.put", "pld.tile.get") and c.args:
+            writes.append(name(c.args[0]) or "")  # (the window a transfer writes, here or at the peer)
+        elif c.op == "pld.tile.remote_store" and len(c.args) >= 2:
+            writes.append(name(c.args[1]) or "")
         elif c.op == "system.syncall":
             mode = c.kwarg("mode")
             if getattr(mode, "value", None) == "soft" and name(c.kwarg("gm_workspace")):
