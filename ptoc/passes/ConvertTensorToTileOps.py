@@ -41,11 +41,18 @@ Rules
     loads, it stays the element access of global memory (as PyPTO; codegen reports PTOC-E0400 for it);
   - `tensor.slice(t, shape, offset)` of a global tensor becomes `tile.load(t, offset, shape)` of that
     window (one load per memory space its consumers need);
-  - `tensor.matmul(a, b)` (2-D, no transposes) -> `tile.matmul` of Mat tiles into Acc; a tensor operand
-    is loaded into Mat right before the product, once per product (as PyPTO does; a product reusing an
-    operand loads it again). `tensor.matmul_acc(acc, a, b)` -> `tile.matmul_acc` on the Acc accumulator.
-    The operands stay in Mat: InferTileMemorySpace moves them into Left / Right, and the hardware rules
-    of those buffers are checked there.
+  - `tensor.matmul(a, b)` -> `tile.matmul` of Mat tiles into Acc (`tile.batch_matmul` when an operand
+    has rank > 2); a tensor operand is loaded into Mat right before the product, once per product (as
+    PyPTO does; a product reusing an operand loads it again). `a_trans=True` / `b_trans=True`: the
+    operand's natural Mat tile is read through `tile.transpose_view` (no data moves). `tensor.matmul_acc(acc,
+    a, b)` -> `tile.matmul_acc` (`tile.batch_matmul_acc`) on the Acc accumulator. The operands stay in
+    Mat: InferTileMemorySpace moves them into Left / Right, and the hardware rules of those buffers are
+    checked there;
+  - `tensor.mrgsort_format2` gets its scratch tile (`tmp=`, the merged shape) as PyPTO synthesises it;
+  - distributed transfers: `pld.tensor.put` / `pld.tensor.get` -> a Vec staging `tile.create` of the
+    transfer flattened to [rows, cols] (capped by chunk_rows / chunk_cols; two, ping and pong, with
+    `pipeline=True`) and `pld.tile.put` / `pld.tile.get` through it; `pld.tensor.remote_store(src, ...)`
+    -> `pld.tile.remote_store` of `src` as a Vec tile.
 - Loads. Every tensor parameter a (non-matmul) op reads gets one entry `tile.load` of the whole tensor at
   the top of the kernel (offsets 0, shapes = the tensor's shape, `valid_shapes` = the view's valid_shape when it has
   one), in Vec. The source of a `tensor.assemble` is loaded right before the assemble instead, once per
@@ -66,7 +73,11 @@ Rules
   the workspace of a soft system.syncall) becomes `Out`, or `InOut` when the kernel also reads it; a
   caller's own `In` parameter passed straight to it follows (as PyPTO). This applies to every kernel.
 - Kernels without tensor ops pass through unchanged (but for the directions), so a second run changes nothing.
-- User errors: a tensor op with no tile twin, or a form not handled yet (transposed or batched matmul,
+- Deliberate differences from PyPTO: a matmul result (Acc) read by a vector op is moved to Vec here
+  (`tile.move`), where PyPTO leaves the Acc operand for a later pass; ptoc's later passes expect the move.
+  A loop that assembles slices of a tensor parameter into itself keeps the assemble on a tile copy
+  where PyPTO stores each slice into the parameter (making it InOut).
+- User errors: a tensor op with no tile twin, or a form not handled yet (`c_matrix_nz=True` matmul,
   `tensor.alloc`, a computed value passed where a tensor is expected, ...) -> PTOC-E0300 naming the op;
   a conversion the tile op's type rule or the target rejects -> PTOC-E0301; a kernel calling a kernel that
   needs a new Out parameter -> PTOC-E0302.
@@ -764,21 +775,26 @@ class _Kernel:
                         {k: expr_type(v, env) for k, v in call.kwargs}, self.ctx)
         except Exception as e:  # the front end already checked the call; stay defensive
             raise InternalError(f"ConvertTensorToTileOps: cannot bind {what}: {e}") from e
-        for flag in ("a_trans", "b_trans", "c_matrix_nz"):
-            v = args.get(flag)
-            if isinstance(v, ConstBool) and v.value:
-                raise _error("PTOC-E0300", f"{what} with {flag}=True is not supported in a kernel yet", v,
-                             hint="pass the operand in the layout the product needs")
+        v = args.get("c_matrix_nz")
+        if isinstance(v, ConstBool) and v.value:
+            raise _error("PTOC-E0300", f"{what} with c_matrix_nz=True is not supported in a kernel yet", v,
+                         hint="store the result in ND and convert it separately")
         lhs, rhs = args.get("lhs"), args.get("rhs")
-        for v in (lhs, rhs):
+        batched = False
+        for v in (lhs, rhs, args.get("acc")):
             t = expr_type(v, self.types) if v is not None else None
-            if isinstance(t, (TensorType, TileType)) and t.rank != 2:
-                raise _error("PTOC-E0300", f"{what} on rank-{t.rank} operands (batched matmul) is not supported "
-                             "in a kernel yet", v, hint="call the kernel once per batch with 2-D operands")
+            batched = batched or (isinstance(t, (TensorType, TileType)) and t.rank > 2)
         left = self.mat_operand(lhs, s, out, what)
         right = self.mat_operand(rhs, s, out, what)
+        # a transposed operand: its natural Mat tile read through a zero-copy transposed view (as PyPTO)
+        if self.flag(args, "a_trans"):
+            left = self.emit(out, self.fresh(f"{left.name}_t"), Call("tile.transpose_view", (left,), span=call.span),
+                             s, what)
+        if self.flag(args, "b_trans"):
+            right = self.emit(out, self.fresh(f"{right.name}_t"),
+                              Call("tile.transpose_view", (right,), span=call.span), s, what)
         if suffix == "matmul":
-            new = Call("tile.matmul", (left, right), span=call.span)
+            new = Call("tile.batch_matmul" if batched else "tile.matmul", (left, right), span=call.span)
         else:
             acc = args.get("acc")
             at = self.ttypes.get(acc.name) if isinstance(acc, Var) else None
@@ -786,7 +802,7 @@ class _Kernel:
                 raise _error("PTOC-E0300", f"{what} into an accumulator that is not a matmul result of this kernel "
                              "is not supported in a kernel yet", acc or call,
                              hint="start the accumulation with pl.tensor.matmul in the kernel")
-            new = Call("tile.matmul_acc", (acc, left, right), span=call.span)
+            new = Call("tile.batch_matmul_acc" if batched else "tile.matmul_acc", (acc, left, right), span=call.span)
         v = self.finish(new, target, None, s, out, what)
         promised = self.orig(target)
         if isinstance(promised, TensorType):
@@ -859,6 +875,11 @@ class _Kernel:
             return None
         out.append(AssignStmt(Var(target, span=s.span), new, None, span=s.span))
         return Var(target, span=s.span)
+
+    @staticmethod
+    def flag(args, name: str) -> bool:
+        v = args.get(name)
+        return isinstance(v, ConstBool) and v.value
 
     @staticmethod
     def base(v: Expr) -> str:

@@ -343,11 +343,26 @@ def test_a_kernel_already_on_tiles_passes_through_unchanged():
     assert out is prog
 
 
-def test_transposed_matmul_is_rejected_naming_the_op():
+def test_a_transposed_operand_is_its_natural_mat_tile_read_through_a_transposed_view():
+    # a is [K, M] in memory: the product reads it as [M, K] without moving data
+    prog, out = run(program("""
+        @pl.function(type=pl.FunctionType.InCore)
+        def mm(self, a: pl.Tensor[[256, 64], pl.BF16], b: pl.Tensor[[256, 128], pl.BF16],
+               c_out: pl.Out[pl.Tensor[[64, 128], pl.FP32]]) -> pl.Tensor[[64, 128], pl.FP32]:
+            c: pl.Tensor[[64, 128], pl.FP32] = pl.tensor.matmul(a, b, a_trans=True)
+            return c
+    """))
+    text = print_program(out)
+    assert "a_mat: pl.Tile[[256, 64], pl.BF16, pl.Mem.Mat] = pl.tile.load(a, [0, 0], [256, 64]" in text
+    assert "a_mat_t: pl.Tile[[64, 256], pl.BF16, pl.Mem.Mat" in text and "pl.tile.transpose_view(a_mat)" in text
+    assert "pl.tile.matmul(a_mat_t, b_mat)" in text
+
+
+def test_a_matmul_with_an_nz_result_is_rejected_naming_the_op():
     d = rejected(program("""
         @pl.function(type=pl.FunctionType.InCore)
-        def mm(self, a: pl.Tensor[[256, 64], pl.BF16], b: pl.Tensor[[256, 128], pl.BF16]) -> pl.Tensor[[64, 128], pl.FP32]:
-            c: pl.Tensor[[64, 128], pl.FP32] = pl.tensor.matmul(a, b, a_trans=True)
+        def mm(self, a: pl.Tensor[[64, 256], pl.BF16], b: pl.Tensor[[256, 128], pl.BF16]) -> pl.Tensor[[64, 128], pl.FP32]:
+            c: pl.Tensor[[64, 128], pl.FP32] = pl.tensor.matmul(a, b, c_matrix_nz=True)
             return c
     """))
     assert d.code == "PTOC-E0300"
