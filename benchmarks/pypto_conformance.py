@@ -641,11 +641,17 @@ def canonical(program) -> str:
 
         def mutate_Function(self, f: Function):
             kw = tuple((k, v) for k, v in f.decorator_kwargs if k != "strict_ssa")
+            # PyPTO derives level CHIP_DIE and role SubWorker for a kernel (its printer then leaves out
+            # `self`): written out or not, they are the same function
+            if f.func_type in ("InCore", "AIC", "AIV"):
+                kw = tuple((k, v) for k, v in kw if not (
+                    (k == "level" and getattr(v, "member", None) == "CHIP_DIE")
+                    or (k == "role" and getattr(v, "member", None) == "SubWorker")))
             body = f.body
             # a bare `return` ending a function that returns nothing: PyPTO's parser adds one, ptoc's does not
             if not f.returns and body and isinstance(body[-1], ReturnStmt) and not body[-1].values:
                 body = body[:-1]
-            return dataclasses.replace(f, decorator_kwargs=kw, body=body)
+            return dataclasses.replace(f, decorator_kwargs=kw, body=body, has_self=True)
 
         def mutate_Call(self, c):
             # the cross-core ops have one short name each (pl.tpush_to_aiv is pl.tile.tpush_to_aiv, ...)

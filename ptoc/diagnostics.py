@@ -156,6 +156,7 @@ CODES: dict[str, str] = {
     "PTOC-E0681": "a split kernel cannot be written per lane",
     # ConvertToSSA, LowerCompositeOps (PTOC-E0740..E0749)
     "PTOC-E0740": "a name read after the loop or branch that first assigns it has no start value",
+    "PTOC-E0741": "tile.sin / tile.cos on a tile that is not FP32",
     # internal
     "PTOC-I0001": "internal error",
     "PTOC-I0100": "function not emitted",

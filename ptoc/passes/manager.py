@@ -44,6 +44,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("ssa", "OutlineIncoreScopes"),
     ("ssa", "OutlineClusterScopes"),
     ("tile", "ConvertTensorToTileOps"),
+    ("tile", "LowerCompositeOps"),
     ("tile", "FlattenTileNdTo2D"),
     ("layout", "BlockNzTensorViews"),
     ("layout", "LegalizeTileCast"),
