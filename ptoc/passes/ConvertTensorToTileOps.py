@@ -600,6 +600,8 @@ class _Kernel:
                          hint="move it to the orchestration function, or write the kernel with pl.tile ops")
         if suffix in ("create", "full"):
             return self.convert_create(suffix, call, target, s, out)
+        if suffix == "expand_clone":
+            return self.convert_expand_clone(call, target, s, out)
         return self.convert_one_to_one(op, suffix, call, target, ann, s, out, what)
 
     def convert_one_to_one(self, op, suffix: str, call: Call, target: str, ann: Type | None, s: Stmt,
@@ -874,6 +876,81 @@ class _Kernel:
             out.append(replace(s, expr=new))
             return None
         out.append(AssignStmt(Var(target, span=s.span), new, None, span=s.span))
+        return Var(target, span=s.span)
+
+    def convert_expand_clone(self, call: Call, target: str, s: Stmt, out: list[Stmt]) -> Var:
+        """`tensor.expand_clone(src, dst)` of rank-3 tensors, broadcasting src along at most one axis, writes
+        dst piece by piece (as PyPTO): no broadcast -> one load and store; axis 0 -> a loop storing the
+        loaded src at each index; axis 1 -> a loop loading each row of src and storing its `tile.col_expand`;
+        axis 2 -> the load's `tile.row_expand` stored whole. The result is dst as written."""
+        from ptoc.ir.dtypes import INDEX as IDX
+
+        what = "pl.tensor.expand_clone"
+        src = call.args[0] if call.args else call.kwarg("input")
+        dst = call.args[1] if len(call.args) > 1 else call.kwarg("target")
+        if not (isinstance(src, Var) and isinstance(dst, Var) and self.kind(src.name) == "gm"
+                and self.kind(dst.name) == "gm"):
+            raise _error("PTOC-E0300", f"{what} of values computed in the kernel is not supported in a kernel yet",
+                         call, hint="expand a tensor parameter into a tensor parameter")
+        st, dt = self.orig(src.name), self.orig(dst.name)
+        assert isinstance(st, TensorType) and isinstance(dt, TensorType)
+        dims = [i for i, (a, b) in enumerate(zip(st.shape, dt.shape))
+                if isinstance(a, ConstInt) and a.value == 1 and not (isinstance(b, ConstInt) and b.value == 1)]
+        if st.rank != 3 or dt.rank != 3 or len(dims) > 1:
+            raise _error("PTOC-E0300", f"{what} of rank-{st.rank} tensors, or broadcasting more than one axis, is "
+                         "not supported in a kernel yet", call, hint="expand rank-3 tensors along one axis")
+        valid = list(st.view.valid_shape) if st.view is not None and st.view.valid_shape is not None \
+            else list(st.shape)
+        zeros = ListExpr((_c(0), _c(0), _c(0)))
+
+        def load(name: str, offsets: Expr, shape: list, into: list[Stmt], whole: bool = True) -> Var:
+            c = Call("tile.load", (Var(src.name), offsets, ListExpr(tuple(shape)),
+                                   ListExpr(tuple(valid if whole else shape))), (("target_memory", _mem("Vec")),),
+                     span=s.span)
+            return self.emit(into, self.fresh(name), c, s, what)
+
+        def store(name: str | None, tile: Var, offsets: Expr, into_tensor: Var, body: list[Stmt]) -> Var:
+            c = Call("tile.store", (tile, offsets, into_tensor), span=s.span)
+            t = self.infer(c, s, what)
+            v = Var(name or self.fresh("expand_clone_store"), span=s.span)
+            body.append(AssignStmt(v, c, t, span=s.span))
+            self.types[v.name] = t
+            return v
+
+        def create(name: str, shape: tuple, body: list[Stmt]) -> Var:
+            c = Call("tile.create", (ListExpr(shape),), (("dtype", DTypeLit(st.dtype)), ("target_memory",
+                                                                                          _mem("Vec"))), span=s.span)
+            return self.emit(body, self.fresh(name), c, s, what)
+
+        if not dims or dims[0] == 2:
+            tile = load("expand_clone_input", zeros, list(st.shape), out)
+            if dims:
+                full = create("expand_clone_d2_target", tuple(dt.shape), out)
+                tile = self.emit(out, self.fresh("expand_clone_d2_row"),
+                                 Call("tile.row_expand", (full, tile), span=s.span), s, what)
+            self.ttypes.pop(target, None)
+            return store(target, tile, zeros, Var(dst.name), out)
+        # a loop over axis 0 carrying dst
+        i = Var(self.fresh("i"), span=s.span)
+        acc = Var(self.fresh("expand_clone_acc"), span=s.span)
+        res = Var(self.fresh(f"expand_clone_d{dims[0]}_result"), span=s.span)
+        self.types[i.name], self.types[acc.name], self.types[res.name] = ScalarType(IDX), dt, dt
+        at_i = ListExpr((i, _c(0), _c(0)))
+        body: list[Stmt] = []
+        if dims[0] == 0:
+            tile = load("expand_clone_input", zeros, list(st.shape), out)
+        else:
+            row = [_c(1), _c(1), valid[2]]
+            piece = load("expand_clone_d1_input", at_i, row, body, whole=False)
+            full = create("expand_clone_d1_target", (_c(1), dt.shape[1], dt.shape[2]), body)
+            tile = self.emit(body, self.fresh("expand_clone_d1_col"), Call("tile.col_expand", (full, piece),
+                                                                           span=s.span), s, what)
+        stored = store(self.fresh(f"expand_clone_d{dims[0]}_store"), tile, at_i, acc, body)
+        body.append(YieldStmt((res,), (stored,), None, span=s.span))
+        out.append(ForStmt("range", i, (dt.shape[0],), tuple(body), (acc,), (Var(dst.name),), span=s.span))
+        out.append(AssignStmt(Var(target, span=s.span), res, dt, span=s.span))
+        self.ttypes.pop(target, None)
+        self.types[target] = dt
         return Var(target, span=s.span)
 
     @staticmethod
