@@ -49,6 +49,14 @@ Rules
     Mat: InferTileMemorySpace moves them into Left / Right, and the hardware rules of those buffers are
     checked there;
   - `tensor.mrgsort_format2` gets its scratch tile (`tmp=`, the merged shape) as PyPTO synthesises it;
+    `tensor.ci` keeps no scratch tile and its start takes the sequence's dtype;
+  - `tensor.gather(src, dim=-1, index=idx)` of rank-2 operands (INT32 indices): on a target whose tgather
+    takes a whole tile (A5), one `tile.gather` with flat indices idx + row * src_cols (row offsets from
+    `tile.ci`, by `tile.divs` when the index rows are 32-byte aligned, else `tile.row_expand_add`; a
+    source computed in the kernel is copied into a contiguous tile first); elsewhere a loop gathering
+    one row at a time and assembling the rows (PyPTO's two lowerings);
+  - `tensor.expand_clone(src, dst)` of rank-3 tensors writes dst: one store, a loop of stores along axis
+    0, a loop of per-row `tile.col_expand`s (axis 1) or one `tile.row_expand` (axis 2);
   - distributed transfers: `pld.tensor.put` / `pld.tensor.get` -> a Vec staging `tile.create` of the
     transfer flattened to [rows, cols] (capped by chunk_rows / chunk_cols; two, ping and pong, with
     `pipeline=True`) and `pld.tile.put` / `pld.tile.get` through it; `pld.tensor.remote_store(src, ...)`
@@ -602,6 +610,8 @@ class _Kernel:
             return self.convert_create(suffix, call, target, s, out)
         if suffix == "expand_clone":
             return self.convert_expand_clone(call, target, s, out)
+        if suffix == "gather" and call.kwarg("dim") is not None:
+            return self.convert_gather(op, call, target, s, out)
         return self.convert_one_to_one(op, suffix, call, target, ann, s, out, what)
 
     def convert_one_to_one(self, op, suffix: str, call: Call, target: str, ann: Type | None, s: Stmt,
@@ -628,7 +638,10 @@ class _Kernel:
                 raise _error("PTOC-E0300", f"{what} with {k}= is not supported in a kernel yet (pl.tile.{suffix} "
                              f"has no parameter {k!r})", v)
             new_kwargs.append((k, self.operand_arg(v, s, out)))
-        if "tmp" in twin.param_names and "tmp" not in op.param_names and all(k != "tmp" for k, _ in new_kwargs):
+        if suffix == "ci" and new_args and isinstance(new_args[0], ConstInt) and isinstance(call.kwarg("dtype"),
+                                                                                           DTypeLit):
+            new_args[0] = ConstInt(new_args[0].value, call.kwarg("dtype").dtype)  # the start in the sequence's dtype
+        elif "tmp" in twin.param_names and "tmp" not in op.param_names and all(k != "tmp" for k, _ in new_kwargs):
             tmp = self.scratch(new_args, call, target, s, out, what)
             if "tmp" in twin.params:
                 new_args.append(tmp)
@@ -951,6 +964,99 @@ class _Kernel:
         out.append(AssignStmt(Var(target, span=s.span), res, dt, span=s.span))
         self.ttypes.pop(target, None)
         self.types[target] = dt
+        return Var(target, span=s.span)
+
+    def convert_gather(self, op, call: Call, target: str, s: Stmt, out: list[Stmt]) -> Var:
+        """`tensor.gather(src, dim=-1, index=idx)` of rank-2 operands, as PyPTO lowers it. On A5 one
+        `tile.gather` of the whole source with flat indices idx[i, j] + i * src_cols (the row offsets from
+        `tile.ci`; a source computed in the kernel is first copied into a contiguous tile); elsewhere a loop
+        over the rows, each gathered on its own and assembled into the result."""
+        from ptoc.ops.registry import bind
+
+        what = "pl.tensor.gather"
+        env = self.env()
+        try:
+            args = bind(op, call, [expr_type(a, env) for a in call.args],
+                        {k: expr_type(v, env) for k, v in call.kwargs}, self.ctx)
+        except Exception as e:  # the front end already checked the call; stay defensive
+            raise InternalError(f"ConvertTensorToTileOps: cannot bind {what}: {e}") from e
+        src, idx, dim = args.get("input"), args.get("index"), args.get("dim")
+        st = expr_type(src, env) if src is not None else None
+        it = expr_type(idx, env) if idx is not None else None
+        d = dim.value if isinstance(dim, ConstInt) else None
+        ok = (isinstance(src, Var) and isinstance(idx, Var) and isinstance(st, (TensorType, TileType))
+              and isinstance(it, (TensorType, TileType)) and st.rank == 2 and it.rank == 2 and d in (-1, 1)
+              and all(isinstance(x, ConstInt) for x in tuple(st.shape) + tuple(it.shape))
+              and it.dtype == dtypes.INT32)
+        if not ok:
+            raise _error("PTOC-E0300", f"{what} other than along the last axis of rank-2 operands with static "
+                         "shapes and INT32 indices is not supported in a kernel yet", call,
+                         hint="gather rank-2 tiles along the last axis, or write the gather with pl.tile ops")
+        rows, scols, k = st.shape[0].value, st.shape[1].value, it.shape[1].value
+        i32 = dtypes.INT32
+
+        def e(name: str, op_name: str, *a: Expr, into: list[Stmt] | None = None, **kw: Expr) -> Var:
+            return self.emit(out if into is None else into, self.fresh(name),
+                             Call(op_name, tuple(a), tuple(kw.items()), span=s.span), s, what)
+
+        def piece(name: str, v: Var, offsets: Expr, shape: tuple, into: list[Stmt]) -> Var:
+            sh = ListExpr(tuple(_c(x) for x in shape))
+            if self.kind(v.name) == "tile":
+                return e(name, "tile.slice", self.vec_operand(v, s, into), sh, offsets, sh, into=into)
+            return e(name, "tile.load", Var(v.name), offsets, sh, sh, into=into, target_memory=_mem("Vec"))
+
+        def create(name: str, shape: tuple, dt, into: list[Stmt]) -> Var:
+            return e(name, "tile.create", ListExpr(tuple(_c(x) for x in shape)), into=into, dtype=DTypeLit(dt),
+                     target_memory=_mem("Vec"))
+
+        zeros = ListExpr((_c(0), _c(0)))
+        from ptoc.target.arch import get_arch
+
+        if get_arch(self.ctx.arch).whole_tile_gather:
+            src_tile = piece("gather_inp", src, zeros, (rows, scols), out)
+            if self.kind(src.name) == "tile":
+                alloc = create("gather_src_alloc", (rows, scols), st.dtype, out)
+                src_tile = e("gather_src_copy", "tile.assemble", alloc, src_tile, zeros)
+            idx_tile = piece("gather_idx", idx, zeros, (rows, k), out)
+            if rows == 1:
+                flat = idx_tile
+            elif k % 8 == 0:
+                lin = e("gather_lin", "tile.ci", ConstInt(0, i32), ListExpr((_c(1), _c(rows * k))),
+                        dtype=DTypeLit(i32), descending=ConstBool(False))
+                lin2 = e("gather_lin2d", "tile.reshape", lin, ListExpr((_c(rows), _c(k))))
+                ids = e("gather_row_ids", "tile.divs", lin2, ConstInt(k, i32))
+                base = e("gather_row_base", "tile.muls", ids, ConstInt(scols, i32))
+                flat = e("gather_flat_idx", "tile.add", idx_tile, base)
+            else:
+                ci = e("gather_ci_rows", "tile.ci", ConstInt(0, i32), ListExpr((_c(1), _c(rows))),
+                       dtype=DTypeLit(i32), descending=ConstBool(False))
+                ar = e("gather_row_arange", "tile.reshape", ci, ListExpr((_c(rows), _c(1))))
+                base = e("gather_row_base", "tile.muls", ar, ConstInt(scols, i32))
+                flat = e("gather_flat_idx", "tile.row_expand_add", idx_tile, base)
+            tmp = create("gather_tmp", (rows, k), i32, out)
+            result = e("gather", "tile.gather", src_tile, flat, tmp)
+        else:
+            init = create("gather_acc_init", (rows, k), st.dtype, out)
+            lv = Var(self.fresh("gather_lv"), span=s.span)
+            ia = Var(self.fresh("gather_ia"), span=s.span)
+            rv = Var(self.fresh("gather_rv"), span=s.span)
+            self.types[lv.name] = ScalarType(dtypes.INDEX)
+            self.ttypes[ia.name] = self.ttypes[init.name]
+            body: list[Stmt] = []
+            at = ListExpr((lv, _c(0)))
+            row = piece("gather_inp_row", src, at, (1, scols), body)
+            irow = piece("gather_idx_row", idx, at, (1, k), body)
+            tmp = create("gather_row_tmp", (1, k), i32, body)
+            g = e("gather_row", "tile.gather", row, irow, tmp, into=body)
+            asm = e("gather_asmbl", "tile.assemble", ia, g, at, into=body)
+            body.append(YieldStmt((rv,), (asm,), None, span=s.span))
+            out.append(ForStmt("range", lv, (_c(rows),), tuple(body), (ia,), (init,), span=s.span))
+            self.ttypes[rv.name] = self.ttypes[asm.name]
+            result = rv
+        t = self.ttypes[result.name]
+        out.append(AssignStmt(Var(target, span=s.span), result, t, span=s.span))
+        self.ttypes[target] = t
+        self.retyped(target)
         return Var(target, span=s.span)
 
     @staticmethod

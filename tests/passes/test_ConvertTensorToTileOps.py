@@ -764,3 +764,62 @@ def _renamed(text: str) -> str:
         return w if w in keep else names.setdefault(w, f"n{len(names)}")
 
     return re.sub(r"(?<![.\w])[a-z_][a-z0-9_]*\b", sub, text.split("def k", 1)[1])
+
+
+GATHER_BEFORE = """
+    @pl.function(type=pl.FunctionType.InCore)
+    def g(self, src: pl.Tensor[[4, 24], pl.FP32], idx: pl.Tensor[[4, 5], pl.INT32],
+          o: pl.Out[pl.Tensor[[4, 5], pl.FP32]]) -> pl.Tensor[[4, 5], pl.FP32]:
+        r: pl.Tensor[[4, 5], pl.FP32] = pl.tensor.gather(src, dim=-1, index=idx)
+        return r
+"""
+
+
+def test_gather_on_a5_is_one_whole_tile_gather_with_flat_indices():
+    _, out = run(program(GATHER_BEFORE), A5)
+    lines = [ln.strip() for ln in print_program(out).splitlines() if " = pl." in ln]
+    ops = [ln.split("= ", 1)[1].split("(", 1)[0] for ln in lines]
+    # 5 index columns are not a 32-byte INT32 row: the row offsets are added with row_expand_add
+    assert ops == ["pl.tile.load", "pl.tile.load", "pl.tile.ci", "pl.tile.reshape", "pl.tile.muls",
+                   "pl.tile.row_expand_add", "pl.tile.create", "pl.tile.gather", "pl.tile.store"]
+    text = "\n".join(lines)
+    assert "pl.tile.ci(pl.const(0, pl.INT32), [1, 4], dtype=pl.INT32, descending=False)" in text
+    assert "pl.tile.muls(gather_row_arange, pl.const(24, pl.INT32))" in text
+
+
+def test_gather_elsewhere_gathers_row_by_row_and_assembles():
+    _, out = run(program(GATHER_BEFORE), A2A3)
+    text = print_program(out)
+    assert "for gather_lv, (gather_ia,) in pl.range(4, init_values=(gather_acc_init,)):" in text
+    assert "pl.tile.load(src, [gather_lv, 0], [1, 24], [1, 24], target_memory=pl.Mem.Vec)" in text
+    assert "pl.tile.gather(gather_inp_row, gather_idx_row, gather_row_tmp)" in text
+    assert "pl.tile.assemble(gather_ia, gather_row, [gather_lv, 0])" in text
+    assert "r: pl.Tile[[4, 5], pl.FP32, pl.Mem.Vec] = gather_rv" in text
+
+
+def test_gather_along_the_first_axis_is_rejected_naming_the_op():
+    d = rejected(program(GATHER_BEFORE.replace("dim=-1", "dim=0").replace("[4, 5]", "[2, 24]")), A5)
+    assert d.code == "PTOC-E0300" and "pl.tensor.gather" in d.message
+
+
+def test_ci_becomes_tile_ci_with_its_start_in_the_sequence_dtype():
+    I = "pl.Tensor[[1, 32], pl.INT32]"
+    IV = "pl.Tile[[1, 32], pl.INT32, pl.Mem.Vec]"
+    before = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, x: {I}, o: pl.Out[{I}]) -> {I}:
+            s: {I} = pl.tensor.ci(3, [1, 32], dtype=pl.INT32, descending=True)
+            y: {I} = pl.tensor.add(s, x)
+            return y
+    """)
+    expected = program(f"""
+        @pl.function(type=pl.FunctionType.InCore)
+        def k(self, x: {I}, o: pl.Out[{I}]) -> {I}:
+            x_tile: {IV} = pl.tile.load(x, [0, 0], [1, 32], target_memory=pl.Mem.Vec)
+            s: {IV} = pl.tile.ci(pl.const(3, pl.INT32), [1, 32], dtype=pl.INT32, descending=True)
+            y: {IV} = pl.tile.add(s, x_tile)
+            y_store: {I} = pl.tile.store(y, [0, 0], o)
+            return y_store
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
