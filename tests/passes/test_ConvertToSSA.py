@@ -495,3 +495,24 @@ def test_the_property_check_names_a_name_read_after_its_loop():
     """), "p.ir", ctx=CTX)
     assert ssa_violations(prog) == ["main: a name assigned inside a loop is read after the loop"]
     assert ssa_violations(ConvertToSSA().run(prog, CTX)) == []
+
+
+def test_a_bare_split_aiv_region_of_an_orchestration_is_put_in_its_own_core_scope():
+    # (the front end does it, as PyPTO's parser does: the region runs on the cores, and
+    # OutlineIncoreScopes makes the scope a kernel); one already inside a core scope stays where it is
+    from ptoc.driver import frontend
+
+    region = """
+        for lane in pl.split_aiv(2, mode=pl.SplitMode.UP_DOWN):
+            t: pl.Tile[[128, 128], pl.FP32] = pl.load(a, [lane * 128, 0], [128, 128])
+            out = pl.store(t, [lane * 128, 0], out)
+        return out
+    """
+    params = "a: pl.Tensor[[256, 128], pl.FP32], out: pl.Out[pl.Tensor[[256, 128], pl.FP32]]"
+    ret = "pl.Tensor[[256, 128], pl.FP32]"
+    text = print_program(frontend(fn(region, params, ret), "k.ir", CTX))
+    assert "        with pl.at(level=pl.Level.CORE_GROUP):\n            for lane in pl.split_aiv(" in text
+    inside = "with pl.at(level=pl.Level.CORE_GROUP):\n" + textwrap.indent(textwrap.dedent(region).strip("\n"), "    ")
+    inside = inside.replace("\n        return out", "\n    return out").replace("    return out", "return out")
+    text = print_program(frontend(fn(inside, params, ret), "k.ir", CTX))
+    assert text.count("pl.at(") == 1
