@@ -124,7 +124,10 @@ def _core_split_aiv(program: Program) -> Program:
     not a kernel runs on the cores all the same: PyPTO's parser puts it in such a scope of its own (which
     OutlineIncoreScopes makes a kernel). The same here, once, after the check."""
     from ptoc.ir.nodes import ForStmt, IfStmt, ScopeStmt, WhileStmt
-    from ptoc.passes.common import is_incore_scope
+
+    def is_incore_scope(st) -> bool:  # `with pl.at(level=pl.Level.CORE_GROUP):`
+        level = dict(st.kwargs).get("level", st.args[0] if st.args else None)
+        return st.kind == "at" and isinstance(level, EnumLit) and level.member == "CORE_GROUP"
 
     if not any(isinstance(n, ForStmt) and n.kind == "split_aiv" for n in _loops(program)):
         return program
