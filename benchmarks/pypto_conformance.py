@@ -698,7 +698,7 @@ def _per_function_names(program):
 def canonical(program) -> str:
     """The printed program with assignment annotations dropped, `for` ranges as (start, stop, step),
     the program named P, `strict_ssa=` dropped, and identifiers renamed in order of appearance."""
-    from ptoc.ir.nodes import AssignStmt, ConstInt, ForStmt, Function, YieldStmt
+    from ptoc.ir.nodes import AssignStmt, ConstInt, ForStmt, Function, ReturnStmt, YieldStmt
     from ptoc.ir.printer import print_program
     from ptoc.ir.visitor import Mutator, walk
 
@@ -718,7 +718,17 @@ def canonical(program) -> str:
 
         def mutate_Function(self, f: Function):
             kw = tuple((k, v) for k, v in f.decorator_kwargs if k != "strict_ssa")
-            return dataclasses.replace(f, decorator_kwargs=kw)
+            # PyPTO derives level CHIP_DIE and role SubWorker for a kernel (its printer then leaves out
+            # `self`): written out or not, they are the same function
+            if f.func_type in ("InCore", "AIC", "AIV"):
+                kw = tuple((k, v) for k, v in kw if not (
+                    (k == "level" and getattr(v, "member", None) == "CHIP_DIE")
+                    or (k == "role" and getattr(v, "member", None) == "SubWorker")))
+            body = f.body
+            # a bare `return` ending a function that returns nothing: PyPTO's parser adds one, ptoc's does not
+            if not f.returns and body and isinstance(body[-1], ReturnStmt) and not body[-1].values:
+                body = body[:-1]
+            return dataclasses.replace(f, decorator_kwargs=kw, body=body, has_self=True)
 
         def mutate_ScopeStmt(self, s):
             # PyPTO's runtime scopes have one spelling each: `pl.scope()` and `pl.scope(mode=MANUAL)`

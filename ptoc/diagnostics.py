@@ -158,6 +158,9 @@ CODES: dict[str, str] = {
     # cross-core slot releases and pipelines (PTOC-E0720..E0729)
     "PTOC-E0720": "a tfree's tile is not the value of the matching tpop",
     "PTOC-E0721": "a tfree's pipe id differs from its tpop's",
+    # ConvertToSSA, LowerCompositeOps (PTOC-E0740..E0749)
+    "PTOC-E0740": "a name read after the loop or branch that first assigns it has no start value",
+    "PTOC-E0741": "tile.sin / tile.cos on a tile that is not FP32",
     # internal
     "PTOC-I0001": "internal error",
     "PTOC-I0100": "function not emitted",

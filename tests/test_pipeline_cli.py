@@ -65,12 +65,26 @@ def test_check_accepts_a_program_that_assigns_names_again(tmp_path):
     assert "no errors" in p.stderr
 
 
-def test_check_still_rejects_a_loop_body_name_used_after_the_loop(tmp_path):
+def test_a_loop_body_name_used_after_the_loop_is_carried_out_of_it(tmp_path):
+    # as Python runs it: after the loop, t is the last iteration's tile; ConvertToSSA makes the loop carry
+    # it (starting from acc, the first tile of its type before the loop) and the store reads the result
     bad = AS_WRITTEN.replace("        out = pl.tile.store(acc, [0, 0], out)\n",
                              "        out = pl.tile.store(t, [0, 0], out)\n")
     p = run("check", str(write(tmp_path, bad)))
+    assert p.returncode == 0, p.stderr
+    p = run("passes", str(write(tmp_path, bad)), "--pipeline", "ConvertToSSA", "--dump-after", "ConvertToSSA")
+    assert p.returncode == 0, p.stderr
+    assert "for i, (acc_1, t) in pl.range(1, 4, init_values=(acc, acc)):" in p.stdout
+    assert "acc_3, t_2 = pl.yield_(acc_2, t_1)" in p.stdout
+    assert "out_1 = pl.tile.store(t_2, [0, 0], out)" in p.stdout
+
+
+def test_check_still_rejects_a_name_no_branch_or_loop_assigns(tmp_path):
+    bad = AS_WRITTEN.replace("        out = pl.tile.store(acc, [0, 0], out)\n",
+                             "        out = pl.tile.store(u, [0, 0], out)\n")
+    p = run("check", str(write(tmp_path, bad)))
     assert p.returncode == 1
-    assert "error[PTOC-E0101]: 't' is defined inside the body of the loop at line 8" in p.stderr
+    assert "error[PTOC-E0101]: undefined name 'u'" in p.stderr
 
 
 def test_pipeline_of_one_pass_prints_its_output(tmp_path):

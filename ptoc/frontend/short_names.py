@@ -22,9 +22,11 @@ from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
     AssignStmt,
     Call,
+    Cast,
     ConstBool,
     ConstFloat,
     ConstInt,
+    DTypeLit,
     EnumLit,
     Expr,
     GetItem,
@@ -85,6 +87,9 @@ class _FullNames(Mutator):
         op, _ = registry.resolve(call, [self.type_of(a) for a in call.args])
         if op is None or op.name == call.op:
             return self._whole_offsets(call)
+        if op.name == "scalar.cast" and len(call.args) == 2 and not call.kwargs and isinstance(call.args[1], DTypeLit):
+            # the form the parser gives `pl.cast(s, dtype)` of a scalar it knows: one form for both
+            return Cast(call.args[0], call.args[1].dtype, span=call.span)
         return self._whole_offsets(replace(call, op=op.name))
 
     def _whole_offsets(self, call: Call) -> Call:
@@ -110,7 +115,58 @@ def _annotated_fill_space(s) -> str | None:
 
 def full_op_names(program: Program, ctx) -> Program:
     """`program` with every short op name that resolves replaced by its full name (the same object when
-    there is none)."""
+    there is none), and each bare `pl.split_aiv` region in its core scope (`_core_split_aiv`)."""
+    return _core_split_aiv(_full_op_names(program, ctx))
+
+
+def _core_split_aiv(program: Program) -> Program:
+    """A `for ... in pl.split_aiv(...)` region outside any `pl.at(level=CORE_GROUP)` scope of a function that is
+    not a kernel runs on the cores all the same: PyPTO's parser puts it in such a scope of its own (which
+    OutlineIncoreScopes makes a kernel). The same here, once, after the check."""
+    from ptoc.ir.nodes import ForStmt, IfStmt, ScopeStmt, WhileStmt
+
+    def is_incore_scope(st) -> bool:  # `with pl.at(level=pl.Level.CORE_GROUP):`
+        level = dict(st.kwargs).get("level", st.args[0] if st.args else None)
+        return st.kind == "at" and isinstance(level, EnumLit) and level.member == "CORE_GROUP"
+
+    if not any(isinstance(n, ForStmt) and n.kind == "split_aiv" for n in _loops(program)):
+        return program
+
+    def body(stmts: tuple, inside: bool) -> tuple:
+        out = []
+        for st in stmts:
+            if isinstance(st, ForStmt) and st.kind == "split_aiv" and not inside:
+                st = ScopeStmt("at", (), (st,), (("level", EnumLit("Level", "CORE_GROUP")),), span=st.span)
+            elif isinstance(st, (ForStmt, WhileStmt)):
+                st = replace(st, body=body(st.body, inside))
+            elif isinstance(st, IfStmt):
+                st = replace(st, then_body=body(st.then_body, inside), else_body=body(st.else_body, inside))
+            elif isinstance(st, ScopeStmt):
+                st = replace(st, body=body(st.body, inside or is_incore_scope(st)))
+            out.append(st)
+        return tuple(out)
+
+    funcs = tuple(f if f.func_type in ("InCore", "AIC", "AIV") else replace(f, body=body(f.body, False))
+                  for f in program.functions)
+    return replace(program, functions=funcs)
+
+
+def _loops(program: Program):
+    """Every for statement of the program (statements only: expressions are not visited)."""
+    from ptoc.ir.nodes import ForStmt, IfStmt, ScopeStmt, WhileStmt
+
+    stack = [st for f in program.functions for st in f.body if f.func_type not in ("InCore", "AIC", "AIV")]
+    while stack:
+        st = stack.pop()
+        if isinstance(st, ForStmt):
+            yield st
+        if isinstance(st, (ForStmt, WhileStmt, ScopeStmt)):
+            stack.extend(st.body)
+        elif isinstance(st, IfStmt):
+            stack.extend(st.then_body + st.else_body)
+
+
+def _full_op_names(program: Program, ctx) -> Program:
     if not any((isinstance(n, Call) and n.kind == "op" and (n.op in registry.SHORT or n.op == "tensor.assemble"))
                or isinstance(n, GetItem)
                or (isinstance(n, AssignStmt) and _annotated_fill_space(n)) for n in _calls(program)):

@@ -748,6 +748,13 @@ class Verifier:
         ys = self.block(s.body, inner, f, "loop", carried=len(s.iter_args), owner=s)
         self.loop_depth -= 1
         self._leave(inner, f"the body of the {what} at line {s.span.line}")
+        if not self.ssa or (isinstance(s, ForStmt) and s.kind == "split_aiv"):
+            # as written, a name the body assigns is visible after the loop (ConvertToSSA carries it out
+            # as a result); a pl.split_aiv loop is a region of the function, its names visible after it
+            own = {a.name for a in s.iter_args} | ({s.var.name} if isinstance(s, ForStmt) else set())
+            for name, t in inner.names.items():
+                if name not in own:
+                    scope.names[name] = t
         self._bind_results(s.results, ys, init_types, s, scope)
 
     def _for(self, s: ForStmt, scope: _Scope, f: Function) -> None:
@@ -884,9 +891,9 @@ _STMT_CHECKS: dict[type, Callable] = {
 
 
 def _join_branches(s: IfStmt, then_scope: _Scope, else_scope: _Scope, scope: _Scope) -> None:
-    """As written (before SSA), a name both branches assign is assigned after the if; a branch that
-    breaks or continues does not reach the end, so the other branch's names are."""
-    after = then_scope.names.keys() & else_scope.names.keys()
+    """As written (before SSA), a name either branch assigns is visible after the if (ConvertToSSA merges
+    it); a branch that breaks or continues does not reach the end, so the other branch's names are."""
+    after = then_scope.names.keys() | else_scope.names.keys()  # (ConvertToSSA decides what one branch leaves)
     if _exits(s.else_body):
         after = then_scope.names.keys()
     elif _exits(s.then_body):

@@ -41,11 +41,26 @@ Rules
     loads, it stays the element access of global memory (as PyPTO; codegen reports PTOC-E0400 for it);
   - `tensor.slice(t, shape, offset)` of a global tensor becomes `tile.load(t, offset, shape)` of that
     window (one load per memory space its consumers need);
-  - `tensor.matmul(a, b)` (2-D, no transposes) -> `tile.matmul` of Mat tiles into Acc; a tensor operand
-    is loaded into Mat right before the product, once per product (as PyPTO does; a product reusing an
-    operand loads it again). `tensor.matmul_acc(acc, a, b)` -> `tile.matmul_acc` on the Acc accumulator.
-    The operands stay in Mat: InferTileMemorySpace moves them into Left / Right, and the hardware rules
-    of those buffers are checked there.
+  - `tensor.matmul(a, b)` -> `tile.matmul` of Mat tiles into Acc (`tile.batch_matmul` when an operand
+    has rank > 2); a tensor operand is loaded into Mat right before the product, once per product (as
+    PyPTO does; a product reusing an operand loads it again). `a_trans=True` / `b_trans=True`: the
+    operand's natural Mat tile is read through `tile.transpose_view` (no data moves). `tensor.matmul_acc(acc,
+    a, b)` -> `tile.matmul_acc` (`tile.batch_matmul_acc`) on the Acc accumulator. The operands stay in
+    Mat: InferTileMemorySpace moves them into Left / Right, and the hardware rules of those buffers are
+    checked there;
+  - `tensor.mrgsort_format2` gets its scratch tile (`tmp=`, the merged shape) as PyPTO synthesises it;
+    `tensor.ci` keeps no scratch tile and its start takes the sequence's dtype;
+  - `tensor.gather(src, dim=-1, index=idx)` of rank-2 operands (INT32 indices): on a target whose tgather
+    takes a whole tile (A5), one `tile.gather` with flat indices idx + row * src_cols (row offsets from
+    `tile.ci`, by `tile.divs` when the index rows are 32-byte aligned, else `tile.row_expand_add`; a
+    source computed in the kernel is copied into a contiguous tile first); elsewhere a loop gathering
+    one row at a time and assembling the rows (PyPTO's two lowerings);
+  - `tensor.expand_clone(src, dst)` of rank-3 tensors writes dst: one store, a loop of stores along axis
+    0, a loop of per-row `tile.col_expand`s (axis 1) or one `tile.row_expand` (axis 2);
+  - distributed transfers: `pld.tensor.put` / `pld.tensor.get` -> a Vec staging `tile.create` of the
+    transfer flattened to [rows, cols] (capped by chunk_rows / chunk_cols; two, ping and pong, with
+    `pipeline=True`) and `pld.tile.put` / `pld.tile.get` through it; `pld.tensor.remote_store(src, ...)`
+    -> `pld.tile.remote_store` of `src` as a Vec tile.
 - Loads. Every tensor parameter a (non-matmul) op reads gets one entry `tile.load` of the whole tensor at
   the top of the kernel (offsets 0, shapes = the tensor's shape, `valid_shapes` = the view's valid_shape when it has
   one), in Vec. The source of a `tensor.assemble` is loaded right before the assemble instead, once per
@@ -66,7 +81,11 @@ Rules
   the workspace of a soft system.syncall) becomes `Out`, or `InOut` when the kernel also reads it; a
   caller's own `In` parameter passed straight to it follows (as PyPTO). This applies to every kernel.
 - Kernels without tensor ops pass through unchanged (but for the directions), so a second run changes nothing.
-- User errors: a tensor op with no tile twin, or a form not handled yet (transposed or batched matmul,
+- Deliberate differences from PyPTO: a matmul result (Acc) read by a vector op is moved to Vec here
+  (`tile.move`), where PyPTO leaves the Acc operand for a later pass; ptoc's later passes expect the move.
+  A loop that assembles slices of a tensor parameter into itself keeps the assemble on a tile copy
+  where PyPTO stores each slice into the parameter (making it InOut).
+- User errors: a tensor op with no tile twin, or a form not handled yet (`c_matrix_nz=True` matmul,
   `tensor.alloc`, a computed value passed where a tensor is expected, ...) -> PTOC-E0300 naming the op;
   a conversion the tile op's type rule or the target rejects -> PTOC-E0301; a kernel calling a kernel that
   needs a new Out parameter -> PTOC-E0302.
@@ -118,6 +137,8 @@ SPACES_ORDER = ("Vec", "Mat")
 MATMUL_OPS = ("tensor.matmul", "tensor.matmul_acc")
 # Ops that load what they read themselves (no entry load of their tensor operands), as in PyPTO.
 SELF_LOADING = ("tensor.slice", "tensor.assemble", "tensor.read", "tensor.write")
+# Distributed transfers a kernel writes with tensors: their tile forms stage through Vec tiles.
+PLD_OPS = ("pld.tensor.put", "pld.tensor.get", "pld.tensor.remote_store")
 
 
 def _c(v: int) -> ConstInt:
@@ -140,6 +161,8 @@ def tensor_op_name(call: Call, env: TypeEnv) -> str | None:
         return None
     op = resolve_op(call, env)
     name = op.name if op is not None else call.op
+    if name in PLD_OPS:
+        return name
     return name if name.startswith("tensor.") and name not in TENSOR_QUERIES else None
 
 
@@ -564,6 +587,8 @@ class _Kernel:
         top = tensor_op_name(call, self.types)
         assert top is not None
         op = lookup(top)
+        if top in PLD_OPS:
+            return self.convert_transfer(top, op, call, target, s, out)
         suffix = top[len("tensor."):]
         what = f"pl.{top}"
         if target is None:
@@ -583,6 +608,10 @@ class _Kernel:
                          hint="move it to the orchestration function, or write the kernel with pl.tile ops")
         if suffix in ("create", "full"):
             return self.convert_create(suffix, call, target, s, out)
+        if suffix == "expand_clone":
+            return self.convert_expand_clone(call, target, s, out)
+        if suffix == "gather" and call.kwarg("dim") is not None:
+            return self.convert_gather(op, call, target, s, out)
         return self.convert_one_to_one(op, suffix, call, target, ann, s, out, what)
 
     def convert_one_to_one(self, op, suffix: str, call: Call, target: str, ann: Type | None, s: Stmt,
@@ -609,14 +638,39 @@ class _Kernel:
                 raise _error("PTOC-E0300", f"{what} with {k}= is not supported in a kernel yet (pl.tile.{suffix} "
                              f"has no parameter {k!r})", v)
             new_kwargs.append((k, self.operand_arg(v, s, out)))
-        if "tmp" in twin.param_names and "tmp" not in op.param_names and all(k != "tmp" for k, _ in new_kwargs):
+        if suffix == "ci" and new_args and isinstance(new_args[0], ConstInt) and isinstance(call.kwarg("dtype"),
+                                                                                           DTypeLit):
+            new_args[0] = ConstInt(new_args[0].value, call.kwarg("dtype").dtype)  # the start in the sequence's dtype
+        elif "tmp" in twin.param_names and "tmp" not in op.param_names and all(k != "tmp" for k, _ in new_kwargs):
             tmp = self.scratch(new_args, call, target, s, out, what)
             if "tmp" in twin.params:
                 new_args.append(tmp)
             else:
                 new_kwargs.append(("tmp", tmp))
+        if suffix == "mrgsort_format2" and all(k != "tmp" for k, _ in new_kwargs):
+            new_kwargs.append(("tmp", self.merge_scratch(new_args, call, target, s, out, what)))
         new = Call(f"tile.{suffix}", tuple(new_args), tuple(new_kwargs), span=call.span)
         return self.finish(new, target, ann, s, out, what)
+
+    def merge_scratch(self, new_args: list, call: Call, target: str, s: Stmt, out: list[Stmt], what: str) -> Var:
+        """The scratch tile of a format-2 merge sort: the merged shape (the sources' last axes added up)."""
+        from ptoc.ir.nodes import BinOp
+
+        ts = [self.ttypes.get(a.name) for a in new_args if isinstance(a, Var)]
+        if not ts or any(t is None for t in ts):
+            raise _error("PTOC-E0300", f"{what} without tile operands is not supported in a kernel yet", call)
+        lasts = [t.shape[-1] for t in ts]
+        if all(isinstance(d, ConstInt) for d in lasts):
+            last: Expr = _c(sum(d.value for d in lasts))
+        else:
+            last = lasts[0]
+            for d in lasts[1:]:
+                last = BinOp("+", last, d)
+        shape = tuple(ts[0].shape[:-1]) + (last,)
+        return self.emit(out, self.fresh(f"{target}_tmp"),
+                         Call("tile.create", (ListExpr(shape),),
+                              (("dtype", DTypeLit(ts[0].dtype)), ("target_memory", _mem("Vec"))), span=s.span),
+                         s, f"the scratch tile of {what}")
 
     def scratch(self, new_args: list, call: Call, target: str, s: Stmt, out: list[Stmt], what: str) -> Var:
         """A scratch tile shaped like the first tile operand, for a tile op that needs `tmp`."""
@@ -736,21 +790,26 @@ class _Kernel:
                         {k: expr_type(v, env) for k, v in call.kwargs}, self.ctx)
         except Exception as e:  # the front end already checked the call; stay defensive
             raise InternalError(f"ConvertTensorToTileOps: cannot bind {what}: {e}") from e
-        for flag in ("a_trans", "b_trans", "c_matrix_nz"):
-            v = args.get(flag)
-            if isinstance(v, ConstBool) and v.value:
-                raise _error("PTOC-E0300", f"{what} with {flag}=True is not supported in a kernel yet", v,
-                             hint="pass the operand in the layout the product needs")
+        v = args.get("c_matrix_nz")
+        if isinstance(v, ConstBool) and v.value:
+            raise _error("PTOC-E0300", f"{what} with c_matrix_nz=True is not supported in a kernel yet", v,
+                         hint="store the result in ND and convert it separately")
         lhs, rhs = args.get("lhs"), args.get("rhs")
-        for v in (lhs, rhs):
+        batched = False
+        for v in (lhs, rhs, args.get("acc")):
             t = expr_type(v, self.types) if v is not None else None
-            if isinstance(t, (TensorType, TileType)) and t.rank != 2:
-                raise _error("PTOC-E0300", f"{what} on rank-{t.rank} operands (batched matmul) is not supported "
-                             "in a kernel yet", v, hint="call the kernel once per batch with 2-D operands")
+            batched = batched or (isinstance(t, (TensorType, TileType)) and t.rank > 2)
         left = self.mat_operand(lhs, s, out, what)
         right = self.mat_operand(rhs, s, out, what)
+        # a transposed operand: its natural Mat tile read through a zero-copy transposed view (as PyPTO)
+        if self.flag(args, "a_trans"):
+            left = self.emit(out, self.fresh(f"{left.name}_t"), Call("tile.transpose_view", (left,), span=call.span),
+                             s, what)
+        if self.flag(args, "b_trans"):
+            right = self.emit(out, self.fresh(f"{right.name}_t"),
+                              Call("tile.transpose_view", (right,), span=call.span), s, what)
         if suffix == "matmul":
-            new = Call("tile.matmul", (left, right), span=call.span)
+            new = Call("tile.batch_matmul" if batched else "tile.matmul", (left, right), span=call.span)
         else:
             acc = args.get("acc")
             at = self.ttypes.get(acc.name) if isinstance(acc, Var) else None
@@ -758,12 +817,252 @@ class _Kernel:
                 raise _error("PTOC-E0300", f"{what} into an accumulator that is not a matmul result of this kernel "
                              "is not supported in a kernel yet", acc or call,
                              hint="start the accumulation with pl.tensor.matmul in the kernel")
-            new = Call("tile.matmul_acc", (acc, left, right), span=call.span)
+            new = Call("tile.batch_matmul_acc" if batched else "tile.matmul_acc", (acc, left, right), span=call.span)
         v = self.finish(new, target, None, s, out, what)
         promised = self.orig(target)
         if isinstance(promised, TensorType):
             self.acc_dtype[target] = promised.dtype
         return v
+
+    def convert_transfer(self, top: str, op, call: Call, target: str | None, s: Stmt, out: list[Stmt]) -> Var | None:
+        """`pld.tensor.put/get(dst, peer, src, ...)` -> a Vec staging tile (two with pipeline=True, shaped
+        [rows, cols] of the transfer, capped by chunk_rows / chunk_cols) and `pld.tile.put/get` through it;
+        `pld.tensor.remote_store(src, ...)` -> `pld.tile.remote_store` of `src` as a Vec tile."""
+        from ptoc.ops.registry import bind
+
+        what = top.replace("pld.", "pld.", 1)
+        env = self.env()
+        try:
+            args = bind(op, call, [expr_type(a, env) for a in call.args],
+                        {k: expr_type(v, env) for k, v in call.kwargs}, self.ctx)
+        except Exception as e:  # the front end already checked the call; stay defensive
+            raise InternalError(f"ConvertTensorToTileOps: cannot bind {what}: {e}") from e
+        if top == "pld.tensor.remote_store":
+            src = args.get("src")
+            tile = self.vec_operand(src, s, out) if isinstance(src, Var) else src
+            new_args = (tile,) + tuple(args.get(n) for n in ("target", "peer", "offsets"))
+            kw = tuple((k, v) for k, v in call.kwargs if k == "atomic")
+            new = Call("pld.tile.remote_store", new_args, kw, span=call.span)
+        else:
+            dst, src = args.get("dst"), args.get("src")
+            if isinstance(src, Var) and self.kind(src.name) == "tile":
+                raise _error("PTOC-E0300", f"{what} of a value computed in the kernel is not supported",
+                             call, hint="push a computed value with pld.remote_store(src, target, peer, offsets)")
+            dt = expr_type(dst, env)
+            if not isinstance(dt, TensorType):
+                raise InternalError(f"ConvertTensorToTileOps: {what}: dst is not a tensor")
+            shape = args.get("shape")
+            dims = tuple(shape.items) if isinstance(shape, ListExpr) else tuple(dt.shape)
+
+            def chunk(k: str) -> int:
+                v = args.get(k)
+                return v.value if isinstance(v, ConstInt) else 0
+
+            rows_known = all(isinstance(d, ConstInt) for d in dims[:-1])
+            rows = 1
+            for d in dims[:-1]:
+                rows *= d.value if isinstance(d, ConstInt) else 1
+            cols = dims[-1].value if isinstance(dims[-1], ConstInt) else None
+            if cols is None or not rows_known:
+                if (cols is None and chunk("chunk_cols") <= 0) or (not rows_known and chunk("chunk_rows") <= 0):
+                    raise _error("PTOC-E0300", f"{what} of a transfer with a dynamic extent needs static chunk_rows "
+                                 "and chunk_cols in a kernel", call)
+            cols = chunk("chunk_cols") if cols is None else (min(cols, chunk("chunk_cols")) if chunk("chunk_cols")
+                                                             else cols)
+            rows = chunk("chunk_rows") if not rows_known else (min(rows, chunk("chunk_rows")) if chunk("chunk_rows")
+                                                               else rows)
+            pipeline = args.get("pipeline")
+            two = isinstance(pipeline, ConstBool) and pipeline.value
+            base = "tput_stage" if top.endswith("put") else "tget_stage"
+            stages = []
+            for sfx in (("_ping", "_pong") if two else ("",)):
+                create = Call("tile.create", (ListExpr((_c(rows), _c(cols))),),
+                              (("dtype", DTypeLit(dt.dtype)), ("target_memory", _mem("Vec"))), span=s.span)
+                stages.append(self.emit(out, self.fresh(base + sfx), create, s, f"the staging tile of {what}"))
+            kw: list[tuple[str, Expr]] = [("stage2", stages[1])] if two else []
+            kw += [(k, args.get(k)) for k in ("dst_offsets", "src_offsets", "shape") if args.get(k) is not None]
+            kw += [(k, v) for k, v in call.kwargs if k == "atomic"]
+            new = Call(top.replace("pld.tensor.", "pld.tile."), (dst, args.get("peer"), src, stages[0]), tuple(kw),
+                       span=call.span)
+        self.infer(new, s, what)
+        if isinstance(s, EvalStmt):
+            out.append(replace(s, expr=new))
+            return None
+        out.append(AssignStmt(Var(target, span=s.span), new, None, span=s.span))
+        return Var(target, span=s.span)
+
+    def convert_expand_clone(self, call: Call, target: str, s: Stmt, out: list[Stmt]) -> Var:
+        """`tensor.expand_clone(src, dst)` of rank-3 tensors, broadcasting src along at most one axis, writes
+        dst piece by piece (as PyPTO): no broadcast -> one load and store; axis 0 -> a loop storing the
+        loaded src at each index; axis 1 -> a loop loading each row of src and storing its `tile.col_expand`;
+        axis 2 -> the load's `tile.row_expand` stored whole. The result is dst as written."""
+        from ptoc.ir.dtypes import INDEX as IDX
+
+        what = "pl.tensor.expand_clone"
+        src = call.args[0] if call.args else call.kwarg("input")
+        dst = call.args[1] if len(call.args) > 1 else call.kwarg("target")
+        if not (isinstance(src, Var) and isinstance(dst, Var) and self.kind(src.name) == "gm"
+                and self.kind(dst.name) == "gm"):
+            raise _error("PTOC-E0300", f"{what} of values computed in the kernel is not supported in a kernel yet",
+                         call, hint="expand a tensor parameter into a tensor parameter")
+        st, dt = self.orig(src.name), self.orig(dst.name)
+        assert isinstance(st, TensorType) and isinstance(dt, TensorType)
+        dims = [i for i, (a, b) in enumerate(zip(st.shape, dt.shape))
+                if isinstance(a, ConstInt) and a.value == 1 and not (isinstance(b, ConstInt) and b.value == 1)]
+        if st.rank != 3 or dt.rank != 3 or len(dims) > 1:
+            raise _error("PTOC-E0300", f"{what} of rank-{st.rank} tensors, or broadcasting more than one axis, is "
+                         "not supported in a kernel yet", call, hint="expand rank-3 tensors along one axis")
+        valid = list(st.view.valid_shape) if st.view is not None and st.view.valid_shape is not None \
+            else list(st.shape)
+        zeros = ListExpr((_c(0), _c(0), _c(0)))
+
+        def load(name: str, offsets: Expr, shape: list, into: list[Stmt], whole: bool = True) -> Var:
+            c = Call("tile.load", (Var(src.name), offsets, ListExpr(tuple(shape)),
+                                   ListExpr(tuple(valid if whole else shape))), (("target_memory", _mem("Vec")),),
+                     span=s.span)
+            return self.emit(into, self.fresh(name), c, s, what)
+
+        def store(name: str | None, tile: Var, offsets: Expr, into_tensor: Var, body: list[Stmt]) -> Var:
+            c = Call("tile.store", (tile, offsets, into_tensor), span=s.span)
+            t = self.infer(c, s, what)
+            v = Var(name or self.fresh("expand_clone_store"), span=s.span)
+            body.append(AssignStmt(v, c, t, span=s.span))
+            self.types[v.name] = t
+            return v
+
+        def create(name: str, shape: tuple, body: list[Stmt]) -> Var:
+            c = Call("tile.create", (ListExpr(shape),), (("dtype", DTypeLit(st.dtype)), ("target_memory",
+                                                                                          _mem("Vec"))), span=s.span)
+            return self.emit(body, self.fresh(name), c, s, what)
+
+        if not dims or dims[0] == 2:
+            tile = load("expand_clone_input", zeros, list(st.shape), out)
+            if dims:
+                full = create("expand_clone_d2_target", tuple(dt.shape), out)
+                tile = self.emit(out, self.fresh("expand_clone_d2_row"),
+                                 Call("tile.row_expand", (full, tile), span=s.span), s, what)
+            self.ttypes.pop(target, None)
+            return store(target, tile, zeros, Var(dst.name), out)
+        # a loop over axis 0 carrying dst
+        i = Var(self.fresh("i"), span=s.span)
+        acc = Var(self.fresh("expand_clone_acc"), span=s.span)
+        res = Var(self.fresh(f"expand_clone_d{dims[0]}_result"), span=s.span)
+        self.types[i.name], self.types[acc.name], self.types[res.name] = ScalarType(IDX), dt, dt
+        at_i = ListExpr((i, _c(0), _c(0)))
+        body: list[Stmt] = []
+        if dims[0] == 0:
+            tile = load("expand_clone_input", zeros, list(st.shape), out)
+        else:
+            row = [_c(1), _c(1), valid[2]]
+            piece = load("expand_clone_d1_input", at_i, row, body, whole=False)
+            full = create("expand_clone_d1_target", (_c(1), dt.shape[1], dt.shape[2]), body)
+            tile = self.emit(body, self.fresh("expand_clone_d1_col"), Call("tile.col_expand", (full, piece),
+                                                                           span=s.span), s, what)
+        stored = store(self.fresh(f"expand_clone_d{dims[0]}_store"), tile, at_i, acc, body)
+        body.append(YieldStmt((res,), (stored,), None, span=s.span))
+        out.append(ForStmt("range", i, (dt.shape[0],), tuple(body), (acc,), (Var(dst.name),), span=s.span))
+        out.append(AssignStmt(Var(target, span=s.span), res, dt, span=s.span))
+        self.ttypes.pop(target, None)
+        self.types[target] = dt
+        return Var(target, span=s.span)
+
+    def convert_gather(self, op, call: Call, target: str, s: Stmt, out: list[Stmt]) -> Var:
+        """`tensor.gather(src, dim=-1, index=idx)` of rank-2 operands, as PyPTO lowers it. On A5 one
+        `tile.gather` of the whole source with flat indices idx[i, j] + i * src_cols (the row offsets from
+        `tile.ci`; a source computed in the kernel is first copied into a contiguous tile); elsewhere a loop
+        over the rows, each gathered on its own and assembled into the result."""
+        from ptoc.ops.registry import bind
+
+        what = "pl.tensor.gather"
+        env = self.env()
+        try:
+            args = bind(op, call, [expr_type(a, env) for a in call.args],
+                        {k: expr_type(v, env) for k, v in call.kwargs}, self.ctx)
+        except Exception as e:  # the front end already checked the call; stay defensive
+            raise InternalError(f"ConvertTensorToTileOps: cannot bind {what}: {e}") from e
+        src, idx, dim = args.get("input"), args.get("index"), args.get("dim")
+        st = expr_type(src, env) if src is not None else None
+        it = expr_type(idx, env) if idx is not None else None
+        d = dim.value if isinstance(dim, ConstInt) else None
+        ok = (isinstance(src, Var) and isinstance(idx, Var) and isinstance(st, (TensorType, TileType))
+              and isinstance(it, (TensorType, TileType)) and st.rank == 2 and it.rank == 2 and d in (-1, 1)
+              and all(isinstance(x, ConstInt) for x in tuple(st.shape) + tuple(it.shape))
+              and it.dtype == dtypes.INT32)
+        if not ok:
+            raise _error("PTOC-E0300", f"{what} other than along the last axis of rank-2 operands with static "
+                         "shapes and INT32 indices is not supported in a kernel yet", call,
+                         hint="gather rank-2 tiles along the last axis, or write the gather with pl.tile ops")
+        rows, scols, k = st.shape[0].value, st.shape[1].value, it.shape[1].value
+        i32 = dtypes.INT32
+
+        def e(name: str, op_name: str, *a: Expr, into: list[Stmt] | None = None, **kw: Expr) -> Var:
+            return self.emit(out if into is None else into, self.fresh(name),
+                             Call(op_name, tuple(a), tuple(kw.items()), span=s.span), s, what)
+
+        def piece(name: str, v: Var, offsets: Expr, shape: tuple, into: list[Stmt]) -> Var:
+            sh = ListExpr(tuple(_c(x) for x in shape))
+            if self.kind(v.name) == "tile":
+                return e(name, "tile.slice", self.vec_operand(v, s, into), sh, offsets, sh, into=into)
+            return e(name, "tile.load", Var(v.name), offsets, sh, sh, into=into, target_memory=_mem("Vec"))
+
+        def create(name: str, shape: tuple, dt, into: list[Stmt]) -> Var:
+            return e(name, "tile.create", ListExpr(tuple(_c(x) for x in shape)), into=into, dtype=DTypeLit(dt),
+                     target_memory=_mem("Vec"))
+
+        zeros = ListExpr((_c(0), _c(0)))
+        from ptoc.target.arch import get_arch
+
+        if get_arch(self.ctx.arch).whole_tile_gather:
+            src_tile = piece("gather_inp", src, zeros, (rows, scols), out)
+            if self.kind(src.name) == "tile":
+                alloc = create("gather_src_alloc", (rows, scols), st.dtype, out)
+                src_tile = e("gather_src_copy", "tile.assemble", alloc, src_tile, zeros)
+            idx_tile = piece("gather_idx", idx, zeros, (rows, k), out)
+            if rows == 1:
+                flat = idx_tile
+            elif k % 8 == 0:
+                lin = e("gather_lin", "tile.ci", ConstInt(0, i32), ListExpr((_c(1), _c(rows * k))),
+                        dtype=DTypeLit(i32), descending=ConstBool(False))
+                lin2 = e("gather_lin2d", "tile.reshape", lin, ListExpr((_c(rows), _c(k))))
+                ids = e("gather_row_ids", "tile.divs", lin2, ConstInt(k, i32))
+                base = e("gather_row_base", "tile.muls", ids, ConstInt(scols, i32))
+                flat = e("gather_flat_idx", "tile.add", idx_tile, base)
+            else:
+                ci = e("gather_ci_rows", "tile.ci", ConstInt(0, i32), ListExpr((_c(1), _c(rows))),
+                       dtype=DTypeLit(i32), descending=ConstBool(False))
+                ar = e("gather_row_arange", "tile.reshape", ci, ListExpr((_c(rows), _c(1))))
+                base = e("gather_row_base", "tile.muls", ar, ConstInt(scols, i32))
+                flat = e("gather_flat_idx", "tile.row_expand_add", idx_tile, base)
+            tmp = create("gather_tmp", (rows, k), i32, out)
+            result = e("gather", "tile.gather", src_tile, flat, tmp)
+        else:
+            init = create("gather_acc_init", (rows, k), st.dtype, out)
+            lv = Var(self.fresh("gather_lv"), span=s.span)
+            ia = Var(self.fresh("gather_ia"), span=s.span)
+            rv = Var(self.fresh("gather_rv"), span=s.span)
+            self.types[lv.name] = ScalarType(dtypes.INDEX)
+            self.ttypes[ia.name] = self.ttypes[init.name]
+            body: list[Stmt] = []
+            at = ListExpr((lv, _c(0)))
+            row = piece("gather_inp_row", src, at, (1, scols), body)
+            irow = piece("gather_idx_row", idx, at, (1, k), body)
+            tmp = create("gather_row_tmp", (1, k), i32, body)
+            g = e("gather_row", "tile.gather", row, irow, tmp, into=body)
+            asm = e("gather_asmbl", "tile.assemble", ia, g, at, into=body)
+            body.append(YieldStmt((rv,), (asm,), None, span=s.span))
+            out.append(ForStmt("range", lv, (_c(rows),), tuple(body), (ia,), (init,), span=s.span))
+            self.ttypes[rv.name] = self.ttypes[asm.name]
+            result = rv
+        t = self.ttypes[result.name]
+        out.append(AssignStmt(Var(target, span=s.span), result, t, span=s.span))
+        self.ttypes[target] = t
+        self.retyped(target)
+        return Var(target, span=s.span)
+
+    @staticmethod
+    def flag(args, name: str) -> bool:
+        v = args.get(name)
+        return isinstance(v, ConstBool) and v.value
 
     @staticmethod
     def base(v: Expr) -> str:
@@ -1021,6 +1320,10 @@ def _param_accesses(f: Function) -> tuple[set[str], set[str]]:
                     classes.union(target, name(out))
         elif c.op in ("tensor.write", "write") and c.args:
             writes.append(name(c.args[0]) or "")
+        elif c.op in ("pld.tile.put", "pld.tile.get") and c.args:
+            writes.append(name(c.args[0]) or "")  # (the window a transfer writes, here or at the peer)
+        elif c.op == "pld.tile.remote_store" and len(c.args) >= 2:
+            writes.append(name(c.args[1]) or "")
         elif c.op == "system.syncall":
             mode = c.kwarg("mode")
             if getattr(mode, "value", None) == "soft" and name(c.kwarg("gm_workspace")):

@@ -7,7 +7,8 @@ inside each outer copy); other loop kinds are left alone. The pass runs first am
 the program as written: a name the body shares with the code around the loop (`x = pl.add(x, 1.0)`)
 is reassigned by each copy and ConvertToSSA later gives every copy's value its own name; a name bound
 only inside the body gets a fresh name in each copy after the first (`r0`, `r0_1`, ...), so a program
-already in single assignment stays in it.
+already in single assignment stays in it, unless the name is read after the loop: then every copy
+assigns it, and the read after the loop sees the last copy's value (ConvertToSSA names the copies apart).
 
 Before::
 
@@ -141,7 +142,8 @@ class _Unroller:
     def __init__(self, f: Function):
         self.defs = _definitions(f)
         self.defs.update(p.name for p in f.params)
-        self.taken = {p.name for p in f.params} | {n.name for n in walk(f) if n.__class__ is Var}
+        self.occurrences = Counter(n.name for n in walk(f) if n.__class__ is Var)
+        self.taken = set(self.occurrences) | {p.name for p in f.params}
 
     def expand(self, loop: ForStmt, original: ForStmt) -> list[Stmt]:
         """`loop` (its inner unroll loops already expanded) as copies; `original` as it was in the
@@ -149,6 +151,10 @@ class _Unroller:
         inner = _definitions(original.body)
         # bound only inside the loop as written, or made by expanding an unroll loop nested in it
         local = sorted(n for n in _definitions(loop.body) if n not in self.defs or self.defs[n] == inner[n])
+        # a local name read after the loop keeps its name in every copy: the read after it sees the last
+        # copy's value (ConvertToSSA then names each copy's value apart), as the loop as written meant
+        inside = Counter(n.name for n in walk(original) if n.__class__ is Var)
+        local = [n for n in local if self.occurrences[n] <= inside[n]]
         out: list[Stmt] = []
         for k, i in enumerate(iterations(loop)):
             body = substitute(loop.body, {loop.var.name: ConstInt(i, dtypes.INDEX, span=loop.var.span)})

@@ -45,6 +45,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("ssa", "OutlineClusterScopes"),
     ("tile", "ConvertTensorToTileOps"),
     ("tile", "OptimizeOrchTensors"),
+    ("tile", "LowerCompositeOps"),
     ("tile", "FlattenTileNdTo2D"),
     ("layout", "BlockNzTensorViews"),
     ("layout", "LegalizeTileCast"),

@@ -131,6 +131,9 @@ class Arch:
     acc_row_pad: int = ACC_ROW_PAD
     # vector tile ops whose instruction takes no BF16 tile on this target (pto-isa's dtype static_asserts)
     vector_ops_without_bf16: frozenset[str] = frozenset()
+    # tgather takes a whole multi-row source with flat indices (A5); elsewhere one row at a time (PyPTO's
+    # tensor.gather lowering picks its form by this)
+    whole_tile_gather: bool = False
 
     def capacity(self, space: str) -> int | None:
         return self.capacities.of(space)
@@ -206,6 +209,7 @@ A5 = Arch(
     supports_nz_acc_store=False,
     supports_mx=True,
     supports_wide_mgather=True,
+    whole_tile_gather=True,
     matmul_dtypes=_MATMUL_DTYPES,
     tmov=TmovRules(
         paths=frozenset({("Mat", "Left"), ("Mat", "Right"), ("Mat", "Bias"), ("Mat", "Scaling"),

@@ -298,3 +298,221 @@ def test_a_python_while_loop_prints_as_written_and_parses_back():
     """, "n: pl.Scalar[pl.INT64]", "pl.Scalar[pl.INT64]")
     prog = parse_program(text, "w.ir", ctx=CTX)
     assert print_program(prog) == text
+
+
+# --------------------------------------------------------------------------------------------------
+# A name first assigned inside a loop and read after it leaves the loop as a result
+# --------------------------------------------------------------------------------------------------
+
+
+def test_a_name_first_assigned_in_the_loop_and_read_after_it_is_carried_out():
+    # `last` exists only inside the body as written; the loop now carries it, starting from the first
+    # value of its type before the loop (here the parameter x), and returns it as its result
+    assert_converts(fn("""
+        for i in pl.range(4):
+            last = pl.adds(x, pl.cast(i, pl.FP32))
+        return last
+    """), fn("""
+        for i, (last,) in pl.range(4, init_values=(x,)):
+            last_1 = pl.adds(x, pl.cast(i, pl.FP32))
+            last_2 = pl.yield_(last_1)
+        return last_2
+    """))
+
+
+def test_an_out_parameter_of_the_type_is_preferred_as_the_start_value():
+    params = f"x: {T}, y: {T}, o: pl.Out[{T}]"
+    assert_converts(fn("""
+        for i in pl.range(2):
+            r = pl.add(x, y)
+        return r
+    """, params), fn("""
+        for i, (r,) in pl.range(2, init_values=(o,)):
+            r_1 = pl.add(x, y)
+            r_2 = pl.yield_(r_1)
+        return r_2
+    """, params))
+
+
+def test_a_loop_local_name_not_read_after_the_loop_stays_local():
+    assert_converts(fn("""
+        acc = pl.add(x, 0.0)
+        for i in pl.range(3):
+            t = pl.mul(acc, 2.0)
+            acc = pl.add(t, x)
+        return acc
+    """), fn("""
+        acc = pl.add(x, 0.0)
+        for i, (acc_1,) in pl.range(3, init_values=(acc,)):
+            t = pl.mul(acc_1, 2.0)
+            acc_2 = pl.add(t, x)
+            acc_3 = pl.yield_(acc_2)
+        return acc_3
+    """))
+
+
+def test_an_escaping_name_threads_through_every_enclosing_loop():
+    assert_converts(fn("""
+        for a in pl.range(2):
+            for b in pl.range(3):
+                v = pl.adds(x, pl.cast(a * 3 + b, pl.FP32))
+        return v
+    """), fn("""
+        for a, (v,) in pl.range(2, init_values=(x,)):
+            for b, (v_1,) in pl.range(3, init_values=(v,)):
+                v_2 = pl.adds(x, pl.cast(a * 3 + b, pl.FP32))
+                v_3 = pl.yield_(v_2)
+            v_4 = pl.yield_(v_3)
+        return v_4
+    """))
+
+
+def test_a_scalar_with_no_value_of_its_type_before_the_loop_starts_from_zero():
+    params = "n: pl.Scalar[pl.INDEX]"
+    ret = "pl.Scalar[pl.FP32]"
+    assert_converts(fn("""
+        for i in pl.range(n):
+            s: pl.Scalar[pl.FP32] = pl.cast(i, pl.FP32)
+        return s
+    """, params, ret), fn("""
+        for i, (s,) in pl.range(n, init_values=(0.0,)):
+            s_1: pl.Scalar[pl.FP32] = pl.cast(i, pl.FP32)
+            s_2 = pl.yield_(s_1)
+        return s_2
+    """, params, ret))
+
+
+def test_a_task_id_with_no_task_before_the_loop_starts_as_no_task():
+    text = """
+@pl.program
+class p:
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, a: pl.Tensor[[16], pl.FP32]) -> pl.Tensor[[16], pl.FP32]:
+        return a
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def main(self, a: pl.Tensor[[16], pl.FP32]) -> pl.Tensor[[16], pl.FP32]:
+        with pl.manual_scope():
+            for i in pl.range(4):
+                r, tid = pl.submit(self.k, a)
+            out, _ = pl.submit(self.k, r, deps=[tid])
+        return out
+"""
+    _, out = convert(text)
+    printed = print_program(out)
+    assert "tid_init = pl.system.task_invalid()" in printed
+    assert "for i, (r, tid) in pl.range(4, init_values=(a, tid_init)):" in printed
+
+
+def test_a_name_first_assigned_in_one_branch_inside_a_loop_gets_a_merge_that_passes_the_old_value():
+    # (the shape CtrlFlowTransform gives a `continue`): the skipped iteration keeps the carried value
+    params = f"x: {T}, c: pl.Out[{T}]"
+    assert_converts(fn("""
+        for i in pl.range(4):
+            if i % 2 != 0:
+                pass
+            else:
+                o = pl.adds(x, pl.cast(i, pl.FP32))
+        return o
+    """, params), fn("""
+        for i, (o,) in pl.range(4, init_values=(c,)):
+            if i % 2 != 0:
+                o_2 = pl.yield_(o)
+            else:
+                o_1 = pl.adds(x, pl.cast(i, pl.FP32))
+                o_2 = pl.yield_(o_1)
+            o_3 = pl.yield_(o_2)
+        return o_3
+    """, params))
+
+
+def test_names_new_in_both_branches_and_not_read_after_the_if_are_not_merged():
+    params = f"x: {T}, n: pl.Scalar[pl.INDEX]"
+    assert_converts(fn("""
+        if n == 0:
+            y = pl.add(x, x)
+            z = pl.yield_(y)
+        else:
+            y = pl.mul(x, x)
+            z = pl.yield_(y)
+        return z
+    """, params), fn("""
+        if n == 0:
+            y = pl.add(x, x)
+            z = pl.yield_(y)
+        else:
+            y_1 = pl.mul(x, x)
+            z = pl.yield_(y_1)
+        return z
+    """, params))
+
+
+def test_a_split_aiv_loop_is_a_region_whose_names_are_read_after_it():
+    params = "a: pl.Tensor[[256, 128], pl.FP32], out: pl.Out[pl.Tensor[[256, 128], pl.FP32]]"
+    ret = "pl.Tensor[[256, 128], pl.FP32]"
+    assert_converts(fn("""
+        for lane in pl.split_aiv(2, mode=pl.SplitMode.UP_DOWN):
+            t: pl.Tile[[128, 128], pl.FP32] = pl.load(a, [lane * 128, 0], [128, 128])
+            out = pl.store(t, [lane * 128, 0], out)
+        return out
+    """, params, ret), fn("""
+        for lane in pl.split_aiv(2, mode=pl.SplitMode.UP_DOWN):
+            t: pl.Tile[[128, 128], pl.FP32] = pl.load(a, [lane * 128, 0], [128, 128])
+            out_1 = pl.store(t, [lane * 128, 0], out)
+        return out_1
+    """, params, ret))
+
+
+def test_carried_out_values_compute_what_python_computes():
+    """The reference interpreter runs the converted program; the expected numbers are worked out here
+    with numpy the way Python runs the program as written (the last iteration's value survives)."""
+    import numpy as np
+
+    from ptoc.reference.interp import run_function
+
+    params = f"x: {T}, c: pl.Out[{T}]"
+    _, out = convert(fn("""
+        for a in pl.range(2):
+            for b in pl.range(3):
+                if b == 1:
+                    pass
+                else:
+                    v = pl.adds(x, pl.cast(a * 10 + b, pl.FP32))
+            w = pl.mul(v, x)
+        return w
+    """, params))
+    x = np.linspace(-1.0, 1.0, 64, dtype=np.float32)
+    got = np.asarray(run_function(out, "main", {"x": x, "c": np.zeros(64, np.float32)})["return[0]"])
+    # last outer iteration a = 1; its last b that assigns v is b = 2: v = x + 12, w = v * x
+    np.testing.assert_allclose(got, (x + 12.0) * x, rtol=1e-6)
+
+
+def test_the_property_check_names_a_name_read_after_its_loop():
+    prog = parse_program(fn("""
+        for i in pl.range(4):
+            last = pl.add(x, x)
+        return last
+    """), "p.ir", ctx=CTX)
+    assert ssa_violations(prog) == ["main: a name assigned inside a loop is read after the loop"]
+    assert ssa_violations(ConvertToSSA().run(prog, CTX)) == []
+
+
+def test_a_bare_split_aiv_region_of_an_orchestration_is_put_in_its_own_core_scope():
+    # (the front end does it, as PyPTO's parser does: the region runs on the cores, and
+    # OutlineIncoreScopes makes the scope a kernel); one already inside a core scope stays where it is
+    from ptoc.driver import frontend
+
+    region = """
+        for lane in pl.split_aiv(2, mode=pl.SplitMode.UP_DOWN):
+            t: pl.Tile[[128, 128], pl.FP32] = pl.load(a, [lane * 128, 0], [128, 128])
+            out = pl.store(t, [lane * 128, 0], out)
+        return out
+    """
+    params = "a: pl.Tensor[[256, 128], pl.FP32], out: pl.Out[pl.Tensor[[256, 128], pl.FP32]]"
+    ret = "pl.Tensor[[256, 128], pl.FP32]"
+    text = print_program(frontend(fn(region, params, ret), "k.ir", CTX))
+    assert "        with pl.at(level=pl.Level.CORE_GROUP):\n            for lane in pl.split_aiv(" in text
+    inside = "with pl.at(level=pl.Level.CORE_GROUP):\n" + textwrap.indent(textwrap.dedent(region).strip("\n"), "    ")
+    inside = inside.replace("\n        return out", "\n    return out").replace("    return out", "return out")
+    text = print_program(frontend(fn(inside, params, ret), "k.ir", CTX))
+    assert text.count("pl.at(") == 1

@@ -225,3 +225,18 @@ def test_nested_unrolls_with_local_names_stay_in_single_assignment_and_compute_t
     want = x.copy()
     want[32:38] = x[0:6] * 2  # k = 3a + b runs over 0..5
     np.testing.assert_array_equal(got, want)
+
+
+def test_a_body_name_read_after_the_loop_is_the_last_copys_value():
+    from ptoc.reference.interp import run_function
+
+    text = fn("""
+        for i in pl.unroll(3):
+            r = pl.adds(x, pl.cast(i, pl.FP32))
+        return r
+    """)
+    prog = parse_program(text, "k.ir", ctx=CTX)
+    low = run_pipeline(prog, CTX, passes=[UnrollLoops, ConvertToSSA])
+    x = np.linspace(-2.0, 2.0, 64, dtype=np.float32)
+    got = np.asarray(run_function(low, "main", {"x": x, "n": 0})["return[0]"])
+    np.testing.assert_allclose(got, x + 2.0, rtol=1e-6)  # the last iteration, i = 2

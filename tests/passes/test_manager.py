@@ -25,19 +25,20 @@ PTOC = [sys.executable, "-m", "ptoc.cli"]
 def test_pipeline_order_is_pinned():
     # InlineFunctions first (no later pass sees an Inline function), then UnrollLoops, CtrlFlowTransform and
     # ConvertToSSA (every later pass needs structured single assignment), Simplify, NormalizeStmtStructure,
-    # FlattenCallExpr and the outlining passes in PyPTO's order (after SSA, before ConvertTensorToTileOps).
+    # FlattenCallExpr and the outlining passes in PyPTO's order (after SSA, before ConvertTensorToTileOps);
+    # LowerCompositeOps between ConvertTensorToTileOps and FlattenTileNdTo2D (PyPTO's order).
     # NZ-5 fixes BlockNzTensorViews after FlattenTileNdTo2D and before LegalizeTileCast and
     # MaterializeTensorStrides; AutoTileMatmulL0 and CanonicalizeTileSlice right after LegalizeTileCast and
     # MemoryReuse between InitMemRef and AllocateMemoryAddr (PyPTO's order); memory planning comes last, then
     # DeriveCallDirections (PyPTO: after AllocateMemoryAddr), ExpandManualPhaseFence and MaterializeRuntimeScopes
     # (PyPTO: after the distributed passes ptoc does not have); StampTfreeSplit and NormalizeReturnOrder right after
-    # SplitVectorKernel; OptimizeOrchTensors right after ConvertTensorToTileOps; FoldNoOpReshape and
+    # SplitVectorKernel; OptimizeOrchTensors and LowerCompositeOps right after ConvertTensorToTileOps; FoldNoOpReshape and
     # FuseCreateAssembleToSlice between AllocateMemoryAddr and DeriveCallDirections, as in PyPTO.
     assert [n for _, n in PIPELINE] == [
         "InlineFunctions", "UnrollLoops", "CtrlFlowTransform", "ConvertToSSA", "Simplify", "NormalizeStmtStructure",
         "FlattenCallExpr", "OutlineHierarchyScopes", "OutlineIncoreScopes",
-        "OutlineClusterScopes", "ConvertTensorToTileOps", "OptimizeOrchTensors", "FlattenTileNdTo2D",
-        "BlockNzTensorViews", "LegalizeTileCast",
+        "OutlineClusterScopes", "ConvertTensorToTileOps", "OptimizeOrchTensors", "LowerCompositeOps",
+        "FlattenTileNdTo2D", "BlockNzTensorViews", "LegalizeTileCast",
         "AutoTileMatmulL0", "CanonicalizeTileSlice",
         "InferTileMemorySpace", "ResolveBackendOpLayouts", "LowerAutoVectorSplit", "ExpandMixedKernel",
         "InjectGmPipeBuffer", "SplitVectorKernel", "StampTfreeSplit", "NormalizeReturnOrder", "ClassifyKernels",
