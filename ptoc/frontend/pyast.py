@@ -29,6 +29,22 @@ from ptoc.diagnostics import Diagnostic, Span
 from ptoc.frontend.sn import SN, gc_paused, normalize_source
 
 
+_Name = ast.Name
+_new = object.__new__
+
+
+def _span(file: str, line: int, col: int, end_line: int, end_col: int) -> Span:
+    """`Span(file, line, col, end_line, end_col)`, made without the frozen dataclass's checked
+    `__init__` (a span per node adds up)."""
+    sp = _new(Span)
+    sp.__dict__.update(file=file, line=line, col=col, end_line=end_line, end_col=end_col)
+    return sp
+
+
+if not hasattr(Span, "__dict__") or hasattr(Span, "__slots__") or Span.__init__.__code__.co_argcount != 6:
+    _span = Span  # noqa: F811  (a Span made differently: its own constructor)
+
+
 class _Unsupported(Exception):
     """The text uses something this reader does not translate: the Lark path reads it."""
 
@@ -78,8 +94,11 @@ def translate(text: str, file: str) -> tuple[SN, ...] | None:
     """The syntax nodes of `text` as the Lark path builds them, or None when this reader leaves the
     text to the Lark path."""
     text = normalize_source(text)
-    if not text.isascii() or "\t" in text or "\f" in text or "\\\n" in text or "\x00" in text:
+    if "\t" in text or "\f" in text or "\\\n" in text or "\x00" in text:
         return None
+    ascii_only = text.isascii()
+    if not ascii_only and not _STRINGS_AND_COMMENTS.sub("", text).isascii():
+        return None  # a non-ASCII name (the grammar's names are ASCII) or stray character
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escapes warn; the Lark path reads them silently
@@ -87,9 +106,39 @@ def translate(text: str, file: str) -> tuple[SN, ...] | None:
     except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
         return None
     try:
+        if not ascii_only:
+            _columns_in_characters(tree, text)
         return _Reader(text, file).module(tree)
     except (_Unsupported, RecursionError):
         return None
+
+
+_STRINGS_AND_COMMENTS = re.compile(rf"{STRING}|#[^\n]*")
+
+
+def _columns_in_characters(tree, text: str) -> None:
+    """CPython counts columns in UTF-8 bytes, the grammar in characters: recount them on the lines
+    that are not ASCII (their non-ASCII characters are in strings and comments)."""
+    lines = text.split("\n")
+    wide = {i + 1 for i, line in enumerate(lines) if not line.isascii()}
+    cache: dict = {}
+
+    def chars(line: int, col: int) -> int:
+        key = (line, col)
+        c = cache.get(key)
+        if c is None:
+            c = cache[key] = len(lines[line - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
+        return c
+
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", None)
+        if line is None:
+            continue
+        if line in wide:
+            node.col_offset = chars(line, node.col_offset)
+        end = node.end_lineno
+        if end in wide and node.end_col_offset is not None:
+            node.end_col_offset = chars(end, node.end_col_offset)
 
 
 class _Reader:
@@ -99,6 +148,12 @@ class _Reader:
         self.lines = lines = text.split("\n")
         self.starts = list(accumulate((len(x) + 1 for x in lines), initial=0))
         self.semicolons = ";" in text
+        self.readers = {
+            ast.Attribute: self._attribute, ast.Call: self._call, ast.Subscript: self._getitem,
+            ast.Constant: self._constant, ast.BinOp: self._binop, ast.UnaryOp: self._unary,
+            ast.Compare: self._compare, ast.BoolOp: self._boolop, ast.Tuple: self._tuple_expr,
+            ast.List: self._list, ast.Dict: self._dict,
+        }
 
     # ---- positions ----------------------------------------------------------------------------
     def _at(self, off: int) -> tuple[int, int]:
@@ -156,11 +211,11 @@ class _Reader:
             line, col = self._at(o)
             end_line, end_col = self._at(p)
             p += 1
-            sn = SN("paren", (sn,), Span(file, line, col, end_line, end_col + 1))
+            sn = SN("paren", (sn,), _span(file, line, col, end_line, end_col + 1))
         return sn, p
 
     def _span(self, n) -> Span:
-        return Span(self.file, n.lineno, n.col_offset + 1, n.end_lineno, n.end_col_offset + 1)
+        return _span(self.file, n.lineno, n.col_offset + 1, n.end_lineno, n.end_col_offset + 1)
 
     def _start(self, n) -> int:
         return self.starts[n.lineno - 1] + n.col_offset
@@ -183,74 +238,88 @@ class _Reader:
     def ex(self, n, lo: int, own: int = 0) -> tuple[SN, int]:
         """The node of the expression `n` whose parentheses may open after offset `lo`; and the offset
         after it (after its closing parentheses)."""
-        s = self._start(n)
-        e = self._end(n)
+        starts = self.starts
+        s = starts[n.lineno - 1] + n.col_offset
+        e = starts[n.end_lineno - 1] + n.end_col_offset
         t = type(n)
-        if t is ast.Name:
-            sn = SN("name", (n.id,), self._span(n))
-        elif t is ast.Attribute:
-            base, _ = self.ex(n.value, s)
-            sn = SN("attr", (base, n.attr), self._span(n))
-        elif t is ast.Call:
-            sn = self._call(n, s)
-        elif t is ast.Subscript:
-            base, p = self.ex(n.value, s)
-            sn = SN("getitem", (base, self._subscripts(n.slice, p)), self._span(n))
-        elif t is ast.Constant:
-            sn = self._constant(n, s, e)
-        elif t is ast.BinOp:
-            op = _BINOPS.get(type(n.op))
-            if op is None:
-                raise _Unsupported
-            lhs, p = self.ex(n.left, s)
-            rhs, _ = self.ex(n.right, p)
-            sn = SN("bin", (op, lhs, rhs), self._span(n))
-        elif t is ast.UnaryOp:
-            x, _ = self.ex(n.operand, s)
-            sn = SN("unary", (_UNARY[type(n.op)], x), self._span(n))
-        elif t is ast.Compare:
-            sn, p = self.ex(n.left, s)
-            start = sn.span
-            for op, right in zip(n.ops, n.comparators):
-                o = _CMPOPS.get(type(op))
-                if o is None:
-                    raise _Unsupported
-                rhs, p = self.ex(right, p)
-                sn = SN("cmp", (o, sn, rhs), Span(self.file, start.line, start.col, rhs.span.end_line,
-                                                  rhs.span.end_col))
-        elif t is ast.BoolOp:
-            op = _BOOLOPS[type(n.op)]
-            sn, p = self.ex(n.values[0], s)
-            start = sn.span
-            for v in n.values[1:]:
-                rhs, p = self.ex(v, p)
-                sn = SN("bin", (op, sn, rhs), Span(self.file, start.line, start.col, rhs.span.end_line,
-                                                   rhs.span.end_col))
-        elif t is ast.Tuple:
-            if not self._own_parens(n, s):
-                raise _Unsupported  # a tuple without parentheses where the grammar takes one expression
-            sn = SN("tuple", self._items(n.elts, s + 1)[0], self._span(n))
-        elif t is ast.List:
-            sn = SN("list", self._items(n.elts, s)[0], self._span(n))
-        elif t is ast.Dict:
-            items = []
-            p = s
-            for k, v in zip(n.keys, n.values):
-                if k is None:
-                    raise _Unsupported  # `**mapping`
-                key, p = self.ex(k, p)
-                val, p = self.ex(v, p)
-                items.append((key, val))
-            sn = SN("dict", tuple(items), self._span(n))
+        if t is _Name:
+            sn = SN("name", (n.id,), _span(self.file, n.lineno, n.col_offset + 1, n.end_lineno, n.end_col_offset + 1))
         else:
-            raise _Unsupported
+            read = self.readers.get(t)
+            if read is None:
+                raise _Unsupported
+            sn = read(n, s, e)
         if lo < s and self.text.find("(", lo, s) >= 0:
             return self._parens(sn, lo, s, e, own)
         if own:
             raise _Unsupported
         return sn, e
 
-    def _call(self, n, s: int) -> SN:
+    def _attribute(self, n, s: int, e: int) -> SN:
+        base, _ = self.ex(n.value, s)
+        return SN("attr", (base, n.attr), self._span(n))
+
+    def _getitem(self, n, s: int, e: int) -> SN:
+        base, p = self.ex(n.value, s)
+        return SN("getitem", (base, self._subscripts(n.slice, p)), self._span(n))
+
+    def _binop(self, n, s: int, e: int) -> SN:
+        op = _BINOPS.get(type(n.op))
+        if op is None:
+            raise _Unsupported  # `@`
+        lhs, p = self.ex(n.left, s)
+        rhs, _ = self.ex(n.right, p)
+        return SN("bin", (op, lhs, rhs), self._span(n))
+
+    def _unary(self, n, s: int, e: int) -> SN:
+        x, _ = self.ex(n.operand, s)
+        return SN("unary", (_UNARY[type(n.op)], x), self._span(n))
+
+    def _compare(self, n, s: int, e: int) -> SN:
+        """`a < b < c` reads as the grammar's left-nested `(a < b) < c`, each part spanning its operands."""
+        sn, p = self.ex(n.left, s)
+        start = sn.span
+        for op, right in zip(n.ops, n.comparators):
+            o = _CMPOPS.get(type(op))
+            if o is None:
+                raise _Unsupported  # `in`, `is`
+            rhs, p = self.ex(right, p)
+            end = rhs.span
+            sn = SN("cmp", (o, sn, rhs), _span(self.file, start.line, start.col, end.end_line, end.end_col))
+        return sn
+
+    def _boolop(self, n, s: int, e: int) -> SN:
+        """`a and b and c` reads as the grammar's left-nested `(a and b) and c`."""
+        op = _BOOLOPS[type(n.op)]
+        values = n.values
+        sn, p = self.ex(values[0], s)
+        start = sn.span
+        for v in values[1:]:
+            rhs, p = self.ex(v, p)
+            end = rhs.span
+            sn = SN("bin", (op, sn, rhs), _span(self.file, start.line, start.col, end.end_line, end.end_col))
+        return sn
+
+    def _tuple_expr(self, n, s: int, e: int) -> SN:
+        if not self._own_parens(n, s):
+            raise _Unsupported  # a tuple without parentheses where the grammar takes one expression
+        return SN("tuple", self._items(n.elts, s + 1)[0], self._span(n))
+
+    def _list(self, n, s: int, e: int) -> SN:
+        return SN("list", self._items(n.elts, s)[0], self._span(n))
+
+    def _dict(self, n, s: int, e: int) -> SN:
+        items = []
+        p = s
+        for k, v in zip(n.keys, n.values):
+            if k is None:
+                raise _Unsupported  # `**mapping`
+            key, p = self.ex(k, p)
+            val, p = self.ex(v, p)
+            items.append((key, val))
+        return SN("dict", tuple(items), self._span(n))
+
+    def _call(self, n, s: int, e: int) -> SN:
         func, p = self.ex(n.func, s)
         args = []
         own = 1
@@ -264,7 +333,7 @@ class _Reader:
             if k.arg is None:
                 raise _Unsupported  # `**kwargs`
             line, col = k.lineno, k.col_offset + 1
-            name = SN("name", (k.arg,), Span(self.file, line, col, line, col + len(k.arg)))
+            name = SN("name", (k.arg,), _span(self.file, line, col, line, col + len(k.arg)))
             v, _ = self.ex(k.value, self._start(k))
             p = self._end(k)
             args.append((name, v))
@@ -371,11 +440,11 @@ class _Reader:
         if type(n) is ast.Tuple and not self._own_parens(n, self._start(n)):
             items, _ = self._items(n.elts, lo)
             first = items[0].span
-            return (SN("exprlist", items, Span(self.file, first.line, first.col, n.end_lineno, n.end_col_offset + 1)),
+            return (SN("exprlist", items, _span(self.file, first.line, first.col, n.end_lineno, n.end_col_offset + 1)),
                     self._end(n))
         item, p = self.ex(n, lo)
         sp = item.span
-        return SN("exprlist", (item,), Span(self.file, sp.line, sp.col, sp.end_line, sp.end_col)), p
+        return SN("exprlist", (item,), sp), p
 
     # ---- statements ---------------------------------------------------------------------------
     def module(self, tree) -> tuple[SN, ...]:
@@ -410,7 +479,7 @@ class _Reader:
             ann, p = self.ex(n.annotation, p)
             value, _ = self.exprlist(n.value, p)
             a, b = target.span, value.span
-            return SN("ann_assign", (target, ann, value), Span(self.file, a.line, a.col, b.end_line, b.end_col))
+            return SN("ann_assign", (target, ann, value), _span(self.file, a.line, a.col, b.end_line, b.end_col))
         if t is ast.Assign:
             self._simple_end(n)
             if len(n.targets) != 1:
@@ -418,12 +487,12 @@ class _Reader:
             lhs, p = self.exprlist(n.targets[0], s)
             rhs, _ = self.exprlist(n.value, p)
             a, b = lhs.span, rhs.span
-            return SN("assign", (lhs, rhs), Span(self.file, a.line, a.col, b.end_line, b.end_col))
+            return SN("assign", (lhs, rhs), _span(self.file, a.line, a.col, b.end_line, b.end_col))
         if t is ast.Expr:
             self._simple_end(n)
             e, _ = self.exprlist(n.value, s)
             sp = e.span
-            return SN("expr_stmt", (e,), Span(self.file, sp.line, sp.col, sp.end_line, sp.end_col))
+            return SN("expr_stmt", (e,), sp)
         if t is ast.For:
             return self._for(n, s)
         if t is ast.If:
@@ -467,7 +536,7 @@ class _Reader:
     def _compound_span(self, n) -> Span:
         """From the statement's keyword to the end of the newline token after its last line."""
         end_line, end_col = self._next_code(n.end_lineno)
-        return Span(self.file, n.lineno, n.col_offset + 1, end_line, end_col)
+        return _span(self.file, n.lineno, n.col_offset + 1, end_line, end_col)
 
     def _for(self, n, s: int) -> SN:
         if n.orelse:
@@ -514,7 +583,7 @@ class _Reader:
             first = items[0].span
             end_line, end_col = self._at(e)
             return ("iter", None, tuple((i.a[0], i.span) for i in items),
-                    Span(self.file, first.line, first.col, end_line, end_col)), e
+                    _span(self.file, first.line, first.col, end_line, end_col)), e
         if len(items) == 2 and kinds[0] == "name" and p == e:  # `for i, (a, b) in`
             second = items[1]
             if second.k == "tuple" and all(i.k == "name" for i in second.a) and second.a:
@@ -540,13 +609,13 @@ class _Reader:
                 econd, _ = self.ex(e.test, self._start(e))
                 end_line, end_col = self._next_code(e.body[-1].end_lineno)
                 elifs.append(SN("elif", (econd, self.block(e.body)),
-                                Span(self.file, e.lineno, e.col_offset + 1, end_line, end_col)))
+                                _span(self.file, e.lineno, e.col_offset + 1, end_line, end_col)))
                 cur = e
                 continue
             line, col = self._next_code(cur.body[-1].end_lineno)
             if not self.lines[line - 1].startswith("else", col - 1):
                 raise _Unsupported  # pragma: no cover - Python puts `else` there
-            else_span = Span(self.file, line, col, line, col + 4)
+            else_span = _span(self.file, line, col, line, col + 4)
             orelse = self.block(o)
             break
         return SN("if", (cond, body, tuple(elifs), orelse, else_span), self._compound_span(n))
@@ -584,7 +653,7 @@ class _Reader:
         if m is None:
             raise _Unsupported
         line, col = self._at(m.end())
-        name_span = Span(self.file, line, col, line, col + len(n.name))
+        name_span = _span(self.file, line, col, line, col + len(n.name))
         params = []
         p = m.end() + len(n.name)
         for arg in a.args:
@@ -605,4 +674,4 @@ class _Reader:
         decos = self._decorators(n)
         line, col = n.lineno, n.col_offset + 1
         return SN("class", (n.name, self.block(n.body), decos),
-                  Span(self.file, line, col, line, col + 5 + len(n.name)))
+                  _span(self.file, line, col, line, col + 5 + len(n.name)))
