@@ -450,14 +450,17 @@ class _Reader:
     def module(self, tree) -> tuple[SN, ...]:
         return self.block(tree.body)
 
-    def block(self, body) -> tuple[SN, ...]:
+    def block(self, body: list) -> tuple[SN, ...]:
+        """The statements of `body`, each dropped from Python's tree once read (the tree and the nodes
+        built from it are not all in memory at once)."""
         out = []
         last = 0
-        for st in body:
+        for i, st in enumerate(body):
             if st.lineno <= last:
                 raise _Unsupported  # `a; b`
             out.append(self.stmt(st))
             last = st.end_lineno
+            body[i] = None
         return tuple(out)
 
     def _simple_end(self, n) -> None:
@@ -597,6 +600,7 @@ class _Reader:
 
     def _if(self, n, s: int) -> SN:
         cond, _ = self.ex(n.test, s)
+        body_end = n.body[-1].end_lineno  # the line the last suite read so far ends on
         body = self.block(n.body)
         elifs = []
         orelse = None
@@ -607,12 +611,13 @@ class _Reader:
             if len(o) == 1 and type(o[0]) is ast.If and self.text.startswith("elif", self._start(o[0])):
                 e = o[0]
                 econd, _ = self.ex(e.test, self._start(e))
-                end_line, end_col = self._next_code(e.body[-1].end_lineno)
+                body_end = e.body[-1].end_lineno
+                end_line, end_col = self._next_code(body_end)
                 elifs.append(SN("elif", (econd, self.block(e.body)),
                                 _span(self.file, e.lineno, e.col_offset + 1, end_line, end_col)))
                 cur = e
                 continue
-            line, col = self._next_code(cur.body[-1].end_lineno)
+            line, col = self._next_code(body_end)
             if not self.lines[line - 1].startswith("else", col - 1):
                 raise _Unsupported  # pragma: no cover - Python puts `else` there
             else_span = _span(self.file, line, col, line, col + 4)
