@@ -441,7 +441,7 @@ def _stmts(rnd, ind: str, depth: int) -> list[str]:
     return out
 
 
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.randoms(use_true_random=False))
 def test_same_result_on_random_python_shaped_programs(monkeypatch, rnd):
     text = "\n".join(_stmts(rnd, "", 0)) + rnd.choice(["\n", "", "\n\n# end\n"])
