@@ -82,7 +82,7 @@ def _lower(program: Program, ctx: CompileContext, stop_after: str | None, dumps:
     cache = VerifyCache(ctx)  # this compile's: handed on to the emitters through the result
     given = input_properties(program, ctx) if passes is not None else None
     out = run_pipeline(program, ctx, passes=passes, stop_after=stop_after, instruments=instruments, skip=skip,
-                       cache=cache, given=given)
+                       cache=cache, given=given, check_once=True)
     return LowerResult(out, d.texts if d else [], d.before if d else {},
                        t.profile() if t else None, t.table() if t else None, cache)
 

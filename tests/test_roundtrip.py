@@ -518,6 +518,7 @@ def test_front_end_leaves_the_garbage_collector_as_it_was():
 def test_grammar_cache_is_written_once_and_reused(tmp_path, monkeypatch):
     from ptoc.frontend import syntax
 
+    monkeypatch.setenv("PTOC_FRONTEND", "lark")  # the grammar's path: CPython's parser needs no tables
     cache = tmp_path / "grammar.cache"
     monkeypatch.setattr(syntax, "_cache_path", lambda: str(cache))
     monkeypatch.setattr(syntax, "_GRAMMAR_CACHE", {})

@@ -205,12 +205,14 @@ def _batch_usage(files, output, header_path, timings) -> None:
 
 
 def _batch_warm() -> None:
-    """Load the parser tables and the compiler before the worker processes are forked, so that each worker
-    starts with them loaded instead of loading them again."""
+    """Load the compiler (front end, every pass, the emitters) before the worker processes are forked, so
+    that each worker starts with it loaded instead of loading it again. (Lark's tables are not loaded:
+    a file is read by CPython's parser unless it has a syntax error.)"""
+    from ptoc.codegen.pto import emit_module  # noqa: F401
     from ptoc.driver import compile_program, frontend  # noqa: F401
-    from ptoc.frontend.syntax import get_parser
+    from ptoc.passes.manager import available_pipeline
 
-    get_parser()
+    available_pipeline()
 
 
 def _batch_compile_one(job):

@@ -12,7 +12,8 @@ import difflib
 from dataclasses import replace
 
 from ptoc.diagnostics import CompileError, Diagnostic, DiagnosticSink, Span
-from ptoc.frontend.syntax import SN, gc_paused, parse_syntax
+from ptoc.frontend.pyast import parse_syntax
+from ptoc.frontend.sn import SN, gc_paused
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
     DISTRIBUTED_PREFIX,

@@ -10,8 +10,6 @@ errors in one file are all reported.
 from __future__ import annotations
 
 import ast
-import contextlib
-import gc
 import os
 import warnings
 
@@ -28,20 +26,7 @@ from lark.indenter import DedentError, PythonIndenter
 from ptoc.diagnostics import Diagnostic, Span
 from ptoc.frontend.lexer import FastLexer
 from ptoc.frontend.lexer import IndentError as _IndentError
-
-
-class SN:
-    """A syntax node: a tag, its children and a span. Plain and cheap; the builder gives it meaning."""
-
-    __slots__ = ("k", "a", "span")
-
-    def __init__(self, k: str, a: tuple, span: Span):
-        self.k = k
-        self.a = a
-        self.span = span
-
-    def __repr__(self) -> str:  # pragma: no cover - debugging aid
-        return f"SN({self.k}, {self.a!r})"
+from ptoc.frontend.sn import SN, gc_paused, normalize_source  # noqa: F401  (SN and gc_paused: re-exported)
 
 
 class _Indenter(PythonIndenter):
@@ -200,17 +185,6 @@ class Comment:
 
     def __repr__(self) -> str:  # pragma: no cover - debugging aid
         return f"Comment({self.line}:{self.col} {self.text!r}{' own' if self.own_line else ''})"
-
-
-def normalize_source(text: str) -> str:
-    """The text as the lexer reads it: no byte order mark, LF line ends, a final newline."""
-    if text.startswith("\ufeff"):
-        text = text[1:]
-    if "\r" in text:
-        text = text.replace("\r\n", "\n").replace("\r", "\n")
-    if not text.endswith("\n"):
-        text += "\n"
-    return text
 
 
 def scan_comments(text: str) -> list[Comment]:
@@ -715,20 +689,6 @@ def _parse_nodes(text: str, file: str) -> tuple[SN, ...]:
     if builder.literal_errors:
         raise builder.literal_errors[0]
     return nodes
-
-
-@contextlib.contextmanager
-def gc_paused():
-    """Pause Python's cyclic garbage collector. The front end allocates several objects per token and
-    creates no reference cycles; left on, the collector rescans the growing heap again and again (about
-    half of the parse time of a large file). Reference counting still frees everything as usual."""
-    enabled = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def parse_syntax(text: str, file: str) -> tuple[tuple[SN, ...] | None, list[Diagnostic]]:

@@ -4,7 +4,8 @@ A pass is one class in one file (`ptoc/passes/<PassName>.py`, file name = pass n
 `name`, `stage`, the IR properties it `requires` and `produces`, and a one-line `summary`. `PIPELINE`
 below is the one ordered list of passes. After every pass the manager checks the structural
 invariants (types, SSA, use-after-def: `ptoc.ir.verifier`) and every property the pass claims to
-produce; a failure names the pass and is an `InternalError` (a ptoc bug), never a user error.
+produce; a failure names the pass and is an `InternalError` (a ptoc bug), never a user error. (The
+compiler's own runs check the structure once at the end and replay checked on a failure: `check_once`.)
 The IR is immutable, so a function a pass returns unchanged is not checked again: one `VerifyCache`
 per run remembers what the verifier found (also the value types passes ask for with `Pass.types`).
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 import contextlib
 import gc
 import importlib
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -245,14 +247,16 @@ class RoundTrip(Instrument):
 # --------------------------------------------------------------------------------------------------
 
 
-def check_invariants(program: Program, ctx: CompileContext, p: Pass | None, cache=None, ssa: bool = True) -> None:
+def check_invariants(program: Program, ctx: CompileContext, p: Pass | None, cache=None, ssa: bool = True,
+                     structural: bool = True) -> None:
     """The structural checks and `p`'s produced properties. `cache`: the pipeline run's `VerifyCache`
     (functions a pass returned unchanged are not checked again). `ssa`: the program has the `ssa`
-    property, so single assignment is checked too."""
+    property, so single assignment is checked too. `structural` False: only the properties."""
     from ptoc.ir.verifier import verify_program
 
     who = f"after pass {p.name}" if p is not None else "before the pipeline"
-    diags = [d for d in verify_program(program, ctx=ctx, cache=cache, ssa=ssa) if d.severity == "error"]
+    diags = [d for d in verify_program(program, ctx=ctx, cache=cache, ssa=ssa)
+             if d.severity == "error"] if structural else []
     if diags:
         first = diags[0]
         where = f" at {first.span}" if first.span is not None and first.span.known else ""
@@ -334,14 +338,27 @@ def parse_pipeline(spec: str) -> list[type[Pass]]:
 def run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]] | None = None,
                  stop_after: str | None = None, instruments: list[Instrument] | None = None,
                  verify: bool = True, skip: frozenset[str] = frozenset(), cache=None,
-                 given: frozenset[str] | None = None) -> Program:
+                 given: frozenset[str] | None = None, check_once: bool = False) -> Program:
     """Run the passes in order (up to and including `stop_after`). User errors found by a pass raise
     `CompileError`; broken invariants raise `InternalError`. `cache`: the `VerifyCache` to fill (by
     default one of this run's own, dropped when it returns; the driver passes its own to reuse the
     inferred types when it emits). `given`: the properties the input has (`input_properties`) when
     the passes are a chosen sub-pipeline (`ptoc passes --pipeline`); a pass whose requirement is
-    neither given nor produced by an earlier pass is then the user's error (`CompileError`)."""
+    neither given nor produced by an earlier pass is then the user's error (`CompileError`).
+
+    `check_once` (the compiler's own runs, without instruments): the structural checks, which after
+    every pass cost about a fifth of a compile, run once after the last pass; when that check fails, or
+    any pass raises, the pipeline runs again checking after every pass, so the error is the very one a
+    run checked throughout gives (naming the pass that broke an invariant). Passes are deterministic
+    and the IR immutable: the second run repeats the first up to where it stops.
+    `PTOC_VERIFY_EACH_PASS=1` in the environment turns it off."""
     with gc_paused():
+        if check_once and verify and not instruments and not os.environ.get("PTOC_VERIFY_EACH_PASS"):
+            try:
+                return _run_pipeline(program, ctx, passes, stop_after, instruments, verify, skip, cache, given,
+                                     each=False)
+            except Exception:  # noqa: BLE001  (replayed below, where it is raised as it would be)
+                pass
         return _run_pipeline(program, ctx, passes, stop_after, instruments, verify, skip, cache, given)
 
 
@@ -352,7 +369,8 @@ def _requires(p: Pass) -> frozenset[str]:
 
 def _run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]] | None,
                   stop_after: str | None, instruments: list[Instrument] | None, verify: bool,
-                  skip: frozenset[str], cache, given: frozenset[str] | None = None) -> Program:
+                  skip: frozenset[str], cache, given: frozenset[str] | None = None, each: bool = True) -> Program:
+    """`each` False: the structural checks run once, after the last pass (see `run_pipeline`)."""
     from ptoc.diagnostics import Diagnostic
     from ptoc.ir.verifier import VerifyCache
 
@@ -402,11 +420,13 @@ def _run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]
         seconds = time.perf_counter() - t0
         have |= p.produces
         if verify:
-            check_invariants(program, ctx, p, cache, ssa="ssa" in have)
+            check_invariants(program, ctx, p, cache, ssa="ssa" in have, structural=each)
         for ins in instruments:
             ins.after_pass(i, p, program, seconds)
         if p.name == stop_after:
             break
+    if verify and not each:
+        check_invariants(program, ctx, None, cache, ssa="ssa" in have)
     cache.age()  # keep only what the last check used: the final program's
     return program
 

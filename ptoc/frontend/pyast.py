@@ -1,0 +1,682 @@
+"""The fast front half: CPython's own parser (`ast.parse`) read into the syntax nodes the Lark grammar
+builds (`syntax.SN`, spans included).
+
+The IR text is a strict subset of Python, so CPython's C parser can do the parsing. `translate` walks
+the Python syntax tree and builds exactly the nodes `syntax._ToSN` would build for the same text:
+the same tags, children and spans, parentheses (which Python drops) included, found in the text
+around each expression. It handles only what the grammar (`grammar/pypto_ir.lark`) accepts and it
+reads the same way; on anything else (a Python syntax error, a construct or a spelling the grammar
+does not have, a literal the Lark path reports, a tab, a non-ASCII character) it returns None and
+`parse_syntax` reads the text with the Lark grammar, which stays the reference and reports every
+syntax error with ptoc's diagnostics. `tests/test_frontend_parity.py` compares both paths.
+
+`PTOC_FRONTEND=lark` in the environment skips this path (as do `PTOC_LARK_LEXER` and
+`PTOC_LARK_LOOP`, which select parts of the Lark path).
+
+Nothing here imports Lark: a file that reads cleanly never loads it.
+"""
+
+from __future__ import annotations
+
+import ast
+import os
+import re
+import warnings
+from bisect import bisect_right
+from itertools import accumulate
+
+from ptoc.diagnostics import Diagnostic, Span
+from ptoc.frontend.sn import SN, gc_paused, normalize_source
+
+
+_Name = ast.Name
+_new = object.__new__
+
+
+def _span(file: str, line: int, col: int, end_line: int, end_col: int) -> Span:
+    """`Span(file, line, col, end_line, end_col)`, made without the frozen dataclass's checked
+    `__init__` (a span per node adds up)."""
+    sp = _new(Span)
+    sp.__dict__.update(file=file, line=line, col=col, end_line=end_line, end_col=end_col)
+    return sp
+
+
+if not hasattr(Span, "__dict__") or hasattr(Span, "__slots__") or Span.__init__.__code__.co_argcount != 6:
+    _span = Span  # noqa: F811  (a Span made differently: its own constructor)
+
+
+class _Unsupported(Exception):
+    """The text uses something this reader does not translate: the Lark path reads it."""
+
+
+# The grammar's number and string terminals (grammar/pypto_ir.lark; tests/test_frontend_parity.py
+# checks that these are the grammar's own patterns).
+DEC_NUMBER = r"0|[1-9][0-9_]*"
+HEX_NUMBER = r"0[xX][0-9a-fA-F_]+"
+FLOAT_NUMBER = r"([0-9][0-9_]*\.[0-9_]*|\.[0-9][0-9_]*)([eE][-+]?[0-9]+)?|[0-9][0-9_]*[eE][-+]?[0-9]+"
+STRING = r""""(?:[^"\\\n]|\\.)*"|'(?:[^'\\\n]|\\.)*'"""
+
+_DEC = re.compile(DEC_NUMBER).fullmatch
+_HEX = re.compile(HEX_NUMBER).fullmatch
+_FLOAT = re.compile(FLOAT_NUMBER).fullmatch
+# one or more string tokens, separated by blanks, line ends and comments (inside brackets)
+_STRINGS = re.compile(rf"(?:{STRING})(?:(?:[ \n]|#[^\n]*)*(?:{STRING}))*").fullmatch
+_DEF_NAME = re.compile(r"def[ ]+").match
+
+_BINOPS = {
+    ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/", ast.FloorDiv: "//", ast.Mod: "%", ast.Pow: "**",
+    ast.LShift: "<<", ast.RShift: ">>", ast.BitOr: "|", ast.BitXor: "^", ast.BitAnd: "&",
+}
+_CMPOPS = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">", ast.GtE: ">="}
+_UNARY = {ast.USub: "-", ast.UAdd: "+", ast.Invert: "~", ast.Not: "not"}
+_BOOLOPS = {ast.And: "and", ast.Or: "or"}
+
+
+def enabled() -> bool:
+    env = os.environ
+    return not (env.get("PTOC_FRONTEND") == "lark" or env.get("PTOC_LARK_LEXER") or env.get("PTOC_LARK_LOOP"))
+
+
+def parse_syntax(text: str, file: str) -> tuple[tuple[SN, ...] | None, list[Diagnostic]]:
+    """Parse IR text into syntax nodes: (nodes, []) or (None, syntax diagnostics). CPython's parser
+    when it reads the text as the grammar does; the Lark grammar otherwise (and for every error)."""
+    with gc_paused():
+        if enabled():
+            nodes = translate(text, file)
+            if nodes is not None:
+                return nodes, []
+        from ptoc.frontend import syntax
+
+        return syntax.parse_syntax(text, file)
+
+
+def translate(text: str, file: str) -> tuple[SN, ...] | None:
+    """The syntax nodes of `text` as the Lark path builds them, or None when this reader leaves the
+    text to the Lark path."""
+    text = normalize_source(text)
+    if "\t" in text or "\f" in text or "\\\n" in text or "\x00" in text:
+        return None
+    ascii_only = text.isascii()
+    if not ascii_only and not _STRINGS_AND_COMMENTS.sub("", text).isascii():
+        return None  # a non-ASCII name (the grammar's names are ASCII) or stray character
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # invalid escapes warn; the Lark path reads them silently
+            tree = ast.parse(text)
+    except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
+        return None
+    try:
+        if not ascii_only:
+            _columns_in_characters(tree, text)
+        return _Reader(text, file).module(tree)
+    except (_Unsupported, RecursionError):
+        return None
+
+
+_STRINGS_AND_COMMENTS = re.compile(rf"{STRING}|#[^\n]*")
+
+
+def _columns_in_characters(tree, text: str) -> None:
+    """CPython counts columns in UTF-8 bytes, the grammar in characters: recount them on the lines
+    that are not ASCII (their non-ASCII characters are in strings and comments)."""
+    lines = text.split("\n")
+    wide = {i + 1 for i, line in enumerate(lines) if not line.isascii()}
+    cache: dict = {}
+
+    def chars(line: int, col: int) -> int:
+        key = (line, col)
+        c = cache.get(key)
+        if c is None:
+            c = cache[key] = len(lines[line - 1].encode("utf-8")[:col].decode("utf-8", "replace"))
+        return c
+
+    for node in ast.walk(tree):
+        line = getattr(node, "lineno", None)
+        if line is None:
+            continue
+        if line in wide:
+            node.col_offset = chars(line, node.col_offset)
+        end = node.end_lineno
+        if end in wide and node.end_col_offset is not None:
+            node.end_col_offset = chars(end, node.end_col_offset)
+
+
+class _Reader:
+    def __init__(self, text: str, file: str):
+        self.text = text
+        self.file = file
+        self.lines = lines = text.split("\n")
+        self.starts = list(accumulate((len(x) + 1 for x in lines), initial=0))
+        self.semicolons = ";" in text
+        self.readers = {
+            ast.Attribute: self._attribute, ast.Call: self._call, ast.Subscript: self._getitem,
+            ast.Constant: self._constant, ast.BinOp: self._binop, ast.UnaryOp: self._unary,
+            ast.Compare: self._compare, ast.BoolOp: self._boolop, ast.Tuple: self._tuple_expr,
+            ast.List: self._list, ast.Dict: self._dict,
+        }
+
+    # ---- positions ----------------------------------------------------------------------------
+    def _at(self, off: int) -> tuple[int, int]:
+        """1-based line and column of the text offset `off`."""
+        i = bisect_right(self.starts, off) - 1
+        return i + 1, off - self.starts[i] + 1
+
+    def _skip(self, p: int) -> int:
+        """The offset of the next character at or after `p` that is not a blank, a line end or in a comment."""
+        text = self.text
+        n = len(text)
+        while p < n:
+            c = text[p]
+            if c == " " or c == "\n":
+                p += 1
+            elif c == "#":
+                q = text.find("\n", p)
+                p = n if q < 0 else q
+            else:
+                break
+        return p
+
+    def _opens(self, lo: int, s: int) -> list[int]:
+        """Offsets of the `(` between `lo` and `s` that are not in a comment."""
+        text = self.text
+        out = []
+        p = lo
+        while p < s:
+            c = text[p]
+            if c == "(":
+                out.append(p)
+            elif c == "#":
+                q = text.find("\n", p)
+                p = s if q < 0 else q
+                continue
+            p += 1
+        return out
+
+    def _parens(self, sn: SN, lo: int, s: int, e: int, own: int = 0) -> tuple[SN, int]:
+        """`sn` (read from the text between offsets `s` and `e`) inside the parentheses that open between
+        `lo` and `s` (less the first `own`, which belong to the enclosing construct): (node, offset
+        after its last closing parenthesis)."""
+        opens = self._opens(lo, s)
+        if own:
+            if len(opens) < own:
+                raise _Unsupported
+            opens = opens[own:]
+        text = self.text
+        file = self.file
+        p = e
+        for o in reversed(opens):
+            p = self._skip(p)
+            if p >= len(text) or text[p] != ")":
+                raise _Unsupported  # `with (a as b):` and the like
+            line, col = self._at(o)
+            end_line, end_col = self._at(p)
+            p += 1
+            sn = SN("paren", (sn,), _span(file, line, col, end_line, end_col + 1))
+        return sn, p
+
+    def _span(self, n) -> Span:
+        return _span(self.file, n.lineno, n.col_offset + 1, n.end_lineno, n.end_col_offset + 1)
+
+    def _start(self, n) -> int:
+        return self.starts[n.lineno - 1] + n.col_offset
+
+    def _end(self, n) -> int:
+        return self.starts[n.end_lineno - 1] + n.end_col_offset
+
+    def _next_code(self, line: int) -> tuple[int, int]:
+        """Line and column of the first code after line `line` (1-based): where the newline token that
+        ends a block ends (blank and comment lines belong to it); the end of the text if none."""
+        lines = self.lines
+        for j in range(line, len(lines)):
+            raw = lines[j]
+            body = raw.lstrip(" ")
+            if body and body[0] != "#":
+                return j + 1, len(raw) - len(body) + 1
+        return len(lines), 1
+
+    # ---- expressions --------------------------------------------------------------------------
+    def ex(self, n, lo: int, own: int = 0) -> tuple[SN, int]:
+        """The node of the expression `n` whose parentheses may open after offset `lo`; and the offset
+        after it (after its closing parentheses)."""
+        starts = self.starts
+        s = starts[n.lineno - 1] + n.col_offset
+        e = starts[n.end_lineno - 1] + n.end_col_offset
+        t = type(n)
+        if t is _Name:
+            sn = SN("name", (n.id,), _span(self.file, n.lineno, n.col_offset + 1, n.end_lineno, n.end_col_offset + 1))
+        else:
+            read = self.readers.get(t)
+            if read is None:
+                raise _Unsupported
+            sn = read(n, s, e)
+        if lo < s and self.text.find("(", lo, s) >= 0:
+            return self._parens(sn, lo, s, e, own)
+        if own:
+            raise _Unsupported
+        return sn, e
+
+    def _attribute(self, n, s: int, e: int) -> SN:
+        base, _ = self.ex(n.value, s)
+        return SN("attr", (base, n.attr), self._span(n))
+
+    def _getitem(self, n, s: int, e: int) -> SN:
+        base, p = self.ex(n.value, s)
+        return SN("getitem", (base, self._subscripts(n.slice, p)), self._span(n))
+
+    def _binop(self, n, s: int, e: int) -> SN:
+        op = _BINOPS.get(type(n.op))
+        if op is None:
+            raise _Unsupported  # `@`
+        lhs, p = self.ex(n.left, s)
+        rhs, _ = self.ex(n.right, p)
+        return SN("bin", (op, lhs, rhs), self._span(n))
+
+    def _unary(self, n, s: int, e: int) -> SN:
+        x, _ = self.ex(n.operand, s)
+        return SN("unary", (_UNARY[type(n.op)], x), self._span(n))
+
+    def _compare(self, n, s: int, e: int) -> SN:
+        """`a < b < c` reads as the grammar's left-nested `(a < b) < c`, each part spanning its operands."""
+        sn, p = self.ex(n.left, s)
+        start = sn.span
+        for op, right in zip(n.ops, n.comparators):
+            o = _CMPOPS.get(type(op))
+            if o is None:
+                raise _Unsupported  # `in`, `is`
+            rhs, p = self.ex(right, p)
+            end = rhs.span
+            sn = SN("cmp", (o, sn, rhs), _span(self.file, start.line, start.col, end.end_line, end.end_col))
+        return sn
+
+    def _boolop(self, n, s: int, e: int) -> SN:
+        """`a and b and c` reads as the grammar's left-nested `(a and b) and c`."""
+        op = _BOOLOPS[type(n.op)]
+        values = n.values
+        sn, p = self.ex(values[0], s)
+        start = sn.span
+        for v in values[1:]:
+            rhs, p = self.ex(v, p)
+            end = rhs.span
+            sn = SN("bin", (op, sn, rhs), _span(self.file, start.line, start.col, end.end_line, end.end_col))
+        return sn
+
+    def _tuple_expr(self, n, s: int, e: int) -> SN:
+        if not self._own_parens(n, s):
+            raise _Unsupported  # a tuple without parentheses where the grammar takes one expression
+        return SN("tuple", self._items(n.elts, s + 1)[0], self._span(n))
+
+    def _list(self, n, s: int, e: int) -> SN:
+        return SN("list", self._items(n.elts, s)[0], self._span(n))
+
+    def _dict(self, n, s: int, e: int) -> SN:
+        items = []
+        p = s
+        for k, v in zip(n.keys, n.values):
+            if k is None:
+                raise _Unsupported  # `**mapping`
+            key, p = self.ex(k, p)
+            val, p = self.ex(v, p)
+            items.append((key, val))
+        return SN("dict", tuple(items), self._span(n))
+
+    def _call(self, n, s: int, e: int) -> SN:
+        func, p = self.ex(n.func, s)
+        args = []
+        own = 1
+        for a in n.args:
+            if type(a) is ast.Starred:
+                raise _Unsupported
+            v, p = self.ex(a, p, own)
+            own = 0
+            args.append((None, v))
+        for k in n.keywords:
+            if k.arg is None:
+                raise _Unsupported  # `**kwargs`
+            line, col = k.lineno, k.col_offset + 1
+            name = SN("name", (k.arg,), _span(self.file, line, col, line, col + len(k.arg)))
+            v, _ = self.ex(k.value, self._start(k))
+            p = self._end(k)
+            args.append((name, v))
+        return SN("call", (func, tuple(args)), self._span(n))
+
+    def _own_parens(self, n, s: int) -> bool:
+        """Whether the tuple `n` (which starts at offset `s`) is written in parentheses of its own
+        (`(a, b)`), not only around its first item (`(a), b`)."""
+        elts = n.elts
+        if not elts:
+            return True
+        text = self.text
+        if text[s] != "(":
+            return False
+        opens = len(self._opens(s, self._start(elts[0])))
+        p = self._end(elts[0])
+        closes = 0
+        n_text = len(text)
+        while closes < opens:
+            p = self._skip(p)
+            if p >= n_text or text[p] != ")":
+                break
+            closes += 1
+            p += 1
+        own = opens - closes
+        if own not in (0, 1):
+            raise _Unsupported
+        return own == 1
+
+    def _items(self, elts, lo: int) -> tuple[tuple, int]:
+        items = []
+        p = lo
+        for x in elts:
+            if type(x) is ast.Starred:
+                raise _Unsupported
+            item, p = self.ex(x, p)
+            items.append(item)
+        return tuple(items), p
+
+    def _subscripts(self, x, lo: int) -> tuple:
+        if type(x) is ast.Tuple and not self._own_parens(x, self._start(x)):
+            out = []
+            p = lo
+            for elt in x.elts:
+                if type(elt) is ast.Starred:
+                    raise _Unsupported
+                item, p = self._subscript(elt, p)
+                out.append(item)
+            return tuple(out)
+        item, _ = self._subscript(x, lo)
+        return (item,)
+
+    def _subscript(self, x, lo: int) -> tuple[SN, int]:
+        if type(x) is not ast.Slice:
+            return self.ex(x, lo)
+        if x.step is not None:
+            raise _Unsupported
+        s, e = self._start(x), self._end(x)
+        lower = upper = None
+        p = s
+        if x.lower is not None:
+            lower, p = self.ex(x.lower, lo)
+        text = self.text
+        if x.upper is not None:
+            us = self._start(x.upper)
+            if text.count(":", p, us) != 1:
+                raise _Unsupported
+            upper, q = self.ex(x.upper, p)
+            if q != e:
+                raise _Unsupported  # `a:b:`
+        elif text.count(":", p, e) != 1 or "#" in text[p:e]:
+            raise _Unsupported  # `a::`
+        return SN("slice", (lower, upper), self._span(x)), e
+
+    def _constant(self, n, s: int, e: int) -> SN:
+        v = n.value
+        t = type(v)
+        if v is True:
+            return SN("true", (), self._span(n))
+        if v is False:
+            return SN("false", (), self._span(n))
+        if v is None:
+            return SN("none", (), self._span(n))
+        src = self.text[s:e]
+        if t is int:
+            if _DEC(src):
+                if len(src.replace("_", "")) > 40:
+                    raise _Unsupported  # the Lark path reports it
+            elif not _HEX(src):
+                raise _Unsupported  # octal, binary, `00`
+            return SN("int", (v,), self._span(n))
+        if t is float:
+            if not _FLOAT(src) or v == float("inf"):
+                raise _Unsupported
+            return SN("float", (v,), self._span(n))
+        if t is str:
+            if n.kind is not None or not _STRINGS(src):
+                raise _Unsupported  # prefixes, triple quotes
+            return SN("str", (v,), self._span(n))
+        raise _Unsupported  # bytes, complex numbers, `...`
+
+    def exprlist(self, n, lo: int) -> tuple[SN, int]:
+        """An `exprlist` of the grammar: a tuple without parentheses gives its items."""
+        if type(n) is ast.Tuple and not self._own_parens(n, self._start(n)):
+            items, _ = self._items(n.elts, lo)
+            first = items[0].span
+            return (SN("exprlist", items, _span(self.file, first.line, first.col, n.end_lineno, n.end_col_offset + 1)),
+                    self._end(n))
+        item, p = self.ex(n, lo)
+        sp = item.span
+        return SN("exprlist", (item,), sp), p
+
+    # ---- statements ---------------------------------------------------------------------------
+    def module(self, tree) -> tuple[SN, ...]:
+        return self.block(tree.body)
+
+    def block(self, body: list) -> tuple[SN, ...]:
+        """The statements of `body`, each dropped from Python's tree once read (the tree and the nodes
+        built from it are not all in memory at once)."""
+        out = []
+        last = 0
+        for i, st in enumerate(body):
+            if st.lineno <= last:
+                raise _Unsupported  # `a; b`
+            out.append(self.stmt(st))
+            last = st.end_lineno
+            body[i] = None
+        return tuple(out)
+
+    def _simple_end(self, n) -> None:
+        """A statement ended by `;` is left to the Lark path."""
+        if self.semicolons:
+            e = self._end(n)
+            rest = self.text[e:self.text.find("\n", e)]
+            if ";" in rest.split("#", 1)[0]:
+                raise _Unsupported
+
+    def stmt(self, n) -> SN:
+        t = type(n)
+        s = self._start(n)
+        if t is ast.AnnAssign:
+            self._simple_end(n)
+            if n.value is None:
+                raise _Unsupported
+            target, p = self.ex(n.target, s)
+            ann, p = self.ex(n.annotation, p)
+            value, _ = self.exprlist(n.value, p)
+            a, b = target.span, value.span
+            return SN("ann_assign", (target, ann, value), _span(self.file, a.line, a.col, b.end_line, b.end_col))
+        if t is ast.Assign:
+            self._simple_end(n)
+            if len(n.targets) != 1:
+                raise _Unsupported
+            lhs, p = self.exprlist(n.targets[0], s)
+            rhs, _ = self.exprlist(n.value, p)
+            a, b = lhs.span, rhs.span
+            return SN("assign", (lhs, rhs), _span(self.file, a.line, a.col, b.end_line, b.end_col))
+        if t is ast.Expr:
+            self._simple_end(n)
+            e, _ = self.exprlist(n.value, s)
+            sp = e.span
+            return SN("expr_stmt", (e,), sp)
+        if t is ast.For:
+            return self._for(n, s)
+        if t is ast.If:
+            return self._if(n, s)
+        if t is ast.Return:
+            self._simple_end(n)
+            value = None
+            if n.value is not None:
+                value, _ = self.exprlist(n.value, s)
+            return SN("return", (value,), self._span(n))
+        if t is ast.FunctionDef:
+            return self._def(n, s)
+        if t is ast.ClassDef:
+            return self._class(n)
+        if t is ast.Pass:
+            self._simple_end(n)
+            return SN("pass", (), self._span(n))
+        if t is ast.While:
+            if n.orelse:
+                raise _Unsupported
+            cond, _ = self.ex(n.test, s)
+            return SN("while", (cond, self.block(n.body)), self._compound_span(n))
+        if t is ast.With:
+            return self._with(n, s)
+        if t is ast.Import:
+            self._simple_end(n)
+            if len(n.names) != 1:
+                raise _Unsupported
+            a = n.names[0]
+            return SN("import", (a.name, a.asname), self._span(n))
+        if t is ast.ImportFrom:
+            self._simple_end(n)
+            if n.level or n.module is None or len(n.names) != 1 or "(" in self.text[s:self._end(n)]:
+                raise _Unsupported
+            a = n.names[0]
+            if a.name == "*":
+                raise _Unsupported
+            return SN("from_import", (n.module, a.name, a.asname), self._span(n))
+        raise _Unsupported
+
+    def _compound_span(self, n) -> Span:
+        """From the statement's keyword to the end of the newline token after its last line."""
+        end_line, end_col = self._next_code(n.end_lineno)
+        return _span(self.file, n.lineno, n.col_offset + 1, end_line, end_col)
+
+    def _for(self, n, s: int) -> SN:
+        if n.orelse:
+            raise _Unsupported
+        target, p = self._for_target(n.target, s)
+        it, _ = self.ex(n.iter, p)
+        return SN("for", (target, it, self.block(n.body)), self._compound_span(n))
+
+    def _names(self, elts, lo: int) -> tuple[tuple, int]:
+        """(name, span) of each plain name in `elts` (no parentheses around any)."""
+        out = []
+        p = lo
+        for x in elts:
+            if type(x) is not ast.Name:
+                raise _Unsupported
+            sn, q = self.ex(x, p)
+            if sn.k != "name":
+                raise _Unsupported
+            out.append((x.id, sn.span))
+            p = q
+        return tuple(out), p
+
+    def _for_target(self, x, lo: int) -> tuple[tuple, int]:
+        t = type(x)
+        if t is ast.Name:
+            sn, p = self.ex(x, lo)
+            if sn.k == "name":
+                return ("name", x.id, None, sn.span), p
+            if sn.a[0].k == "name":  # `for (a) in`: one parenthesised name
+                return ("iter", None, ((x.id, sn.a[0].span),), sn.span), p
+            raise _Unsupported
+        if t is not ast.Tuple or not x.elts:
+            raise _Unsupported
+        s = self._start(x)
+        if self.text.find("(", lo, s) >= 0:
+            raise _Unsupported
+        if self._own_parens(x, s):  # `for (a, b) in`
+            names, _ = self._names(x.elts, s + 1)
+            return ("iter", None, names, self._span(x)), self._end(x)
+        items, p = self._items(x.elts, lo)
+        e = self._end(x)
+        kinds = [i.k for i in items]
+        if all(k == "name" for k in kinds):  # `for a, b in`
+            first = items[0].span
+            end_line, end_col = self._at(e)
+            return ("iter", None, tuple((i.a[0], i.span) for i in items),
+                    _span(self.file, first.line, first.col, end_line, end_col)), e
+        if len(items) == 2 and kinds[0] == "name" and p == e:  # `for i, (a, b) in`
+            second = items[1]
+            if second.k == "tuple" and all(i.k == "name" for i in second.a) and second.a:
+                names = tuple((i.a[0], i.span) for i in second.a)
+            elif second.k == "paren" and second.a[0].k == "name":
+                names = ((second.a[0].a[0], second.a[0].span),)
+            else:
+                raise _Unsupported
+            return ("name_iter", items[0].a[0], names, items[0].span), e
+        raise _Unsupported
+
+    def _if(self, n, s: int) -> SN:
+        cond, _ = self.ex(n.test, s)
+        body_end = n.body[-1].end_lineno  # the line the last suite read so far ends on
+        body = self.block(n.body)
+        elifs = []
+        orelse = None
+        else_span = None
+        cur = n
+        while cur.orelse:
+            o = cur.orelse
+            if len(o) == 1 and type(o[0]) is ast.If and self.text.startswith("elif", self._start(o[0])):
+                e = o[0]
+                econd, _ = self.ex(e.test, self._start(e))
+                body_end = e.body[-1].end_lineno
+                end_line, end_col = self._next_code(body_end)
+                elifs.append(SN("elif", (econd, self.block(e.body)),
+                                _span(self.file, e.lineno, e.col_offset + 1, end_line, end_col)))
+                cur = e
+                continue
+            line, col = self._next_code(body_end)
+            if not self.lines[line - 1].startswith("else", col - 1):
+                raise _Unsupported  # pragma: no cover - Python puts `else` there
+            else_span = _span(self.file, line, col, line, col + 4)
+            orelse = self.block(o)
+            break
+        return SN("if", (cond, body, tuple(elifs), orelse, else_span), self._compound_span(n))
+
+    def _with(self, n, s: int) -> SN:
+        if len(n.items) != 1:
+            raise _Unsupported
+        item = n.items[0]
+        expr, p = self.ex(item.context_expr, s)
+        alias = None
+        v = item.optional_vars
+        if v is not None:
+            if type(v) is not ast.Name or self.text.find("(", p, self._start(v)) >= 0:
+                raise _Unsupported
+            alias = (v.id, self._span(v))
+        return SN("with", (expr, alias, self.block(n.body)), self._compound_span(n))
+
+    def _decorators(self, n) -> tuple:
+        out = []
+        lines = self.lines
+        for d in n.decorator_list:
+            at = d.lineno - 1  # the line of the `@`: its expression may start on a later line
+            while not lines[at].lstrip(" ").startswith("@"):
+                at -= 1
+            sn, _ = self.ex(d, self.starts[at])
+            out.append(sn)
+        return tuple(out)
+
+    def _def(self, n, s: int) -> SN:
+        a = n.args
+        if (a.posonlyargs or a.vararg or a.kwonlyargs or a.kw_defaults or a.kwarg or a.defaults
+                or getattr(n, "type_params", None)):
+            raise _Unsupported
+        m = _DEF_NAME(self.text, s)
+        if m is None:
+            raise _Unsupported
+        line, col = self._at(m.end())
+        name_span = _span(self.file, line, col, line, col + len(n.name))
+        params = []
+        p = m.end() + len(n.name)
+        for arg in a.args:
+            ann = None
+            if arg.annotation is not None:
+                ann, _ = self.ex(arg.annotation, self._start(arg))
+            params.append(SN("param", (arg.arg, ann), self._span(arg)))
+            p = self._end(arg)
+        ret = None
+        if n.returns is not None:
+            ret, _ = self.ex(n.returns, p, own=0 if a.args else 1)
+        decos = self._decorators(n)
+        return SN("def", (n.name, tuple(params), ret, self.block(n.body), decos), name_span)
+
+    def _class(self, n) -> SN:
+        if n.bases or n.keywords or getattr(n, "type_params", None):
+            raise _Unsupported
+        decos = self._decorators(n)
+        line, col = n.lineno, n.col_offset + 1
+        return SN("class", (n.name, self.block(n.body), decos),
+                  _span(self.file, line, col, line, col + 5 + len(n.name)))
