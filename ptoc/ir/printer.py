@@ -83,6 +83,7 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.types import normalize_tensor_view, normalize_tile_view
+from ptoc.ir.visitor import walk as iter_nodes
 
 INDENT = "    "
 
@@ -239,6 +240,12 @@ class Printer:
         self.style = style
         self._addrs: dict[str, Expr] = {}  # pypto style: allocation name -> its addr= in this function
         self._hoisted: set[int] = set()  # pypto style: the allocations printed at the top of the function
+        # pypto style: PyPTO's parser makes every `for` a new variable, and its printer tells two of one
+        # function apart by a suffix (`for i` twice prints `i`, then `i_1`): the names loops bound so far,
+        # and the renaming in force inside a loop
+        self._loop_names: set[str] = set()
+        self._renamed: dict[str, str] = {}
+        self._func: Function | None = None
 
     def _put(self, out: list[str], ind: str, text: str, key: tuple | None) -> None:
         """Append one printed line, with the source comments attached to its anchor `key`."""
@@ -264,7 +271,7 @@ class Printer:
         return method(self, e)
 
     def _var(self, e: Var) -> str:
-        return e.name
+        return self._renamed.get(e.name, e.name) if self._renamed else e.name
 
     def _const_int(self, e: ConstInt) -> str:
         if e.dtype.name == "INDEX":
@@ -462,7 +469,24 @@ class Printer:
         self._put(out, ind, _KEYWORD_STMTS[type(s)], key)
 
     def _for_stmt(self, s, depth, ind, key, out) -> None:
-        target = s.var.name
+        name = s.var.name
+        if self.style == "pypto" and name in self._loop_names and self._func is not None:
+            taken = {n.name for n in iter_nodes(self._func) if isinstance(n, Var)} | set(self._renamed.values())
+            k = 1
+            while f"{name}_{k}" in taken:
+                k += 1
+            saved = self._renamed
+            self._renamed = {**saved, name: f"{name}_{k}"}
+            try:
+                self._for_stmt_as(s, depth, ind, key, out)
+            finally:
+                self._renamed = saved
+            return
+        self._loop_names.add(name)
+        self._for_stmt_as(s, depth, ind, key, out)
+
+    def _for_stmt_as(self, s, depth, ind, key, out) -> None:
+        target = self.expr(s.var)
         init = None
         if s.iter_args or s.init_values:
             target += f", ({_iter_names(s.iter_args)})"
@@ -506,11 +530,20 @@ class Printer:
         allocs = _allocs(f.body) if self.style == "pypto" else []
         self._addrs = {a.target.name: a.value.kwarg("addr") for a in allocs if a.value.kwarg("addr") is not None}
         self._hoisted = set()
+        self._loop_names, self._renamed, self._func = set(), {}, f
         ind = INDENT * depth
         deco_kw = []
         if f.func_type != "Opaque":
             deco_kw.append(f"type={p}.FunctionType.{f.func_type}")
-        deco_kw += [f"{k}={self.expr(v)}" for k, v in f.decorator_kwargs]
+        attrs = f.attrs
+        kwargs = f.decorator_kwargs
+        if self.style == "pypto":
+            # PyPTO prints a function's attrs as a `pl.func_attr({...})` prologue, never as `attrs=`
+            deco_attrs = [v for k, v in kwargs if k == "attrs" and isinstance(v, DictExpr)]
+            if deco_attrs:
+                kwargs = tuple((k, v) for k, v in kwargs if not (k == "attrs" and isinstance(v, DictExpr)))
+                attrs = tuple(item for d in deco_attrs for item in d.items) + tuple(attrs or ())
+        deco_kw += [f"{k}={self.expr(v)}" for k, v in kwargs]
         implied = _PYPTO_LEVEL_ROLE.get(f.func_type) if self.style == "pypto" else None
         if implied is not None and not any(k in ("level", "role") for k, _ in f.decorator_kwargs):
             deco_kw[1:1] = [f"level={p}.Level.{implied[0]}", f"role={p}.Role.{implied[1]}"]
@@ -529,8 +562,8 @@ class Printer:
         elif f.returns:
             ret = f" -> {self.type(f.returns[0])}"
         self._put(out, ind, f"def {f.name}({', '.join(params)}){ret}:", ("def",) + fkey)
-        if f.attrs is not None:
-            self._put(out, ind + INDENT, f"{p}.func_attr({self.expr(DictExpr(f.attrs))})", ("attr",) + fkey)
+        if attrs is not None:
+            self._put(out, ind + INDENT, f"{p}.func_attr({self.expr(DictExpr(attrs))})", ("attr",) + fkey)
             if not f.body:
                 return
         if allocs:  # PyPTO's InitMemRef declares every buffer at the top of the function
@@ -583,7 +616,9 @@ _PYPTO_LEVEL_ROLE = {
     "InCore": ("CHIP_DIE", "SubWorker"),
     "AIC": ("AIC", "SubWorker"),
     "AIV": ("AIV", "SubWorker"),
+    "Group": ("CORE_GROUP", "SubWorker"),
     "Orchestration": ("CHIP", "Orchestrator"),
+    "Graph": ("CHIP", "Orchestrator"),
 }
 
 # a printed line that names the distributed namespace (its ops, types or enums) needs its import
