@@ -140,3 +140,26 @@ def test_slice_of_popped_tile_needs_a_buffer(tmp_path):
     assert r.returncode == 1, r.stderr
     assert "PTOC-E0770" in r.stderr and "'tall'" in r.stderr
     assert "internal error" not in r.stderr
+
+
+def test_split_attribute_in_a_func_attr_prologue_splits_the_kernel(tmp_path):
+    """PyPTO prints a function's attributes as a `pl.func_attr({...})` prologue: a `split` written there
+    splits the kernel exactly as `attrs={"split": ...}` in the decorator does (it used to be ignored, and
+    the kernel was compiled for one lane)."""
+    root = Path(__file__).resolve().parent.parent
+    src = (root / "examples" / "linear_relu_auto_split.ir").read_text()
+    deco = '@pl.function(type=pl.FunctionType.InCore, attrs={"split": pl.SplitMode.UP_DOWN})\n'
+    head, rest = src.split(deco)
+    def_line, body = rest.split("\n", 1)
+    prologue = head + "@pl.function(type=pl.FunctionType.InCore)\n" + def_line + "\n" + \
+        '        pl.func_attr({"split": pl.SplitMode.UP_DOWN})\n' + body
+    outs = []
+    for name, text in (("deco.ir", src), ("prologue.ir", prologue)):
+        f = tmp_path / name
+        f.write_text(text)
+        r = subprocess.run([str(PTOC), "compile", str(f), "-o", str(tmp_path / f"{name}.pto"), "--no-header"],
+                           capture_output=True, text=True, timeout=120)
+        assert r.returncode == 0, r.stderr
+        outs.append((tmp_path / f"{name}.pto").read_text())
+    assert "pto.get_subblock_idx" in outs[1] and "tpop_from_aic {split = 1}" in outs[1]
+    assert outs[0] == outs[1]

@@ -539,10 +539,9 @@ class Printer:
         kwargs = f.decorator_kwargs
         if self.style == "pypto":
             # PyPTO prints a function's attrs as a `pl.func_attr({...})` prologue, never as `attrs=`
-            deco_attrs = [v for k, v in kwargs if k == "attrs" and isinstance(v, DictExpr)]
-            if deco_attrs:
+            if any(k == "attrs" and isinstance(v, DictExpr) for k, v in kwargs):
                 kwargs = tuple((k, v) for k, v in kwargs if not (k == "attrs" and isinstance(v, DictExpr)))
-                attrs = tuple(item for d in deco_attrs for item in d.items) + tuple(attrs or ())
+                attrs = f.attr_items()
         deco_kw += [f"{k}={self.expr(v)}" for k, v in kwargs]
         implied = _PYPTO_LEVEL_ROLE.get(f.func_type) if self.style == "pypto" else None
         if implied is not None and not any(k in ("level", "role") for k, _ in f.decorator_kwargs):

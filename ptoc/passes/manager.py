@@ -63,6 +63,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("memory", "MemoryReuse"),
     ("memory", "AllocateMemoryAddr"),
     ("memory", "DeriveCallDirections"),
+    ("memory", "Simplify"),
 ]
 
 
