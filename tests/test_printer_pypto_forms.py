@@ -110,3 +110,28 @@ def test_diff_names_locals_per_function():
     two = "def kk(p):\n    q = p\n    return q\ndef mm(x):\n    y = x\n    return y\n"
     assert d.normalise_ir(one) == d.normalise_ir(two)
     assert d.normalise_ir(one) == "def f0(v0):\n    v1 = v0\n    return v1\n\ndef f1(v0):\n    v1 = v0\n    return v1"
+
+
+def test_extract_shape_prints_positionally_and_cast_target_type_by_keyword():
+    """PyPTO holds tile.extract's shape as an argument (printed positionally) and tile.cast's target_type
+    as an attribute (printed as a keyword)."""
+    src = """\
+import pypto.language as pl
+
+@pl.function(type=pl.FunctionType.AIC)
+def k(a: pl.Tensor[[64, 64], pl.BF16], o: pl.Out[pl.Tensor[[32, 64], pl.FP32]]) -> pl.Tensor[[32, 64], pl.FP32]:
+    m: pl.Tile[[64, 64], pl.BF16, pl.Mem.Mat] = pl.tile.load(a, [0, 0], [64, 64], target_memory=pl.Mem.Mat)
+    x = pl.tile.extract(m, 0, 0, shape=[32, 64], target_memory=pl.Mem.Left)
+    y = pl.tile.extract(m, 0, 0, shape=[64, 64], target_memory=pl.Mem.Right)
+    c = pl.tile.matmul(x, y)
+    r = pl.tile.store(c, [0, 0], o)
+    return r
+"""
+    prog = frontend(src, "k.ir", CompileContext())
+    text = print_program(prog, style="pypto")
+    assert "pl.tile.extract(m, 0, 0, [32, 64], target_memory=pl.Mem.Left)" in text
+    assert "shape=" not in text
+    assert "pl.tile.extract(m, 0, 0, shape=[32, 64], target_memory=pl.Mem.Left)" in print_program(prog, style="ptoc")
+    cast = frontend(src.replace("r = pl.tile.store(c, [0, 0], o)", "h = pl.tile.cast(c, target_type=pl.FP16)\n"
+                                "    r = pl.tile.store(c, [0, 0], o)"), "k.ir", CompileContext())
+    assert "pl.tile.cast(c, target_type=pl.FP16)" in print_program(cast, style="pypto")

@@ -680,7 +680,34 @@ def _pypto_call_operands(e: Call) -> tuple[tuple, tuple]:
         return e.args + (e.args[2],), e.kwargs
     if e.op == "tensor.create" and e.kwarg("layout") is None:
         return e.args, e.kwargs + (("layout", EnumLit("TensorLayout", "ND")),)
+    if e.kwargs and e.op in _PYPTO_ARGS:
+        return _required_positionally(e)
     return e.args, e.kwargs
+
+
+# Ops whose required parameters (ptoc's registry) PyPTO's IR holds as call arguments, so its printer writes
+# them positionally (its python/pypto/ir/op/tile_ops.py builds each call); others, such as tile.cast's
+# target_type, are attributes PyPTO prints as keywords.
+_PYPTO_ARGS = frozenset({"tile.extract", "tile.create", "tile.reshape", "tile.slice", "tile.ci", "tile.expands",
+                         "tile.write", "tile.fillpad_expand"})
+
+
+def _required_positionally(e: Call) -> tuple[tuple, tuple]:
+    """The keywords of `e` that name its next required parameters, moved into its arguments in order
+    (`pl.tile.extract(t, 0, c, shape=[128, 64])` prints as `pl.tile.extract(t, 0, c, [128, 64])`)."""
+    from ptoc.ops.registry import lookup
+
+    op = lookup(e.op)
+    if op is None:
+        return e.args, e.kwargs
+    args, kwargs = list(e.args), dict(e.kwargs)
+    for name in op.params[len(args):]:
+        if name not in kwargs:
+            break
+        args.append(kwargs.pop(name))
+    if len(args) == len(e.args):
+        return e.args, e.kwargs
+    return tuple(args), tuple((k, v) for k, v in e.kwargs if k in kwargs)
 
 
 def print_program(prog: Program, comments: SourceComments | None = None, style: str | None = None) -> str:
