@@ -135,3 +135,23 @@ def k(a: pl.Tensor[[64, 64], pl.BF16], o: pl.Out[pl.Tensor[[32, 64], pl.FP32]]) 
     cast = frontend(src.replace("r = pl.tile.store(c, [0, 0], o)", "h = pl.tile.cast(c, target_type=pl.FP16)\n"
                                 "    r = pl.tile.store(c, [0, 0], o)"), "k.ir", CompileContext())
     assert "pl.tile.cast(c, target_type=pl.FP16)" in print_program(cast, style="pypto")
+
+
+def test_packed_nd_strides_print_as_a_bare_tensor():
+    """PyPTO leaves a packed row-major ND tensor without a view; a view that says more is printed."""
+    from ptoc.ir.nodes import ConstInt, TensorType, TensorView
+    from ptoc.ir import dtypes
+    from ptoc.ir.printer import Printer
+
+    def i(v):
+        return ConstInt(v, dtypes.INDEX)
+
+    def ten(stride, layout="ND"):
+        return TensorType((i(16), i(64)), dtypes.FP32, TensorView(stride=tuple(i(s) for s in stride), layout=layout))
+
+    pypto = Printer(style="pypto")
+    assert pypto.type(ten((64, 1))) == "pl.Tensor[[16, 64], pl.FP32]"
+    assert pypto.type(ten((128, 1))) == \
+        "pl.Tensor[[16, 64], pl.FP32, pl.TensorView(stride=[128, 1], layout=pl.TensorLayout.ND)]"
+    assert "layout=pl.TensorLayout.DN" in pypto.type(ten((1, 16), "DN"))
+    assert "stride=[64, 1]" in Printer(style="ptoc").type(ten((64, 1)))

@@ -387,7 +387,7 @@ class Printer:
         if isinstance(t, TensorType):
             parts = [self._list(t.shape), f"{p}.{t.dtype.name}"]
             v = normalize_tensor_view(t.view)
-            if v is not None:
+            if v is not None and not (self.style == "pypto" and _packed_nd(t.shape, v)):
                 parts.append(self._tensor_view(v))
             if t.memref is not None:
                 parts.append(self.memref(t.memref))
@@ -669,6 +669,21 @@ def _allocs(body) -> list[AssignStmt]:
             if inner:
                 out += _allocs(inner)
     return out
+
+
+def _packed_nd(shape, v) -> bool:
+    """Whether view `v` of a tensor of `shape` only states the packed row-major ND strides: PyPTO's IR
+    leaves such a tensor without a view (MaterializeTensorStrides gives strides only to a view without
+    them; a tensor without a view is packed ND), so the pypto style prints it bare."""
+    if v.layout != "ND" or v.valid_shape is not None or v.pad is not None or not v.stride:
+        return False
+    if len(v.stride) != len(shape) or not all(isinstance(d, ConstInt) for d in shape):
+        return False
+    want, acc = [], 1
+    for d in reversed(shape):
+        want.append(acc)
+        acc *= d.value
+    return all(isinstance(x, ConstInt) and x.value == w for x, w in zip(v.stride, reversed(want)))
 
 
 def _pypto_call_operands(e: Call) -> tuple[tuple, tuple]:
