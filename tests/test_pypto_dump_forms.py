@@ -163,3 +163,28 @@ def test_split_attribute_in_a_func_attr_prologue_splits_the_kernel(tmp_path):
         outs.append((tmp_path / f"{name}.pto").read_text())
     assert "pto.get_subblock_idx" in outs[1] and "tpop_from_aic {split = 1}" in outs[1]
     assert outs[0] == outs[1]
+
+
+def test_lane_replay_in_a_dump_is_not_replayed_again(tmp_path):
+    """An AIV kernel marked `dual_aiv_dispatch` in PyPTO's prologue form, without a split: SplitVectorKernel
+    writes its lane replay (`subblock_idx = ...; if subblock_idx == 0: ... else: ...`); the dump after it,
+    read back, compiles to the same kernel (it used to be replayed again: an internal error)."""
+    src = re.sub(r", pl\.MemRef\([^()]*(\([^()]*\))?[^()]*\)", "", PAIR)
+    src = "\n".join(ln for ln in src.splitlines() if "pl.tile.alloc(" not in ln) + "\n"
+    src = src.replace('        slots: pl.Scalar[pl.INT32] = pl.system.reserve_buffer(',
+                      '        pl.func_attr({"dual_aiv_dispatch": True})\n'
+                      '        slots: pl.Scalar[pl.INT32] = pl.system.reserve_buffer(')
+    assert "MemRef" not in src and "dual_aiv_dispatch" in src
+    f = tmp_path / "src.py"
+    f.write_text(src)
+    r = subprocess.run([str(PTOC), "passes", str(f), "--dump-after", "SplitVectorKernel", "--print-style", "pypto"],
+                       capture_output=True, text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.count("pl.tile.get_subblock_idx()") == 1 and "if subblock_idx == 0:" in r.stdout
+    outs = []
+    for name, text in (("src.py", src), ("dump.py", r.stdout)):
+        r2 = _run(tmp_path, text, "compile", "-o", str(tmp_path / f"{name}.pto"), "--no-header")
+        assert r2.returncode == 0, r2.stderr
+        outs.append((tmp_path / f"{name}.pto").read_text())
+    assert outs[0].count("pto.get_subblock_idx") == 1
+    assert outs[0] == outs[1]

@@ -203,7 +203,7 @@ class SplitVectorKernel(Pass):
         marked = _true(_attr(f, "split_aiv"))
         dual = _true(_attr(f, "dual_aiv_dispatch"))
         if not mode and not (marked and aiv):
-            if aiv and dual and arch == "a2a3" and f.body:
+            if aiv and dual and arch == "a2a3" and f.body and not _already_halved(f):
                 return replace(f, body=_LaneReplay(f).run())
             return f
         g = _with_attrs(f, mode, aiv)
@@ -219,8 +219,8 @@ class SplitVectorKernel(Pass):
 
 def _already_halved(f: Function) -> bool:
     """The body reads its lane at the top level (`subblock_idx = tile.get_subblock_idx()`, in ptoc's dumps the
-    first statement, in PyPTO's after the allocations): this pass, or PyPTO's, halved it already (the pass
-    is idempotent, so a dump taken after it compiles like its source)."""
+    first statement, in PyPTO's after the allocations): this pass, or PyPTO's, halved it or wrote its lane
+    replay already (the pass is idempotent, so a dump taken after it compiles like its source)."""
     return any(isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.kind == "op"
                and s.value.op in ("tile.get_subblock_idx", "get_subblock_idx") for s in f.body)
 
