@@ -155,3 +155,11 @@ def test_packed_nd_strides_print_as_a_bare_tensor():
         "pl.Tensor[[16, 64], pl.FP32, pl.TensorView(stride=[128, 1], layout=pl.TensorLayout.ND)]"
     assert "layout=pl.TensorLayout.DN" in pypto.type(ten((1, 16), "DN"))
     assert "stride=[64, 1]" in Printer(style="ptoc").type(ten((64, 1)))
+
+
+def test_positional_table_names_the_registry_parameters():
+    from ptoc.ir.printer import _PYPTO_ARGS
+    from ptoc.ops.registry import lookup
+
+    for op, names in _PYPTO_ARGS.items():
+        assert lookup(op) is not None and lookup(op).params == names, op

@@ -700,23 +700,26 @@ def _pypto_call_operands(e: Call) -> tuple[tuple, tuple]:
     return e.args, e.kwargs
 
 
-# Ops whose required parameters (ptoc's registry) PyPTO's IR holds as call arguments, so its printer writes
-# them positionally (its python/pypto/ir/op/tile_ops.py builds each call); others, such as tile.cast's
-# target_type, are attributes PyPTO prints as keywords.
-_PYPTO_ARGS = frozenset({"tile.extract", "tile.create", "tile.reshape", "tile.slice", "tile.ci", "tile.expands",
-                         "tile.write", "tile.fillpad_expand"})
+# Ops whose required parameters PyPTO's IR holds as call arguments, so that its printer writes them
+# positionally (its python/pypto/ir/op/tile_ops.py builds each call), with those parameters' names in
+# ptoc's op registry; others, such as tile.cast's target_type, are attributes PyPTO prints as keywords.
+_PYPTO_ARGS = {
+    "tile.extract": ("tile", "index_row", "index_col", "shape"),
+    "tile.create": ("shape",),
+    "tile.reshape": ("tile", "shape"),
+    "tile.slice": ("tile", "shape", "offset"),
+    "tile.ci": ("start", "shape"),
+    "tile.expands": ("target", "scalar"),
+    "tile.write": ("tile", "indices", "value"),
+    "tile.fillpad_expand": ("tile", "shape"),
+}
 
 
 def _required_positionally(e: Call) -> tuple[tuple, tuple]:
     """The keywords of `e` that name its next required parameters, moved into its arguments in order
     (`pl.tile.extract(t, 0, c, shape=[128, 64])` prints as `pl.tile.extract(t, 0, c, [128, 64])`)."""
-    from ptoc.ops.registry import lookup
-
-    op = lookup(e.op)
-    if op is None:
-        return e.args, e.kwargs
     args, kwargs = list(e.args), dict(e.kwargs)
-    for name in op.params[len(args):]:
+    for name in _PYPTO_ARGS[e.op][len(args):]:
         if name not in kwargs:
             break
         args.append(kwargs.pop(name))
