@@ -16,9 +16,12 @@ The dumps after a pass both compilers have (same name) are compared after normal
 are parsed as Python and printed back by `ast.unparse` (layout and line wrapping drop out), the
 annotations of assignments are dropped (PyPTO annotates every value; ptoc keeps the ones written),
 `pl.tile.alloc` statements and the `pl.MemRef`s in types are dropped (the buffers, their addresses
-and the placement of allocations are planned differently), the class is unnamed and every other
-identifier is renamed in order of first appearance. `.pto` kernels are compared after renaming every
-`%value` in order of first appearance, sorting the `arith.constant` lines and dropping `addr = ...`.
+and the placement of allocations are planned differently), the class is unnamed, the functions are
+numbered in order of definition and every other identifier is renamed in order of first appearance
+within its function. A pass PyPTO runs twice (Simplify) is compared as `Simplify` (its first run) and
+`Simplify#2`; PyPTO's `InjectGMPipeBuffer` is ptoc's `InjectGmPipeBuffer`. `.pto` kernels are compared
+after renaming every `%value` in order of first appearance, sorting the `arith.constant` lines
+and dropping `addr = ...`.
 
 The table: one row per file with what happened (both accept / which side rejects), how many shared
 passes give equal dumps and the first one whose dumps differ, whether the `.pto` kernels are equal, how many ptoc dumps
@@ -76,7 +79,7 @@ def ptoc_dumps(path: Path) -> tuple[dict[str, str], str | None]:
 
     class Collect(Instrument):
         def after_pass(self, index, p, program, seconds):
-            dumps[p.name] = print_program(program, style="pypto")
+            dumps[_nth(p.name, dumps)] = print_program(program, style="pypto")
 
     ctx = CompileContext()
     try:
@@ -123,11 +126,25 @@ def pypto_parse(pypto: str, files: list[Path]) -> dict[str, str | None]:
 
 def pypto_dumps(out: Path) -> dict[str, str]:
     """pass name -> PyPTO's dump after it (`passes_dump/NN_after_<Pass>.py`)."""
-    dumps = {}
+    dumps: dict[str, str] = {}
     for f in sorted(out.glob("**/passes_dump/*_after_*.py")):
         name = f.stem.split("_after_", 1)[1]
-        dumps[name] = f.read_text()
+        dumps[_nth(SPELLED.get(name, name), dumps)] = f.read_text()
     return dumps
+
+
+# PyPTO's pass names that ptoc spells differently
+SPELLED = {"InjectGMPipeBuffer": "InjectGmPipeBuffer"}
+
+
+def _nth(name: str, seen: dict) -> str:
+    """A pass's key among the dumps: its name the first time it runs, `Name#2` the second time (PyPTO runs
+    Simplify twice: after ConvertToSSA and again after MaterializeDistTensorCtx), and so on."""
+    key, k = name, 1
+    while key in seen:
+        k += 1
+        key = f"{name}#{k}"
+    return key
 
 
 def pto_kernels(out: Path) -> dict[str, str]:
@@ -145,7 +162,15 @@ def pto_kernels(out: Path) -> dict[str, str]:
 
 
 class _Normalise(ast.NodeTransformer):
-    def __init__(self):
+    """Function names are numbered over the program (`f0`, `f1`, ... in order of definition), every other
+    name within its function (`v0`, `v1`, ...): the two compilers pick local names independently per
+    function."""
+
+    def __init__(self, tree: ast.AST):
+        self.funcs = {}
+        for node in ast.walk(tree):
+            if isinstance(node, ast.FunctionDef):
+                self.funcs.setdefault(node.name, f"f{len(self.funcs)}")
         self.names: dict[str, str] = {}
 
     def _name(self, n: str) -> str:
@@ -163,7 +188,8 @@ class _Normalise(ast.NodeTransformer):
         return node
 
     def visit_FunctionDef(self, node):
-        node.name = self._name(node.name)
+        node.name = self.funcs[node.name]
+        self.names = {}
         self.generic_visit(node)
         return node
 
@@ -175,7 +201,7 @@ class _Normalise(ast.NodeTransformer):
     def visit_Attribute(self, node):  # `self.kernel` calls a function: rename it like its def
         self.generic_visit(node)
         if isinstance(node.value, ast.Name) and node.value.id == "self":
-            node.attr = self._name(node.attr)
+            node.attr = self.funcs.get(node.attr, node.attr)
         return node
 
     def visit_AnnAssign(self, node):
@@ -209,7 +235,7 @@ def _is_alloc(v) -> bool:
 
 def normalise_ir(text: str) -> str:
     tree = ast.parse(text)
-    tree = ast.fix_missing_locations(_Normalise().visit(tree))
+    tree = ast.fix_missing_locations(_Normalise(tree).visit(tree))
     return ast.unparse(tree)
 
 

@@ -153,6 +153,8 @@ CODES: dict[str, str] = {
     # the pl.spmd loop form (PTOC-E0690..E0699)
     "PTOC-E0690": "malformed pl.spmd loop",
     "PTOC-E0691": "pl.spmd loop inside a kernel function",
+    # reading PyPTO's dumps at any stage (PTOC-E0770..E0779)
+    "PTOC-E0770": "tile without a MemRef in a function whose buffers are already allocated",
     "PTOC-E0680": "a kernel's cross-core pipe ops disagree on the split mode",
     "PTOC-E0681": "a split kernel cannot be written per lane",
     # cross-core slot releases and pipelines (PTOC-E0720..E0729)

@@ -287,10 +287,11 @@ class TileOpEmitter:
         same bytes); a dynamic valid shape of the result is then set with pto.set_validshape."""
         src = self.tile(c.args[0], span)
         t = self.types.get(name)
-        if not isinstance(t, TileType) or t.memref is None:
+        if not isinstance(t, TileType) or (t.memref is None and src.key[0] != "tpop"):
             raise InternalError(f"tile {name} has no MemRef (run InitMemRef)")
         tstr, dyn = self.tile_type(t, span)
-        key = self._key(t.memref, tstr)
+        # a view of a popped tile has no MemRef (it lives in the pipe slot): a view of the pop's handle
+        key = self._key(t.memref, tstr) if t.memref is not None else ("tpop", f"{src.ssa}:{tstr}")
         if tstr == src.type and not dyn:
             self.env[name] = src
             return

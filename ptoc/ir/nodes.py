@@ -473,7 +473,34 @@ class Function(Node):
         return None
 
     def has_attr(self, key: str) -> bool:
-        return any(isinstance(k, StrLit) and k.value == key for k, _ in (self.attrs or ()))
+        return self.attr(key) is not None
+
+    def attr_items(self) -> tuple[tuple[Expr, Expr], ...]:
+        """The function's attributes, wherever the text put them: the decorator's `attrs={...}` and the
+        `pl.func_attr({...})` prologue (PyPTO's printed form) - one key once, the prologue's value last."""
+        items: dict = {}
+        for k, v in self.decorator_kwargs:
+            if k == "attrs" and isinstance(v, DictExpr):
+                for a, b in v.items:
+                    items[a.value if isinstance(a, StrLit) else id(a)] = (a, b)
+        for a, b in self.attrs or ():
+            items[a.value if isinstance(a, StrLit) else id(a)] = (a, b)
+        return tuple(items.values())
+
+    def attr(self, key: str) -> Expr | None:
+        """The value of attribute `key` (`attr_items`), or None."""
+        return next((v for k, v in self.attr_items() if isinstance(k, StrLit) and k.value == key), None)
+
+    def with_attr_items(self, items: tuple[tuple[Expr, Expr], ...]) -> Function:
+        """This function with exactly `items` as its attributes, in the decorator's `attrs={...}` (none when
+        empty); the prologue is dropped."""
+        from dataclasses import replace
+
+        old = next((v for k, v in self.decorator_kwargs if k == "attrs" and isinstance(v, DictExpr)), None)
+        kw = [(k, v) for k, v in self.decorator_kwargs if not (k == "attrs" and isinstance(v, DictExpr))]
+        if items:
+            kw.append(("attrs", DictExpr(tuple(items), span=old.span if old is not None else self.span)))
+        return replace(self, decorator_kwargs=tuple(kw), attrs=None)
 
 
 @dataclass(frozen=True)

@@ -83,6 +83,7 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.types import normalize_tensor_view, normalize_tile_view
+from ptoc.ir.visitor import walk as iter_nodes
 
 INDENT = "    "
 
@@ -239,6 +240,12 @@ class Printer:
         self.style = style
         self._addrs: dict[str, Expr] = {}  # pypto style: allocation name -> its addr= in this function
         self._hoisted: set[int] = set()  # pypto style: the allocations printed at the top of the function
+        # pypto style: PyPTO's parser makes every `for` a new variable, and its printer tells two of one
+        # function apart by a suffix (`for i` twice prints `i`, then `i_1`): the names loops bound so far,
+        # and the renaming in force inside a loop
+        self._loop_names: set[str] = set()
+        self._renamed: dict[str, str] = {}
+        self._func: Function | None = None
 
     def _put(self, out: list[str], ind: str, text: str, key: tuple | None) -> None:
         """Append one printed line, with the source comments attached to its anchor `key`."""
@@ -264,7 +271,7 @@ class Printer:
         return method(self, e)
 
     def _var(self, e: Var) -> str:
-        return e.name
+        return self._renamed.get(e.name, e.name) if self._renamed else e.name
 
     def _const_int(self, e: ConstInt) -> str:
         if e.dtype.name == "INDEX":
@@ -380,7 +387,7 @@ class Printer:
         if isinstance(t, TensorType):
             parts = [self._list(t.shape), f"{p}.{t.dtype.name}"]
             v = normalize_tensor_view(t.view)
-            if v is not None:
+            if v is not None and not (self.style == "pypto" and _packed_nd(t.shape, v)):
                 parts.append(self._tensor_view(v))
             if t.memref is not None:
                 parts.append(self.memref(t.memref))
@@ -462,7 +469,24 @@ class Printer:
         self._put(out, ind, _KEYWORD_STMTS[type(s)], key)
 
     def _for_stmt(self, s, depth, ind, key, out) -> None:
-        target = s.var.name
+        name = s.var.name
+        if self.style == "pypto" and name in self._loop_names and self._func is not None:
+            taken = {n.name for n in iter_nodes(self._func) if isinstance(n, Var)} | set(self._renamed.values())
+            k = 1
+            while f"{name}_{k}" in taken:
+                k += 1
+            saved = self._renamed
+            self._renamed = {**saved, name: f"{name}_{k}"}
+            try:
+                self._for_stmt_as(s, depth, ind, key, out)
+            finally:
+                self._renamed = saved
+            return
+        self._loop_names.add(name)
+        self._for_stmt_as(s, depth, ind, key, out)
+
+    def _for_stmt_as(self, s, depth, ind, key, out) -> None:
+        target = self.expr(s.var)
         init = None
         if s.iter_args or s.init_values:
             target += f", ({_iter_names(s.iter_args)})"
@@ -506,11 +530,19 @@ class Printer:
         allocs = _allocs(f.body) if self.style == "pypto" else []
         self._addrs = {a.target.name: a.value.kwarg("addr") for a in allocs if a.value.kwarg("addr") is not None}
         self._hoisted = set()
+        self._loop_names, self._renamed, self._func = set(), {}, f
         ind = INDENT * depth
         deco_kw = []
         if f.func_type != "Opaque":
             deco_kw.append(f"type={p}.FunctionType.{f.func_type}")
-        deco_kw += [f"{k}={self.expr(v)}" for k, v in f.decorator_kwargs]
+        attrs = f.attrs
+        kwargs = f.decorator_kwargs
+        if self.style == "pypto":
+            # PyPTO prints a function's attrs as a `pl.func_attr({...})` prologue, never as `attrs=`
+            if any(k == "attrs" and isinstance(v, DictExpr) for k, v in kwargs):
+                kwargs = tuple((k, v) for k, v in kwargs if not (k == "attrs" and isinstance(v, DictExpr)))
+                attrs = f.attr_items()
+        deco_kw += [f"{k}={self.expr(v)}" for k, v in kwargs]
         implied = _PYPTO_LEVEL_ROLE.get(f.func_type) if self.style == "pypto" else None
         if implied is not None and not any(k in ("level", "role") for k, _ in f.decorator_kwargs):
             deco_kw[1:1] = [f"level={p}.Level.{implied[0]}", f"role={p}.Role.{implied[1]}"]
@@ -529,8 +561,8 @@ class Printer:
         elif f.returns:
             ret = f" -> {self.type(f.returns[0])}"
         self._put(out, ind, f"def {f.name}({', '.join(params)}){ret}:", ("def",) + fkey)
-        if f.attrs is not None:
-            self._put(out, ind + INDENT, f"{p}.func_attr({self.expr(DictExpr(f.attrs))})", ("attr",) + fkey)
+        if attrs is not None:
+            self._put(out, ind + INDENT, f"{p}.func_attr({self.expr(DictExpr(attrs))})", ("attr",) + fkey)
             if not f.body:
                 return
         if allocs:  # PyPTO's InitMemRef declares every buffer at the top of the function
@@ -583,7 +615,9 @@ _PYPTO_LEVEL_ROLE = {
     "InCore": ("CHIP_DIE", "SubWorker"),
     "AIC": ("AIC", "SubWorker"),
     "AIV": ("AIV", "SubWorker"),
+    "Group": ("CORE_GROUP", "SubWorker"),
     "Orchestration": ("CHIP", "Orchestrator"),
+    "Graph": ("CHIP", "Orchestrator"),
 }
 
 # a printed line that names the distributed namespace (its ops, types or enums) needs its import
@@ -637,6 +671,21 @@ def _allocs(body) -> list[AssignStmt]:
     return out
 
 
+def _packed_nd(shape, v) -> bool:
+    """Whether view `v` of a tensor of `shape` only states the packed row-major ND strides: PyPTO's IR
+    leaves such a tensor without a view (MaterializeTensorStrides gives strides only to a view without
+    them; a tensor without a view is packed ND), so the pypto style prints it bare."""
+    if v.layout != "ND" or v.valid_shape is not None or v.pad is not None or not v.stride:
+        return False
+    if len(v.stride) != len(shape) or not all(isinstance(d, ConstInt) for d in shape):
+        return False
+    want, acc = [], 1
+    for d in reversed(shape):
+        want.append(acc)
+        acc *= d.value
+    return all(isinstance(x, ConstInt) and x.value == w for x, w in zip(v.stride, reversed(want)))
+
+
 def _pypto_call_operands(e: Call) -> tuple[tuple, tuple]:
     """An operator call's operands as PyPTO prints them: no `addr=` on `tile.alloc` (the address is in
     the MemRefs), the valid shape of `tile.load` always given (the region's shape when absent)."""
@@ -646,7 +695,37 @@ def _pypto_call_operands(e: Call) -> tuple[tuple, tuple]:
         return e.args + (e.args[2],), e.kwargs
     if e.op == "tensor.create" and e.kwarg("layout") is None:
         return e.args, e.kwargs + (("layout", EnumLit("TensorLayout", "ND")),)
+    if e.kwargs and e.op in _PYPTO_ARGS:
+        return _required_positionally(e)
     return e.args, e.kwargs
+
+
+# Ops whose required parameters PyPTO's IR holds as call arguments, so that its printer writes them
+# positionally (its python/pypto/ir/op/tile_ops.py builds each call), with those parameters' names in
+# ptoc's op registry; others, such as tile.cast's target_type, are attributes PyPTO prints as keywords.
+_PYPTO_ARGS = {
+    "tile.extract": ("tile", "index_row", "index_col", "shape"),
+    "tile.create": ("shape",),
+    "tile.reshape": ("tile", "shape"),
+    "tile.slice": ("tile", "shape", "offset"),
+    "tile.ci": ("start", "shape"),
+    "tile.expands": ("target", "scalar"),
+    "tile.write": ("tile", "indices", "value"),
+    "tile.fillpad_expand": ("tile", "shape"),
+}
+
+
+def _required_positionally(e: Call) -> tuple[tuple, tuple]:
+    """The keywords of `e` that name its next required parameters, moved into its arguments in order
+    (`pl.tile.extract(t, 0, c, shape=[128, 64])` prints as `pl.tile.extract(t, 0, c, [128, 64])`)."""
+    args, kwargs = list(e.args), dict(e.kwargs)
+    for name in _PYPTO_ARGS[e.op][len(args):]:
+        if name not in kwargs:
+            break
+        args.append(kwargs.pop(name))
+    if len(args) == len(e.args):
+        return e.args, e.kwargs
+    return tuple(args), tuple((k, v) for k, v in e.kwargs if k in kwargs)
 
 
 def print_program(prog: Program, comments: SourceComments | None = None, style: str | None = None) -> str:

@@ -166,6 +166,7 @@ class InitMemRef(Pass):
 
     def run(self, program: Program, ctx) -> Program:
         todo = []
+        planned = []
         names: dict[int, tuple[Function, set[str]]] = {}  # id(f) -> (f, every name in f): one walk serves all
         for f in program.functions:
             if f.func_type in TILE_FUNCTION_TYPES:
@@ -173,6 +174,10 @@ class InitMemRef(Pass):
                 if not has_alloc and has_tiles:
                     todo.append(f)
                     names[id(f)] = (f, f_names)
+                elif has_alloc:
+                    planned.append(f)
+        if planned:
+            _refuse_unbound_tiles(planned, self.types(program, ctx), self.cache)
         if not todo:
             return program
         arch = get_arch(ctx.arch)
@@ -211,6 +216,33 @@ def _refuse_declared_allocations(funcs: list[Function], env) -> None:
                     "PTOC-E0141", f"tile {name!r} of {f.name!r} is bound to the declared allocation "
                     f"{m.base.value!r}: planning declared allocations is not supported yet", m.span or f.span,
                     hint="leave the MemRef out and InitMemRef gives the tile a buffer of its own"))
+    if diags:
+        raise CompileError(sorted_diagnostics(diags))
+
+
+def _refuse_unbound_tiles(funcs: list[Function], env, cache=None) -> None:
+    """A function that already allocates its buffers (`pl.tile.alloc`, as in a dump after InitMemRef) is
+    left as it is, so each of its tiles must already be bound to one (a MemRef in its type), except the
+    tiles that live in a pipe slot (a tpop result and its views, `slot_tiles`). One that is not is refused
+    (PTOC-E0770): planning a single tile into buffers someone else laid out is not attempted."""
+    from ptoc.passes.properties import slot_tiles
+
+    diags = []
+    for f in funcs:
+        vals = env.get(f.name, {})
+        missing = sorted(n for n, t in vals.items() if isinstance(t, TileType) and t.memref is None)
+        if not missing:
+            continue
+        slots = slot_tiles(f, cache)[0]
+        spans = {s.target.name: s.span for s in NodeIndex.get(f, cache).of(AssignStmt)}
+        for n in missing:
+            if n not in slots:
+                diags.append(Diagnostic(
+                    "PTOC-E0770", f"tile {n!r} of {f.name!r} has no MemRef, but {f.name!r} already allocates "
+                    "its buffers (pl.tile.alloc), so it is not planned again", spans.get(n) or f.span,
+                    hint="bind the tile to one of the function's buffers: pl.MemRef(<buffer>, <offset>, <bytes>) "
+                         "in its annotation; or delete every pl.tile.alloc and MemRef of the function so "
+                         "InitMemRef plans all of its buffers"))
     if diags:
         raise CompileError(sorted_diagnostics(diags))
 

@@ -61,7 +61,6 @@ from ptoc.ir.nodes import (
     Call,
     ConstBool,
     ConstInt,
-    DictExpr,
     EnumLit,
     EvalStmt,
     ForStmt,
@@ -87,16 +86,8 @@ MODES = {"NONE": 0, "UP_DOWN": 1, "LEFT_RIGHT": 2}
 SB = "subblock_idx"
 
 
-def _attr_dict(f: Function) -> DictExpr | None:
-    for k, v in f.decorator_kwargs:
-        if k == "attrs" and isinstance(v, DictExpr):
-            return v
-    return None
-
-
 def _attr(f: Function, key: str):
-    d = _attr_dict(f)
-    return next((v for k, v in (d.items if d else ()) if isinstance(k, StrLit) and k.value == key), None)
+    return f.attr(key)  # the decorator's attrs= or PyPTO's pl.func_attr prologue
 
 
 def _mode_value(e) -> int | None:
@@ -174,11 +165,9 @@ class _Lower:
             self.uses[n] = self.uses.get(n, 0) + 1
 
     def run(self) -> Function:
-        d = _attr_dict(self.f)
-        items = tuple(d.items) + ((StrLit("split_aiv"), ConstBool(True)),)
-        kw = tuple((k, replace(d, items=items) if k == "attrs" else v) for k, v in self.f.decorator_kwargs)
+        items = self.f.attr_items() + ((StrLit("split_aiv"), ConstBool(True)),)
         sb = AssignStmt(Var(SB), Call("tile.get_subblock_idx"), ScalarType(dtypes.INDEX))
-        return replace(self.f, decorator_kwargs=kw, body=(sb,) + self.block(self.f.body))
+        return replace(self.f.with_attr_items(items), body=(sb,) + self.block(self.f.body))
 
     def block(self, body):
         return tuple(x for s in body for x in self.stmt(s))

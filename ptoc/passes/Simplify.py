@@ -3,6 +3,11 @@
 The rules (constant propagation, folding with integer ranges, branches and loops the ranges decide, dead
 scalar code), an example and where ptoc differs from PyPTO are in `ptoc.analysis.simplify`, which
 LowerPipelineLoops shares to simplify the body copies it makes.
+
+It runs twice, at PyPTO's two positions: after ConvertToSSA, and again at the end of the pipeline (PyPTO
+runs it after its distributed passes), where it folds what later passes wrote in PyPTO's unfolded form,
+such as the split passes' lane offset `0 + subblock_idx * 8`; so a dump read back (whose first Simplify
+folds it) compiles to the same kernel as its source.
 """
 
 from __future__ import annotations

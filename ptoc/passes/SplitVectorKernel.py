@@ -127,10 +127,9 @@ def _mode_value(e: Expr | None) -> int | None:
 
 
 def _attr_dict(f: Function) -> DictExpr | None:
-    for k, v in f.decorator_kwargs:
-        if k == "attrs" and isinstance(v, DictExpr):
-            return v
-    return None
+    """The function's attributes (decorator `attrs=` and PyPTO's `pl.func_attr` prologue) as one dict."""
+    items = f.attr_items()
+    return DictExpr(items, span=f.span) if items else None
 
 
 def _attr(f: Function, key: str) -> Expr | None:
@@ -155,13 +154,9 @@ def _with_attrs(f: Function, mode: int, aiv: bool) -> Function:
             items.append((StrLit("dual_aiv_dispatch"), ConstBool(True)))
     elif _true(_attr(f, "dual_aiv_dispatch")):
         items.append((StrLit("dual_aiv_dispatch"), ConstBool(True)))
-    new = DictExpr(tuple(items), span=d.span if d else f.span)
-    kw = [(k, v) for k, v in f.decorator_kwargs if k != "attrs"]
-    if items:
-        kw.append(("attrs", new))
-    if tuple(kw) == f.decorator_kwargs:
+    if tuple(items) == (d.items if d else ()):
         return f
-    return replace(f, decorator_kwargs=tuple(kw))
+    return f.with_attr_items(tuple(items))
 
 
 def _split_mode(f: Function) -> int:
@@ -208,7 +203,7 @@ class SplitVectorKernel(Pass):
         marked = _true(_attr(f, "split_aiv"))
         dual = _true(_attr(f, "dual_aiv_dispatch"))
         if not mode and not (marked and aiv):
-            if aiv and dual and arch == "a2a3" and f.body:
+            if aiv and dual and arch == "a2a3" and f.body and not _already_halved(f):
                 return replace(f, body=_LaneReplay(f).run())
             return f
         g = _with_attrs(f, mode, aiv)
@@ -216,8 +211,7 @@ class SplitVectorKernel(Pass):
             items = [(k, v) for k, v in _attr_dict(g).items if not (isinstance(k, StrLit)
                                                                   and k.value == "dual_aiv_dispatch")]
             items.append((StrLit("dual_aiv_dispatch"), ConstBool(True)))
-            g = replace(g, decorator_kwargs=tuple((k, DictExpr(tuple(items), span=v.span) if k == "attrs" else v)
-                                                  for k, v in g.decorator_kwargs))
+            g = g.with_attr_items(tuple(items))
         if aiv and not marked and g.body and not _already_halved(g):
             g = replace(g, body=_Halver(mode - 1).run(g.body))
         return g
@@ -225,8 +219,8 @@ class SplitVectorKernel(Pass):
 
 def _already_halved(f: Function) -> bool:
     """The body reads its lane at the top level (`subblock_idx = tile.get_subblock_idx()`, in ptoc's dumps the
-    first statement, in PyPTO's after the allocations): this pass, or PyPTO's, halved it already (the pass
-    is idempotent, so a dump taken after it compiles like its source)."""
+    first statement, in PyPTO's after the allocations): this pass, or PyPTO's, halved it or wrote its lane
+    replay already (the pass is idempotent, so a dump taken after it compiles like its source)."""
     return any(isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.kind == "op"
                and s.value.op in ("tile.get_subblock_idx", "get_subblock_idx") for s in f.body)
 

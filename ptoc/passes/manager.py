@@ -74,6 +74,7 @@ PIPELINE: list[tuple[str, str]] = [
     ("memory", "FuseCreateAssembleToSlice"),
     ("memory", "DeriveCallDirections"),
     ("memory", "ExpandManualPhaseFence"),
+    ("memory", "Simplify"),
     ("memory", "MaterializeRuntimeScopes"),
 ]
 

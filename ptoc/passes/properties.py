@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from ptoc.context import CompileContext
-from ptoc.ir.nodes import Call, Function, Program, TensorType, TileType, TupleType, Var
+from ptoc.ir.nodes import AssignStmt, Call, Function, Program, TensorType, TileType, TupleType, Var
 from ptoc.ir.verifier import NodeIndex
 from ptoc.ir.verifier import iter_type_exprs  # noqa: F401  (re-exported for property checks)
 from ptoc.passes.manager import input_check, property_check
@@ -194,19 +194,62 @@ def _strides(program: Program, ctx: CompileContext, cache=None) -> list[str]:
     return bad
 
 
+# Cross-core receives: their tile lives in the pipe's slot buffer (the `reserve_buffer` of the kernel),
+# not in a buffer of the general pool, so it has no MemRef, and neither has a view or copy of it.
+POP_OPS = ("tile.tpop_from_aic", "tile.tpop_from_aiv")
+_ALIAS_OPS = ("tile.reshape", "tile.reinterpret_view")  # the views of a popped tile the .pto writer makes
+
+
+def slot_tiles(f: Function, cache=None) -> tuple[set[str], set[int]]:
+    """(names, ids of their annotated TileTypes) of the tiles of `f` that live in a pipe slot: the result
+    of a tpop, and a view (`_ALIAS_OPS`) or plain copy of one. PyPTO's InitMemRef leaves them without a
+    MemRef (there is no buffer of the pool to bind them to), and so does ptoc's."""
+    names: set[str] = set()
+    ids: set[int] = set()
+    for s in NodeIndex.get(f, cache).of(AssignStmt):
+        v = s.value
+        if isinstance(v, Call) and v.kind == "op":
+            hit = v.op in POP_OPS or (v.op in _ALIAS_OPS and bool(v.args) and isinstance(v.args[0], Var)
+                                      and v.args[0].name in names)
+        else:
+            hit = isinstance(v, Var) and v.name in names
+        if hit:
+            names.add(s.target.name)
+            if isinstance(s.annotation, TileType):
+                ids.add(id(s.annotation))
+    return names, ids
+
+
 @property_check("memrefs")
 def _memrefs(program: Program, ctx: CompileContext, cache=None) -> list[str]:
-    """Every tile in a kernel is bound to a MemRef."""
-    return [f"{f.name}: a tile without a MemRef" for f in kernels(program) for t in tile_types(f, cache)
-            if t.memref is None]
+    """Every tile in a kernel is bound to a MemRef, except the tiles that live in a pipe slot
+    (`slot_tiles`), which have none."""
+    bad = []
+    for f in kernels(program):
+        missing = [t for t in tile_types(f, cache) if t.memref is None]
+        if missing:
+            exempt = slot_tiles(f, cache)[1]
+            bad += [f"{f.name}: a tile without a MemRef" for t in missing if id(t) not in exempt]
+    return bad
 
 
 @input_check("memrefs")
 def _memrefs_of_values(program: Program, ctx: CompileContext, cache=None) -> list[str]:
     """... every value's inferred type has one too, bound to a buffer (a `pl.MemRef("buf")` that only
-    declares an allocation by name is not planned memory: InitMemRef must see it)."""
-    return [f"{k}: {n} has no MemRef" if t.memref is None else f"{k}: {n} names a declared allocation"
-            for k, n, t in value_tiles(program, ctx, cache) if t.memref is None or t.memref.declared]
+    declares an allocation by name is not planned memory: InitMemRef must see it); a pipe slot's tile
+    has none (`slot_tiles`)."""
+    bad = []
+    slots = {f.name: None for f in kernels(program)}
+    by_name = {f.name: f for f in kernels(program)}
+    for k, n, t in value_tiles(program, ctx, cache):
+        if t.memref is None:
+            if slots[k] is None:
+                slots[k] = slot_tiles(by_name[k], cache)[0]
+            if n not in slots[k]:
+                bad.append(f"{k}: {n} has no MemRef")
+        elif t.memref.declared:
+            bad.append(f"{k}: {n} names a declared allocation")
+    return bad
 
 
 @property_check("coalesced")

@@ -753,22 +753,16 @@ def _launch_count(c: Call) -> Expr | None:
 
 def _split_aiv(fn: Function) -> bool:
     """A kernel LowerAutoVectorSplit wrote per lane (`split_aiv`)."""
-    for k, v in fn.decorator_kwargs:
-        if k == "attrs" and isinstance(v, DictExpr):
-            return any(isinstance(a, StrLit) and a.value == "split_aiv" and isinstance(b, ConstBool) and b.value
-                       for a, b in v.items)
-    return False
+    v = fn.attr("split_aiv")
+    return isinstance(v, ConstBool) and v.value
 
 
 def _dual_lane(fn: Function) -> bool:
     """An AIV kernel SplitVectorKernel marked `dual_aiv_dispatch`: the runtime launches it on both lanes."""
     if fn.func_type != "AIV":
         return False
-    for k, v in fn.decorator_kwargs:
-        if k == "attrs" and isinstance(v, DictExpr):
-            return any(isinstance(a, StrLit) and a.value == "dual_aiv_dispatch" and isinstance(b, ConstBool)
-                       and b.value for a, b in v.items)
-    return False
+    v = fn.attr("dual_aiv_dispatch")
+    return isinstance(v, ConstBool) and v.value
 
 
 def run_function(program: Program, fn_name: str, inputs: dict, ctx=None, *, block_idx: int = 0,

@@ -30,9 +30,10 @@ def test_pipeline_order_is_pinned():
     # NZ-5 fixes BlockNzTensorViews after FlattenTileNdTo2D and before LegalizeTileCast and
     # MaterializeTensorStrides; AutoTileMatmulL0 and CanonicalizeTileSlice right after LegalizeTileCast and
     # MemoryReuse between InitMemRef and AllocateMemoryAddr (PyPTO's order); memory planning comes last, then
-    # DeriveCallDirections (PyPTO: after AllocateMemoryAddr), ExpandManualPhaseFence and MaterializeRuntimeScopes
-    # (PyPTO: after the distributed passes ptoc does not have); StampTfreeSplit and NormalizeReturnOrder right after
-    # SplitVectorKernel; OptimizeOrchTensors and LowerCompositeOps right after ConvertTensorToTileOps; FoldNoOpReshape and
+    # DeriveCallDirections (PyPTO: after AllocateMemoryAddr), ExpandManualPhaseFence, Simplify again (PyPTO's second
+    # run, after its distributed passes: it folds what the split passes wrote, `0 + subblock_idx * 8`) and
+    # MaterializeRuntimeScopes; StampTfreeSplit and NormalizeReturnOrder right after SplitVectorKernel;
+    # OptimizeOrchTensors and LowerCompositeOps right after ConvertTensorToTileOps; FoldNoOpReshape and
     # FuseCreateAssembleToSlice between AllocateMemoryAddr and DeriveCallDirections, as in PyPTO.
     assert [n for _, n in PIPELINE] == [
         "InlineFunctions", "UnrollLoops", "CtrlFlowTransform", "ConvertToSSA", "Simplify", "NormalizeStmtStructure",
@@ -44,7 +45,8 @@ def test_pipeline_order_is_pinned():
         "InjectGmPipeBuffer", "SplitVectorKernel", "StampTfreeSplit", "NormalizeReturnOrder", "ClassifyKernels",
         "SkewCrossCorePipeline", "LowerPipelineLoops", "CanonicalizeIOOrder", "MaterializeTensorStrides", "InitMemRef",
         "MaterializeSemanticAliases", "MemoryReuse", "AllocateMemoryAddr", "FoldNoOpReshape",
-        "FuseCreateAssembleToSlice", "DeriveCallDirections", "ExpandManualPhaseFence", "MaterializeRuntimeScopes",
+        "FuseCreateAssembleToSlice", "DeriveCallDirections", "ExpandManualPhaseFence", "Simplify",
+        "MaterializeRuntimeScopes",
     ]
 
 
@@ -128,7 +130,11 @@ def test_dump_all_files_reparse_and_dump_after_matches_the_file(tmp_path):
     profile = json.loads((tmp_path / "pipeline_profile.json").read_text())
     assert [p["pass"] for p in profile["passes"]] == [n for _, n in PIPELINE]
     assert "total" in r.stderr
+    seen = set()
     for i, (_, n) in enumerate(PIPELINE, start=1):
+        if n in seen:  # a pass that runs twice (Simplify): --dump-after NAME stops after its first run
+            continue
+        seen.add(n)
         one = subprocess.run(PTOC + ["passes", str(EXAMPLE), "--dump-after", n], capture_output=True, text=True,
                              timeout=120)
         assert one.returncode == 0, one.stderr
