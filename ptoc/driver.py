@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ptoc.context import CompileContext
-from ptoc.ir.nodes import Program
+from ptoc.ir.nodes import KERNEL_TYPES, Program
 from ptoc.ops import registry as _op_rules  # noqa: F401  (installs the type rules the verifier asks)
 
 
@@ -118,7 +118,7 @@ def check_assembler_version(program: Program, ctx: CompileContext) -> None:
         return
     diags = []
     for f in program.functions:
-        if f.func_type not in ("InCore", "AIC", "AIV"):
+        if f.func_type not in KERNEL_TYPES:
             continue
         for p in f.params:
             if any(isinstance(n, TensorType) and n.layout == "NZ" for n in walk(p.type)):

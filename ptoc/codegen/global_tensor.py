@@ -41,9 +41,8 @@ from dataclasses import dataclass
 from ptoc.target.facts import C0_BYTES, FRACTAL_ROWS
 from ptoc.diagnostics import DiagnosticSink, InternalError, Span
 from ptoc.ir.dtypes import DType
-from ptoc.ir.nodes import ConstInt, Expr, Function, Program
+from ptoc.ir.nodes import KERNEL_TYPES, ConstInt, Expr, Function, Program
 
-KERNEL_TYPES = ("AIC", "AIV", "InCore")
 RANK = 5
 INT_MAX = 2**31 - 1  # pto-isa's Shape/Stride template parameters are `int`
 NZ_FRACTAL_ROWS = FRACTAL_ROWS

@@ -9,9 +9,9 @@ import json
 from ptoc.ir.nodes import Call, Function, Program, ScalarType, TensorType, Var
 from ptoc.ir.printer import print_expr
 from ptoc.ir.visitor import walk
+from ptoc.ir.nodes import KERNEL_TYPES
 
 SCHEMA = "ptoc-kernels/1"
-KERNEL_TYPES = ("InCore", "AIC", "AIV")
 
 
 def _dim(e) -> int | str:

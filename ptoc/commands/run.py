@@ -277,8 +277,10 @@ def run(file, inputs, dims, fn_name, stage, pto_path, output_dir, sim, ptoas_pat
                 return EXIT_USER
         d = _name_values(dims, "--dim", _dim_value)
         try:
+            from ptoc.ir.nodes import KERNEL_TYPES
+
             prog = frontend(text, file, ctx)
-            kernels_ = [f for f in prog.functions if f.func_type in ("InCore", "AIC", "AIV")]
+            kernels_ = [f for f in prog.functions if f.func_type in KERNEL_TYPES]
             if fn_name is None:
                 from ptoc.reference.validate import entries
 
@@ -426,9 +428,11 @@ def _run_pto_file(pto_path, prog, fn, values, dims, ctx):
         raise CompileError([Diagnostic("PTOC-E0004", "the .pto file is not valid UTF-8 text",
                                        Span(pto_path, line, col, line, col + 1),
                                        hint="give the .pto file ptoc compile wrote")]) from None
+    from ptoc.ir.nodes import KERNEL_TYPES
+
     low = lower(prog, ctx).program
     low_fn = low.function(fn.name)
-    if low_fn is None or low_fn.func_type not in ("InCore", "AIC", "AIV"):
+    if low_fn is None or low_fn.func_type not in KERNEL_TYPES:
         # a whole program: the reference runs it, every kernel call executing the kernel in the .pto file
         from ptoc.reference.validate import run_emitted_program
 
@@ -501,7 +505,9 @@ def _simulate(simulator, pto_path, prog, fn, values, dims, ctx, reporter, progre
     else:
         text, _ = emit_module(low, ctx)
         shown = f"{fn.name}.pto (emitted)"
-    if low_fn is None or low_fn.func_type not in ("InCore", "AIC", "AIV"):
+    from ptoc.ir.nodes import KERNEL_TYPES
+
+    if low_fn is None or low_fn.func_type not in KERNEL_TYPES:
         return _simulate_program(simulator, text, shown, low, fn, values, dims, ctx, reporter, progress)
     try:
         tensors, names, scal = pto_arguments(low_fn, fn, values, dims)

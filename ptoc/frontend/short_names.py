@@ -20,6 +20,7 @@ from dataclasses import replace
 
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
+    KERNEL_TYPES,
     AssignStmt,
     Call,
     Cast,
@@ -146,7 +147,7 @@ def _core_split_aiv(program: Program) -> Program:
             out.append(st)
         return tuple(out)
 
-    funcs = tuple(f if f.func_type in ("InCore", "AIC", "AIV") else replace(f, body=body(f.body, False))
+    funcs = tuple(f if f.func_type in KERNEL_TYPES else replace(f, body=body(f.body, False))
                   for f in program.functions)
     return replace(program, functions=funcs)
 
@@ -155,7 +156,7 @@ def _loops(program: Program):
     """Every for statement of the program (statements only: expressions are not visited)."""
     from ptoc.ir.nodes import ForStmt, IfStmt, ScopeStmt, WhileStmt
 
-    stack = [st for f in program.functions for st in f.body if f.func_type not in ("InCore", "AIC", "AIV")]
+    stack = [st for f in program.functions for st in f.body if f.func_type not in KERNEL_TYPES]
     while stack:
         st = stack.pop()
         if isinstance(st, ForStmt):

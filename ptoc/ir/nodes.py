@@ -444,6 +444,8 @@ def _index() -> DType:
 # --------------------------------------------------------------------------------------------------
 
 FUNCTION_TYPES = ("Opaque", "Orchestration", "InCore", "AIC", "AIV", "Group", "Spmd", "Inline")
+# the functions that run on a core (the .pto emits them); the others run on the host or are inlined
+KERNEL_TYPES = ("InCore", "AIC", "AIV")
 DIRECTIONS = ("In", "Out", "InOut")
 
 

@@ -17,8 +17,8 @@ from dataclasses import replace
 from ptoc.ir.nodes import AssignStmt, Call, Program, TileType, Var
 from ptoc.ir.visitor import Mutator, walk
 from ptoc.passes.manager import Pass
+from ptoc.ir.nodes import KERNEL_TYPES as KERNELS
 
-KERNELS = ("InCore", "AIC", "AIV")
 RESHAPE_OPS = ("tile.reshape",)
 
 

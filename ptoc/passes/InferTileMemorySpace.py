@@ -102,8 +102,8 @@ from ptoc.ir.nodes import (
 )
 from ptoc.ir.verifier import function_types, iter_nodes, verify_program
 from ptoc.passes.manager import Pass
+from ptoc.ir.nodes import KERNEL_TYPES
 
-KERNEL_TYPES = ("InCore", "AIC", "AIV")
 
 # Operand slots whose memory space the cube unit fixes (pto-isa TMATMUL: Left x Right -> Acc (+ Bias)).
 CUBE_SLOTS: dict[str, dict[str, str]] = {

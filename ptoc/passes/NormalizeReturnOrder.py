@@ -43,8 +43,8 @@ from ptoc.ir.nodes import (
 )
 from ptoc.ir.visitor import Mutator, walk
 from ptoc.passes.manager import Pass
+from ptoc.ir.nodes import KERNEL_TYPES as KERNELS
 
-KERNELS = ("InCore", "AIC", "AIV")
 WRAPPERS = ("Group", "Spmd")
 
 

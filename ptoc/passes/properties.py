@@ -7,8 +7,8 @@ from ptoc.ir.nodes import AssignStmt, Call, Function, Program, TensorType, TileT
 from ptoc.ir.verifier import NodeIndex
 from ptoc.ir.verifier import iter_type_exprs  # noqa: F401  (re-exported for property checks)
 from ptoc.passes.manager import input_check, property_check
+from ptoc.ir.nodes import KERNEL_TYPES
 
-KERNEL_TYPES = ("InCore", "AIC", "AIV")
 TENSOR_QUERIES = ("tensor.dim",)  # shape queries on global tensors: allowed in kernels
 GM_ELEMENT_OPS = ("tensor.read", "tensor.write")  # one element of a global tensor: allowed in kernels
 NEUTRAL_OPS = ("yield_",)  # carry any value: not tensor computations

@@ -84,6 +84,7 @@ import numpy as np
 
 from ptoc.diagnostics import CompileError
 from ptoc.ir.nodes import (
+    KERNEL_TYPES,
     Abs,
     AssignStmt,
     BinOp,
@@ -305,7 +306,7 @@ class _Frame:
 
     def enter(self, callee: Function, args: list, c: Call):
         """Run `callee` on argument values `args` (one block)."""
-        if self.m.kernel_runner is not None and callee.func_type in ("InCore", "AIC", "AIV"):
+        if self.m.kernel_runner is not None and callee.func_type in KERNEL_TYPES:
             if self.m.block_num > 1:
                 return self.m.kernel_runner(callee, args, c.span, block=(self.m.block_idx, self.m.block_num))
             return self.m.kernel_runner(callee, args, c.span)

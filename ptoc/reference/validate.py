@@ -16,8 +16,8 @@ from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import Call, ConstInt, Function, Program, ReturnStmt, ScalarType, TensorType, Var
 from ptoc.ir.visitor import walk
+from ptoc.ir.nodes import KERNEL_TYPES
 
-KERNEL_TYPES = ("InCore", "AIC", "AIV")
 
 
 @dataclass
