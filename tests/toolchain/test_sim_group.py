@@ -101,3 +101,24 @@ def test_a_pop_nobody_pushes_stops_the_run(tmp_path, sim_env, sim_tools, sim_cac
         # the vector kernel alone: its first pop waits for a cube push that never comes
         with pytest.raises(SimError, match="a cross-core wait nobody ends"):
             simulator.run_group(text, _members()[1:], buffers)
+
+
+@pytest.mark.parametrize("arch", ["a2a3", "a5"])
+def test_quantised_linear_pair_on_the_simulator_equals_numpy(tmp_path, sim_env, arch):
+    # an NZ INT8 weight, INT32 accumulation, per-column FP32 scale, BF16 out; scales small enough that
+    # every result stays inside the simulator's BF16 stand-in range, so every element is compared
+    rng = np.random.default_rng(23)
+    x = rng.integers(-128, 128, size=(16, 256), dtype=np.int8)
+    w = rng.integers(-128, 128, size=(256, 256), dtype=np.int8)
+    scale = rng.uniform(1e-4, 1e-2, size=(1, 256)).astype(np.float32)
+    for name, a in (("x", x), ("w", w), ("scale", scale)):
+        np.save(tmp_path / f"{name}.npy", a)
+    acc = x.astype(np.int64) @ w.astype(np.int64)  # exact; the kernel accumulates in INT32 without overflow
+    expect = (acc.astype(np.float32) * scale).astype(ml_dtypes.bfloat16).astype(np.float32)
+    assert np.abs(expect).max() < 65504
+    r = run("run", EXAMPLES / "quant_linear_nz.ir", "--sim", "--arch", arch, "--input", "x=x.npy", "--input", "w=w.npy",
+            "--input", "scale=scale.npy", "--output-dir", "out", env=sim_env, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    got = np.load(tmp_path / "out" / "out.npy").view(ml_dtypes.bfloat16).astype(np.float32)
+    # one BF16 rounding of the same FP32 product: at most one unit in the last place apart
+    assert np.allclose(got, expect, rtol=2 ** -7, atol=0), np.abs(got - expect).max()
