@@ -37,6 +37,8 @@ Rules
 - A `tile.move` of a halved Vec tile into cube memory becomes `tile.aic_gather(src, split=mode)`.
 - A Vec `tile.load` or `tile.slice` whose extent on the axis is the even constant box F takes F / 2 and
   starts at `offset + subblock_idx * F / 2`.
+  A Vec `tile.load` whose extent F is odd takes the box ceil(F / 2) on both lanes, starts at
+  `offset + subblock_idx * box` and narrows the lane's valid extent to `min(max(V, start) - start, box)`.
   A rank-1 load or slice is left whole: it has no split axis until a reshape makes it 2-D.
 - A `tile.reshape` / `tile.reinterpret_view` of a lane's tile names the half on the axis in its shape
   (argument, or `shape=`) when the split stays on the same dimension; of a whole Vec tile (a rank-1 load,
@@ -52,8 +54,7 @@ Deliberate differences from PyPTO
 - Only the moves, loads, slices, views and stores above are rewritten; other ops that take explicit
   full-box shapes (tile.create/full/ci) are left replicated on both lanes, where PyPTO localises some of
   them. A reshape that moves the split to another dimension (the [N, 1] <-> [1, N] column reshape PyPTO
-  follows) is not followed: PTOC-E0681. An odd split extent of a load is not halved (PyPTO loads
-  ceil(F / 2) rows with a per-lane valid extent).
+  follows) is not followed: PTOC-E0681.
 - The valid shape of a shard is the one ptoc's `tile.aiv_shard` type rule gives (the same per-lane rule).
 """
 
@@ -76,6 +77,7 @@ from ptoc.ir.nodes import (
     Function,
     IfStmt,
     ListExpr,
+    MinMax,
     Program,
     ScalarType,
     ScopeStmt,
@@ -229,6 +231,8 @@ class _Lower:
                         args[off_i] = self.shift(c.args[off_i], _i(full // 2))
                     self.stride[target] = _i(full // 2)
                     return [replace(s, value=replace(c, args=tuple(args)), annotation=None)]
+                if full and full % 2 and full > 1 and _is(c, "tile.load") and len(c.args) in (3, 4):
+                    return [self.odd_load(s, c, full)]
         if _is(c, "tile.reshape", "tile.reinterpret_view") and c.args and isinstance(dst, TileType) \
                 and len(dst.shape) > self.axis:
             out = self.view(s, c, dst)
@@ -268,6 +272,23 @@ class _Lower:
         self.stride[s.target.name] = _i(half)
         cut = AssignStmt(s.target, Call("tile.slice", (whole, shape, offsets), span=c.span), span=s.span)
         return [replace(s, target=whole, annotation=None), cut]
+
+    def odd_load(self, s: AssignStmt, c: Call, full: int) -> AssignStmt:
+        """A load whose split extent F is odd: both lanes get the box ceil(F / 2) and start at
+        `subblock_idx * box`; the lane's valid extent is min(max(V, start) - start, box) for the load's
+        valid extent V (F when not given), so lane 1 holds one row (column) less."""
+        box = (full + 1) // 2
+        start = BinOp("*", Var(SB), _i(box))
+        shapes = c.args[2]
+        valid = c.args[3] if len(c.args) > 3 else shapes
+        v = valid.items[self.axis] if isinstance(valid, (ListExpr, TupleExpr)) and len(valid.items) > self.axis \
+            else _i(full)
+        lane_valid = MinMax("min", BinOp("-", MinMax("max", v, start), start), _i(box))
+        items = list(valid.items) if isinstance(valid, (ListExpr, TupleExpr)) else list(shapes.items)
+        items[self.axis] = lane_valid
+        args = (c.args[0], self.shift(c.args[1], _i(box)), self.halve(shapes, box), ListExpr(tuple(items)))
+        self.stride[s.target.name] = _i(box)
+        return replace(s, value=replace(c, args=args), annotation=None)
 
     def keeps_axis(self, src: Var, dst: TileType) -> bool:
         """Whether a reshape of a lane's tile keeps the split on the same dimension: the first half of the

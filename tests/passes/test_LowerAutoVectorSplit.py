@@ -216,3 +216,40 @@ def test_the_two_lanes_together_store_a_reshaped_lane_tile_whole():
     got = run_function(out, "k", {"seed": np.zeros((128, 128), np.float32), "data": data,
                                   "out": np.zeros((256, 1), np.float32)}, A5)["out"]
     np.testing.assert_array_equal(got, data.reshape(256, 1))  # row-major: lane 1's rows are flat 128..255
+
+
+ODD = """
+    @pl.function(type=pl.FunctionType.InCore, attrs={{"split": pl.SplitMode.{mode}}})
+    def k(self, {seed}, data: pl.Tensor[{shape}, pl.FP32], out: pl.Out[pl.Tensor[{shape}, pl.FP32]]) -> pl.Tensor[{shape}, pl.FP32]:
+        v: pl.Tile[[128, 128], pl.FP32, pl.Mem.Vec] = pl.tile.move(seed, target_memory=pl.Mem.Vec)
+        t: pl.Tile[{shape}, pl.FP32, pl.Mem.Vec] = pl.tile.load(data, [0, 0], {shape}, target_memory=pl.Mem.Vec)
+        o: pl.Tensor[{shape}, pl.FP32] = pl.tile.store(t, [0, 0], out)
+        return o
+"""
+
+
+def test_an_odd_split_extent_gives_both_lanes_the_ceil_box_and_lane_1_one_row_less():
+    _, out = run(ODD.format(mode="UP_DOWN", seed=SEED, shape="[15, 32]"))
+    want = parsed(f"""
+    @pl.function(type=pl.FunctionType.InCore, attrs={{"split": pl.SplitMode.UP_DOWN, "split_aiv": True}})
+    def k(self, {SEED}, data: pl.Tensor[[15, 32], pl.FP32], out: pl.Out[pl.Tensor[[15, 32], pl.FP32]]) -> pl.Tensor[[15, 32], pl.FP32]:
+        subblock_idx: pl.Scalar[pl.INDEX] = pl.tile.get_subblock_idx()
+        v = pl.tile.aiv_shard(seed, split=1)
+        t = pl.tile.load(data, [0 + subblock_idx * 8, 0], [8, 32], [pl.min(pl.max(15, subblock_idx * 8) - subblock_idx * 8, 8), 32], target_memory=pl.Mem.Vec)
+        o: pl.Tensor[[15, 32], pl.FP32] = pl.tile.store(t, [0 + subblock_idx * 8, 0], out)
+        return o
+    """)
+    assert out == want, print_program(out)
+
+
+@pytest.mark.parametrize("mode, shape", [("UP_DOWN", (15, 32)), ("LEFT_RIGHT", (32, 15))])
+def test_the_two_lanes_of_an_odd_split_store_the_tile_once_whole(mode, shape):
+    import numpy as np
+
+    from ptoc.reference.interp import run_function
+
+    _, out = run(ODD.format(mode=mode, seed=SEED, shape=list(shape)))
+    data = np.arange(15 * 32, dtype=np.float32).reshape(shape) + 1.0
+    got = run_function(out, "k", {"seed": np.zeros((128, 128), np.float32), "data": data,
+                                  "out": np.zeros(shape, np.float32)}, A5)["out"]
+    np.testing.assert_array_equal(got, data)  # lane 1's 7 rows (columns) follow lane 0's 8
