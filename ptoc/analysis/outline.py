@@ -254,6 +254,9 @@ class OutlineStyle:
     # parameters) rather than from the stores alone
     call_directions: bool = False
     call_kwargs: Callable[[ScopeStmt], tuple] = lambda s: ()  # keywords of the call that replaces the scope
+    # `with ... as tid:` becomes `tmp = pl.submit(self.f, args[, deps=...])`, then each result and last the
+    # task id read out of tmp (PyPTO's form, even for one result or none)
+    submit_task_ids: bool = False
 
 
 @dataclass
@@ -444,6 +447,15 @@ class ScopeOutliner:
                   scope: ScopeStmt) -> tuple[list[Stmt], dict[str, str]]:
         sp = scope.span
         self.names.update(outputs)
+        if self.style.submit_task_ids and scope.var is not None:
+            deps = scope_kwarg(scope, "deps")
+            call = replace(call, kind="submit", kwargs=call.kwargs + ((("deps", deps),) if deps is not None else ()))
+            tup = fresh_name("ret", self.names)
+            stmts = [AssignStmt(Var(tup, span=sp), call, None, span=sp)]
+            for k, n in enumerate([*outputs, scope.var.name]):
+                stmts.append(AssignStmt(Var(n, span=sp), GetItem(Var(tup, span=sp), ConstInt(k, _index())),
+                                        None, span=sp))
+            return stmts, renames
         if not outputs:
             return [EvalStmt(call, span=sp)], renames
         if len(outputs) == 1:

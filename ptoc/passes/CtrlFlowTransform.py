@@ -49,6 +49,16 @@ path that exits yields the value the body would have yielded when that name is a
 the path, else the iter_arg's current value (PyPTO's rule), and the loop's final yield passes the
 phis on; with `break` the loop becomes `for (x,) in pl.while_(...)` with the same carried values.
 
+Deliberate differences from PyPTO. PyPTO decides whether a value is "defined on the path" by looking
+only at plain assignments in the statements before the exit, so a value produced by a loop or an if
+(its results) counts as undefined and the path yields the stale iter_arg instead: its Expected output
+then throws away the work of an inner loop (`x_outer_phi = pl.yield_(x_outer)` after the inner loop
+that computed `x_inner`) or of an if, and in a few cases (`if c: continue` nested under other ifs, or
+after an if that assigns) yields the iteration's starting value on the path that does not exit, so the
+loop computes nothing. ptoc counts loop and if results as defined and moves the statements after an if
+that holds an exit into its branches, so the program computes what Python computes; its output for
+those cases (ten of PyPTO's CtrlFlowTransform tests) differs from PyPTO's on purpose.
+
 Not supported (PTOC-E0291, with a hint): an exit inside a `with` scope or inside an `if` that itself
 yields values, a `break` in a loop kind other than `pl.range` (parallel, unrolled and pipelined loops
 run every iteration), and a `break` in a `pl.range` whose step is not a constant.
@@ -173,9 +183,10 @@ class _Lowering:
         """`body` without its `cls` exits: the statements after an exit move into the paths that do not
         take it. `flag`: for `break`, the flag the exit sets. `ssa`: None for a loop without iter_args
         (each if that held a break ends its branches with an empty `pl.yield_()`); else (the carried
-        iter_args, the values the body yields at its end, the names defined so far): each such if
-        yields one fresh `<iter_arg>_phi` per carried value, and a path that exits yields, per value,
-        the yielded name when it is already defined on that path, else the iter_arg (PyPTO's rule).
+        iter_args, the values the body yields at its end, the names defined so far[, the values an exit
+        falls back to, when not the carried ones]): each such if yields one fresh `<iter_arg>_phi` per
+        carried value, and a path that exits yields, per value, the yielded name when it is already
+        defined on that path, else the iter_arg (PyPTO's rule).
         Returns the statements and the values the sequence ends with (None without `ssa`)."""
         defined = set(ssa[2]) if ssa is not None else set()
         for k, s in enumerate(body):
@@ -197,7 +208,10 @@ class _Lowering:
         branches = []
         for b in (s.then_body, s.else_body):
             y = b[-1]
-            sub = (y.values, y.values, frozenset(defined))
+            # a path that exits before the branch's value exists yields the loop's iter_arg at that
+            # position (the value the iteration started with), as PyPTO does
+            fallback = tuple(ssa[0][j] if j < len(ssa[0]) else v for j, v in enumerate(y.values))
+            sub = (y.values, y.values, frozenset(defined), fallback)
             stmts, vals = self.cut(b[:-1], cls, flag, sub) if _holds(b, cls) else (b[:-1], list(y.values))
             branches.append(stmts + (replace(y, values=tuple(vals)),))
         return body[:k] + (replace(s, then_body=branches[0], else_body=branches[1]),), list(ssa[1])
@@ -205,7 +219,7 @@ class _Lowering:
     def cut_if(self, body, k: int, s: IfStmt, cls: type, flag: Var | None, ssa, defined: set):
         """An if holding an exit: the statements after it move into both branches."""
         rest = body[k + 1:]
-        sub = (ssa[0], ssa[1], frozenset(defined)) if ssa is not None else None
+        sub = (ssa[0], ssa[1], frozenset(defined)) + tuple(ssa[3:]) if ssa is not None else None
         then_body, then_vals = self.cut(s.then_body + rest, cls, flag, sub)
         else_body, else_vals = self.cut(s.else_body + rest, cls, flag, sub)
         if ssa is None:
@@ -229,7 +243,7 @@ def _at_exit(head: tuple[Stmt, ...], s: Stmt, flag: Var | None, ssa, defined: se
     if ssa is None:
         return head, None
     out = []
-    for v, a in zip(ssa[1], ssa[0]):
+    for v, a in zip(ssa[1], ssa[3] if len(ssa) > 3 else ssa[0]):
         if isinstance(v, Var) and v.name in defined:
             out.append(v)
         elif isinstance(a, Var) and a.name in defined:

@@ -37,6 +37,13 @@ Rules
 - A `tile.move` of a halved Vec tile into cube memory becomes `tile.aic_gather(src, split=mode)`.
 - A Vec `tile.load` or `tile.slice` whose extent on the axis is the even constant box F takes F / 2 and
   starts at `offset + subblock_idx * F / 2`.
+  A Vec `tile.load` whose extent F is odd takes the box ceil(F / 2) on both lanes, starts at
+  `offset + subblock_idx * box` and narrows the lane's valid extent to `min(max(V, start) - start, box)`.
+  A rank-1 load or slice is left whole: it has no split axis until a reshape makes it 2-D.
+- A `tile.reshape` / `tile.reinterpret_view` of a lane's tile names the half on the axis in its shape
+  (argument, or `shape=`) when the split stays on the same dimension; of a whole Vec tile (a rank-1 load,
+  a Vec parameter) it is kept at full size under a fresh name and the lane's half is sliced out of it
+  (`tile.slice(view, [.., half, ..], [.., subblock_idx * half, ..])`), so each lane reads its own half.
 - A `tile.store` of a halved tile writes at `offset + subblock_idx * stride` on the axis.
 - The types of the rewritten statements are inferred again (their annotations are dropped). A kernel whose
   rewritten form does not type (an op taking the full box explicitly, such as a reshape) is PTOC-E0681.
@@ -44,8 +51,10 @@ Rules
 
 Deliberate differences from PyPTO
 ---------------------------------
-- Only the moves, loads, slices and stores above are rewritten; other ops that take explicit full-box shapes
-  (tile.create/full/ci, reshapes) are left replicated on both lanes, where PyPTO localises some of them.
+- Only the moves, loads, slices, views and stores above are rewritten; other ops that take explicit
+  full-box shapes (tile.create/full/ci) are left replicated on both lanes, where PyPTO localises some of
+  them. A reshape that moves the split to another dimension (the [N, 1] <-> [1, N] column reshape PyPTO
+  follows) is not followed: PTOC-E0681.
 - The valid shape of a shard is the one ptoc's `tile.aiv_shard` type rule gives (the same per-lane rule).
 """
 
@@ -55,6 +64,7 @@ from dataclasses import replace
 
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir import dtypes
+from ptoc.ir.names import fresh_name
 from ptoc.ir.nodes import (
     AssignStmt,
     BinOp,
@@ -67,6 +77,7 @@ from ptoc.ir.nodes import (
     Function,
     IfStmt,
     ListExpr,
+    MinMax,
     Program,
     ScalarType,
     ScopeStmt,
@@ -160,6 +171,7 @@ class _Lower:
         self.f, self.types, self.mode, self.axis = f, types, mode, mode - 1
         self.stride: dict[str, object] = {}  # halved tile -> its lane stride on the axis
         used = [n.name for n in walk(f) if isinstance(n, Var)]
+        self.taken = set(used) | {p.name for p in f.params} | {SB}
         self.uses: dict[str, int] = {}
         for n in used:
             self.uses[n] = self.uses.get(n, 0) + 1
@@ -207,8 +219,9 @@ class _Lower:
             shape_i, off_i = (2, 1) if _is(c, "tile.load") else (1, 2)
             if len(c.args) > max(shape_i, off_i):
                 shapes = c.args[shape_i]
+                # a rank-1 tile has no split axis yet: the reshape that makes it 2-D takes the lane's half
                 full = _const(shapes.items[self.axis]) if isinstance(shapes, (ListExpr, TupleExpr)) \
-                    and len(shapes.items) > self.axis else None
+                    and len(shapes.items) > max(self.axis, 1) else None
                 if full and full % 2 == 0 and full > 1:
                     items = list(shapes.items)
                     items[self.axis] = _i(full // 2)
@@ -218,11 +231,95 @@ class _Lower:
                         args[off_i] = self.shift(c.args[off_i], _i(full // 2))
                     self.stride[target] = _i(full // 2)
                     return [replace(s, value=replace(c, args=tuple(args)), annotation=None)]
+                if full and full % 2 and full > 1 and _is(c, "tile.load") and len(c.args) in (3, 4):
+                    return [self.odd_load(s, c, full)]
+        if _is(c, "tile.reshape", "tile.reinterpret_view") and c.args and isinstance(dst, TileType) \
+                and len(dst.shape) > self.axis:
+            out = self.view(s, c, dst)
+            if out is not None:
+                return out
         if any(self.halved(v) for v in walk(c)):
             first = next(v for v in walk(c) if self.halved(v))
             self.stride[target] = self.stride[first.name]
             return [replace(s, annotation=None)]
         return [s]
+
+    def view(self, s: AssignStmt, c: Call, dst: TileType) -> list[Stmt] | None:
+        """A reshape or reinterpret_view. Of a lane's tile: the shape it names takes the half on the axis
+        (when the axis stays where it is). Of a full tile (a rank-1 load, a Vec parameter): the view is
+        taken at full size and each lane slices its half out of it, so the lanes do not both read the
+        first half. None: not handled here."""
+        full = _const(dst.shape[self.axis])
+        if not full or full % 2 or full < 2:
+            return None
+        half = full // 2
+        src = c.args[0]
+        if self.halved(src):
+            if _is(c, "tile.reshape") and not self.keeps_axis(src, dst):
+                return None  # the axis moves to another dimension: not tracked (PTOC-E0681 below)
+            if _is(c, "tile.reshape") and len(c.args) > 1:
+                c = replace(c, args=(src, self.halve(c.args[1], half)) + c.args[2:])
+            else:
+                c = replace(c, kwargs=tuple((k, self.halve(v, half) if k == "shape" else v) for k, v in c.kwargs))
+            self.stride[s.target.name] = _i(half)
+            return [replace(s, value=c, annotation=None)]
+        if self.memory(src) != "Vec" or not all(_const(d) for d in dst.shape):
+            return None
+        whole = Var(fresh_name(s.target.name, self.taken), span=s.target.span)
+        shape = ListExpr(tuple(_i(half if k == self.axis else _const(d)) for k, d in enumerate(dst.shape)))
+        offsets = ListExpr(tuple(BinOp("*", Var(SB), _i(half)) if k == self.axis else _i(0)
+                                 for k in range(len(dst.shape))))
+        self.stride[s.target.name] = _i(half)
+        cut = AssignStmt(s.target, Call("tile.slice", (whole, shape, offsets), span=c.span), span=s.span)
+        return [replace(s, target=whole, annotation=None), cut]
+
+    def odd_load(self, s: AssignStmt, c: Call, full: int) -> AssignStmt:
+        """A load whose split extent F is odd: both lanes get the box ceil(F / 2) and start at
+        `subblock_idx * box`; the lane's valid extent is min(max(V, start) - start, box) for the load's
+        valid extent V (F when not given), so lane 1 holds one row (column) less."""
+        box = (full + 1) // 2
+        start = BinOp("*", Var(SB), _i(box))
+        shapes = c.args[2]
+        valid = c.args[3] if len(c.args) > 3 else shapes
+        v = valid.items[self.axis] if isinstance(valid, (ListExpr, TupleExpr)) and len(valid.items) > self.axis \
+            else _i(full)
+        lane_valid = MinMax("min", BinOp("-", MinMax("max", v, start), start), _i(box))
+        items = list(valid.items) if isinstance(valid, (ListExpr, TupleExpr)) else list(shapes.items)
+        items[self.axis] = lane_valid
+        args = (c.args[0], self.shift(c.args[1], _i(box)), self.halve(shapes, box), ListExpr(tuple(items)))
+        self.stride[s.target.name] = _i(box)
+        return replace(s, value=replace(c, args=args), annotation=None)
+
+    def keeps_axis(self, src: Var, dst: TileType) -> bool:
+        """Whether a reshape of a lane's tile keeps the split on the same dimension: the first half of the
+        source's axis (row-major, when everything before the axis is 1) is the first half of the
+        result's dimension at that index. Shapes it cannot follow keep the axis."""
+        t = self.types.get(src.name)
+        if not isinstance(t, TileType) or len(t.shape) <= self.axis:
+            return True
+        dims = [_const(d) for d in t.shape]
+        out = [_const(d) for d in dst.shape]
+        if None in dims or None in out or any(d != 1 for d in dims[:self.axis]) or dims[self.axis] % 2:
+            return True
+        inner = 1
+        for d in dims[self.axis + 1:]:
+            inner *= d
+        flat, prefix = dims[self.axis] // 2 * inner, 1
+        for k, d in enumerate(out):
+            rest = 1
+            for e in out[k + 1:]:
+                rest *= e
+            if prefix == 1 and d % 2 == 0 and d // 2 * rest == flat:
+                return k == self.axis
+            prefix *= d
+        return False
+
+    def halve(self, shape, half: int):
+        if not isinstance(shape, (ListExpr, TupleExpr)) or len(shape.items) <= self.axis:
+            return shape
+        items = list(shape.items)
+        items[self.axis] = _i(half)
+        return replace(shape, items=tuple(items))
 
     def shard(self, s: AssignStmt, src: Var) -> AssignStmt:
         t = self.types.get(src.name)

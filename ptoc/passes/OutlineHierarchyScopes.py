@@ -45,8 +45,9 @@ Rules
   without a return statement, called as a statement.
 - Function order: the outlined functions first (inner before outer), then the program's functions.
 
-Where it differs from PyPTO: `with pl.at(...) as tid:` (task ids and `deps=`) is not supported; PyPTO
-outlines such scopes into submitted tasks.
+- A scope with a task id (`with pl.at(...) as tid:`) is submitted, as PyPTO does:
+  `ret = pl.submit(self.f, args)` (with the scope's `deps=[...]` as the submit's `deps=`), then each
+  result `y = ret[k]` and last the task id `tid = ret[n]`, also for one result or none.
 """
 
 from __future__ import annotations
@@ -80,7 +81,8 @@ def _decorator(scope: ScopeStmt) -> tuple:
 
 
 STYLE = OutlineStyle(matches=is_hierarchy_scope, func_type="Opaque", suffix=_suffix, decorator_kwargs=_decorator,
-                     pypto_names=True, return_stores=False, return_params=True, call_directions=True)
+                     pypto_names=True, return_stores=False, return_params=True, call_directions=True,
+                     submit_task_ids=True)
 
 
 class OutlineHierarchyScopes(Pass):

@@ -407,3 +407,75 @@ def test_break_and_continue_print_as_written_and_parse_back():
         return x
     """)
     assert print_program(parse_program(text, "k.ir", ctx=CTX)) == text
+
+
+def test_a_break_before_the_value_of_a_continue_if_exists_yields_the_iter_arg():
+    # continue is lowered first: its if yields y from the else branch; the break inside that branch
+    # comes before y is computed, so its path yields the value the iteration started with
+    assert_lowers(fn("""
+        for i, (acc,) in pl.range(0, 8, 1, init_values=(x,)):
+            if i < 2:
+                continue
+            if i > 5:
+                break
+            y = pl.add(acc, acc)
+            out = pl.yield_(y)
+        return out
+    """), fn("""
+        i: pl.Scalar[pl.INDEX] = 0
+        brk: pl.Scalar[pl.BOOL] = False
+        for (acc,) in pl.while_(init_values=(x,)):
+            pl.cond(i < 8 and not brk)
+            if i < 2:
+                acc_phi = pl.yield_(acc)
+            else:
+                if i > 5:
+                    brk: pl.Scalar[pl.BOOL] = True
+                    y_phi = pl.yield_(acc)
+                else:
+                    y = pl.add(acc, acc)
+                    y_phi = pl.yield_(y)
+                acc_phi = pl.yield_(y_phi)
+            if not brk:
+                i = i + 1
+            out = pl.yield_(acc_phi)
+        return out
+    """))
+
+
+def test_a_loop_with_continue_then_break_before_the_value_computes_what_python_computes():
+    from ptoc.reference.interp import run_function
+
+    text = """\
+import pypto.language as pl
+
+@pl.program
+class p:
+    @pl.function
+    def main(self, n: pl.Scalar[pl.INDEX]) -> pl.Scalar[pl.INDEX]:
+        s0: pl.Scalar[pl.INDEX] = 1
+        for i, (s,) in pl.range(n, init_values=(s0,)):
+            if i < 2:
+                continue
+            if s > 40:
+                break
+            t: pl.Scalar[pl.INDEX] = s * 2 + i
+            s_next = pl.yield_(t)
+        return s_next
+"""
+
+    def python(n: int) -> int:
+        s = 1
+        for i in range(n):
+            if i < 2:
+                continue
+            if s > 40:
+                break
+            s = s * 2 + i
+        return s
+
+    prog = parse_program(text, "k.ir", ctx=CTX)
+    low = run_pipeline(prog, CTX, passes=[CtrlFlowTransform, ConvertToSSA])
+    for n in (0, 1, 3, 5, 8, 12):
+        got = run_function(low, "main", {"n": n})
+        assert int(np.asarray(got["return[0]"])) == python(n), n

@@ -126,3 +126,130 @@ def test_an_op_taking_the_full_box_explicitly_is_an_error_not_a_crash():
     with pytest.raises(CompileError) as e:
         run(text)
     assert [d.code for d in e.value.diagnostics] == ["PTOC-E0681"]
+
+
+SEED = "seed: pl.Tile[[128, 128], pl.FP32, pl.Mem.Mat]"
+COLUMN = """
+    @pl.function(type=pl.FunctionType.InCore, attrs={{"split": pl.SplitMode.UP_DOWN}})
+    def k(self, {seed}, scale: pl.Tensor[[128], pl.FP32], out: pl.Out[pl.Tensor[[128, 1], pl.FP32]]) -> pl.Tensor[[128, 1], pl.FP32]:
+        v: pl.Tile[[128, 128], pl.FP32, pl.Mem.Vec] = pl.tile.move(seed, target_memory=pl.Mem.Vec)
+        row: pl.Tile[[128], pl.FP32, pl.Mem.Vec] = pl.tile.load(scale, [0], [128], target_memory=pl.Mem.Vec)
+        col: pl.Tile[[128, 1], pl.FP32, pl.Mem.Vec] = pl.tile.reshape(row, [128, 1])
+        o: pl.Tensor[[128, 1], pl.FP32] = pl.tile.store(col, [0, 0], out)
+        return o
+"""
+
+
+def test_a_rank1_load_stays_whole_and_its_2d_reshape_is_sliced_per_lane():
+    # a rank-1 tile has no split axis; the reshape that gives it one is followed by the lane's slice
+    _, out = run(COLUMN.format(seed=SEED))
+    want = parsed(f"""
+    @pl.function(type=pl.FunctionType.InCore, attrs={{"split": pl.SplitMode.UP_DOWN, "split_aiv": True}})
+    def k(self, {SEED}, scale: pl.Tensor[[128], pl.FP32], out: pl.Out[pl.Tensor[[128, 1], pl.FP32]]) -> pl.Tensor[[128, 1], pl.FP32]:
+        subblock_idx: pl.Scalar[pl.INDEX] = pl.tile.get_subblock_idx()
+        v = pl.tile.aiv_shard(seed, split=1)
+        row: pl.Tile[[128], pl.FP32, pl.Mem.Vec] = pl.tile.load(scale, [0], [128], target_memory=pl.Mem.Vec)
+        col_1 = pl.tile.reshape(row, [128, 1])
+        col = pl.tile.slice(col_1, [64, 1], [subblock_idx * 64, 0])
+        o: pl.Tensor[[128, 1], pl.FP32] = pl.tile.store(col, [0 + subblock_idx * 64, 0], out)
+        return o
+    """)
+    assert out == want, print_program(out)
+
+
+def test_the_two_lanes_together_store_a_reshaped_rank1_load_whole():
+    import numpy as np
+
+    from ptoc.reference.interp import run_function
+
+    _, out = run(COLUMN.format(seed=SEED))
+    scale = np.arange(128, dtype=np.float32) * 0.5 + 1.0
+    # the reference runs a split_aiv kernel once per lane; a lane that sliced lane 0's rows would write
+    # scale[0:64] into rows 64..127
+    got = run_function(out, "k", {"seed": np.zeros((128, 128), np.float32), "scale": scale,
+                                  "out": np.zeros((128, 1), np.float32)}, A5)["out"]
+    np.testing.assert_array_equal(got[:, 0], scale)
+
+
+def test_a_reshape_of_a_lanes_tile_names_the_half_and_a_reinterpret_shape_too():
+    _, out = run(f"""
+    @pl.function(type=pl.FunctionType.InCore, attrs={{"split": pl.SplitMode.UP_DOWN}})
+    def k(self, {SEED}, data: pl.Tensor[[16, 16], pl.FP32], out: pl.Out[pl.Tensor[[256, 1], pl.FP32]], bits_out: pl.Out[pl.Tensor[[16, 32], pl.INT16]]) -> pl.Tensor[[256, 1], pl.FP32]:
+        v: pl.Tile[[128, 128], pl.FP32, pl.Mem.Vec] = pl.tile.move(seed, target_memory=pl.Mem.Vec)
+        t: pl.Tile[[16, 16], pl.FP32, pl.Mem.Vec] = pl.tile.load(data, [0, 0], [16, 16], target_memory=pl.Mem.Vec)
+        flat: pl.Tile[[256, 1], pl.FP32, pl.Mem.Vec] = pl.tile.reshape(t, [256, 1])
+        bits: pl.Tile[[16, 32], pl.INT16, pl.Mem.Vec] = pl.tile.reinterpret_view(t, dtype=pl.INT16, shape=[16, 32])
+        b: pl.Tensor[[16, 32], pl.INT16] = pl.tile.store(bits, [0, 0], bits_out)
+        o: pl.Tensor[[256, 1], pl.FP32] = pl.tile.store(flat, [0, 0], out)
+        return o
+    """)
+    want = parsed(f"""
+    @pl.function(type=pl.FunctionType.InCore, attrs={{"split": pl.SplitMode.UP_DOWN, "split_aiv": True}})
+    def k(self, {SEED}, data: pl.Tensor[[16, 16], pl.FP32], out: pl.Out[pl.Tensor[[256, 1], pl.FP32]], bits_out: pl.Out[pl.Tensor[[16, 32], pl.INT16]]) -> pl.Tensor[[256, 1], pl.FP32]:
+        subblock_idx: pl.Scalar[pl.INDEX] = pl.tile.get_subblock_idx()
+        v = pl.tile.aiv_shard(seed, split=1)
+        t = pl.tile.load(data, [0 + subblock_idx * 8, 0], [8, 16], target_memory=pl.Mem.Vec)
+        flat = pl.tile.reshape(t, [128, 1])
+        bits = pl.tile.reinterpret_view(t, dtype=pl.INT16, shape=[8, 32])
+        b: pl.Tensor[[16, 32], pl.INT16] = pl.tile.store(bits, [0 + subblock_idx * 8, 0], bits_out)
+        o: pl.Tensor[[256, 1], pl.FP32] = pl.tile.store(flat, [0 + subblock_idx * 128, 0], out)
+        return o
+    """)
+    assert out == want, print_program(out)
+
+
+def test_the_two_lanes_together_store_a_reshaped_lane_tile_whole():
+    import numpy as np
+
+    from ptoc.reference.interp import run_function
+
+    _, out = run(f"""
+    @pl.function(type=pl.FunctionType.InCore, attrs={{"split": pl.SplitMode.UP_DOWN}})
+    def k(self, {SEED}, data: pl.Tensor[[16, 16], pl.FP32], out: pl.Out[pl.Tensor[[256, 1], pl.FP32]]) -> pl.Tensor[[256, 1], pl.FP32]:
+        v: pl.Tile[[128, 128], pl.FP32, pl.Mem.Vec] = pl.tile.move(seed, target_memory=pl.Mem.Vec)
+        t: pl.Tile[[16, 16], pl.FP32, pl.Mem.Vec] = pl.tile.load(data, [0, 0], [16, 16], target_memory=pl.Mem.Vec)
+        flat: pl.Tile[[256, 1], pl.FP32, pl.Mem.Vec] = pl.tile.reshape(t, [256, 1])
+        o: pl.Tensor[[256, 1], pl.FP32] = pl.tile.store(flat, [0, 0], out)
+        return o
+    """)
+    data = np.arange(256, dtype=np.float32).reshape(16, 16) - 100.0
+    got = run_function(out, "k", {"seed": np.zeros((128, 128), np.float32), "data": data,
+                                  "out": np.zeros((256, 1), np.float32)}, A5)["out"]
+    np.testing.assert_array_equal(got, data.reshape(256, 1))  # row-major: lane 1's rows are flat 128..255
+
+
+ODD = """
+    @pl.function(type=pl.FunctionType.InCore, attrs={{"split": pl.SplitMode.{mode}}})
+    def k(self, {seed}, data: pl.Tensor[{shape}, pl.FP32], out: pl.Out[pl.Tensor[{shape}, pl.FP32]]) -> pl.Tensor[{shape}, pl.FP32]:
+        v: pl.Tile[[128, 128], pl.FP32, pl.Mem.Vec] = pl.tile.move(seed, target_memory=pl.Mem.Vec)
+        t: pl.Tile[{shape}, pl.FP32, pl.Mem.Vec] = pl.tile.load(data, [0, 0], {shape}, target_memory=pl.Mem.Vec)
+        o: pl.Tensor[{shape}, pl.FP32] = pl.tile.store(t, [0, 0], out)
+        return o
+"""
+
+
+def test_an_odd_split_extent_gives_both_lanes_the_ceil_box_and_lane_1_one_row_less():
+    _, out = run(ODD.format(mode="UP_DOWN", seed=SEED, shape="[15, 32]"))
+    want = parsed(f"""
+    @pl.function(type=pl.FunctionType.InCore, attrs={{"split": pl.SplitMode.UP_DOWN, "split_aiv": True}})
+    def k(self, {SEED}, data: pl.Tensor[[15, 32], pl.FP32], out: pl.Out[pl.Tensor[[15, 32], pl.FP32]]) -> pl.Tensor[[15, 32], pl.FP32]:
+        subblock_idx: pl.Scalar[pl.INDEX] = pl.tile.get_subblock_idx()
+        v = pl.tile.aiv_shard(seed, split=1)
+        t = pl.tile.load(data, [0 + subblock_idx * 8, 0], [8, 32], [pl.min(pl.max(15, subblock_idx * 8) - subblock_idx * 8, 8), 32], target_memory=pl.Mem.Vec)
+        o: pl.Tensor[[15, 32], pl.FP32] = pl.tile.store(t, [0 + subblock_idx * 8, 0], out)
+        return o
+    """)
+    assert out == want, print_program(out)
+
+
+@pytest.mark.parametrize("mode, shape", [("UP_DOWN", (15, 32)), ("LEFT_RIGHT", (32, 15))])
+def test_the_two_lanes_of_an_odd_split_store_the_tile_once_whole(mode, shape):
+    import numpy as np
+
+    from ptoc.reference.interp import run_function
+
+    _, out = run(ODD.format(mode=mode, seed=SEED, shape=list(shape)))
+    data = np.arange(15 * 32, dtype=np.float32).reshape(shape) + 1.0
+    got = run_function(out, "k", {"seed": np.zeros((128, 128), np.float32), "data": data,
+                                  "out": np.zeros(shape, np.float32)}, A5)["out"]
+    np.testing.assert_array_equal(got, data)  # lane 1's 7 rows (columns) follow lane 0's 8

@@ -209,3 +209,54 @@ def test_core_group_scopes_inside_a_host_scope_become_kernels_of_the_host_functi
     assert lowered.function("main_host_orch_0").func_type == "Orchestration"
     got = run_function(lowered, "main", {"a": a, "b": b}, CTX)
     np.testing.assert_allclose(got["return[0]"], (a + b) * a, rtol=1e-6)  # numpy, independently of ptoc
+
+
+def test_a_scope_with_a_task_id_is_submitted_and_its_result_and_id_read_out():
+    assert_outlines(program(f"""
+        @pl.function
+        def main(self, x: {T}) -> {T}:
+            with pl.at(level=pl.Level.GLOBAL, role=pl.Role.Orchestrator, name_hint="first") as t1:
+                y: {T} = pl.add(x, x)
+            return y
+    """), program(f"""
+        @pl.function(level=pl.Level.GLOBAL, role=pl.Role.Orchestrator)
+        def first(self, x: {T}) -> {T}:
+            y: {T} = pl.add(x, x)
+            return y
+        @pl.function
+        def main(self, x: {T}) -> {T}:
+            ret = pl.submit(self.first, x)
+            y = ret[0]
+            t1 = ret[1]
+            return y
+    """))
+
+
+def test_deps_of_a_scope_become_the_deps_of_its_submit():
+    assert_outlines(program(f"""
+        @pl.function
+        def main(self, x: {T}) -> {T}:
+            with pl.at(level=pl.Level.GLOBAL, role=pl.Role.Orchestrator, name_hint="a") as ta:
+                y: {T} = pl.add(x, x)
+            with pl.at(level=pl.Level.HOST, role=pl.Role.Orchestrator, name_hint="b", deps=[ta]) as tb:
+                z: {T} = pl.mul(y, y)
+            return z
+    """), program(f"""
+        @pl.function(level=pl.Level.GLOBAL, role=pl.Role.Orchestrator)
+        def a(self, x: {T}) -> {T}:
+            y: {T} = pl.add(x, x)
+            return y
+        @pl.function(level=pl.Level.HOST, role=pl.Role.Orchestrator)
+        def b(self, y: {T}) -> {T}:
+            z: {T} = pl.mul(y, y)
+            return z
+        @pl.function
+        def main(self, x: {T}) -> {T}:
+            ret = pl.submit(self.a, x)
+            y = ret[0]
+            ta = ret[1]
+            ret_1 = pl.submit(self.b, y, deps=[ta])
+            z = ret_1[0]
+            tb = ret_1[1]
+            return z
+    """))
