@@ -388,9 +388,11 @@ def check(files: tuple[str, ...], arch: str, ptoas_version: str | None, pto_leve
                 status = EXIT_USER
                 continue
             ctx = CompileContext(arch=arch, ptoas_version=version)
+            warned: list = []
             try:
                 name = _source_name(path)
-                prog = frontend(text, name, ctx)
+                prog = frontend(text, name, ctx, warned)
+                reporter.emit(warned, text)
                 art = compile_program(prog, ctx, os.path.basename(name), pto_level=pto_level)
             except CompileError as e:
                 reporter.emit(e.diagnostics, text)

@@ -163,6 +163,10 @@ CODES: dict[str, str] = {
     # ConvertToSSA, LowerCompositeOps (PTOC-E0740..E0749)
     "PTOC-E0740": "a name read after the loop or branch that first assigns it has no start value",
     "PTOC-E0741": "tile.sin / tile.cos on a tile that is not FP32",
+    # runtime scope placement (PTOC-E0810..E0819)
+    "PTOC-E0810": "an automatic scope placed by hand in a function whose scopes the compiler places",
+    "PTOC-E0811": "a manual scope nested inside another manual scope",
+    "PTOC-E0812": "an automatic scope nested inside a manual scope",
     # internal
     "PTOC-I0001": "internal error",
     "PTOC-I0100": "function not emitted",

@@ -26,7 +26,8 @@ class LowerResult:
         return function_types(self.program, ctx, self.verified)  # type: ignore[arg-type]
 
 
-def frontend(text: str, file: str, ctx: CompileContext) -> Program:
+def frontend(text: str, file: str, ctx: CompileContext, warnings: list | None = None) -> Program:
+    """The program as written, checked; `warnings` (a list) receives the front end's warnings."""
     from ptoc.frontend.parser import parse_program
     from ptoc.passes.manager import gc_paused
 
@@ -35,7 +36,7 @@ def frontend(text: str, file: str, ctx: CompileContext) -> Program:
     with gc_paused():  # (parse_program pauses it too; this one also spares the parse tree a rescan)
         # the program as written (parse_program keeps its spelling, so it prints back as written), then
         # one spelling per op for everything after the front end: pl.load -> tile.load
-        return full_op_names(parse_program(text, file, ctx=ctx), ctx)
+        return full_op_names(parse_program(text, file, ctx=ctx, warnings=warnings), ctx)
 
 
 def check_source(text: str, file: str, ctx: CompileContext) -> Program:

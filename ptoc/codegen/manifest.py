@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from ptoc.ir.nodes import Call, Function, Program, ScalarType, TensorType, Var
+from ptoc.ir.nodes import Call, Function, ListExpr, Program, ScalarType, TensorType, Var
 from ptoc.ir.printer import print_expr
 from ptoc.ir.visitor import walk
 from ptoc.ir.nodes import KERNEL_TYPES
@@ -58,13 +58,24 @@ def _launches(program: Program) -> dict[str, int | str]:
     return out
 
 
+# how a function calls a kernel: a plain call, or a task launch (`pl.submit` / `pl.spmd_submit`)
+_CALL_KINDS = ("func", "submit", "spmd_submit")
+
+
 def _calls(f: Function, kernels: set[str], launches: dict | None = None, groups: frozenset = frozenset()) -> list[dict]:
-    """The calls of kernels (and of the Group functions in `groups`, listed as "group") in `f`."""
+    """The calls of kernels (and of the Group functions in `groups`, listed as "group") in `f`, plain calls
+    and task launches alike; a launch says so in "launch" ("submit" / "spmd_submit") and lists its `deps=`."""
     out = []
     for n in walk(f):
-        if isinstance(n, Call) and n.kind == "func" and (n.op in kernels or n.op in groups):
+        if isinstance(n, Call) and n.kind in _CALL_KINDS and (n.op in kernels or n.op in groups):
             entry = {"group" if n.op in groups else "kernel": n.op,
                      "args": [a.name if isinstance(a, Var) else print_expr(a) for a in n.args]}
+            if n.kind != "func":
+                entry["launch"] = n.kind
+                deps = n.kwarg("deps")
+                if deps is not None:
+                    entry["deps"] = [d.name if isinstance(d, Var) else print_expr(d)
+                                     for d in (deps.items if isinstance(deps, ListExpr) else (deps,))]
             if launches is not None:
                 own = _core_num(n)
                 entry["block_num"] = _dim(own) if own is not None else launches.get(f.name, 1)

@@ -115,7 +115,9 @@ def compile_cmd(files, output, output_dir, jobs, depfile, header_path, no_header
         ctx = CompileContext(arch=arch, ptoas_version=version)
         hdr_path = None if no_header else (header_path or os.path.splitext(output)[0] + ".h")
         try:
-            prog = frontend(text, name, ctx)
+            warned: list = []
+            prog = frontend(text, name, ctx, warned)
+            reporter.emit(warned, text)
             art = compile_program(prog, ctx, os.path.basename(name), pto_level=pto_level,
                                   header=hdr_path is not None, dumps=dump_dir is not None, timings=timings)
         except CompileError as e:
@@ -217,7 +219,8 @@ def _batch_warm() -> None:
 
 def _batch_compile_one(job):
     """Compile one file of a batch (in a worker process or in-line): ("ok", pto, header, skipped, dumps,
-    cpp, notes) or ("error", diagnostics). `dumps`: (name, IR text) after every pass when asked for;
+    cpp, notes, manifest, front-end warnings) or ("error", diagnostics). `dumps`: (name, IR text) after
+    every pass when asked for;
     `cpp`: PTOAS's C++ when assembling (`asm` = (ptoas path, insert sync, timeout)), with the assembler's
     notes in `notes`; an assembler error is ("error", notes and diagnostics, exit status)."""
     name, text, arch, version, pto_level, header, dumps, asm, pto_path = job
@@ -226,11 +229,12 @@ def _batch_compile_one(job):
     from ptoc.driver import compile_program, frontend
 
     ctx = CompileContext(arch=arch, ptoas_version=version)
+    warned: list = []
     try:
-        prog = frontend(text, name, ctx)
+        prog = frontend(text, name, ctx, warned)
         art = compile_program(prog, ctx, os.path.basename(name), pto_level=pto_level, header=header, dumps=dumps)
     except CompileError as e:
-        return ("error", list(e.diagnostics))
+        return ("error", warned + list(e.diagnostics))
     from ptoc.codegen.manifest import emit_manifest, has_orchestration
 
     manifest = emit_manifest(art.lowered.program, ctx, os.path.basename(name)) \
@@ -243,7 +247,8 @@ def _batch_compile_one(job):
         if isinstance(cpp, int):
             return ("error", held.diags, cpp, art.pto)
     dumped = [(n, body) for n, body, _ in art.lowered.dumps] if dumps else []
-    return ("ok", art.pto, art.header if header else None, list(art.skipped), dumped, cpp, held.diags, manifest)
+    return ("ok", art.pto, art.header if header else None, list(art.skipped), dumped, cpp, held.diags, manifest,
+            warned)
 
 
 def _compile_batch(files, output_dir, jobs, depfile, no_header, arch, version, pto_level, diag_fmt,
@@ -337,7 +342,8 @@ def _compile_batch(files, output_dir, jobs, depfile, no_header, arch, version, p
                 reporter.emit(res[1], sources[f] if len(res) == 2 else res[3])
                 status = max(status, res[2] if len(res) > 2 else EXIT_USER)
                 continue
-            _, pto, header, skipped, dumped, cpp, notes, manifest = res
+            _, pto, header, skipped, dumped, cpp, notes, manifest, warned = res
+            reporter.emit(warned, sources[f])
             reporter.emit(notes, None)
             for fname in skipped:
                 reporter.emit([Diagnostic("PTOC-I0100", f"{fname} is not a kernel (InCore/AIC/AIV); not emitted",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import difflib
 from dataclasses import replace
 
-from ptoc.diagnostics import CompileError, Diagnostic, DiagnosticSink, Span
+from ptoc.diagnostics import CompileError, Diagnostic, DiagnosticSink, Span, sorted_diagnostics
 from ptoc.frontend.pyast import parse_syntax
 from ptoc.frontend.sn import SN, gc_paused
 from ptoc.ir import dtypes
@@ -1425,11 +1425,12 @@ def _yield_out_of_trailing_scope(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
 
 
 def parse_program(text: str, file: str = "<input>", verify: bool = True, ctx=None,
-                  check_ops: bool = True, ssa: bool = False) -> Program:
+                  check_ops: bool = True, ssa: bool = False, warnings: list | None = None) -> Program:
     """Parse IR text. Raises `CompileError` with every diagnostic found. The program as written may
-    assign a name more than once (ConvertToSSA renames); `ssa` True checks single assignment too."""
+    assign a name more than once (ConvertToSSA renames); `ssa` True checks single assignment too.
+    `warnings`: a list that receives the warnings (and notes) of a program that has no errors."""
     with gc_paused():  # the front end builds large acyclic structures (see syntax.gc_paused)
-        return _parse_program(text, file, verify, ctx, check_ops, ssa)
+        return _parse_program(text, file, verify, ctx, check_ops, ssa, warnings)
 
 
 def parse_for_format(text: str, file: str = "<input>", ctx=None):
@@ -1455,7 +1456,10 @@ def parse_for_format(text: str, file: str = "<input>", ctx=None):
         assert prog is not None
         from ptoc.ir.verifier import verify_program
 
+        from ptoc.frontend.scopes import check_scopes
+
         checks = list(verify_program(prog, ctx=ctx, ssa=False))  # as written: names may be reassigned
+        checks += check_scopes(prog)
     return prog, SourceComments(scan_comments(text), b.anchors), checks
 
 
@@ -1467,7 +1471,8 @@ def _build(b: Builder, nodes, file: str) -> Program | None:
         return None
 
 
-def _parse_program(text: str, file: str, verify: bool, ctx, check_ops: bool, ssa: bool = False) -> Program:
+def _parse_program(text: str, file: str, verify: bool, ctx, check_ops: bool, ssa: bool = False,
+                   warnings: list | None = None) -> Program:
     nodes, diags = parse_syntax(text, file)
     if nodes is None:
         raise CompileError(diags)
@@ -1477,8 +1482,14 @@ def _parse_program(text: str, file: str, verify: bool, ctx, check_ops: bool, ssa
     if prog is not None and verify and not sink.has_errors:
         from ptoc.ir.verifier import verify_program
 
+        from ptoc.frontend.scopes import check_scopes
+
         for d in verify_program(prog, ctx=ctx, check_ops=check_ops, ssa=ssa):
+            sink.add(d)
+        for d in check_scopes(prog):
             sink.add(d)
     sink.raise_if_errors()
     assert prog is not None
+    if warnings is not None:
+        warnings.extend(sorted_diagnostics(sink.diagnostics))
     return prog

@@ -13,10 +13,11 @@ TENSOR_QUERIES = ("tensor.dim",)  # shape queries on global tensors: allowed in 
 GM_ELEMENT_OPS = ("tensor.read", "tensor.write")  # one element of a global tensor: allowed in kernels
 NEUTRAL_OPS = ("yield_",)  # carry any value: not tensor computations
 
-# Each check takes (program, ctx, cache). A pass's output is checked with `property_check`s, which may
-# trust the pass (they look at the written types); an input read from a file is checked with the
-# `input_check`s of a property as well (every value's inferred type), before the pass manager skips the
-# pass that produces it.
+# Each check takes (program, ctx, cache). A pass's output is checked with `property_check`s: the written
+# types and every value's inferred type (the verifier's, which the pipeline run's cache already holds), so
+# a pass that leaves an unannotated value wrong (`pl.add` of two tensors in a kernel) is caught. An input
+# read from a file is checked with the `input_check`s of a property as well (stricter conditions a file
+# must meet for the pass that produces the property to be skipped).
 # Each check takes (program, ctx, cache): `cache` is the pipeline run's VerifyCache (or None), whose
 # NodeIndex of a function serves every check and pass that looks at the same function parts.
 
@@ -97,12 +98,11 @@ def _tile_ops(program: Program, ctx: CompileContext, cache=None) -> list[str]:
         for n in NodeIndex.get(f, cache).of(Call):
             if n.kind == "op" and n.op.startswith("tensor.") and n.op not in TENSOR_QUERIES + GM_ELEMENT_OPS:
                 bad.append(f"{f.name}: pl.{n.op} at line {n.span.line}")
-    return bad
+    return bad or _short_tensor_ops(program, ctx, cache)
 
 
-@input_check("tile_ops")
-def _no_short_tensor_ops(program: Program, ctx: CompileContext, cache=None) -> list[str]:
-    """... and no short name (`pl.add(a, b)`) resolves to a tensor op by its arguments' types."""
+def _short_tensor_ops(program: Program, ctx: CompileContext, cache=None) -> list[str]:
+    """... and no short name (`pl.add(a, b)`) resolves to a tensor op by its arguments' inferred types."""
     bad = []
     types = value_types(program, ctx, cache)
     for f in kernels(program):
@@ -118,8 +118,9 @@ def _no_short_tensor_ops(program: Program, ctx: CompileContext, cache=None) -> l
 
 @property_check("flat_tiles")
 def _flat_tiles(program: Program, ctx: CompileContext, cache=None) -> list[str]:
-    """Every tile in a kernel is at most 2-D."""
-    return [f"{f.name}: a rank-{t.rank} tile" for f in kernels(program) for t in tile_types(f, cache) if t.rank > 2]
+    """Every tile in a kernel is at most 2-D, written or inferred."""
+    return [f"{f.name}: a rank-{t.rank} tile" for f in kernels(program) for t in tile_types(f, cache) if t.rank > 2] \
+        or [f"{k}: {n} is a rank-{t.rank} tile" for k, n, t in value_tiles(program, ctx, cache) if t.rank > 2]
 
 
 @input_check("flat_tiles")
@@ -143,17 +144,17 @@ def _nz_blocked(program: Program, ctx: CompileContext, cache=None) -> list[str]:
 
 @property_check("memory_spaces")
 def _memory_spaces(program: Program, ctx: CompileContext, cache=None) -> list[str]:
-    """Every tile in a kernel has a memory space."""
+    """Every tile in a kernel has a memory space, written or inferred."""
     return [f"{f.name}: a tile without a memory space" for f in kernels(program) for t in tile_types(f, cache)
-            if t.memory is None]
+            if t.memory is None] \
+        or [f"{k}: {n} has no memory space" for k, n, t in value_tiles(program, ctx, cache) if t.memory is None]
 
 
 @input_check("memory_spaces")
 def _spaces_of_values(program: Program, ctx: CompileContext, cache=None) -> list[str]:
-    """... every value's inferred type has one too, and every cube operand is in the space the cube unit
-    reads it from (else InferTileMemorySpace has moves to insert)."""
-    bad = [f"{k}: {n} has no memory space" for k, n, t in value_tiles(program, ctx, cache) if t.memory is None]
-    return bad or _cube_operands(program, ctx, cache)
+    """... and every cube operand is in the space the cube unit reads it from (else InferTileMemorySpace has
+    moves to insert)."""
+    return _cube_operands(program, ctx, cache)
 
 
 def _cube_operands(program: Program, ctx: CompileContext, cache=None) -> list[str]:

@@ -104,3 +104,37 @@ def test_a_split_pair_is_one_launch_of_both_kernels_with_its_gm_ring(tmp_path):
     # a2a3: the GM ring of 8 slots, each one 16 x 64 FP32 block of the product
     assert {k["name"]: k["gm_pipe_buffer_bytes"] for k in doc["kernels"]} == {
         "main_incore_0_aic": 8 * 16 * 64 * 4, "main_incore_0_aiv": 8 * 16 * 64 * 4}
+
+
+TASK_PROGRAM = """import pypto.language as pl
+@pl.program
+class P:
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[16, 64], pl.FP32], out: pl.Out[pl.Tensor[[16, 64], pl.FP32]]) -> pl.Tensor[[16, 64], pl.FP32]:
+        t: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
+        r: pl.Tensor[[16, 64], pl.FP32] = pl.tile.store(t, [0, 0], out)
+        return r
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def main(self, x: pl.Tensor[[16, 64], pl.FP32], y: pl.Out[pl.Tensor[[16, 64], pl.FP32]],
+             z: pl.Out[pl.Tensor[[16, 64], pl.FP32]]) -> pl.Tensor[[16, 64], pl.FP32]:
+        o1, t1 = pl.spmd_submit(self.k, x, y, core_num=4)
+        o2, t2 = pl.submit(self.k, o1, z, deps=[t1])
+        return o2
+"""
+
+
+def test_task_launches_are_listed_with_their_block_count_directions_and_deps(tmp_path):
+    src = tmp_path / "tasks.ir"
+    src.write_text(TASK_PROGRAM)
+    r = subprocess.run([PTOC, "compile", str(src), "-o", str(tmp_path / "tasks.pto")], capture_output=True,
+                       text=True, timeout=300, check=False)
+    assert r.returncode == 0, r.stderr
+    doc = json.loads((tmp_path / "tasks.kernels.json").read_text())
+    assert [k["name"] for k in doc["kernels"]] == ["k"]
+    # the spmd launch runs k on core_num=4 blocks; the second launch, one block, waits for the first's task
+    # id; both read their first argument and fill the Out tensor they pass second
+    assert doc["orchestration"] == [{"function": "main", "calls": [
+        {"kernel": "k", "launch": "spmd_submit", "args": ["x", "y"], "directions": ["input", "output_existing"],
+         "block_num": 4},
+        {"kernel": "k", "launch": "submit", "args": ["o1", "z"], "directions": ["input", "output_existing"],
+         "block_num": 1, "deps": ["t1"]}]}]

@@ -314,3 +314,35 @@ def test_an_unchanged_statement_whose_input_vanished_is_still_caught():
     prog = parse_program(KERNEL_AND_CALLER, "two.ir")
     with pytest.raises(InternalError, match="DropsLoad.*undefined name 't'"):
         run_pipeline(prog, CompileContext(), passes=[_Unchanged, _DropsLoad])
+
+
+SHORT_TENSOR_KERNEL = """
+@pl.function(type=pl.FunctionType.InCore)
+def k(a: pl.Tensor[[16, 16], pl.FP32], b: pl.Tensor[[16, 16], pl.FP32]) -> pl.Tensor[[16, 16], pl.FP32]:
+    c = pl.add(a, b)
+    return c
+"""
+
+
+def test_a_pass_leaving_a_tensor_op_by_its_short_name_in_a_kernel_is_caught_by_the_inferred_types(monkeypatch):
+    # `pl.add(a, b)` names no namespace and `c` has no annotation: only the types the verifier infers for a
+    # and b say it is tensor.add. A ConvertTensorToTileOps that leaves the kernel as it is must not pass its
+    # own `tile_ops` check.
+    from ptoc.passes.ConvertTensorToTileOps import ConvertTensorToTileOps
+
+    monkeypatch.setattr(ConvertTensorToTileOps, "run", lambda self, program, ctx: program)
+    prog = parse_program(SHORT_TENSOR_KERNEL, "k.ir")
+    with pytest.raises(InternalError, match=r"pass ConvertTensorToTileOps claims 'tile_ops' but: k: pl\.add on a "
+                                            r"tensor at line 4"):
+        run_pipeline(prog, CompileContext(), passes=[ConvertTensorToTileOps])
+
+
+def test_the_real_pass_converts_the_short_named_tensor_op_and_passes_the_check():
+    from ptoc.passes.ConvertTensorToTileOps import ConvertTensorToTileOps
+
+    from ptoc.ir.nodes import Call
+    from ptoc.ir.visitor import walk
+
+    out = run_pipeline(parse_program(SHORT_TENSOR_KERNEL, "k.ir"), CompileContext(), passes=[ConvertTensorToTileOps])
+    ops = [n.op for n in walk(out.function("k")) if isinstance(n, Call) and n.kind == "op"]
+    assert "tile.add" in ops and "add" not in ops
