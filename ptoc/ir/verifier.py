@@ -122,7 +122,7 @@ class NodeIndex:
     function again; with the pipeline's `VerifyCache` one index serves every pass that sees the same
     function parts. (No node class is subclassed, so a class's group holds all its instances.)"""
 
-    __slots__ = ("_by_class",)
+    __slots__ = ("_by_class", "_ops", "_for_kinds")
 
     def __init__(self, f: Function):
         by: dict[type, list[Node]] = {}
@@ -136,10 +136,30 @@ class NodeIndex:
             else:
                 group.append(n)
         self._by_class = by
+        self._ops: frozenset[str] | None = None
+        self._for_kinds: frozenset[str] | None = None
 
     def of(self, cls: type) -> list:
         """Every node of class `cls`, in walk order (do not change the list)."""
         return self._by_class.get(cls, _NO_NODES)
+
+    def ops(self) -> frozenset[str]:
+        """The census of operators: the `op` of every operator call (`kind == "op"`) under the function, in
+        the spelling it has there. A pass that acts only on some operators asks this before it walks."""
+        if self._ops is None:
+            self._ops = frozenset(n.op for n in self.of(Call) if n.kind == "op")
+        return self._ops
+
+    def has_op(self, *names: str) -> bool:
+        """An operator call to one of `names` is under the function."""
+        ops = self.ops()
+        return any(n in ops for n in names)
+
+    def for_kinds(self) -> frozenset[str]:
+        """The `kind` of every `for` loop under the function (`range`, `unroll`, `pipeline`, ...)."""
+        if self._for_kinds is None:
+            self._for_kinds = frozenset(n.kind for n in self.of(ForStmt))
+        return self._for_kinds
 
     @staticmethod
     def get(f: Function, cache: VerifyCache | None = None) -> NodeIndex:

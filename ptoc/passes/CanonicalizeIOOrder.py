@@ -75,7 +75,7 @@ class CanonicalizeIOOrder(Pass):
         changed = False
         types = None
         for f in program.functions:
-            if not any(isinstance(n, ForStmt) and n.kind == "pipeline" for n in iter_nodes(f)):
+            if "pipeline" not in self.index(f).for_kinds():
                 funcs.append(f)
                 continue
             if types is None:

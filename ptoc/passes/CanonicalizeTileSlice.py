@@ -95,8 +95,7 @@ class CanonicalizeTileSlice(Pass):
         funcs = []
         changed = False
         for f in program.functions:
-            if not any(isinstance(n, Call) and n.kind == "op" and n.op in ("tile.slice", "slice")
-                       for n in iter_nodes(f)):
+            if not self.index(f).has_op("tile.slice", "slice"):
                 funcs.append(f)
                 continue
             if types is None:

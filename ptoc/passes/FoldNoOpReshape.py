@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ptoc.ir.nodes import AssignStmt, Call, Program, TileType, Var
-from ptoc.ir.visitor import Mutator, walk
+from ptoc.ir.visitor import Mutator
 from ptoc.passes.manager import Pass
 from ptoc.ir.nodes import KERNEL_TYPES as KERNELS
 
@@ -29,7 +29,7 @@ class FoldNoOpReshape(Pass):
 
     def run(self, program: Program, ctx) -> Program:
         todo = [f for f in program.functions if f.func_type in KERNELS
-                and any(isinstance(n, Call) and n.kind == "op" and n.op in RESHAPE_OPS for n in walk(f))]
+                and self.index(f).has_op(*RESHAPE_OPS)]
         if not todo:
             return program
         types = self.types(program, ctx)

@@ -91,7 +91,7 @@ class InjectGmPipeBuffer(Pass):
             return program
         funcs = {f.name: f for f in program.functions}
         seeds = [f.name for f in program.functions
-                 if any(isinstance(n, Call) and n.kind == "op" and op_names(n.op) & set(INIT_OPS) for n in walk(f))]
+                 if any(op_names(op) & set(INIT_OPS) for op in self.index(f).ops())]
         if not seeds or all(funcs[n].param(PARAM) is not None for n in seeds):
             return program  # nothing to thread, or threaded already (the pass is idempotent)
         with_param: set[str] = set()

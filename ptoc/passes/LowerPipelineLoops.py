@@ -81,7 +81,7 @@ class LowerPipelineLoops(Pass):
         funcs = []
         changed = False
         for f in program.functions:
-            if not any(isinstance(n, ForStmt) and n.kind == "pipeline" for n in iter_nodes(f)):
+            if "pipeline" not in self.index(f).for_kinds():
                 funcs.append(f)
                 continue
             names = {p.name for p in f.params} | {n.name for n in iter_nodes(f) if isinstance(n, Var)}

@@ -30,7 +30,6 @@ from dataclasses import replace
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir.dtypes import INDEX
 from ptoc.ir.nodes import AssignStmt, Call, ConstInt, EvalStmt, Expr, Program, Var
-from ptoc.ir.verifier import iter_nodes
 from ptoc.ir.visitor import Mutator
 from ptoc.passes.manager import Pass
 
@@ -58,7 +57,7 @@ class StampTfreeSplit(Pass):
         funcs = []
         changed = False
         for f in program.functions:
-            if not any(_is_free(n) for n in iter_nodes(f)):
+            if not any(_is_free(n) for n in self.index(f).of(EvalStmt)):
                 funcs.append(f)
                 continue
             body = _Stamp().mutate(f.body)
