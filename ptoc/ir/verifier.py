@@ -275,13 +275,25 @@ class VerifyCache:
         self._indexes = _Recent()  # ids of a function's parts -> (the parts, their NodeIndex)
         self._assigns = _Recent()  # id(assignment) -> (it, the names and types it read, its target's type)
 
-    def age(self) -> None:
-        """Forget what the last two rounds (pass + check) did not use: keeps memory near two versions."""
+    def age(self, program: Program | None = None) -> None:
+        """Forget what the last two rounds (pass + check) did not use: keeps memory near two versions.
+        `program`: the IR the next round starts from; what the cache knows of its functions (their checks,
+        remembered assignments and node indexes) is kept as if used, so a function that several passes in
+        a row leave unchanged is not checked or indexed again when a later pass asks for it."""
         self._entries.age()
         self._op_types.age()
         self._mismatches.age()
         self._indexes.age()
         self._assigns.age()
+        if program is None:
+            return
+        entries, indexes, assigns = self._entries, self._indexes, self._assigns
+        for f in program.functions:
+            e = entries.get((id(f.body), id(f.params), id(f.returns)))
+            if e is not None:
+                for key in e[9]:
+                    assigns.get(key)
+            indexes.get((id(f.params), id(f.returns), id(f.body), id(f.decorator_kwargs), id(f.attrs)))
 
     def node_index(self, f: Function) -> NodeIndex:
         """`NodeIndex(f)`, shared by every function with the identical (`is`) parts (a walk of a function

@@ -70,6 +70,9 @@ class CanonicalizeIOOrder(Pass):
     requires: frozenset[str] = frozenset()
     produces: frozenset[str] = frozenset()
 
+    def applies(self, program: Program, ctx) -> bool:
+        return any("pipeline" in self.index(f).for_kinds() for f in program.functions)
+
     def run(self, program: Program, ctx) -> Program:
         funcs = []
         changed = False

@@ -90,6 +90,9 @@ class CanonicalizeTileSlice(Pass):
     requires = frozenset({"tile_ops"})
     produces: frozenset[str] = frozenset()
 
+    def applies(self, program: Program, ctx) -> bool:
+        return any(self.index(f).has_op("tile.slice", "slice") for f in program.functions)
+
     def run(self, program: Program, ctx) -> Program:
         types = None
         funcs = []

@@ -27,6 +27,9 @@ class FoldNoOpReshape(Pass):
     stage = "memory"
     summary = "a tile reshape to the same type in the same buffer becomes an alias of its source"
 
+    def applies(self, program: Program, ctx) -> bool:
+        return any(f.func_type in KERNELS and self.index(f).has_op(*RESHAPE_OPS) for f in program.functions)
+
     def run(self, program: Program, ctx) -> Program:
         todo = [f for f in program.functions if f.func_type in KERNELS
                 and self.index(f).has_op(*RESHAPE_OPS)]

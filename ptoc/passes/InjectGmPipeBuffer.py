@@ -86,6 +86,10 @@ class InjectGmPipeBuffer(Pass):
     requires = frozenset()
     produces = frozenset()
 
+    def applies(self, program: Program, ctx) -> bool:
+        return getattr(ctx, "arch", "a2a3") == "a2a3" and any(
+            op_names(op) & set(INIT_OPS) for f in program.functions for op in self.index(f).ops())
+
     def run(self, program: Program, ctx) -> Program:
         if getattr(ctx, "arch", "a2a3") != "a2a3":
             return program

@@ -53,6 +53,9 @@ class StampTfreeSplit(Pass):
     requires: frozenset[str] = frozenset()
     produces: frozenset[str] = frozenset()
 
+    def applies(self, program: Program, ctx) -> bool:
+        return any(_is_free(n) for f in program.functions for n in self.index(f).of(EvalStmt))
+
     def run(self, program: Program, ctx) -> Program:
         funcs = []
         changed = False

@@ -407,7 +407,7 @@ def _run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]
         if p.name in skip:
             continue
         p.cache = cache
-        cache.age()  # what neither the last pass nor its check used is not needed again
+        cache.age(program)  # what neither the last pass nor its check used, nor its output holds, goes
         if whole and p.produces and p.produces <= held and (program is start or _holds(p.produces, program, ctx, cache)):
             program = _skip(i, p, program, ctx, cache, instruments, verify, "ssa" in have)
             have |= p.produces
@@ -442,7 +442,7 @@ def _run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]
             break
     if verify and not each:
         check_invariants(program, ctx, None, cache, ssa="ssa" in have)
-    cache.age()  # keep only what the last check used: the final program's
+    cache.age(program)  # keep only what the last check used and the final program's
     return program
 
 
