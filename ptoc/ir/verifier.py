@@ -122,7 +122,7 @@ class NodeIndex:
     function again; with the pipeline's `VerifyCache` one index serves every pass that sees the same
     function parts. (No node class is subclassed, so a class's group holds all its instances.)"""
 
-    __slots__ = ("_by_class",)
+    __slots__ = ("_by_class", "_ops", "_for_kinds")
 
     def __init__(self, f: Function):
         by: dict[type, list[Node]] = {}
@@ -136,10 +136,30 @@ class NodeIndex:
             else:
                 group.append(n)
         self._by_class = by
+        self._ops: frozenset[str] | None = None
+        self._for_kinds: frozenset[str] | None = None
 
     def of(self, cls: type) -> list:
         """Every node of class `cls`, in walk order (do not change the list)."""
         return self._by_class.get(cls, _NO_NODES)
+
+    def ops(self) -> frozenset[str]:
+        """The census of operators: the `op` of every operator call (`kind == "op"`) under the function, in
+        the spelling it has there. A pass that acts only on some operators asks this before it walks."""
+        if self._ops is None:
+            self._ops = frozenset(n.op for n in self.of(Call) if n.kind == "op")
+        return self._ops
+
+    def has_op(self, *names: str) -> bool:
+        """An operator call to one of `names` is under the function."""
+        ops = self.ops()
+        return any(n in ops for n in names)
+
+    def for_kinds(self) -> frozenset[str]:
+        """The `kind` of every `for` loop under the function (`range`, `unroll`, `pipeline`, ...)."""
+        if self._for_kinds is None:
+            self._for_kinds = frozenset(n.kind for n in self.of(ForStmt))
+        return self._for_kinds
 
     @staticmethod
     def get(f: Function, cache: VerifyCache | None = None) -> NodeIndex:
@@ -255,13 +275,25 @@ class VerifyCache:
         self._indexes = _Recent()  # ids of a function's parts -> (the parts, their NodeIndex)
         self._assigns = _Recent()  # id(assignment) -> (it, the names and types it read, its target's type)
 
-    def age(self) -> None:
-        """Forget what the last two rounds (pass + check) did not use: keeps memory near two versions."""
+    def age(self, program: Program | None = None) -> None:
+        """Forget what the last two rounds (pass + check) did not use: keeps memory near two versions.
+        `program`: the IR the next round starts from; what the cache knows of its functions (their checks,
+        remembered assignments and node indexes) is kept as if used, so a function that several passes in
+        a row leave unchanged is not checked or indexed again when a later pass asks for it."""
         self._entries.age()
         self._op_types.age()
         self._mismatches.age()
         self._indexes.age()
         self._assigns.age()
+        if program is None:
+            return
+        entries, indexes, assigns = self._entries, self._indexes, self._assigns
+        for f in program.functions:
+            e = entries.get((id(f.body), id(f.params), id(f.returns)))
+            if e is not None:
+                for key in e[9]:
+                    assigns.get(key)
+            indexes.get((id(f.params), id(f.returns), id(f.body), id(f.decorator_kwargs), id(f.attrs)))
 
     def node_index(self, f: Function) -> NodeIndex:
         """`NodeIndex(f)`, shared by every function with the identical (`is`) parts (a walk of a function

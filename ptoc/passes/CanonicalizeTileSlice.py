@@ -90,13 +90,15 @@ class CanonicalizeTileSlice(Pass):
     requires = frozenset({"tile_ops"})
     produces: frozenset[str] = frozenset()
 
+    def applies(self, program: Program, ctx) -> bool:
+        return any(self.index(f).has_op("tile.slice", "slice") for f in program.functions)
+
     def run(self, program: Program, ctx) -> Program:
         types = None
         funcs = []
         changed = False
         for f in program.functions:
-            if not any(isinstance(n, Call) and n.kind == "op" and n.op in ("tile.slice", "slice")
-                       for n in iter_nodes(f)):
+            if not self.index(f).has_op("tile.slice", "slice"):
                 funcs.append(f)
                 continue
             if types is None:

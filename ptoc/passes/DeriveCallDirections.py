@@ -345,14 +345,21 @@ class DeriveCallDirections(Pass):
     # it reads names and calls only: it works as well on a program whose names are assigned again
     accepts_non_ssa = True
 
+    def applies(self, program: Program, ctx: CompileContext) -> bool:
+        return any(self._calls(f) for f in program.functions)
+
+    def _calls(self, f: Function) -> bool:
+        """`f` calls a function of the program (a call of one of `CALL_KINDS`)."""
+        return any(n.kind in CALL_KINDS for n in self.index(f).of(Call))
+
     def run(self, program: Program, ctx: CompileContext) -> Program:
-        if not any(isinstance(n, Call) and n.kind in CALL_KINDS for f in program.functions for n in walk(f)):
+        if not self.applies(program, ctx):
             return program
         program = _wrapper_directions(program)
         types = self.types(program, ctx)
         funcs = []
         for f in program.functions:
-            if not any(isinstance(n, Call) and n.kind in CALL_KINDS for n in walk(f)):
+            if not self._calls(f):
                 funcs.append(f)
                 continue
             d = _Derive(f, program, types.get(f.name, {}))

@@ -163,6 +163,7 @@ class ExpandMixedKernel(Pass):
         out: list[Function] = []
         changed = False
         split_names: dict[str, tuple[str, str]] = {}  # split kernel -> (aic, aiv)
+        called: dict[int, frozenset[str]] | None = None  # id(function) -> the functions it calls, found once
         for f in program.functions:
             if f.func_type != "InCore":
                 out.append(f)
@@ -170,7 +171,9 @@ class ExpandMixedKernel(Pass):
             splitter = _Splitter(f, types.get(f.name, {}), arch)
             split = splitter.run()
             if split is not None:
-                callers = [g for g in program.functions if g.name != f.name and _calls(g, f.name)]
+                if called is None:
+                    called = {id(g): _callees(g, self.index(g).of(Call)) for g in program.functions}
+                callers = [g for g in program.functions if g.name != f.name and f.name in called[id(g)]]
                 if callers and all(g.func_type == "Group" for g in callers):
                     split = split[:2]  # its Groups launch the pair themselves
                     split_names[f.name] = (split[0].name, split[1].name)
@@ -242,8 +245,9 @@ def _nz_pushes(f: Function, types: dict) -> Function:
     return f if body is f.body else replace(f, body=body)
 
 
-def _calls(f: Function, name: str) -> bool:
-    return any(isinstance(n, Call) and n.kind == "func" and n.op == name for n in walk(f))
+def _callees(f: Function, calls) -> frozenset[str]:
+    """The functions `f` calls (`calls`: its calls, its node index's)."""
+    return frozenset(n.op for n in calls if n.kind == "func")
 
 
 def _launch_pairs(g: Function, split: dict[str, tuple[str, str]]) -> Function:

@@ -15,7 +15,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ptoc.ir.nodes import AssignStmt, Call, Program, TileType, Var
-from ptoc.ir.visitor import Mutator, walk
+from ptoc.ir.visitor import Mutator
 from ptoc.passes.manager import Pass
 from ptoc.ir.nodes import KERNEL_TYPES as KERNELS
 
@@ -27,9 +27,12 @@ class FoldNoOpReshape(Pass):
     stage = "memory"
     summary = "a tile reshape to the same type in the same buffer becomes an alias of its source"
 
+    def applies(self, program: Program, ctx) -> bool:
+        return any(f.func_type in KERNELS and self.index(f).has_op(*RESHAPE_OPS) for f in program.functions)
+
     def run(self, program: Program, ctx) -> Program:
         todo = [f for f in program.functions if f.func_type in KERNELS
-                and any(isinstance(n, Call) and n.kind == "op" and n.op in RESHAPE_OPS for n in walk(f))]
+                and self.index(f).has_op(*RESHAPE_OPS)]
         if not todo:
             return program
         types = self.types(program, ctx)

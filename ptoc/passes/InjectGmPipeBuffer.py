@@ -64,7 +64,6 @@ from ptoc.ir.nodes import (
     Var,
     WhileStmt,
 )
-from ptoc.ir.visitor import walk
 from ptoc.passes.common import op_names
 from ptoc.passes.manager import Pass
 
@@ -86,14 +85,20 @@ class InjectGmPipeBuffer(Pass):
     requires = frozenset()
     produces = frozenset()
 
+    def applies(self, program: Program, ctx) -> bool:
+        return getattr(ctx, "arch", "a2a3") == "a2a3" and any(
+            op_names(op) & set(INIT_OPS) for f in program.functions for op in self.index(f).ops())
+
     def run(self, program: Program, ctx) -> Program:
         if getattr(ctx, "arch", "a2a3") != "a2a3":
             return program
         funcs = {f.name: f for f in program.functions}
         seeds = [f.name for f in program.functions
-                 if any(isinstance(n, Call) and n.kind == "op" and op_names(n.op) & set(INIT_OPS) for n in walk(f))]
+                 if any(op_names(op) & set(INIT_OPS) for op in self.index(f).ops())]
         if not seeds or all(funcs[n].param(PARAM) is not None for n in seeds):
             return program  # nothing to thread, or threaded already (the pass is idempotent)
+        # what each function calls, found once (the search below asks it of every function per seed)
+        callees = {id(f): _callees(f, self.index(f).of(Call)) for f in program.functions}
         with_param: set[str] = set()
         orch_callees: set[str] = set()
         work = list(seeds)
@@ -103,7 +108,7 @@ class InjectGmPipeBuffer(Pass):
                 continue
             with_param.add(name)
             for caller in program.functions:
-                if caller.name == name or not _calls(caller, name):
+                if caller.name == name or name not in callees[id(caller)]:
                     continue
                 if caller.func_type == "Orchestration":
                     orch_callees.add(name)
@@ -122,8 +127,9 @@ class InjectGmPipeBuffer(Pass):
         return replace(program, functions=tuple(out))
 
 
-def _calls(f: Function, callee: str) -> bool:
-    return any(isinstance(n, Call) and n.kind in CALL_KINDS and n.op == callee for n in walk(f))
+def _callees(f: Function, calls) -> frozenset[str]:
+    """The functions `f` calls: `calls` are its calls (its node index's)."""
+    return frozenset(n.op for n in calls if n.kind in CALL_KINDS)
 
 
 def _add_arg(c: Call, arg) -> Call:

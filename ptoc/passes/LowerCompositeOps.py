@@ -66,6 +66,7 @@ from ptoc.ir.nodes import (
     Var,
     WhileStmt,
 )
+from ptoc.ir.verifier import NodeIndex
 from ptoc.ir.visitor import walk
 from ptoc.passes.manager import Pass, property_check
 
@@ -166,15 +167,16 @@ class _Lowering:
         return t
 
 
-def _has_composite(f: Function) -> bool:
-    return any(n.__class__ is Call and n.kind == "op" and n.op in COMPOSITE for n in walk(f))
+def _has_composite(f: Function, cache=None) -> bool:
+    return NodeIndex.get(f, cache).has_op(*COMPOSITE)
 
 
 @property_check("composites_lowered")
 def _composites_lowered(program: Program, ctx: CompileContext, cache=None) -> list[str]:
     """No tile.sin / tile.cos is left: each is a chain of ops the vector unit has."""
-    return [f"{f.name}: pl.{n.op} at line {n.span.line}" for f in program.functions for n in walk(f)
-            if n.__class__ is Call and n.kind == "op" and n.op in COMPOSITE]
+    return [f"{f.name}: pl.{n.op} at line {n.span.line}" for f in program.functions
+            if NodeIndex.get(f, cache).has_op(*COMPOSITE)
+            for n in NodeIndex.get(f, cache).of(Call) if n.kind == "op" and n.op in COMPOSITE]
 
 
 class LowerCompositeOps(Pass):
@@ -184,11 +186,14 @@ class LowerCompositeOps(Pass):
     requires = frozenset({"tile_ops"})
     produces = frozenset({"composites_lowered"})
 
+    def applies(self, program: Program, ctx: CompileContext) -> bool:
+        return any(_has_composite(f, self.cache) for f in program.functions)
+
     def run(self, program: Program, ctx: CompileContext) -> Program:
         funcs = list(program.functions)
         types = None
         for i, f in enumerate(funcs):
-            if not _has_composite(f):
+            if not _has_composite(f, self.cache):
                 continue
             if types is None:
                 types = self.types(program, ctx)

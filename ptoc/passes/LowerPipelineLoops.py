@@ -77,11 +77,14 @@ class LowerPipelineLoops(Pass):
     requires: frozenset[str] = frozenset()
     produces: frozenset[str] = frozenset()
 
+    def applies(self, program: Program, ctx) -> bool:
+        return any("pipeline" in self.index(f).for_kinds() for f in program.functions)
+
     def run(self, program: Program, ctx) -> Program:
         funcs = []
         changed = False
         for f in program.functions:
-            if not any(isinstance(n, ForStmt) and n.kind == "pipeline" for n in iter_nodes(f)):
+            if "pipeline" not in self.index(f).for_kinds():
                 funcs.append(f)
                 continue
             names = {p.name for p in f.params} | {n.name for n in iter_nodes(f) if isinstance(n, Var)}

@@ -58,7 +58,7 @@ class NormalizeReturnOrder(Pass):
         funcs: list[Function] = []
         changed = False
         for f in program.functions:
-            if f.func_type not in KERNELS + WRAPPERS or not any(isinstance(s, ReturnStmt) for s in walk(f)):
+            if f.func_type not in KERNELS + WRAPPERS or not self.index(f).of(ReturnStmt):
                 funcs.append(f)
                 continue
             g = _explicit_returns(f, program)

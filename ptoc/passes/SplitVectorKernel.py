@@ -159,10 +159,11 @@ def _with_attrs(f: Function, mode: int, aiv: bool) -> Function:
     return f.with_attr_items(tuple(items))
 
 
-def _split_mode(f: Function) -> int:
-    """The function's split mode: its `split` attribute, else its pipe ops' `split=` (all must agree)."""
+def _split_mode(f: Function, calls=None) -> int:
+    """The function's split mode: its `split` attribute, else its pipe ops' `split=` (all must agree).
+    `calls`: the function's calls in walk order (its `NodeIndex`'s), when the caller has them."""
     found: dict[int, object] = {}
-    for n in walk(f):
+    for n in walk(f) if calls is None else calls:
         if _is(n, *PIPE_OPS):
             m = _mode_value(dict(n.kwargs).get("split"))
             if m:
@@ -190,16 +191,17 @@ class SplitVectorKernel(Pass):
         arch = getattr(ctx, "arch", "a2a3")
         out = []
         for f in program.functions:
-            out.append(self._function(f, arch) if isinstance(f, Function) else f)
+            out.append(self._function(f, arch, self.index(f).of(Call)) if isinstance(f, Function)
+                       and f.func_type in ("AIV", "AIC") else f)
         if all(a is b for a, b in zip(out, program.functions)):
             return program
         return replace(program, functions=tuple(out))
 
-    def _function(self, f: Function, arch: str) -> Function:
+    def _function(self, f: Function, arch: str, calls=None) -> Function:
         if f.func_type not in ("AIV", "AIC"):
             return f
         aiv = f.func_type == "AIV"
-        mode = _split_mode(f)
+        mode = _split_mode(f, calls)
         marked = _true(_attr(f, "split_aiv"))
         dual = _true(_attr(f, "dual_aiv_dispatch"))
         if not mode and not (marked and aiv):

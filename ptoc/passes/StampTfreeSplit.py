@@ -30,7 +30,6 @@ from dataclasses import replace
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir.dtypes import INDEX
 from ptoc.ir.nodes import AssignStmt, Call, ConstInt, EvalStmt, Expr, Program, Var
-from ptoc.ir.verifier import iter_nodes
 from ptoc.ir.visitor import Mutator
 from ptoc.passes.manager import Pass
 
@@ -54,11 +53,14 @@ class StampTfreeSplit(Pass):
     requires: frozenset[str] = frozenset()
     produces: frozenset[str] = frozenset()
 
+    def applies(self, program: Program, ctx) -> bool:
+        return any(_is_free(n) for f in program.functions for n in self.index(f).of(EvalStmt))
+
     def run(self, program: Program, ctx) -> Program:
         funcs = []
         changed = False
         for f in program.functions:
-            if not any(_is_free(n) for n in iter_nodes(f)):
+            if not any(_is_free(n) for n in self.index(f).of(EvalStmt)):
                 funcs.append(f)
                 continue
             body = _Stamp().mutate(f.body)

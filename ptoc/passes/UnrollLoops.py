@@ -185,9 +185,15 @@ class UnrollLoops(Pass):
     summary = "expand pl.unroll loops with constant bounds into one body copy per iteration"
     accepts_non_ssa = True
 
+    def applies(self, program: Program, ctx: CompileContext) -> bool:
+        return any("unroll" in self.index(f).for_kinds() for f in program.functions)
+
     def run(self, program: Program, ctx: CompileContext) -> Program:
         funcs = []
         for f in program.functions:
+            if "unroll" not in self.index(f).for_kinds():  # no unroll loop: the function stays as it is
+                funcs.append(f)
+                continue
             body = _Unroller(f).block(f.body)
             funcs.append(f if body is f.body else dataclasses.replace(f, body=body))
         if all(a is b for a, b in zip(funcs, program.functions)):

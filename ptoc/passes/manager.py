@@ -100,6 +100,19 @@ class Pass:
 
         return function_types(program, ctx, cache=self.cache)
 
+    def index(self, f):
+        """The `ptoc.ir.verifier.NodeIndex` of function `f` (its nodes by class, its census of operators and
+        loop kinds), shared through this pipeline run's cache by every pass that sees the same function."""
+        from ptoc.ir.verifier import NodeIndex
+
+        return NodeIndex.get(f, self.cache)
+
+    def applies(self, program: Program, ctx: CompileContext) -> bool:
+        """False only when `run` would return `program` itself (nothing to do, nothing to report): the
+        manager then does not call `run`. A pass answers from the functions' censuses (`index`), which a
+        function the passes before left unchanged does not build again. By default True."""
+        return True
+
     def run(self, program: Program, ctx: CompileContext) -> Program:  # pragma: no cover - abstract
         raise NotImplementedError
 
@@ -394,7 +407,7 @@ def _run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]
         if p.name in skip:
             continue
         p.cache = cache
-        cache.age()  # what neither the last pass nor its check used is not needed again
+        cache.age(program)  # what neither the last pass nor its check used, nor its output holds, goes
         if whole and p.produces and p.produces <= held and (program is start or _holds(p.produces, program, ctx, cache)):
             program = _skip(i, p, program, ctx, cache, instruments, verify, "ssa" in have)
             have |= p.produces
@@ -413,7 +426,8 @@ def _run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]
             ins.before_pass(i, p, program)
         t0 = time.perf_counter()
         try:
-            program = p.run(program, ctx)
+            if p.applies(program, ctx):
+                program = p.run(program, ctx)
         except (CompileError, InternalError):
             raise
         except RecursionError as e:
@@ -428,7 +442,7 @@ def _run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]
             break
     if verify and not each:
         check_invariants(program, ctx, None, cache, ssa="ssa" in have)
-    cache.age()  # keep only what the last check used: the final program's
+    cache.age(program)  # keep only what the last check used and the final program's
     return program
 
 

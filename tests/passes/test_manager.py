@@ -346,3 +346,73 @@ def test_the_real_pass_converts_the_short_named_tensor_op_and_passes_the_check()
     out = run_pipeline(parse_program(SHORT_TENSOR_KERNEL, "k.ir"), CompileContext(), passes=[ConvertTensorToTileOps])
     ops = [n.op for n in walk(out.function("k")) if isinstance(n, Call) and n.kind == "op"]
     assert "tile.add" in ops and "add" not in ops
+
+
+def test_a_function_left_unchanged_by_many_passes_is_checked_once(checked):
+    # the checks are run once, at the end (check_once); between the two passes that ask for types, three
+    # passes neither change nor ask anything: the types of the very same functions are still remembered
+    prog = parse_program(KERNEL_AND_CALLER, "two.ir")
+    checked.clear()
+    run_pipeline(prog, CompileContext(), passes=[_AsksTypes, _Unchanged, _Rebuilt, _Unchanged, _AsksTypes],
+                 check_once=True)
+    assert sorted(checked) == ["k", "k2", "main"]
+
+
+def test_only_a_changed_function_is_checked_again_after_many_passes(checked):
+    prog = parse_program(KERNEL_AND_CALLER, "two.ir")
+    checked.clear()
+    run_pipeline(prog, CompileContext(), passes=[_AsksTypes, _Unchanged, _TouchesK2, _Unchanged, _AsksTypes],
+                 check_once=True)
+    assert sorted(checked) == ["k", "k2", "k2", "main"]
+
+
+class _NeverApplies(Pass):
+    name = "NeverApplies"
+    stage = "tile"
+    summary = "test-only: says it has nothing to do; its run would fail"
+
+    def applies(self, program, ctx):
+        return True if ctx is None else False
+
+    def run(self, program, ctx):
+        raise AssertionError("run called although applies said there is nothing to do")
+
+
+def test_a_pass_that_does_not_apply_is_not_run_but_is_observed():
+    prog = parse_program(KERNEL_AND_CALLER, "two.ir")
+    timings = manager.Timings()
+    out = run_pipeline(prog, CompileContext(), passes=[_Unchanged, _NeverApplies], instruments=[timings])
+    assert out is prog
+    assert [r[0] for r in timings.rows] == ["Unchanged", "NeverApplies"]
+
+
+class _AppliesAgreesWithRun(manager.Instrument):
+    """Before every pass of the pipeline: when the pass says it does not apply, its run must return the
+    very program it was given."""
+
+    def __init__(self, ctx):
+        self.ctx = ctx
+        self.answers: list[tuple[str, bool]] = []
+
+    def before_pass(self, index, p, program):
+        applies = p.applies(program, self.ctx)
+        self.answers.append((p.name, applies))
+        if not applies:
+            assert p.run(program, self.ctx) is program, f"{p.name} does not apply but changes the program"
+
+
+@pytest.mark.parametrize("path", sorted((ROOT / "examples").glob("*.ir")) + [
+    ROOT / "tests" / "passes" / "attention_blocks_pipeline.ir"], ids=lambda p: p.name)
+def test_applies_false_means_run_returns_the_program(path):
+    from ptoc.driver import frontend
+
+    ctx = CompileContext()
+    prog = frontend(path.read_text(), str(path), ctx)
+    check = _AppliesAgreesWithRun(ctx)
+    run_pipeline(prog, ctx, instruments=[check])
+    said = dict(check.answers)
+    text = path.read_text()
+    assert said["UnrollLoops"] == ("pl.unroll(" in text)
+    if "pl.pipeline(" in text:  # (the L0 tiling of a matmul writes pipeline loops of its own)
+        assert said["SkewCrossCorePipeline"]  # (it is the first to look for them)
+    assert not all(said.values())  # some pass had nothing to do, and its run agreed
