@@ -60,6 +60,11 @@ Where ptoc deliberately differs from PyPTO
 - A loop result inside the scope that only traces back to a parameter through the loop's initial value
   is returned as the loop result, not as that parameter: the loop computes a new value.
 - `pl.submit` / task ids are not produced: the call is a plain call.
+- A tensor the scope writes only through a loop that carries it (its `init_values`, then a store into the
+  iter_arg) is `pl.InOut` here. PyPTO's outliner counts only a direct store or assemble destination as a
+  write, so it leaves such a tensor `In`, and its ConvertTensorToTileOps later makes it `Out` (a loop's
+  initial value is not a read there). The first dump where the two compilers differ on the scoped
+  examples (docs/pypto-differences.md).
 """
 
 from __future__ import annotations
