@@ -157,6 +157,26 @@ def test_packed_nd_strides_print_as_a_bare_tensor():
     assert "stride=[64, 1]" in Printer(style="ptoc").type(ten((64, 1)))
 
 
+def test_packed_strides_of_a_tensor_with_dynamic_rows_print_bare():
+    """A [M, 64] tensor with strides [64, 1] is packed whatever M is (the row count enters no stride), so
+    it prints bare as PyPTO leaves it; an inner dynamic extent, or a row stride other than 64, keeps the view."""
+    from ptoc.ir.nodes import ConstInt, TensorType, TensorView, Var
+    from ptoc.ir import dtypes
+    from ptoc.ir.printer import Printer
+
+    def i(v):
+        return ConstInt(v, dtypes.INDEX)
+
+    m = Var("M")
+    pypto = Printer(style="pypto")
+    packed = TensorType((m, i(64)), dtypes.FP16, TensorView(stride=(i(64), i(1)), layout="ND"))
+    assert pypto.type(packed) == "pl.Tensor[[M, 64], pl.FP16]"
+    padded = TensorType((m, i(64)), dtypes.FP16, TensorView(stride=(i(80), i(1)), layout="ND"))
+    assert "stride=[80, 1]" in pypto.type(padded)
+    inner = TensorType((i(16), m), dtypes.FP16, TensorView(stride=(m, i(1)), layout="ND"))
+    assert "stride=[M, 1]" in pypto.type(inner)
+
+
 def test_positional_table_names_the_registry_parameters():
     from ptoc.ir.printer import _PYPTO_ARGS
     from ptoc.ops.registry import lookup

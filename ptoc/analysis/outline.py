@@ -253,6 +253,9 @@ class OutlineStyle:
     # directions from what the body does with each tensor (stores, assembles, program functions' Out
     # parameters) rather than from the stores alone
     call_directions: bool = False
+    # with call_directions: only the tensor's own name in a write slot is a write (PyPTO's outliner), not a
+    # name it reaches the slot under (a loop's iter_arg, a copy); ConvertTensorToTileOps upgrades the rest
+    direct_writes: bool = False
     call_kwargs: Callable[[ScopeStmt], tuple] = lambda s: ()  # keywords of the call that replaces the scope
     # `with ... as tid:` becomes `tmp = pl.submit(self.f, args[, deps=...])`, then each result and last the
     # task id read out of tmp (PyPTO's form, even for one result or none)
@@ -420,6 +423,8 @@ class ScopeOutliner:
         read = written = False
 
         def mine(e: Expr) -> bool:
+            if self.style.direct_writes:
+                return isinstance(e, Var) and e.name == name
             return isinstance(e, Var) and alias.get(e.name, e.name) == name
 
         for st in body:

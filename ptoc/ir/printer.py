@@ -674,15 +674,17 @@ def _allocs(body) -> list[AssignStmt]:
 def _packed_nd(shape, v) -> bool:
     """Whether view `v` of a tensor of `shape` only states the packed row-major ND strides: PyPTO's IR
     leaves such a tensor without a view (MaterializeTensorStrides gives strides only to a view without
-    them; a tensor without a view is packed ND), so the pypto style prints it bare."""
+    them; a tensor without a view is packed ND), so the pypto style prints it bare. The outermost extent
+    may be dynamic; the inner ones must be constants."""
     if v.layout != "ND" or v.valid_shape is not None or v.pad is not None or not v.stride:
         return False
-    if len(v.stride) != len(shape) or not all(isinstance(d, ConstInt) for d in shape):
-        return False
+    if len(v.stride) != len(shape) or not all(isinstance(d, ConstInt) for d in shape[1:]):
+        return False  # the outermost extent enters no stride: it may be dynamic ([M, 64] is packed by [64, 1])
     want, acc = [], 1
-    for d in reversed(shape):
+    for d in reversed(shape[1:]):
         want.append(acc)
         acc *= d.value
+    want.append(acc)
     return all(isinstance(x, ConstInt) and x.value == w for x, w in zip(v.stride, reversed(want)))
 
 

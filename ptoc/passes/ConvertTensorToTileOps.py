@@ -1377,6 +1377,15 @@ class ConvertTensorToTileOps(Pass):
     requires: frozenset[str] = frozenset()
     produces = frozenset({"tile_ops"})
 
+    def adopt(self, program: Program, ctx: CompileContext) -> Program:
+        """Skipped (the kernels hold tile ops already): the directions are still upgraded, as PyPTO's pass
+        upgrades them whatever it converts (a tensor OutlineIncoreScopes left `In` that the kernel writes
+        through a loop it carries becomes `Out`)."""
+        funcs = _upgrade_directions(list(program.functions))
+        if all(a is b for a, b in zip(funcs, program.functions)):
+            return program
+        return replace(program, functions=tuple(funcs))
+
     def run(self, program: Program, ctx: CompileContext) -> Program:
         types = None
         funcs = list(program.functions)

@@ -72,7 +72,9 @@ Rules (PyPTO's)
   producer imports it (the V2C buffer first, then the C2V one, as PyPTO orders them), and both initialise
   the pipe with `dir_mask` (1 cube -> vector, 2 vector -> cube, 3 both), `slot_size`, the largest tile
   crossing in bytes, and `slot_num`, the ring depth: the kernel's `attrs={"slot_num": n}`, else 2 (the
-  `.pto` reserves what the assembler's ring needs, see ptoc.codegen.cross_core).
+  `.pto` reserves what the assembler's ring needs, see ptoc.codegen.cross_core). An AIV body that begins
+  with its lane index (`tile.get_subblock_idx()`, from LowerAutoVectorSplit) keeps it first, the set-up
+  right after it, as PyPTO orders them.
 - An InCore function that is not mixed becomes AIC (cube work only) or AIV (vector work, or neither), as
   ClassifyKernels would make it; other functions are left alone. A function with work of both sides but no
   boundary move and no fenced GM hand-off between them is left to ClassifyKernels, which rejects it
@@ -368,7 +370,8 @@ class _Splitter:
         aic_setup, aiv_setup = self.setup(aic_name, aiv_name)
         aic = replace(f, name=aic_name, func_type="AIC", returns=(), returns_tuple=False,
                       body=aic_setup + aic_body)
-        aiv = replace(f, name=aiv_name, func_type="AIV", body=aiv_setup + aiv_body)
+        lead = 1 if aiv_body and isinstance(aiv_body[0], AssignStmt) and _is(aiv_body[0].value, "tile.get_subblock_idx") else 0
+        aiv = replace(f, name=aiv_name, func_type="AIV", body=aiv_body[:lead] + aiv_setup + aiv_body[lead:])
         return [aic, aiv, self.group(aic, aiv, aiv_body)]
 
     # ------------------------------------------------------------------ GM-mediated hand-offs

@@ -33,6 +33,9 @@ Rules
    straight from a call, first gets a statement of its own (`e_sub: T = pl.tile.sub(a, b)`).
 1. Writers get a fresh buffer: tile.load, tile.create, tile.full, tile.move, every compute op result,
    calls returning tiles. A tuple of tiles (e.g. tile.quant_mx) gets one buffer per tile element.
+1a. A tile that lives in a pipe slot (a tpop result, and a view or plain copy of one) gets no buffer and
+   no MemRef: its data is in the slot buffer the pipe set-up reserves (as PyPTO's InitMemRef). One that
+   a loop or an if carries keeps a buffer of its own (the carried buffer must hold it).
 2. Views alias their source's buffer (same MemRef): tile.set_validshape, tile.reshape,
    tile.reinterpret_view, tile.slice, a plain copy `y = x`, a tuple element `d = t[0]`.
    Destination-passing ops write their result into one operand's buffer in place: tile.matmul_acc
@@ -408,6 +411,7 @@ class _Planner:
         self.copies: dict[Key, list[_Copy]] = {}
         self.subst: dict[tuple[Key, str], dict[int, str]] = {}  # (statement, "yield"|"init") -> k -> name
         self.nudge = 0
+        self.in_slot = _unbuffered_slot_tiles(f)
 
     # ---------------------------------------------------------------- run
     def run(self) -> Function:
@@ -547,7 +551,7 @@ class _Planner:
 
     def assign(self, s: AssignStmt) -> None:
         name = s.target.name
-        slots = self.slots_of(name)
+        slots = [] if name in self.in_slot else self.slots_of(name)
         if not slots:
             return
         v = s.value
@@ -847,6 +851,24 @@ class _Group:
         self.umax = max(self.umax, other.umax)
         self.lset = _union(self.lset, other.lset)
         return self
+
+
+def _unbuffered_slot_tiles(f: Function) -> set[str]:
+    """Rule 1a: the tiles of `f` that live in a pipe slot (a tpop result, a view or copy of one:
+    `slot_tiles`) and so get no buffer, as in PyPTO. One that a loop or an if carries (yielded, a loop's
+    init value) keeps a buffer: the carried buffer must hold it, and nothing copies it there."""
+    from ptoc.passes.properties import slot_tiles
+
+    names = slot_tiles(f)[0]
+    if not names:
+        return names
+    carried: set[str] = set()
+    for node in iter_nodes(f):
+        if isinstance(node, YieldStmt):
+            carried.update(v.name for v in node.values if isinstance(v, Var))
+        elif isinstance(node, (ForStmt, WhileStmt)):
+            carried.update(v.name for v in node.init_values if isinstance(v, Var))
+    return names - carried
 
 
 def _union(a: set, b: set) -> set:

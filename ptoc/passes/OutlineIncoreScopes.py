@@ -40,7 +40,9 @@ Rules
   earlier statements), in the order of their first read. Directions as PyPTO derives them: a tensor in
   a write slot (a `tile.store` or `tensor.assemble` destination, an Out/InOut parameter of a called
   program function) is written; any other use -- an operand, a loop's initial value, a return -- is a
-  read. Written only: `pl.Out`; written and read: `pl.InOut`; else `In`.
+  read. Written only: `pl.Out`; written and read: `pl.InOut`; else `In`. Only the tensor's own name in a
+  write slot is a write: one that reaches its store under another name (a loop's iter_arg) stays `In`
+  here, and ConvertTensorToTileOps, following the loop, makes it `Out` or `InOut` (PyPTO's split).
 - Results: the values the scope defines that the function reads outside it, in definition order, then
   for every outside tensor the scope stores into, the value of that store (a bare `pl.store(...)`
   statement gets the name `<tensor>_store`). A result that is a parameter's buffer (a store's value, an
@@ -74,7 +76,7 @@ from ptoc.passes.manager import Pass
 
 OUTER_KINDS = ("Opaque", "Orchestration")
 STYLE = OutlineStyle(matches=is_incore_scope, func_type="InCore", suffix=lambda s: "_incore_", pypto_names=True,
-                     return_params=True, call_directions=True)
+                     return_params=True, call_directions=True, direct_writes=True)
 
 
 class OutlineIncoreScopes(Pass):

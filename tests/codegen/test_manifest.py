@@ -26,15 +26,16 @@ def test_a_whole_program_gets_its_kernels_and_call_sequence(tmp_path):
         {**t, "name": "a", "direction": "In", "global_tensor": "main_incore_0::a_Global"},
         {**t, "name": "b", "direction": "In", "global_tensor": "main_incore_0::b_Global"},
         {**t, "name": "s_out", "direction": "Out", "global_tensor": "main_incore_0::s_out_Global"}]
-    # `out` starts the loop that stores into it chunk by chunk: the loop's initial value is a read by PyPTO's
-    # rule (OutlineIncoreScopes), so the second kernel takes it InOut
-    assert [(p["name"], p["direction"]) for p in k1["params"]] == [("out", "InOut"), ("s", "In")]
+    # `out` starts the loop that stores into it chunk by chunk and is never loaded: the second kernel only
+    # writes it, Out (PyPTO's ConvertTensorToTileOps decides it so; its final IR says pl.Out too)
+    assert [(p["name"], p["direction"]) for p in k1["params"]] == [("out", "Out"), ("s", "In")]
     # the first kernel's result buffer is what the second one reads
-    # the directions: s_out is a fresh buffer the first kernel only fills, out the caller's tensor
+    # the directions: s_out is a fresh buffer the first kernel only fills, out the caller's tensor the second
+    # one only fills (PyPTO's final IR: arg_directions [output_existing, input] on that call)
     assert doc["orchestration"] == [{"function": "main", "calls": [
         {"kernel": "main_incore_0", "args": ["a", "b", "s_out"], "directions": ["input", "input", "output_existing"],
          "block_num": 1},
-        {"kernel": "main_incore_1", "args": ["out", "s"], "directions": ["inout", "input"], "block_num": 1}]}]
+        {"kernel": "main_incore_1", "args": ["out", "s"], "directions": ["output_existing", "input"], "block_num": 1}]}]
     header = (tmp_path / "out.h").read_text()
     for k in doc["kernels"]:
         for p in k["params"]:

@@ -343,3 +343,20 @@ def test_a_push_written_by_hand_in_an_aiv_kernel_is_relaid_out_as_nz_on_a5_only(
     assert out is before
     again = ExpandMixedKernel().run(run(HAND_WRITTEN_PUSH, A5)[1], A5)
     assert print_program(again) == print_program(run(HAND_WRITTEN_PUSH, A5)[1])  # an NZ tile is pushed as it is
+
+
+def test_a_leading_lane_index_stays_above_the_aiv_pipe_set_up():
+    # LowerAutoVectorSplit starts the kernel with its lane index; the AIV kernel keeps that line first and
+    # reserves and initialises its pipe right after it (PyPTO's order), while the AIC kernel, whose body
+    # does not use the index, starts with its set-up.
+    split = LINEAR_RELU.replace(
+        f"def k({PARAMS_MM}) -> pl.Tensor[[16, 64], pl.FP32]:",
+        f"def k({PARAMS_MM}) -> pl.Tensor[[16, 64], pl.FP32]:\n"
+        "        sb: pl.Scalar[pl.INDEX] = pl.tile.get_subblock_idx()")
+    split = split.replace("pl.tile.store(r, [0, 0], out)", "pl.tile.store(r, [sb * 0, 0], out)")
+    _, after = run(split)
+    aiv = next(f for f in after.functions if f.name == "k_aiv")
+    ops = [s.value.op if hasattr(s, "value") else s.expr.op for s in aiv.body[:3]]
+    assert ops == ["tile.get_subblock_idx", "system.reserve_buffer", "system.aiv_initialize_pipe"], ops
+    aic = next(f for f in after.functions if f.name == "k_aic")
+    assert aic.body[0].value.op == "system.import_peer_buffer"

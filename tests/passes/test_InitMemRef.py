@@ -675,3 +675,55 @@ def test_an_op_that_reads_its_source_while_writing_gets_a_carry_copy(op, in_plac
     """)))
     text = print_program(out)
     assert ("pl.tile.move(nxt" not in text) == in_place, text
+
+
+# --------------------------------------------------------------------------------------------------
+# tiles in a pipe slot
+
+POP_PARAMS = "self, out: pl.Out[pl.Tensor[[32, 16], pl.FP32]]"
+POP_PARAMS_MEM = 'self, out: pl.Out[pl.Tensor[[32, 16], pl.FP32, pl.MemRef("mem_ddr_0", 0, 2048)]]'
+POP_RET = "pl.Tensor[[32, 16], pl.FP32]"
+
+
+def test_popped_tile_and_its_view_get_no_buffer_only_the_computed_tile_does():
+    # The popped 16 x 32 tile and its reshape live in the pipe's slot buffer (reserve_buffer); only exp's
+    # result (32 x 16 FP32 = 2048 bytes) needs on-chip memory, so exactly one buffer is declared.
+    before = kernel("""
+        got: pl.Tile[[16, 32], pl.FP32, pl.Mem.Vec] = pl.tile.tpop_from_aic(split=0)
+        tall: pl.Tile[[32, 16], pl.FP32, pl.Mem.Vec] = pl.tile.reshape(got, [32, 16])
+        e: pl.Tile[[32, 16], pl.FP32, pl.Mem.Vec] = pl.tile.exp(tall)
+        pl.system.tfree_to_aic(got)
+        o: pl.Tensor[[32, 16], pl.FP32] = pl.tile.store(e, [0, 0], out)
+        return o
+    """, POP_PARAMS, POP_RET)
+    expected = kernel("""
+        mem_vec_1: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 2048)
+        got: pl.Tile[[16, 32], pl.FP32, pl.Mem.Vec] = pl.tile.tpop_from_aic(split=0)
+        tall: pl.Tile[[32, 16], pl.FP32, pl.Mem.Vec] = pl.tile.reshape(got, [32, 16])
+        e: pl.Tile[[32, 16], pl.FP32, pl.MemRef(mem_vec_1, 0, 2048), pl.Mem.Vec] = pl.tile.exp(tall)
+        pl.system.tfree_to_aic(got)
+        o: pl.Tensor[[32, 16], pl.FP32] = pl.tile.store(e, [0, 0], out)
+        return o
+    """, POP_PARAMS_MEM, POP_RET)
+    assert_same(run(parse(before)), expected)
+
+
+def test_popped_tile_a_loop_carries_keeps_a_buffer():
+    # A popped tile yielded as a loop's carried value must sit in the carried buffer (nothing copies it
+    # there), so it keeps one: the 16 x 32 FP32 init, the iter_arg, the popped value and the result share
+    # one 2048-byte buffer.
+    params = "self, a: pl.Tensor[[16, 32], pl.FP32], out: pl.Out[pl.Tensor[[16, 32], pl.FP32]]"
+    ret = "pl.Tensor[[16, 32], pl.FP32]"
+    t = "pl.Tile[[16, 32], pl.FP32, pl.Mem.Vec]"
+    before = kernel(f"""
+        z: {t} = pl.tile.load(a, [0, 0], [16, 32], target_memory=pl.Mem.Vec)
+        for i, (acc,) in pl.range(2, init_values=(z,)):
+            got: {t} = pl.tile.tpop_from_aic(split=0)
+            n = pl.yield_(got)
+        o: pl.Tensor[[16, 32], pl.FP32] = pl.tile.store(n, [0, 0], out)
+        return o
+    """, params, ret)
+    out = run(parse(before))
+    text = print_program(out)
+    assert text.count("pl.tile.alloc(") == 1, text
+    assert "got: pl.Tile[[16, 32], pl.FP32, pl.MemRef(mem_vec_2, 0, 2048), pl.Mem.Vec]" in text, text

@@ -386,8 +386,13 @@ def test_pypto_loop_inside_the_scope_reading_an_outer_iter_arg():
 # ---------------------------------------------------------------------------------------------- ptoc's own
 
 
-def test_a_stored_and_read_tensor_is_inout_so_is_a_loop_carried_store_target():
-    # a loop's initial value is a read of the tensor (its incoming contents reach the loop), as in PyPTO
+def test_a_stored_and_read_tensor_is_inout_a_tensor_stored_only_through_a_loop_stays_in():
+    # PyPTO's outliner: only the tensor's own name as a store destination is a write. `acc` is loaded and
+    # stored under its own name: InOut. `out` reaches its store as the loop's iter_arg, so the outliner
+    # leaves it In; ConvertTensorToTileOps (which runs even when it has nothing to convert) follows the
+    # loop and makes it Out: the kernel never loads it, and a loop's initial value is not a read there.
+    from ptoc.passes.ConvertTensorToTileOps import ConvertTensorToTileOps
+
     out = outline(program(f"""
         @pl.function
         def main(self, a: {B}, acc: pl.InOut[{B}], out: pl.Out[{B}]) -> {B}:
@@ -400,8 +405,11 @@ def test_a_stored_and_read_tensor_is_inout_so_is_a_loop_carried_store_target():
             return out
     """))
     k = out.function("main_incore_0")
-    assert [(p.name, p.direction) for p in k.params] == [("acc", "InOut"), ("out", "InOut"), ("a", "In")]
+    assert [(p.name, p.direction) for p in k.params] == [("acc", "InOut"), ("out", "In"), ("a", "In")]
     assert out.function("main").func_type == "Orchestration"
+    converted = run_pipeline(out, CTX, passes=[ConvertTensorToTileOps])
+    k = converted.function("main_incore_0")
+    assert [(p.name, p.direction) for p in k.params] == [("acc", "InOut"), ("out", "Out"), ("a", "In")]
 
 
 def test_an_outlined_name_another_function_has_gets_the_function_name_as_a_prefix():
