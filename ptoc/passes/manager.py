@@ -360,8 +360,9 @@ def run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]]
     the passes are a chosen sub-pipeline (`ptoc passes --pipeline`); a pass whose requirement is
     neither given nor produced by an earlier pass is then the user's error (`CompileError`).
 
-    `check_once` (the compiler's own runs, without instruments): the structural checks, which after
-    every pass cost about a fifth of a compile, run once after the last pass; when that check fails, or
+    `check_once` (the compiler's own runs, without instruments): the structural checks and the checks of
+    the properties the passes claim, which after every pass cost about a third of a compile, run once
+    after the last pass; when that check fails, or
     any pass raises, the pipeline runs again checking after every pass, so the error is the very one a
     run checked throughout gives (naming the pass that broke an invariant). Passes are deterministic
     and the IR immutable: the second run repeats the first up to where it stops.
@@ -398,6 +399,7 @@ def _run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]
     if stop_after is not None and stop_after not in names:
         raise ValueError(f"unknown pass {stop_after!r}")
     start = program
+    claimed: list[str] = []  # `each` False: the properties the passes produced, checked at the end
     held = input_properties(program, ctx, cache) if given is None else frozenset()
     have: set[str] = set(given) if given is not None else set(held)
     for ins in instruments:
@@ -434,16 +436,30 @@ def _run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]
             raise InternalError(f"pass {p.name} recursed too deeply") from e
         seconds = time.perf_counter() - t0
         have |= p.produces
-        if verify:
-            check_invariants(program, ctx, p, cache, ssa="ssa" in have, structural=each)
+        if verify and each:
+            check_invariants(program, ctx, p, cache, ssa="ssa" in have)
+        elif verify:
+            claimed.extend(prop for prop in sorted(p.produces) if prop not in claimed)
         for ins in instruments:
             ins.after_pass(i, p, program, seconds)
         if p.name == stop_after:
             break
     if verify and not each:
+        # once, on the final program: the structure, and every property a pass claimed (they are kept by
+        # the passes after it); a failure replays the run checking after every pass (`run_pipeline`)
         check_invariants(program, ctx, None, cache, ssa="ssa" in have)
+        _check_claims(program, ctx, cache, claimed)
     cache.age(program)  # keep only what the last check used and the final program's
     return program
+
+
+def _check_claims(program: Program, ctx: CompileContext, cache, claimed: list[str]) -> None:
+    _import_properties()
+    for prop in claimed:
+        check = PROPERTIES.get(prop)
+        bad = check(program, ctx, cache) if check is not None else [f"unknown property {prop!r}"]
+        if bad:
+            raise InternalError(f"the pipeline's result lacks the claimed {prop!r}: {bad[0]}")
 
 
 def _skip(i: int, p: Pass, program: Program, ctx: CompileContext, cache, instruments, verify: bool,
