@@ -261,30 +261,32 @@ class RoundTrip(Instrument):
 # --------------------------------------------------------------------------------------------------
 
 
-def check_invariants(program: Program, ctx: CompileContext, p: Pass | None, cache=None, ssa: bool = True,
-                     structural: bool = True) -> None:
+def check_invariants(program: Program, ctx: CompileContext, p: Pass | None, cache=None, ssa: bool = True) -> None:
     """The structural checks and `p`'s produced properties. `cache`: the pipeline run's `VerifyCache`
     (functions a pass returned unchanged are not checked again). `ssa`: the program has the `ssa`
-    property, so single assignment is checked too. `structural` False: only the properties."""
+    property, so single assignment is checked too."""
     from ptoc.ir.verifier import verify_program
 
     who = f"after pass {p.name}" if p is not None else "before the pipeline"
-    diags = [d for d in verify_program(program, ctx=ctx, cache=cache, ssa=ssa)
-             if d.severity == "error"] if structural else []
+    diags = [d for d in verify_program(program, ctx=ctx, cache=cache, ssa=ssa) if d.severity == "error"]
     if diags:
         first = diags[0]
         where = f" at {first.span}" if first.span is not None and first.span.known else ""
         raise InternalError(f"IR invariant broken {who}: {first.code} {first.message}{where}")
-    if p is None:
-        return
+    if p is not None:
+        _check_claims(program, ctx, cache, sorted(p.produces), f"pass {p.name} claims")
+
+
+def _check_claims(program: Program, ctx: CompileContext, cache, claimed, who: str) -> None:
+    """Every property in `claimed` holds on `program`, else an internal error: `who` {prop!r} but: why."""
     _import_properties()
-    for prop in sorted(p.produces):
+    for prop in claimed:
         check = PROPERTIES.get(prop)
         if check is None:
-            raise InternalError(f"pass {p.name} claims unknown property {prop!r}")
+            raise InternalError(f"{who} unknown property {prop!r}")
         bad = check(program, ctx, cache)
         if bad:
-            raise InternalError(f"pass {p.name} claims {prop!r} but: {bad[0]}")
+            raise InternalError(f"{who} {prop!r} but: {bad[0]}")
 
 
 @contextlib.contextmanager
@@ -448,18 +450,9 @@ def _run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]
         # once, on the final program: the structure, and every property a pass claimed (they are kept by
         # the passes after it); a failure replays the run checking after every pass (`run_pipeline`)
         check_invariants(program, ctx, None, cache, ssa="ssa" in have)
-        _check_claims(program, ctx, cache, claimed)
+        _check_claims(program, ctx, cache, claimed, "the pipeline's passes claim")
     cache.age(program)  # keep only what the last check used and the final program's
     return program
-
-
-def _check_claims(program: Program, ctx: CompileContext, cache, claimed: list[str]) -> None:
-    _import_properties()
-    for prop in claimed:
-        check = PROPERTIES.get(prop)
-        bad = check(program, ctx, cache) if check is not None else [f"unknown property {prop!r}"]
-        if bad:
-            raise InternalError(f"the pipeline's result lacks the claimed {prop!r}: {bad[0]}")
 
 
 def _skip(i: int, p: Pass, program: Program, ctx: CompileContext, cache, instruments, verify: bool,
