@@ -106,6 +106,7 @@ from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
     AssignStmt,
     Call,
+    ConstBool,
     ConstInt,
     DictExpr,
     EnumLit,
@@ -198,6 +199,20 @@ class ExpandMixedKernel(Pass):
 
 
 NZ_PUSH_ARCHS = ("a5",)  # the AIC reads a pushed tile as fractal (NZ) data straight from the AIV's buffer
+DUAL_DISPATCH_ARCHS = ("a2a3",)  # a vector kernel whose pipe is not split still runs on both vector lanes
+
+
+def _split_mode(f: Function) -> int:
+    """The function's `split` attribute as its code (0: none)."""
+    from ptoc.passes.SplitVectorKernel import _mode_value
+
+    return _mode_value(f.attr("split")) or 0
+
+
+def _with_dual_dispatch(f: Function) -> Function:
+    """`f` with the attribute `dual_aiv_dispatch=True` (last, replacing one already there)."""
+    items = tuple((k, v) for k, v in f.attr_items() if not (isinstance(k, StrLit) and k.value == "dual_aiv_dispatch"))
+    return f.with_attr_items(items + ((StrLit("dual_aiv_dispatch"), ConstBool(True)),))
 
 
 def _pushes(f: Function) -> bool:
@@ -372,6 +387,8 @@ class _Splitter:
                       body=aic_setup + aic_body)
         lead = 1 if aiv_body and isinstance(aiv_body[0], AssignStmt) and _is(aiv_body[0].value, "tile.get_subblock_idx") else 0
         aiv = replace(f, name=aiv_name, func_type="AIV", body=aiv_body[:lead] + aiv_setup + aiv_body[lead:])
+        if self.arch in DUAL_DISPATCH_ARCHS and not _split_mode(f):
+            aiv = _with_dual_dispatch(aiv)
         return [aic, aiv, self.group(aic, aiv, aiv_body)]
 
     # ------------------------------------------------------------------ GM-mediated hand-offs

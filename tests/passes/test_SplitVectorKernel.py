@@ -153,8 +153,8 @@ def test_on_a2a3_an_unsplit_dual_dispatch_kernel_replays_its_handshakes_on_lane_
             return o
         else:
             y_lane1: pl.Tile[[16, 128], pl.FP32, pl.Mem.Vec, pl.TileView(valid_shape=[0, 0])] = pl.tile.tpop_from_aic(split=0)
-            x_lane1: pl.Tile[[16, 128], pl.FP32, pl.Mem.Vec] = pl.tile.create([16, 128], dtype=pl.FP32, target_memory=pl.Mem.Vec)
-            s_lane1 = pl.tile.add(x_lane1, y_lane1)
+            x_lane1: pl.Tile[[16, 128], pl.FP32, pl.Mem.Vec, pl.TileView(valid_shape=[0, 0])] = pl.tile.create([16, 128], dtype=pl.FP32, target_memory=pl.Mem.Vec)
+            s_lane1: pl.Tile[[16, 128], pl.FP32, pl.Mem.Vec, pl.TileView(valid_shape=[0, 0])] = pl.tile.add(x_lane1, y_lane1)
             pl.system.tfree_to_aic(y_lane1)
             o_lane1: pl.Tensor[[16, 128], pl.FP32] = out
             return out
