@@ -36,11 +36,14 @@ Rules
   whose extent on the axis is the full one take the half extent; a `tile.store` of a halved tile writes at
   `offset + subblock_idx * half`; `tile.set_validshape` of a halved tile whose extent on the axis is the
   full box takes the half.
-- On a2a3, an AIV function marked `dual_aiv_dispatch` without a split mode runs on both lanes while only
-  lane 0 does the work: after the hoisted pipe set-up, `if subblock_idx == 0:` keeps the body, and the
-  `else` branch replays it for lane 1 with every name suffixed `_lane1`, so that the pipe hand-shakes
-  still happen: pops keep popping (with an empty valid shape), a `tile.load` becomes a `tile.create` of
-  the same shape, and a `tile.store` becomes the destination tensor itself.
+- On a2a3, an AIV function marked `dual_aiv_dispatch` without a split mode (ExpandMixedKernel marks every
+  unsplit vector kernel of a mixed one) runs on both lanes while only lane 0 does the work: after the
+  hoisted pipe set-up, `if subblock_idx == 0:` keeps the body, and the `else` branch replays it for lane 1
+  with every name suffixed `_lane1`, so that the pipe hand-shakes still happen. Every tile lane 1 computes
+  is empty (its type with `pl.TileView(valid_shape=[0, 0])`, pops included); a `tile.load`, `tile.slice`
+  or `tile.transpose` becomes a `tile.create` of its result (shape, dtype, memory); `tile.set_validshape`
+  sets extents 0, 0; other ops run on the empty operands (and compute nothing); a `tile.store` is dropped
+  and its result is the destination tensor itself.
 - Functions of other types, and functions without a split mode or marker, are left unchanged.
 
 Deliberate differences from PyPTO
@@ -49,9 +52,7 @@ Deliberate differences from PyPTO
   result type on both lanes (PyPTO narrows the result type per lane with min/max of the lane offset,
   which ptoc's type rules would contradict); so does a tile made by `tile.create`/`tile.full` (it is
   replicated, not split).
-- The lane-1 replay annotates only pops with the empty valid shape; the other replayed tiles keep the
-  type their operation gives them (a created tile is fully valid in ptoc), as nothing the replay
-  computes reaches global memory.
+- The lane-1 names end in `_lane1` (PyPTO's printer numbers them `_1`).
 - Errors are diagnostics (PTOC-E0680) instead of exceptions.
 """
 
