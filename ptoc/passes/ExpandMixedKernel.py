@@ -135,7 +135,7 @@ from ptoc.ir.nodes import (
 from ptoc.ir.names import fresh_name
 from ptoc.ir.types import effective_tile_view
 from ptoc.ir.visitor import walk
-from ptoc.passes.common import op_names, resolve_op
+from ptoc.passes.common import op_names, resolve_op, split_mode_code
 from ptoc.passes.manager import Pass
 
 CUBE_SPACES = ("Mat", "Left", "Right", "Acc", "Bias", "LeftScale", "RightScale")
@@ -204,13 +204,6 @@ class ExpandMixedKernel(Pass):
 
 NZ_PUSH_ARCHS = ("a5",)  # the AIC reads a pushed tile as fractal (NZ) data straight from the AIV's buffer
 DUAL_DISPATCH_ARCHS = ("a2a3",)  # a vector kernel whose pipe is not split still runs on both vector lanes
-
-
-def _split_mode(f: Function) -> int:
-    """The function's `split` attribute as its code (0: none)."""
-    from ptoc.passes.SplitVectorKernel import _mode_value
-
-    return _mode_value(f.attr("split")) or 0
 
 
 def _with_dual_dispatch(f: Function) -> Function:
@@ -391,7 +384,7 @@ class _Splitter:
                       body=aic_setup + aic_body)
         lead = 1 if aiv_body and isinstance(aiv_body[0], AssignStmt) and _is(aiv_body[0].value, "tile.get_subblock_idx") else 0
         aiv = replace(f, name=aiv_name, func_type="AIV", body=aiv_body[:lead] + aiv_setup + aiv_body[lead:])
-        if self.arch in DUAL_DISPATCH_ARCHS and not _split_mode(f):
+        if self.arch in DUAL_DISPATCH_ARCHS and not split_mode_code(f.attr("split")):
             aiv = _with_dual_dispatch(aiv)
         return [aic, aiv, self.group(aic, aiv, aiv_body)]
 

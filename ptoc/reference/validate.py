@@ -547,11 +547,9 @@ def _replay_lane(fn: Function) -> bool:
     the whole slot (a static rows x cols GM window) and asserts that the tile's valid shape is that window,
     so lane 1's empty pop (`tpop(%c0, %c0)`, right on the device, whose pop loads the tile's valid extents)
     aborts there. The reference interpreter runs both lanes."""
-    from ptoc.passes.SplitVectorKernel import _mode_value
+    from ptoc.passes.common import runs_a_lane_replay
 
-    dual = fn.attr("dual_aiv_dispatch")
-    return (fn.func_type == "AIV" and getattr(dual, "value", False) is True
-            and not (_mode_value(fn.attr("split")) or 0) and not getattr(fn.attr("split_aiv"), "value", False))
+    return runs_a_lane_replay(fn)
 
 
 def _returned(callee: Function, by_name: dict):
