@@ -8,6 +8,7 @@ Spelling (PTOAS's pipe ops; checked with the PTOAS release in the toolchain):
         c2v_consumer_buf = %x : i32, v2c_consumer_buf = %y : i32)      (one line; a5: no gm_slot_buffer)
     pto.tpush_to_aiv(%t : !pto.tile_buf<...>) {split = 0}               (tile.tpush_to_aiv / _aic)
     %t = pto.tpop_from_aic {split = 0} -> !pto.tile_buf<...>            (tile.tpop_from_aic / _aiv)
+    %t = pto.tpop_from_aic(%c0, %c0) {split = 0} -> !pto.tile_buf<..., v_row=?, v_col=?, ...>   (an empty pop)
     pto.tfree_from_aic {split = 0}                                      (system.tfree_to_aic; _aiv alike)
     %i = pto.get_subblock_idx                                            (tile.get_subblock_idx: the lane)
 
@@ -36,6 +37,7 @@ from __future__ import annotations
 from ptoc.diagnostics import CompileError, Diagnostic, Span
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import Call, ConstInt, StrLit, TileType, Var
+from ptoc.ir.types import is_empty_tile
 from ptoc.codegen.pto_forms import _Handle, _Scalar, _int, element_type, unsupported
 
 PTOAS_SLOTS = 8
@@ -181,11 +183,15 @@ class CrossCoreEmitter:
         if not isinstance(t, TileType):
             raise unsupported(f"pl.{c.op} whose result is not a tile", span)
         tstr, dyn = self.tile_type(t, span)
+        valid = None
         if dyn:
-            raise unsupported(f"pl.{c.op} of a tile with a dynamic valid shape", span)
+            if not is_empty_tile(t):
+                raise unsupported(f"pl.{c.op} of a tile with a dynamic valid shape", span)
+            valid = self._valid_values(t, span)  # an empty pop (a lane-1 replay's): runtime zero extents
         ssa = self.fresh(name)
-        self.emit(f"%{ssa} = pto.{op[5:]} {{split = {_kw_int(c, 'split', 0)}}} -> {tstr}")
+        operands = f"(%{valid[0]}, %{valid[1]})" if valid else ""
+        self.emit(f"%{ssa} = pto.{op[5:]}{operands} {{split = {_kw_int(c, 'split', 0)}}} -> {tstr}")
         if not hasattr(self, "pop_split"):
             self.pop_split = {}
         self.pop_split[name] = _kw_int(c, "split", 0)
-        self.env[name] = _Handle(ssa, tstr, ("tpop", ssa), False, None)
+        self.env[name] = _Handle(ssa, tstr, ("tpop", ssa), dyn, valid)

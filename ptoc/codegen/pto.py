@@ -79,7 +79,7 @@ from ptoc.ir.nodes import (
     WhileStmt,
     YieldStmt,
 )
-from ptoc.ir.types import effective_tile_view
+from ptoc.ir.types import effective_tile_view, is_empty_tile
 from ptoc.codegen.pto_forms import (
     COMPACT,
     CORE_ID,
@@ -388,7 +388,8 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
         if not view and (eff["stride"] or (eff["start_offset"] is not None and _int(eff["start_offset"]) != 0)):
             raise unsupported("a tile view with an explicit stride or start offset", span)
         valid = tuple(eff["valid_shape"])
-        dyn = any(_int(x) is None for x in valid)
+        # An empty tile is written `?` with zero operands: pto-isa's Tile has no static-zero valid extent
+        dyn = any(_int(x) is None for x in valid) or is_empty_tile(t)
         vr, vc = ("?", "?") if dyn else (str(_int(valid[0])), str(_int(valid[1])))
         compact = COMPACT.get(str(eff["compact"]))
         text = (f"!pto.tile_buf<loc={loc}, dtype={element_type(t.dtype, span)}, rows={rows}, cols={cols}, "

@@ -102,3 +102,18 @@ def nz_blocked_static_shape(shape: tuple[Expr, ...], c0: int | None) -> tuple[in
     for v in lead:
         b *= v
     return (b, col // c0, r // FRACTAL_ROWS, FRACTAL_ROWS, c0)
+
+
+def is_empty_tile(t) -> bool:
+    """A tile whose valid shape is zero on every axis (`pl.TileView(valid_shape=[0, 0])`): it holds no
+    element. PyPTO's lane-1 replay of a dual-dispatch vector kernel computes on such tiles only to keep
+    the cross-core hand-shakes balanced; any op on them does nothing and gives an empty tile."""
+    if not isinstance(t, TileType) or t.view is None or not t.view.valid_shape:
+        return False
+    return all(_is_int(e, 0) for e in t.view.valid_shape)
+
+
+def as_empty_tile(t: TileType) -> TileType:
+    """`t` with an all-zero valid shape (its other view fields kept)."""
+    zeros = tuple(ConstInt(0, INDEX) for _ in t.shape)
+    return replace(t, view=replace(t.view or TileView(), valid_shape=zeros))

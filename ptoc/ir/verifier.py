@@ -54,6 +54,7 @@ from ptoc.ir.nodes import (
 )
 from ptoc.ir.printer import print_type
 from ptoc.ir.type_match import VALID_SHAPE_MISMATCH, layout_as_annotated, type_mismatch, with_value_layout
+from ptoc.ir.types import as_empty_tile, is_empty_tile
 from ptoc.ir.type_match import kind_of as _kind
 from ptoc.ir.visitor import Mutator, walk
 
@@ -668,6 +669,8 @@ class Verifier:
             return actual
         self.check_type(ann, scope)
         if actual is not None:
+            if is_empty_tile(ann) and isinstance(actual, TileType):
+                actual = as_empty_tile(actual)  # any tile may be declared empty (a lane-1 replay's)
             ann = with_value_layout(ann, actual)
             seen = layout_as_annotated(ann, actual)
             why = type_mismatch(ann, seen) if self.cache is None else self.cache.type_mismatch(ann, seen)

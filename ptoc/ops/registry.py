@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 
 from ptoc.diagnostics import Diagnostic
 from ptoc.ir.nodes import Call, Expr, Node, ScalarType, TensorType, TileType, Type
+from ptoc.ir.types import as_empty_tile, is_empty_tile
 from ptoc.ir.typing_registry import register_op_typer
 
 
@@ -395,6 +396,8 @@ def infer_call_type(call: Call, arg_types: list[Type | None], kwarg_types: dict[
                                      "see `ptoc ops` for the operator set")]
         args = bind(op, call, arg_types, kwarg_types, ctx)
         result = op.rule(args) if op.rule is not None else None
+        if isinstance(result, TileType) and op.name != "tile.set_validshape" and any(map(is_empty_tile, arg_types)):
+            result = as_empty_tile(result)  # an op on an empty tile computes nothing
         _check_packed_fp4_target(args, result)
         _check_bf16_vector_target(args)
         return result, []

@@ -83,16 +83,20 @@ Rules (PyPTO's)
   in the same body, by a vector `tile.load` of that tensor gets a push of the stored tile after the store
   and a pop (freed at once) before the load, so the load waits for the store. The other way round (a
   vector store read by the cube) is not fenced, as in PyPTO; such a kernel stays rejected.
+- On a2a3 the AIV kernel of a function without a split mode gets `dual_aiv_dispatch=True` (its last
+  attribute): the runtime starts it on both vector lanes of the core pair, lane 1 with no share of the work
+  (SplitVectorKernel gives it a replay of the pipe hand-shakes on empty tiles). A split kernel's lanes share
+  the work and SplitVectorKernel marks it; on a5 nothing is marked (PyPTO's 950 backend launches one lane).
 
 Deliberate differences from PyPTO
 ---------------------------------
 - A kernel whose callers are all Group functions gets no Group of its own: each of those Groups calls the
   AIC kernel and then the AIV kernel in place of the kernel (PyPTO's in-place Group rewrite).
-- No dual-AIV dispatch on a2a3 (PyPTO marks the AIV `dual_aiv_dispatch` and replays the hand-shakes on
-  the second vector lane) here: SplitVectorKernel marks the kernels that run on both lanes. The lane
-  crossings `tile.aiv_shard` / `tile.aic_gather` of LowerAutoVectorSplit become split pipe transfers (their
-  `split=` mode): the cube pushes the full tile / pops the gathered one, each lane pops / pushes its half. No
-  GM-mediated store/load fences, hand-written Group ABI normalisation or pre-existing Group callers.
+- The lane crossings `tile.aiv_shard` / `tile.aic_gather` of LowerAutoVectorSplit become split pipe
+  transfers (their `split=` mode): the cube pushes the full tile / pops the gathered one, each lane pops /
+  pushes its half. No hand-written Group ABI normalisation, so a hand-written AIC/AIV pair of a Group is
+  not marked `dual_aiv_dispatch` here as PyPTO marks it (a hand-written AIV kernel carries the attribute
+  itself).
 - A vector -> cube move into Left/Right pops Mat with the move's layout instead of a fractal bridge tile,
   and a kernel with a while loop or scope holding both sides' work is rejected (PTOC-E0622).
 """
@@ -106,6 +110,7 @@ from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
     AssignStmt,
     Call,
+    ConstBool,
     ConstInt,
     DictExpr,
     EnumLit,
@@ -130,7 +135,7 @@ from ptoc.ir.nodes import (
 from ptoc.ir.names import fresh_name
 from ptoc.ir.types import effective_tile_view
 from ptoc.ir.visitor import walk
-from ptoc.passes.common import op_names, resolve_op
+from ptoc.passes.common import op_names, resolve_op, split_mode_code
 from ptoc.passes.manager import Pass
 
 CUBE_SPACES = ("Mat", "Left", "Right", "Acc", "Bias", "LeftScale", "RightScale")
@@ -198,6 +203,13 @@ class ExpandMixedKernel(Pass):
 
 
 NZ_PUSH_ARCHS = ("a5",)  # the AIC reads a pushed tile as fractal (NZ) data straight from the AIV's buffer
+DUAL_DISPATCH_ARCHS = ("a2a3",)  # a vector kernel whose pipe is not split still runs on both vector lanes
+
+
+def _with_dual_dispatch(f: Function) -> Function:
+    """`f` with the attribute `dual_aiv_dispatch=True` (last, replacing one already there)."""
+    items = tuple((k, v) for k, v in f.attr_items() if not (isinstance(k, StrLit) and k.value == "dual_aiv_dispatch"))
+    return f.with_attr_items(items + ((StrLit("dual_aiv_dispatch"), ConstBool(True)),))
 
 
 def _pushes(f: Function) -> bool:
@@ -372,6 +384,8 @@ class _Splitter:
                       body=aic_setup + aic_body)
         lead = 1 if aiv_body and isinstance(aiv_body[0], AssignStmt) and _is(aiv_body[0].value, "tile.get_subblock_idx") else 0
         aiv = replace(f, name=aiv_name, func_type="AIV", body=aiv_body[:lead] + aiv_setup + aiv_body[lead:])
+        if self.arch in DUAL_DISPATCH_ARCHS and not split_mode_code(f.attr("split")):
+            aiv = _with_dual_dispatch(aiv)
         return [aic, aiv, self.group(aic, aiv, aiv_body)]
 
     # ------------------------------------------------------------------ GM-mediated hand-offs

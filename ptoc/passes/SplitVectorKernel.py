@@ -36,11 +36,14 @@ Rules
   whose extent on the axis is the full one take the half extent; a `tile.store` of a halved tile writes at
   `offset + subblock_idx * half`; `tile.set_validshape` of a halved tile whose extent on the axis is the
   full box takes the half.
-- On a2a3, an AIV function marked `dual_aiv_dispatch` without a split mode runs on both lanes while only
-  lane 0 does the work: after the hoisted pipe set-up, `if subblock_idx == 0:` keeps the body, and the
-  `else` branch replays it for lane 1 with every name suffixed `_lane1`, so that the pipe hand-shakes
-  still happen: pops keep popping (with an empty valid shape), a `tile.load` becomes a `tile.create` of
-  the same shape, and a `tile.store` becomes the destination tensor itself.
+- On a2a3, an AIV function marked `dual_aiv_dispatch` without a split mode (ExpandMixedKernel marks every
+  unsplit vector kernel of a mixed one) runs on both lanes while only lane 0 does the work: after the
+  hoisted pipe set-up, `if subblock_idx == 0:` keeps the body, and the `else` branch replays it for lane 1
+  with every name suffixed `_lane1`, so that the pipe hand-shakes still happen. Every tile lane 1 computes
+  is empty (its type with `pl.TileView(valid_shape=[0, 0])`, pops included); a `tile.load`, `tile.slice`
+  or `tile.transpose` becomes a `tile.create` of its result (shape, dtype, memory); `tile.set_validshape`
+  sets extents 0, 0; other ops run on the empty operands (and compute nothing); a `tile.store` is dropped
+  and its result is the destination tensor itself.
 - Functions of other types, and functions without a split mode or marker, are left unchanged.
 
 Deliberate differences from PyPTO
@@ -49,9 +52,7 @@ Deliberate differences from PyPTO
   result type on both lanes (PyPTO narrows the result type per lane with min/max of the lane offset,
   which ptoc's type rules would contradict); so does a tile made by `tile.create`/`tile.full` (it is
   replicated, not split).
-- The lane-1 replay annotates only pops with the empty valid shape; the other replayed tiles keep the
-  type their operation gives them (a created tile is fully valid in ptoc), as nothing the replay
-  computes reaches global memory.
+- The lane-1 names end in `_lane1` (PyPTO's printer numbers them `_1`).
 - Errors are diagnostics (PTOC-E0680) instead of exceptions.
 """
 
@@ -83,13 +84,13 @@ from ptoc.ir.nodes import (
     StrLit,
     TensorType,
     TileType,
-    TileView,
     TupleExpr,
     Var,
     WhileStmt,
     YieldStmt,
 )
 from ptoc.ir.substitute import substitute
+from ptoc.ir.types import as_empty_tile
 from ptoc.ir.visitor import walk
 from ptoc.passes.common import op_names
 from ptoc.passes.manager import Pass
@@ -190,14 +191,21 @@ class SplitVectorKernel(Pass):
     def run(self, program: Program, ctx) -> Program:
         arch = getattr(ctx, "arch", "a2a3")
         out = []
+        found: list[dict] = []
+
+        def types(name: str) -> dict:  # the value types, inferred once and only for a lane replay
+            if not found:
+                found.append(self.types(program, ctx))
+            return found[0].get(name, {})
+
         for f in program.functions:
-            out.append(self._function(f, arch, self.index(f).of(Call)) if isinstance(f, Function)
+            out.append(self._function(f, arch, self.index(f).of(Call), types) if isinstance(f, Function)
                        and f.func_type in ("AIV", "AIC") else f)
         if all(a is b for a, b in zip(out, program.functions)):
             return program
         return replace(program, functions=tuple(out))
 
-    def _function(self, f: Function, arch: str, calls=None) -> Function:
+    def _function(self, f: Function, arch: str, calls=None, types=lambda name: {}) -> Function:
         if f.func_type not in ("AIV", "AIC"):
             return f
         aiv = f.func_type == "AIV"
@@ -206,7 +214,7 @@ class SplitVectorKernel(Pass):
         dual = _true(_attr(f, "dual_aiv_dispatch"))
         if not mode and not (marked and aiv):
             if aiv and dual and arch == "a2a3" and f.body and not _already_halved(f):
-                return replace(f, body=_LaneReplay(f).run())
+                return replace(f, body=_LaneReplay(f, types(f.name)).run())
             return f
         g = _with_attrs(f, mode, aiv)
         if marked and aiv and not mode:
@@ -314,8 +322,9 @@ def _const(e) -> int | None:
 # --------------------------------------------------------------------------------------------------
 
 class _LaneReplay:
-    def __init__(self, f: Function):
+    def __init__(self, f: Function, types: dict):
         self.f = f
+        self.types = types  # the function's value types (the lane-0 names)
         self.names: dict[str, Expr] = {}
 
     def run(self) -> tuple[Stmt, ...]:
@@ -332,6 +341,11 @@ class _LaneReplay:
         new = Var(f"{v.name}_lane1", span=v.span)
         self.names[v.name] = new
         return new
+
+    def empty(self, name: str, ann) -> TileType | None:
+        """The lane-1 type of tile value `name`: its type with an all-zero valid shape."""
+        t = ann if isinstance(ann, TileType) else self.types.get(name)
+        return as_empty_tile(t) if isinstance(t, TileType) else None
 
     def block(self, body):
         return tuple(x for s in body for x in self.stmt(s))
@@ -359,7 +373,9 @@ class _LaneReplay:
         if isinstance(s, ReturnStmt):
             return [replace(s, values=substitute(s.values, self.names))]
         if isinstance(s, EvalStmt):
-            return [replace(s, expr=substitute(s.expr, self.names))]
+            if _is(s.expr, "tile.store"):
+                return []  # lane 1 writes nothing
+            return [replace(s, expr=self.call(s.expr, None))]
         if not isinstance(s, AssignStmt):
             return [substitute(s, self.names)]
         c = s.value
@@ -369,21 +385,32 @@ class _LaneReplay:
             self.names[s.target.name] = dst
             return [AssignStmt(new, dst, s.annotation if isinstance(s.annotation, TensorType) else None,
                                span=s.span)]
-        value = substitute(c, self.names)
-        ann = s.annotation
-        if _is(c, "tile.load") and isinstance(ann, TileType):
-            value = Call("tile.create", (ListExpr(tuple(ann.shape)),),
-                         (("dtype", _dtype_lit(ann)), ("target_memory", EnumLit("Mem", ann.memory or "Vec"))),
-                         span=c.span)
-            ann = replace(ann, view=None if ann.view is None else replace(ann.view, valid_shape=None))
-        elif _is(c, *POPS) and isinstance(ann, TileType):
-            view = ann.view or TileView()
-            ann = replace(ann, view=replace(view, valid_shape=tuple(_i(0) for _ in ann.shape)))
-        elif isinstance(ann, TileType):
-            ann = None  # the type follows the replayed operands
+        empty = self.empty(s.target.name, s.annotation)
+        value = self.call(c, empty)
+        if empty is not None:
+            ann = empty
         else:
-            ann = substitute(ann, self.names) if ann is not None else None
+            ann = substitute(s.annotation, self.names) if s.annotation is not None else None
         return [AssignStmt(self.rename(s.target), value, ann, span=s.span)]
+
+    def call(self, c, empty: TileType | None):
+        """The lane-1 form of call `c` whose result is `empty` (a tile) or not a tile (None): an op that reads
+        global memory or only views a tile (load, slice, transpose) becomes a `tile.create` of the result; a
+        `tile.set_validshape` sets zero extents; any other op runs on its replayed (empty) operands."""
+        c = substitute(c, self.names)
+        if empty is not None and _is(c, "tile.load", "tile.slice", "tile.transpose"):
+            if _is(c, "tile.load") and len(c.args) >= 3:
+                shape = c.args[2]
+            elif _is(c, "tile.slice") and len(c.args) >= 2:
+                shape = c.args[1]
+            else:
+                shape = ListExpr(tuple(empty.shape))
+            return Call("tile.create", (shape,), (("dtype", _dtype_lit(empty)),
+                                                  ("target_memory", EnumLit("Mem", empty.memory or "Vec"))),
+                        span=c.span)
+        if _is(c, "tile.set_validshape") and len(c.args) == 3:
+            return replace(c, args=(c.args[0], _i(0), _i(0)))
+        return c
 
 
 def _dtype_lit(t: TileType):

@@ -164,3 +164,23 @@ def forbidden_operands(op: str, args: tuple[Expr, ...], result: Type | None, env
         if isinstance(src, TileType) and isinstance(result, TileType) and result.dtype.bits > src.dtype.bits:
             bad.append(names[0])
     return bad
+
+
+SPLIT_MODES = {"NONE": 0, "UP_DOWN": 1, "LEFT_RIGHT": 2}  # pl.SplitMode member -> its code
+
+
+def split_mode_code(e: Expr | None) -> int:
+    """A `split` attribute (`pl.SplitMode.X` or its code) as its code; 0 (none) when absent or unknown."""
+    if isinstance(e, EnumLit):
+        return SPLIT_MODES.get(e.member, 0)
+    if isinstance(e, ConstInt):
+        return e.value
+    return 0
+
+
+def runs_a_lane_replay(f) -> bool:
+    """An unsplit AIV kernel marked `dual_aiv_dispatch` (a2a3): lane 1 only replays its pipe hand-shakes on
+    empty tiles (SplitVectorKernel)."""
+    dual, aiv_split = f.attr("dual_aiv_dispatch"), f.attr("split_aiv")
+    return (f.func_type == "AIV" and isinstance(dual, ConstBool) and dual.value
+            and not split_mode_code(f.attr("split")) and not (isinstance(aiv_split, ConstBool) and aiv_split.value))

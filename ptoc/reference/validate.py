@@ -533,12 +533,23 @@ class _PtoKernelRunner:
                 elif isinstance(p.type, ScalarType):
                     margs.append(v.value)
             margs += [self.dims[d] for d in dynamic_dims(self.lowered, fn)]
-            members.append(GroupMember(fn.name, tuple(margs), lanes))
+            members.append(GroupMember(fn.name, tuple(margs), 1 if _replay_lane(fn) else lanes))
         out = self.simulator.run_group(self.text, members, buffers, pto_path=f"{group.name}.pto", block_idx=block[0])
         for k, g in written.items():
             _gm_write(g, _logical_addr(g, np.shape(buffers[k][0])), None, out[k], "writing a kernel output")
         self.calls.append(" + ".join(m.func for m in members))
         return [_returned(fn, {p.name: a for p, a in zip(fn.params, args)}) for fn, args, _ in launch]
+
+
+def _replay_lane(fn: Function) -> bool:
+    """An unsplit vector kernel whose lane 1 only replays the hand-shakes on empty tiles (SplitVectorKernel's
+    a2a3 dual dispatch). On pto-isa's CPU simulator it runs on lane 0 alone: the simulator's a2a3 pop loads
+    the whole slot (a static rows x cols GM window) and asserts that the tile's valid shape is that window,
+    so lane 1's empty pop (`tpop(%c0, %c0)`, right on the device, whose pop loads the tile's valid extents)
+    aborts there. The reference interpreter runs both lanes."""
+    from ptoc.passes.common import runs_a_lane_replay
+
+    return runs_a_lane_replay(fn)
 
 
 def _returned(callee: Function, by_name: dict):

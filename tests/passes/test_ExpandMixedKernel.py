@@ -140,10 +140,39 @@ def test_vector_to_cube_on_a5_relays_the_tile_out_as_nz_before_the_push():
         pl.tile.tpush_to_aic(s_nz, split=0)"""), A5)
 
 
+def on_both_lanes(expected: str) -> str:
+    """An expected a2a3 program: its unsplit AIV kernel is marked for dispatch on both vector lanes."""
+    return (expected.replace("@pl.function(type=pl.FunctionType.AIV)",
+                             '@pl.function(type=pl.FunctionType.AIV, attrs={"dual_aiv_dispatch": True})')
+            .replace('@pl.function(type=pl.FunctionType.AIV, attrs={"slot_num": 4})',
+                     '@pl.function(type=pl.FunctionType.AIV, attrs={"slot_num": 4, "dual_aiv_dispatch": True})'))
+
+
 def test_vector_to_mat_on_a2a3_pushes_the_tile_as_it_is():
     _, out = run(V2C, A2A3)
-    assert_same(out, v2c_expected("""
-        pl.tile.tpush_to_aic(s, split=0)"""), A2A3)
+    assert_same(out, on_both_lanes(v2c_expected("""
+        pl.tile.tpush_to_aic(s, split=0)""")), A2A3)
+
+
+def test_on_a2a3_an_unsplit_aiv_kernel_is_marked_for_both_vector_lanes():
+    # the a2a3 runtime starts the vector kernel on both lanes of the core pair whenever a cube kernel feeds
+    # it; with no split mode, lane 1 has no share of the work (SplitVectorKernel gives it a replay)
+    _, a2a3 = run(LINEAR_RELU, A2A3)
+    aiv = next(f for f in a2a3.functions if f.name == "k_aiv")
+    assert [(k.value, v.value) for k, v in aiv.attr_items()] == [("dual_aiv_dispatch", True)]
+    assert all(not f.attr_items() for f in a2a3.functions if f.name != "k_aiv")
+    _, a5 = run(LINEAR_RELU, A5)  # a5 launches one vector lane for an unsplit kernel
+    assert all(not f.attr_items() for f in a5.functions)
+
+
+def test_a_kernel_with_a_split_mode_is_not_marked_here():
+    # a split kernel's lanes share the work; SplitVectorKernel marks it when it halves the body
+    split = LINEAR_RELU.replace("@pl.function(type=pl.FunctionType.InCore)",
+                                '@pl.function(type=pl.FunctionType.InCore, attrs={"split": pl.SplitMode.UP_DOWN})')
+    _, out = run(split, A2A3)
+    aiv = next(f for f in out.functions if f.name == "k_aiv")
+    assert aiv.attr("dual_aiv_dispatch") is None
+    assert aiv.attr("split").member == "UP_DOWN"
 
 
 LOOP = """
@@ -312,8 +341,8 @@ def test_a_vec_tile_moved_to_left_pops_into_mat_then_moves_on_in_left_layout():
         ta_nz: pl.Tile[[16, 128], pl.FP16, pl.Mem.Vec, pl.TileView(blayout=pl.TileLayout.col_major, slayout=pl.TileLayout.row_major)] = pl.tile.move(ta, target_memory=pl.Mem.Vec, blayout=pl.TileLayout.col_major, slayout=pl.TileLayout.row_major)
         pl.tile.tpush_to_aic(ta_nz, split=0)"""), A5)
     _, out = run(DIRECT_LEFT, A2A3)
-    assert_same(out, direct_left_expected("""
-        pl.tile.tpush_to_aic(ta, split=0)"""), A2A3)
+    assert_same(out, on_both_lanes(direct_left_expected("""
+        pl.tile.tpush_to_aic(ta, split=0)""")), A2A3)
 
 
 HAND_WRITTEN_PUSH = """

@@ -153,8 +153,8 @@ def test_on_a2a3_an_unsplit_dual_dispatch_kernel_replays_its_handshakes_on_lane_
             return o
         else:
             y_lane1: pl.Tile[[16, 128], pl.FP32, pl.Mem.Vec, pl.TileView(valid_shape=[0, 0])] = pl.tile.tpop_from_aic(split=0)
-            x_lane1: pl.Tile[[16, 128], pl.FP32, pl.Mem.Vec] = pl.tile.create([16, 128], dtype=pl.FP32, target_memory=pl.Mem.Vec)
-            s_lane1 = pl.tile.add(x_lane1, y_lane1)
+            x_lane1: pl.Tile[[16, 128], pl.FP32, pl.Mem.Vec, pl.TileView(valid_shape=[0, 0])] = pl.tile.create([16, 128], dtype=pl.FP32, target_memory=pl.Mem.Vec)
+            s_lane1: pl.Tile[[16, 128], pl.FP32, pl.Mem.Vec, pl.TileView(valid_shape=[0, 0])] = pl.tile.add(x_lane1, y_lane1)
             pl.system.tfree_to_aic(y_lane1)
             o_lane1: pl.Tensor[[16, 128], pl.FP32] = out
             return out
@@ -201,3 +201,57 @@ def test_a_split_attribute_contradicting_the_pipe_ops_is_an_error():
     with pytest.raises(CompileError) as e:
         run(text)
     assert [d.code for d in e.value.diagnostics] == ["PTOC-E0680"]
+
+
+REPLAY_SIG = ("self, a: pl.Tensor[[16, 64], pl.FP32], out: pl.Out[pl.Tensor[[16, 128], pl.FP32]]) "
+              "-> pl.Tensor[[16, 128], pl.FP32]")
+REPLAY_BODY = """
+    w: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
+    for n, (o,) in pl.range(2, init_values=(out,)):
+        y: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.tpop_from_aic(split=0)
+        h: pl.Tile[[16, 32], pl.FP32, pl.Mem.Vec] = pl.tile.slice(y, [16, 32], [0, 0])
+        t: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.create([16, 64], dtype=pl.FP32, target_memory=pl.Mem.Vec)
+        m: pl.Tile[[16, 1], pl.FP32, pl.Mem.Vec] = pl.tile.row_max(y, t)
+        e: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.row_expand_sub(y, m)
+        tt: pl.Tile[[64, 16], pl.FP32, pl.Mem.Vec] = pl.tile.transpose(y, 0, 1)
+        v: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec, pl.TileView(valid_shape=[8, 64])] = pl.tile.set_validshape(e, 8, 64)
+        pl.system.tfree_to_aic(y)
+        pl.tile.store(v, [0, 0], a)
+        s: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.add(e, w)
+        o2: pl.Tensor[[16, 128], pl.FP32] = pl.tile.store(s, [0, n * 64], o)
+        r: pl.Tensor[[16, 128], pl.FP32] = pl.yield_(o2)
+    return r"""
+
+
+def test_the_lane_1_replay_computes_on_empty_tiles_and_writes_nothing():
+    # PyPTO's replay: after the pipe set-up (shared by both lanes), lane 0 runs the body and lane 1 runs it
+    # again with every tile result empty (valid shape [0, 0]); what reads memory or only views a tile (load,
+    # slice, transpose) becomes a create of the result's shape, set_validshape sets zero extents, a store
+    # is dropped (its result is the tensor it would have written), a loop keeps its pipe hand-shakes.
+    _, out = run(f"""
+    @pl.function(type=pl.FunctionType.AIV, attrs={{"dual_aiv_dispatch": True}})
+    def k({REPLAY_SIG}:{SETUP}{textwrap.indent(REPLAY_BODY, "    ")}
+    """, A2A3)
+    empty = "pl.TileView(valid_shape=[0, 0])"
+    want = parsed(f"""
+    @pl.function(type=pl.FunctionType.AIV, attrs={{"dual_aiv_dispatch": True}})
+    def k({REPLAY_SIG}:
+        subblock_idx: pl.Scalar[pl.INDEX] = pl.tile.get_subblock_idx(){SETUP}
+        if subblock_idx == 0:{textwrap.indent(REPLAY_BODY, "        ")}
+        else:
+            w_lane1: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec, {empty}] = pl.tile.create([16, 64], dtype=pl.FP32, target_memory=pl.Mem.Vec)
+            for n_lane1, (o_lane1,) in pl.range(2, init_values=(out,)):
+                y_lane1: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec, {empty}] = pl.tile.tpop_from_aic(split=0)
+                h_lane1: pl.Tile[[16, 32], pl.FP32, pl.Mem.Vec, {empty}] = pl.tile.create([16, 32], dtype=pl.FP32, target_memory=pl.Mem.Vec)
+                t_lane1: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec, {empty}] = pl.tile.create([16, 64], dtype=pl.FP32, target_memory=pl.Mem.Vec)
+                m_lane1: pl.Tile[[16, 1], pl.FP32, pl.Mem.Vec, {empty}] = pl.tile.row_max(y_lane1, t_lane1)
+                e_lane1: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec, {empty}] = pl.tile.row_expand_sub(y_lane1, m_lane1)
+                tt_lane1: pl.Tile[[64, 16], pl.FP32, pl.Mem.Vec, {empty}] = pl.tile.create([64, 16], dtype=pl.FP32, target_memory=pl.Mem.Vec)
+                v_lane1: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec, {empty}] = pl.tile.set_validshape(e_lane1, 0, 0)
+                pl.system.tfree_to_aic(y_lane1)
+                s_lane1: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec, {empty}] = pl.tile.add(e_lane1, w_lane1)
+                o2_lane1: pl.Tensor[[16, 128], pl.FP32] = o_lane1
+                r_lane1: pl.Tensor[[16, 128], pl.FP32] = pl.yield_(o_lane1)
+            return r_lane1
+    """, A2A3)
+    assert out == want, print_program(out)

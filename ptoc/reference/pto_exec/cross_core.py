@@ -98,11 +98,15 @@ class CrossCoreOps:
         _call(op, lambda: run[0].push(run[1], _IR[op.name], copy, part=lambda v, i: _part(v, split, i)))
 
     def tpop(self, op: Op) -> None:
-        m = re.fullmatch(r"\s*\{.*\}\s*->\s*(!pto\.tile_buf<.*>)\s*", op.rest)
+        m = re.fullmatch(r"\s*(?:\(\s*(%\S+?)\s*,\s*(%\S+?)\s*\)\s*)?\{.*\}\s*->\s*(!pto\.tile_buf<.*>)\s*",
+                         op.rest)
         if not m or len(op.results) != 1:
             raise PtoExecError(f"malformed {op.name}", op.line)
         split = _split(op)
-        ty = parse_tile_type(m.group(1), op.line)
+        ty = parse_tile_type(m.group(3), op.line)
+        if (m.group(1) is not None) != (ty["v_row"] == "?" and ty["v_col"] == "?"):
+            raise PtoExecError(f"{op.name}: valid row / column operands go with v_row=?, v_col=? and only then",
+                               op.line)
         dt = _np_type(ty["dtype"], op.line)
         rows, cols = int(ty["rows"]), int(ty["cols"])
         run = _run(op)
@@ -110,8 +114,12 @@ class CrossCoreOps:
         if (got.rows, got.cols) != (rows, cols) or got.dtype != dt:
             raise PtoExecError(f"{op.name}: the slot holds a {got.rows} x {got.cols} {got.dtype} tile, the pop "
                                f"reads a {rows} x {cols} {dt} one", op.line)
-        vr = got.vr if ty["v_row"] == "?" else int(ty["v_row"])
-        vc = got.vc if ty["v_col"] == "?" else int(ty["v_col"])
+        if m.group(1) is not None:  # the pop's own valid extents (a lane-1 replay's empty pop: zeros)
+            vr, vc = self.int_of(m.group(1), op.line), self.int_of(m.group(2), op.line)
+            self._check_valid(vr, vc, rows, cols, op.line)
+        else:
+            vr = got.vr if ty["v_row"] == "?" else int(ty["v_row"])
+            vc = got.vc if ty["v_col"] == "?" else int(ty["v_col"])
         self.env[op.results[0]] = Tile(op.results[0], ty["loc"], dt, rows, cols, vr, vc, int(ty["pad"]), got.arr)
 
     def tfree(self, op: Op) -> None:

@@ -29,6 +29,8 @@ class ReductionOps:
         a = ins[0]
         dst = self._dst(op)
         x = a.valid()
+        if a.vr == 0:
+            return  # no row: nothing to write (an empty tile's reduction does nothing)
         wt = np.float64 if _is_float(a.dtype) else np.int64
         x = x.astype(wt)
         r = _reduce(kind, x, axis=1, line=op.line)
@@ -39,6 +41,8 @@ class ReductionOps:
         ins = self._ins(op)
         a = ins[0]
         dst = self._dst(op)
+        if a.vc == 0:
+            return  # no column: nothing to write
         wt = np.float64 if _is_float(a.dtype) else np.int64
         x = a.valid().astype(wt)
         r = _reduce(kind, x, axis=0, line=op.line)
