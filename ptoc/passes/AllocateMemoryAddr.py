@@ -76,11 +76,12 @@ from ptoc.ir.nodes import (
     TileType,
     TupleType,
     Type,
+    UnaryOp,
     Var,
     WhileStmt,
 )
 from ptoc.analysis.flow import Flow, Site
-from ptoc.ir.visitor import Mutator
+from ptoc.ir.visitor import Mutator, rebuild_bodies
 from ptoc.passes.common import align_up, allocs, is_alloc, memref_bases
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
@@ -117,9 +118,13 @@ class AllocateMemoryAddr(Pass):
         env = self.types(program, ctx)
         new = {}
         for f in todo:
-            placed = _offsets_placement(f, env[f.name], arch)
+            placed = _offsets_placement(f, env[f.name], arch, reserved=False)
             if isinstance(placed, dict):
                 new[f.name] = _adopt(f, placed)
+                if _reserve_clash(f, env[f.name], placed, arch) is not None:
+                    # the slot ring this target builds is larger than the one the offsets leave room
+                    # for: keep the MemRefs' offsets within their buffers, and place the buffers anew
+                    new[f.name] = _drop_addrs(new[f.name])
         return replace(program, functions=tuple(new.get(f.name, f) for f in program.functions)) if new else program
 
     def run(self, program: Program, ctx) -> Program:
@@ -149,18 +154,21 @@ def _place(f: Function, env: dict[str, Type | None], arch) -> Function:
     flow = Flow(f)
     buffers = _buffers(f, flow, arch)
     _lifetimes(flow, env, buffers)
+    reserved = reserved_buffers(f, arch)
+    floor = reserved_end_by_space(f, arch)
     by_space: dict[str, list[_Buffer]] = {}
     for b in sorted(buffers.values(), key=lambda b: b.start):
         by_space.setdefault(b.space, []).append(b)
     diags: list[Diagnostic] = []
     for space, bs in by_space.items():
-        _first_fit(bs, arch)
+        _first_fit(bs, arch, floor.get(space, 0))
         d = _over_capacity(space, bs, arch)
         if d is not None:
             diags.append(d)
     if diags:
         raise CompileError(sorted_diagnostics(diags))
-    return replace(f, body=tuple(_with_addr(s, buffers) for s in f.body))
+    bases = {id(r.stmt): r.base for r in reserved}
+    return replace(f, body=tuple(_with_addr(s, buffers, bases) for s in f.body))
 
 
 def _buffers(f: Function, flow: Flow, arch) -> dict[str, _Buffer]:
@@ -228,8 +236,10 @@ def _memrefs(t: Type | None) -> list[MemRef]:
     return []
 
 
-def _offsets_placement(f: Function, env: dict[str, Type | None], arch) -> dict[str, int] | str:
-    """Rule 5: alloc name -> the address its MemRef offsets give, or why they do not place the buffers."""
+def _offsets_placement(f: Function, env: dict[str, Type | None], arch,
+                       reserved: bool = True) -> dict[str, int] | str:
+    """Rule 5: alloc name -> the address its MemRef offsets give, or why they do not place the buffers
+    (`reserved`: also when a buffer overlaps a slot buffer)."""
     flow = Flow(f)
     try:
         buffers = _buffers(f, flow, arch)
@@ -259,7 +269,41 @@ def _offsets_placement(f: Function, env: dict[str, Type | None], arch) -> dict[s
     for space in sorted({b.space for b in bs}):
         if _over_capacity(space, [b for b in bs if b.space == space], arch) is not None:
             return f"the offsets exceed the capacity of {space}"
-    return {b.name: b.addr for b in bs}
+    placed = {b.name: b.addr for b in bs}
+    clash = _reserve_clash(f, env, placed, arch) if reserved else None
+    return clash if clash is not None else placed
+
+
+def _reserve_clash(f: Function, env: dict[str, Type | None], placed: dict[str, int], arch) -> str | None:
+    """Why buffers placed at `placed` overlap a slot buffer of `f` (rule 6), or None."""
+    reserved = reserved_buffers(f, arch)
+    if not reserved:
+        return None
+    for s in allocs(f.body):
+        call: Call = s.value  # type: ignore[assignment]
+        space_e = call.args[0] if call.args else call.kwarg("memory")
+        size_e = call.args[1] if len(call.args) > 1 else call.kwarg("size")
+        space = space_e.member if isinstance(space_e, EnumLit) else "Vec"
+        lo = placed.get(s.target.name)
+        if lo is None or not isinstance(size_e, ConstInt):
+            continue
+        for r in reserved:
+            if r.space == space and lo < r.base + r.size and r.base < lo + size_e.value:
+                return (f"{s.target.name} at {lo} overlaps the slot buffer at {r.base} "
+                        f"({r.size} bytes in {space})")
+    return None
+
+
+def _drop_addrs(f: Function) -> Function:
+    """`f` with no `addr=` on its allocs (the planner places them)."""
+
+    def strip(s: Stmt) -> Stmt:
+        if is_alloc(s):
+            call: Call = s.value  # type: ignore[union-attr, assignment]
+            return replace(s, value=replace(call, kwargs=tuple((k, v) for k, v in call.kwargs if k != "addr")))
+        return rebuild_bodies(s, lambda b: tuple(strip(x) for x in b))
+
+    return replace(f, body=tuple(strip(s) for s in f.body))
 
 
 def placed_by_offsets(f: Function, cache=None) -> bool:
@@ -305,15 +349,16 @@ def _adopt(f: Function, addrs: dict[str, int]) -> Function:
     return _Rebase(addrs).mutate(f)
 
 
-def _first_fit(bs: list[_Buffer], arch) -> None:
-    """Give each buffer of one space (in start order) the lowest aligned address free for its lifetime."""
+def _first_fit(bs: list[_Buffer], arch, floor: int = 0) -> None:
+    """Give each buffer of one space (in start order) the lowest aligned address from `floor` (the end of
+    the space's slot buffers) free for its lifetime."""
     placed: list[_Buffer] = []
     for b in bs:
         # buffers come in start order: one that ends before this one starts is free for every later one
         # too, so it leaves `placed` for good (first fit over the live buffers only, not all so far)
         placed = [p for p in placed if p.end >= b.start]
         busy = sorted((p.addr, p.addr + p.size) for p in placed)
-        addr = 0
+        addr = floor
         for lo, hi in busy:
             if addr + b.size <= lo:
                 break
@@ -341,16 +386,92 @@ def _over_capacity(space: str, bs: list[_Buffer], arch) -> Diagnostic | None:
                      p.span) for p in live))
 
 
-def _with_addr(s: Stmt, buffers: dict[str, _Buffer]) -> Stmt:
-    """`s` with addr= on every pl.tile.alloc it holds."""
+def _with_addr(s: Stmt, buffers: dict[str, _Buffer], bases: dict[int, int]) -> Stmt:
+    """`s` with addr= on every pl.tile.alloc it holds and base= on every slot buffer (`bases`, by the id of
+    its statement)."""
     if is_alloc(s) and s.target.name in buffers:  # type: ignore[union-attr]
         call: Call = s.value  # type: ignore[union-attr, assignment]
         kwargs = tuple((k, v) for k, v in call.kwargs if k != "addr")
         kwargs += (("addr", ConstInt(buffers[s.target.name].addr, INDEX)),)  # type: ignore[union-attr]
         return replace(s, value=replace(call, kwargs=kwargs))
+    if id(s) in bases:
+        call = s.value  # type: ignore[union-attr, assignment]
+        base = ConstInt(bases[id(s)], INDEX, span=call.span)
+        kwargs = tuple((k, base if k == "base" else v) for k, v in call.kwargs)
+        if call.kwarg("base") is None:
+            kwargs += (("base", base),)
+        return replace(s, value=replace(call, kwargs=kwargs))
     if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
-        return replace(s, body=tuple(_with_addr(x, buffers) for x in s.body))
+        return replace(s, body=tuple(_with_addr(x, buffers, bases) for x in s.body))
     if isinstance(s, IfStmt):
-        return replace(s, then_body=tuple(_with_addr(x, buffers) for x in s.then_body),
-                       else_body=tuple(_with_addr(x, buffers) for x in s.else_body))
+        return replace(s, then_body=tuple(_with_addr(x, buffers, bases) for x in s.then_body),
+                       else_body=tuple(_with_addr(x, buffers, bases) for x in s.else_body))
     return s
+
+# --------------------------------------------------------------------------------------------------
+# Cross-core slot buffers (`pl.system.reserve_buffer`)
+# --------------------------------------------------------------------------------------------------
+
+RESERVE_SPACE = {"AIC": "Mat", "AIV": "Vec", "InCore": "Vec"}  # the consumer's memory of the pipe
+
+
+@dataclass
+class Reserved:
+    """One `reserve_buffer` of a kernel: where it sits in its space and how many bytes it holds there."""
+
+    stmt: Stmt
+    space: str
+    base: int
+    size: int  # the bytes the ring really takes (PTOAS's 8 slots, at least the IR's size=), aligned
+
+
+def _reserve_calls(body: tuple[Stmt, ...]):
+    for s in body:
+        if isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.kind == "op" \
+                and s.value.op in ("system.reserve_buffer", "reserve_buffer"):
+            yield s
+        elif isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
+            yield from _reserve_calls(s.body)
+        elif isinstance(s, IfStmt):
+            yield from _reserve_calls(s.then_body)
+            yield from _reserve_calls(s.else_body)
+
+
+def reserved_buffers(f: Function, arch) -> list[Reserved]:
+    """The slot buffers of kernel `f`, placed as PyPTO places them: in the pipe consumer's space (Mat in
+    an AIC kernel, Vec otherwise), a `base=` of 0 or more where written, the others one after another
+    from address 0 (each after the end of every earlier one). A ring takes `slot_size * 8` bytes when that
+    is more than its `size=` (the toolchain's PTOAS always builds 8 slots)."""
+    from ptoc.codegen.cross_core import PTOAS_SLOTS, pipe_slot_size
+
+    out: list[Reserved] = []
+    space = RESERVE_SPACE.get(f.func_type or "", "Vec")
+    nxt = 0
+    for s in _reserve_calls(f.body):
+        call: Call = s.value  # type: ignore[assignment]
+        size_e, base_e = call.kwarg("size"), call.kwarg("base")
+        if not isinstance(size_e, ConstInt) or size_e.value <= 0:
+            continue  # the .pto writer reports it
+        base = _const(base_e)
+        size = align_up(max(size_e.value, PTOAS_SLOTS * pipe_slot_size(f)), arch.alignment_bytes)
+        if base is None or base < 0:
+            base = nxt
+        out.append(Reserved(s, space, base, size))
+        nxt = max(nxt, base + size)
+    return out
+
+
+def reserved_end_by_space(f: Function, arch) -> dict[str, int]:
+    """Where a space's tiles start: after the end of every slot buffer in it."""
+    out: dict[str, int] = {}
+    for r in reserved_buffers(f, arch):
+        out[r.space] = max(out.get(r.space, 0), r.base + r.size)
+    return out
+
+
+def _const(e) -> int | None:
+    if isinstance(e, ConstInt):
+        return e.value
+    if isinstance(e, UnaryOp) and e.op == "-" and isinstance(e.operand, ConstInt):
+        return -e.operand.value
+    return None
