@@ -73,6 +73,7 @@ from ptoc.ir.nodes import (
     Program,
     ScopeStmt,
     Stmt,
+    StrLit,
     TileType,
     TupleType,
     Type,
@@ -164,7 +165,11 @@ def _place(f: Function, env: dict[str, Type | None], arch) -> Function:
         _first_fit(bs, arch, floor.get(space, 0))
         d = _over_capacity(space, bs, arch)
         if d is not None:
-            diags.append(d)
+            diags.append(_ring_overflow(space, bs, reserved, arch) if floor.get(space) else d)
+    for space in sorted(set(floor) - set(by_space)):
+        cap = arch.capacity(space)
+        if cap is not None and floor[space] > cap:
+            diags.append(_ring_overflow(space, [], reserved, arch))
     if diags:
         raise CompileError(sorted_diagnostics(diags))
     bases = {id(r.stmt): r.base for r in reserved}
@@ -384,6 +389,22 @@ def _over_capacity(space: str, bs: list[_Buffer], arch) -> Diagnostic | None:
         "processed in a loop, or finish using a tile before the next one is created",
         notes=tuple((f"{', '.join(p.tiles) or p.name} ({p.name}): {p.size} bytes at offset {p.addr}",
                      p.span) for p in live))
+
+
+def _ring_overflow(space: str, bs: list[_Buffer], reserved: list[Reserved], arch) -> Diagnostic:
+    """PTOC-E0620: the slot buffers of `space` and the tiles placed after them pass its capacity."""
+    ring = next(r for r in reserved if r.space == space)
+    cap = arch.capacity(space) or 0
+    peak = max([b.addr + b.size for b in bs] + [r.base + r.size for r in reserved if r.space == space])
+    name = ring.stmt.value.kwarg("name")  # type: ignore[union-attr]
+    label = repr(name.value) if isinstance(name, StrLit) else ring.stmt.target.name  # type: ignore[union-attr]
+    return Diagnostic(
+        "PTOC-E0620", f"the cross-core slot buffer {label} ({ring.size} bytes at {ring.base} in {space}) "
+        f"does not fit beside the kernel's {space} tiles ({peak} bytes of {cap})", ring.stmt.span,
+        hint="make the tiles crossing between the cores smaller (fewer bytes per slot), or the "
+             "kernel's own tiles smaller",
+        notes=tuple((f"{', '.join(b.tiles) or b.name} ({b.name}): {b.size} bytes at offset {b.addr}", b.span)
+                    for b in bs))
 
 
 def _with_addr(s: Stmt, buffers: dict[str, _Buffer], bases: dict[int, int]) -> Stmt:
