@@ -51,6 +51,15 @@ Rules
    re-plan it. Every offset 0 (InitMemRef's output, ptoc's or PyPTO's) is not taken as a placement: the
    planner runs.
 
+6. Slot buffers (`pl.system.reserve_buffer`, the consumer's end of a cross-core pipe), as PyPTO places
+   them: in the consumer's space (Mat in an AIC kernel, else Vec), at their `base=` when it is 0 or more,
+   the others one after another from 0; each takes the bytes of the ring the toolchain's PTOAS builds,
+   `slot_size * 8`, or its `size=` when larger (aligned). The pass writes each base into the IR (`base=`)
+   and places that space's buffers from the end of the last ring; a ring and tiles that pass the capacity
+   are PTOC-E0620. A PyPTO placement (rule 5) whose buffers overlap such a ring (PyPTO's ring is only the
+   IR's `size=`) is not adopted: the MemRef offsets are made relative to their buffers and the buffers
+   placed anew.
+
 Not done: hand-placed and planned buffers mixed in one kernel (all are re-placed); branch-aware
 lifetimes (a buffer read in either branch of an if is live over both).
 """

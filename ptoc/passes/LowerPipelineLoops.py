@@ -28,16 +28,21 @@ Rules (PyPTO's LowerPipelineLoops; its tests in tests/ut/ir/transforms/test_lowe
   clone's `pl.yield_` ends the main loop. With a leftover, the main loop's results are renamed
   `<r>_main` and seed the tail; a static tail ends with `r = <value>` for each result, the dynamic
   chain's ifs yield `r` (inner levels `<r>_rem<k>`), the innermost else passing `<r>_main` through.
-- Nested pipelines are lowered innermost first. Every kernel with a pipeline is then simplified as
-  the Simplify pass would (`ptoc.analysis.simplify`): the copies make conditions and index arithmetic
-  decidable that were not before.
+- Nested pipelines are lowered innermost first. Nothing is simplified here: a copy's `if i + 64 == 0:`
+  stays as written until the final Simplify (PyPTO's order).
+- Pipeline membership: every tile definition by an op in a copy gets `attrs={"pipeline_membership":
+  "g:s"}` appended (`;`-separated after a pair it has already), g the replicated region (one per main
+  loop and per tail or remainder branch, numbered per function in the order PyPTO builds them: inner
+  pipelines first, a main loop before its tail, the remainder chain from its deepest branch up), s the
+  copy within it. A matmul's accumulator (a `tile.matmul*` result in Acc) gets none: the cube finishes
+  one before it starts the next. MemoryReuse reads the tags (keeping copies' buffers apart) and drops them.
 - The step and the stage must be integer constants (PTOC-E0650).
 
-Where ptoc differs from PyPTO: PyPTO marks the clones' tile definitions with pipeline-stage attributes
-so that its MemoryReuse keeps the clones' buffers apart where they fit; ptoc marks nothing, and its
-MemoryReuse may let clones' tiles whose lifetimes do not overlap share a buffer (the loads, which
-CanonicalizeIOOrder puts ahead of the clones' computations, stay apart). PyPTO's LowerPipelineToSlots (one body over N-slot buffers, only with
-PTOAS planning memory) is not in ptoc: it always replicates.
+Where ptoc differs from PyPTO: PyPTO's LowerPipelineToSlots (one body over N-slot buffers, only with
+PTOAS planning memory) is not in ptoc: it always replicates; PyPTO's double-buffered-accumulator loops
+(`pipeline_double_buffer_c`, whose accumulators are tagged too) are not made by ptoc's AutoTileMatmulL0.
+A tail copy's constant index arithmetic (`896 // 16`) is folded as it is copied (PyPTO's parser folds
+it when its dump is read back).
 """
 
 from __future__ import annotations

@@ -58,15 +58,28 @@ Rules
    survivor (the largest, earliest) keeps its alloc.
 7. Rewrite: every MemRef naming a merged buffer names its survivor (offset and size kept), the merged
    allocs are removed, and so is an alloc no tile names any more (MaterializeSemanticAliases may leave
-   one); the alloc order is kept.
+   one); the alloc order is kept. The `pipeline_membership` tags are dropped (in every function).
+8. Pipeline stages (PyPTO's capacity-gated guard): a buffer's membership is that of the first of its
+   tiles whose defining op carries `attrs={"pipeline_membership": "g:s;..."}` (LowerPipelineLoops). For
+   each (space, region g) the slot is its largest tagged buffer and the depth D = min(number of copies,
+   capacity // slot), at least 1. Two buffers sharing a region whose copies' ordinals (the copies in
+   increasing order, 0, 1, ...) differ modulo D stay apart. After packing a space, while its buffers laid
+   one after another (each its survivor's size, aligned, from the end of the space's slot buffers) pass
+   its capacity, the region with the largest slot (ties: the lowest g) loses one of depth and the space
+   is packed again (at most 256 times); when no region has depth left the space is packed by the plain
+   rule: two copies of a region stay apart only outside L0 (Left, Right, Acc, Bias, scales) and when one
+   is a `tile.load` / `tile.read`.
 
 Where this pass deliberately differs from PyPTO
 ----------------------------------------------
 - A tile moved onto a larger survivor keeps its own MemRef size (PyPTO writes the survivor's size into
   the tile that joins); the alloc carries the buffer's size either way.
-- No pipeline-stage separation (LowerPipelineLoops's body copies are not tagged with their stage) and
-  no Ascend910B load + tpop in-place guard; loop and if values already share one buffer from InitMemRef
+- No Ascend910B load + tpop in-place guard; loop and if values already share one buffer from InitMemRef
   and MaterializeSemanticAliases, so no `tile.move` is inserted at a yield afterwards.
+- Rule 8 reports nothing when a region gets less depth than it asked for (PyPTO's PH-MR-001 hint and
+  its fallback warning). The property `coalesced` of this pass's own output remembers the pairs rule 8
+  kept apart (the tags are gone); a dump printed after this pass and read back has lost them, so the
+  pass, run again on it, may merge pipeline copies (still correct, no longer double-buffered).
 """
 
 from __future__ import annotations
