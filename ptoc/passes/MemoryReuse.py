@@ -127,9 +127,15 @@ class MemoryReuse(Pass):
     # the pipeline runs this pass on it instead of skipping it
     produces = frozenset({"memrefs", "coalesced"})
 
+    def adopt(self, program: Program, ctx) -> Program:
+        """Skipped (the input is coalesced already): the pipeline membership tags are dropped all the same."""
+        new = {f.name: _Rebind({}, set()).function(f) for f in program.functions if _has_membership(f, self.cache)}
+        return replace(program, functions=tuple(new.get(f.name, f) for f in program.functions)) if new else program
+
     def run(self, program: Program, ctx) -> Program:
         todo = [f for f in program.functions if f.func_type in TILE_FUNCTION_TYPES and _unplaced(f)]
-        tagged = [f for f in program.functions if f not in todo and _has_membership(f, self.cache)]
+        planned = {id(f) for f in todo}
+        tagged = [f for f in program.functions if id(f) not in planned and _has_membership(f, self.cache)]
         if not todo and not tagged:
             return program
         env = self.types(program, ctx) if todo else {}

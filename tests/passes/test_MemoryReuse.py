@@ -411,3 +411,16 @@ def test_double_buffered_l0_operands_as_pypto_plans_them():
     lo, hi = names.index("LowerPipelineLoops"), names.index("MemoryReuse")
     rest = available_pipeline()[lo + 1:hi + 1]
     assert _allocs_by_space(run_pipeline(again, CTX, passes=rest)) == {"Left": 2, "Right": 2, "Acc": 1}
+
+
+def test_a_coalesced_input_skips_the_pass_and_still_loses_its_tags():
+    # one buffer only: nothing to merge (the input has `coalesced`), the pipeline skips the pass and its
+    # adopt step drops the tags as the pass would
+    from ptoc.passes.manager import input_properties
+
+    text = copies(alloc("mem_vec_3"), "mem_vec_3", "mem_vec_3", "mem_vec_3", "mem_vec_3")
+    prog = parse_program(text, "in.ir", ctx=CTX)
+    assert "pipeline_membership" in print_program(prog)
+    assert {"memrefs", "coalesced"} <= input_properties(prog, CTX)
+    out = MemoryReuse().adopt(prog, CTX)
+    assert_same(out, copies(alloc("mem_vec_3"), "mem_vec_3", "mem_vec_3", "mem_vec_3", "mem_vec_3", tags=False))
