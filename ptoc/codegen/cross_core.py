@@ -37,9 +37,9 @@ from __future__ import annotations
 from ptoc.diagnostics import CompileError, Diagnostic, Span
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import Call, ConstInt, StrLit, TileType, Var
+from ptoc.analysis.pipeline_stages import PTOAS_SLOTS, pipe_slot_size
 from ptoc.codegen.pto_forms import _Handle, _Scalar, _int, element_type, unsupported
 
-PTOAS_SLOTS = 8
 GM_PIPE_PARAM = "__gm_pipe_buffer"
 PUSH_OPS = ("tile.tpush_to_aiv", "tile.tpush_to_aic")
 POP_OPS = ("tile.tpop_from_aic", "tile.tpop_from_aiv")
@@ -58,16 +58,6 @@ def cross_core_op(op: str) -> str | None:
 
     full = [n for n in SHORT.get(op, {}).values() if n in CROSS_CORE_OPS]
     return full[0] if full else None
-
-
-def pipe_slot_size(fn) -> int:
-    """The slot size of `fn`'s pipe initialisation (0 when it sets up no pipe)."""
-    from ptoc.ir.visitor import walk
-
-    for n in walk(fn):
-        if isinstance(n, Call) and n.kind == "op" and n.op.endswith(("aic_initialize_pipe", "aiv_initialize_pipe")):
-            return _kw_int(n, "slot_size", 0) or 0
-    return 0
 
 
 def gm_pipe_buffer_bytes(fn) -> int:

@@ -86,11 +86,11 @@ from ptoc.ir.nodes import (
     TileType,
     TupleType,
     Type,
-    UnaryOp,
     Var,
     WhileStmt,
 )
 from ptoc.analysis.flow import Flow, Site
+from ptoc.analysis.pipeline_stages import Reserved, reserved_buffers, reserved_end_by_space
 from ptoc.ir.visitor import Mutator, rebuild_bodies
 from ptoc.passes.common import align_up, allocs, is_alloc, memref_bases
 from ptoc.passes.manager import Pass
@@ -437,71 +437,3 @@ def _with_addr(s: Stmt, buffers: dict[str, _Buffer], bases: dict[int, int]) -> S
         return replace(s, then_body=tuple(_with_addr(x, buffers, bases) for x in s.then_body),
                        else_body=tuple(_with_addr(x, buffers, bases) for x in s.else_body))
     return s
-
-# --------------------------------------------------------------------------------------------------
-# Cross-core slot buffers (`pl.system.reserve_buffer`)
-# --------------------------------------------------------------------------------------------------
-
-RESERVE_SPACE = {"AIC": "Mat", "AIV": "Vec", "InCore": "Vec"}  # the consumer's memory of the pipe
-
-
-@dataclass
-class Reserved:
-    """One `reserve_buffer` of a kernel: where it sits in its space and how many bytes it holds there."""
-
-    stmt: Stmt
-    space: str
-    base: int
-    size: int  # the bytes the ring really takes (PTOAS's 8 slots, at least the IR's size=), aligned
-
-
-def _reserve_calls(body: tuple[Stmt, ...]):
-    for s in body:
-        if isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.kind == "op" \
-                and s.value.op in ("system.reserve_buffer", "reserve_buffer"):
-            yield s
-        elif isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
-            yield from _reserve_calls(s.body)
-        elif isinstance(s, IfStmt):
-            yield from _reserve_calls(s.then_body)
-            yield from _reserve_calls(s.else_body)
-
-
-def reserved_buffers(f: Function, arch) -> list[Reserved]:
-    """The slot buffers of kernel `f`, placed as PyPTO places them: in the pipe consumer's space (Mat in
-    an AIC kernel, Vec otherwise), a `base=` of 0 or more where written, the others one after another
-    from address 0 (each after the end of every earlier one). A ring takes `slot_size * 8` bytes when that
-    is more than its `size=` (the toolchain's PTOAS always builds 8 slots)."""
-    from ptoc.codegen.cross_core import PTOAS_SLOTS, pipe_slot_size
-
-    out: list[Reserved] = []
-    space = RESERVE_SPACE.get(f.func_type or "", "Vec")
-    nxt = 0
-    for s in _reserve_calls(f.body):
-        call: Call = s.value  # type: ignore[assignment]
-        size_e, base_e = call.kwarg("size"), call.kwarg("base")
-        if not isinstance(size_e, ConstInt) or size_e.value <= 0:
-            continue  # the .pto writer reports it
-        base = _const(base_e)
-        size = align_up(max(size_e.value, PTOAS_SLOTS * pipe_slot_size(f)), arch.alignment_bytes)
-        if base is None or base < 0:
-            base = nxt
-        out.append(Reserved(s, space, base, size))
-        nxt = max(nxt, base + size)
-    return out
-
-
-def reserved_end_by_space(f: Function, arch) -> dict[str, int]:
-    """Where a space's tiles start: after the end of every slot buffer in it."""
-    out: dict[str, int] = {}
-    for r in reserved_buffers(f, arch):
-        out[r.space] = max(out.get(r.space, 0), r.base + r.size)
-    return out
-
-
-def _const(e) -> int | None:
-    if isinstance(e, ConstInt):
-        return e.value
-    if isinstance(e, UnaryOp) and e.op == "-" and isinstance(e.operand, ConstInt):
-        return -e.operand.value
-    return None

@@ -50,6 +50,7 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
+from ptoc.analysis.pipeline_stages import with_membership
 from ptoc.analysis.simplify import fold_constants
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir.dtypes import INDEX
@@ -59,7 +60,6 @@ from ptoc.ir.nodes import (
     BinOp,
     Call,
     ConstInt,
-    DictExpr,
     Expr,
     ForStmt,
     IfStmt,
@@ -67,7 +67,6 @@ from ptoc.ir.nodes import (
     ScalarType,
     ScopeStmt,
     Stmt,
-    StrLit,
     TileType,
     Var,
     WhileStmt,
@@ -165,55 +164,6 @@ def _bound(body: tuple[Stmt, ...]) -> list[str]:
     return out
 
 
-MEMBERSHIP = "pipeline_membership"
-
-
-def membership_pairs(call: Call) -> list[tuple[int, int]]:
-    """The `(group, stage)` pairs of a call's `attrs={'pipeline_membership': 'g:s;g:s'}`; a malformed
-    pair is skipped (the attribute may come from hand-written text)."""
-    attrs = call.kwarg("attrs")
-    if not isinstance(attrs, DictExpr):
-        return []
-    packed = next((v.value for k, v in attrs.items
-                   if isinstance(k, StrLit) and k.value == MEMBERSHIP and isinstance(v, StrLit)), "")
-    out = []
-    for tok in packed.split(";"):
-        m = re.fullmatch(r"\s*(-?\d+):(-?\d+)\s*", tok)
-        if m:
-            out.append((int(m.group(1)), int(m.group(2))))
-    return out
-
-
-def without_membership(call: Call) -> Call:
-    """`call` without its pipeline membership (and without an `attrs=` left empty)."""
-    attrs = call.kwarg("attrs")
-    if not isinstance(attrs, DictExpr):
-        return call
-    items = tuple((k, v) for k, v in attrs.items if not (isinstance(k, StrLit) and k.value == MEMBERSHIP))
-    if len(items) == len(attrs.items):
-        return call
-    kwargs = tuple((k, v) for k, v in call.kwargs if k != "attrs")
-    if items:
-        kwargs += (("attrs", replace(attrs, items=items)),)
-    return replace(call, kwargs=kwargs)
-
-
-def _with_membership(call: Call, group: int, stage: int) -> Call:
-    """`call` with `group:stage` appended to its pipeline membership (an inner pipeline's pair stays)."""
-    attrs = call.kwarg("attrs")
-    pair = f"{group}:{stage}"
-    items: list = list(attrs.items) if isinstance(attrs, DictExpr) else []
-    for i, (k, v) in enumerate(items):
-        if isinstance(k, StrLit) and k.value == MEMBERSHIP and isinstance(v, StrLit):
-            items[i] = (k, replace(v, value=f"{v.value};{pair}" if v.value else pair))
-            break
-    else:
-        items.append((StrLit(MEMBERSHIP, span=call.span), StrLit(pair, span=call.span)))
-    span = attrs.span if isinstance(attrs, DictExpr) else call.span
-    kwargs = tuple((k, v) for k, v in call.kwargs if k != "attrs") + (("attrs", DictExpr(tuple(items), span=span)),)
-    return replace(call, kwargs=kwargs)
-
-
 def _is_cube_accumulator(op: str, t: TileType) -> bool:
     """A matmul's accumulator: written by the one cube unit, which finishes one MAD before the next, so the
     accumulators of two stages are never live together and get no membership."""
@@ -238,7 +188,7 @@ class _Lowering:
             if isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.kind == "op":
                 t = s.annotation if isinstance(s.annotation, TileType) else self.types.get(s.target.name)
                 if isinstance(t, TileType) and not _is_cube_accumulator(s.value.op, t):
-                    s = replace(s, value=_with_membership(s.value, group, stage))
+                    s = replace(s, value=with_membership(s.value, group, stage))
             out.append(rebuild_bodies(s, lambda b: tuple(self.tag(b, group, stage))))
         return out
 

@@ -87,6 +87,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field, replace
 
+from ptoc.analysis.pipeline_stages import membership_pairs, reserved_end_by_space, without_membership
 from ptoc.ir.nodes import (
     AssignStmt,
     Call,
@@ -112,7 +113,6 @@ from ptoc.ir.nodes import (
 from ptoc.ir.visitor import Mutator, walk
 from ptoc.passes.common import align_up, allocs, forbidden_operands, is_alloc, memref_bases, resolve_op
 from ptoc.passes.manager import Pass
-from ptoc.passes.LowerPipelineLoops import membership_pairs, without_membership
 from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target.arch import get_arch
 
@@ -542,8 +542,6 @@ class _Stages:
             self.ordinal[key] = {st: i for i, st in enumerate(sorted(seen[key]))}
         self.floor: dict[str, int] = {}
         if self.members and arch is not None and f.func_type in KERNEL_TYPES:
-            from ptoc.passes.AllocateMemoryAddr import reserved_end_by_space
-
             self.floor = reserved_end_by_space(f, arch)
 
     def _cap(self, space: str) -> int:

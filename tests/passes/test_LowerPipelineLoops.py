@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 
+from ptoc.analysis.pipeline_stages import membership_pairs
 from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError
 from ptoc.frontend.parser import parse_program
@@ -307,7 +308,7 @@ def memberships(program) -> dict[str, str]:
     out = {}
     for n in walk(program):
         if isinstance(n, AssignStmt) and isinstance(n.value, Call):
-            pairs = lpl.membership_pairs(n.value)
+            pairs = membership_pairs(n.value)
             if pairs:
                 out[n.target.name] = ";".join(f"{g}:{s}" for g, s in pairs)
     return out
