@@ -106,3 +106,60 @@ def test_diff_table_on_vector_add():
     assert r.returncode == 0, r.stderr
     row = [ln for ln in r.stdout.splitlines() if "vector_add.ir" in ln]
     assert len(row) == 1 and "both accept" in row[0], r.stdout
+
+
+PIPELINE_EXAMPLES = ["matmul_l0_tiled", "linear_relu_split", "linear_relu_auto_split"]
+
+
+@pytest.fixture(scope="module")
+def pypto_runs(tmp_path_factory):
+    """PyPTO's dumps of the examples with pipelines or cross-core slot buffers (one compile each)."""
+    d = _diff_module()
+    runs = {}
+    for name in PIPELINE_EXAMPLES:
+        out = tmp_path_factory.mktemp(name)
+        ok, _, err = d.pypto_compile(PYPTO, ROOT / "examples" / f"{name}.ir", out)
+        assert ok, err
+        runs[name] = (d.pypto_dumps(out), out)
+    return runs
+
+
+@pytest.mark.parametrize("name", PIPELINE_EXAMPLES)
+def test_pipeline_and_memory_passes_print_what_pypto_prints(name, pypto_runs):
+    """After every shared pass (LowerPipelineLoops's membership tags and kept `if`, CanonicalizeIOOrder,
+    MemoryReuse dropping the tags and keeping pipeline copies apart, AllocateMemoryAddr's slot buffer
+    base, the final Simplify folding the copies' first-iteration tests) the normalised dumps are equal."""
+    d = _diff_module()
+    theirs, _ = pypto_runs[name]
+    ours, err = d.ptoc_dumps(ROOT / "examples" / f"{name}.ir")
+    assert err is None, err
+    shared = [p for p in ours if p and p in theirs]
+    assert {"LowerPipelineLoops", "MemoryReuse", "AllocateMemoryAddr", "Simplify#2"} <= set(shared)
+    differ = [p for p in shared if d.normalise_ir(ours[p]) != d.normalise_ir(theirs[p])]
+    assert differ == []
+
+
+def test_pyptos_membership_tags_read_back_plan_its_l0_buffers(pypto_runs):
+    """ptoc reads PyPTO's dump after LowerPipelineLoops (with its tags) and, running the passes after it up
+    to MemoryReuse, keeps as many L0 buffers as PyPTO's MemoryReuse does."""
+    import re
+
+    from ptoc.context import CompileContext
+    from ptoc.frontend.parser import parse_program
+    from ptoc.ir.printer import print_program
+    from ptoc.passes.manager import PIPELINE, available_pipeline, run_pipeline
+
+    _, out = pypto_runs["matmul_l0_tiled"]
+    (after_lpl,) = out.glob("**/passes_dump/*_after_LowerPipelineLoops.py")
+    (after_mr,) = out.glob("**/passes_dump/*_after_MemoryReuse.py")
+    ctx = CompileContext(arch="a2a3")
+    prog = parse_program(after_lpl.read_text(), after_lpl.name, ctx=ctx)
+    names = [n for _, n in PIPELINE]
+    rest = available_pipeline()[names.index("LowerPipelineLoops") + 1:names.index("MemoryReuse") + 1]
+    ours = print_program(run_pipeline(prog, ctx, passes=rest))
+
+    def allocs(text: str) -> dict[str, int]:
+        return {s: len(re.findall(rf"pl\.tile\.alloc\(pl\.Mem\.{s},", text)) for s in ("Left", "Right", "Acc")}
+
+    assert allocs(ours) == allocs(after_mr.read_text()) == {"Left": 2, "Right": 2, "Acc": 1}
+    assert "pipeline_membership" not in ours

@@ -1,5 +1,5 @@
 """Constant propagation and integer folding, as PyPTO's Simplify pass does (the pass is
-`ptoc.passes.Simplify`; LowerPipelineLoops also simplifies the bodies it copies).
+`ptoc.passes.Simplify`).
 
 Programs name their sizes: `CHUNK: pl.Scalar[pl.INDEX] = 512` and then `[CHUNK, 64]` in shapes, offsets
 and loop bounds. Later passes need those as numbers (a tile's shape must be static), so this pass, right

@@ -14,8 +14,9 @@ Spelling (PTOAS's pipe ops; checked with the PTOAS release in the toolchain):
 
 - The consumer of a direction reserves its local slot buffer (Vec for cube -> vector, Mat for vector ->
   cube); the producer imports it by name. At --pto-level level3 the buffer gets an explicit `base`: the
-  top of the consumer memory (its capacity minus the size), so it never overlaps the tiles that
-  AllocateMemoryAddr places from address 0 upwards; a kernel whose tiles reach into it is PTOC-E0620.
+  IR's `base=` when it is 0 or more (AllocateMemoryAddr writes it, as PyPTO does, at the bottom of the
+  consumer memory, and places the kernel's tiles after the ring), else the top of the consumer memory
+  (its capacity minus the size); a kernel whose tiles reach into it is PTOC-E0620.
   At level2 PTOAS places it (`auto = true`).
 - `slot_num` is not written: the toolchain's PTOAS does not take the attribute and always builds a ring of
   8 slots (`TPipe<..., 8, 8>`), so the `.pto` reserves `slot_size * 8` bytes (at least the IR's `size=`)
@@ -38,9 +39,9 @@ from ptoc.diagnostics import CompileError, Diagnostic, Span
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import Call, ConstInt, StrLit, TileType, Var
 from ptoc.ir.types import is_empty_tile
+from ptoc.analysis.pipeline_stages import PTOAS_SLOTS, pipe_slot_size
 from ptoc.codegen.pto_forms import _Handle, _Scalar, _int, element_type, unsupported
 
-PTOAS_SLOTS = 8
 GM_PIPE_PARAM = "__gm_pipe_buffer"
 PUSH_OPS = ("tile.tpush_to_aiv", "tile.tpush_to_aic")
 POP_OPS = ("tile.tpop_from_aic", "tile.tpop_from_aiv")
@@ -59,16 +60,6 @@ def cross_core_op(op: str) -> str | None:
 
     full = [n for n in SHORT.get(op, {}).values() if n in CROSS_CORE_OPS]
     return full[0] if full else None
-
-
-def pipe_slot_size(fn) -> int:
-    """The slot size of `fn`'s pipe initialisation (0 when it sets up no pipe)."""
-    from ptoc.ir.visitor import walk
-
-    for n in walk(fn):
-        if isinstance(n, Call) and n.kind == "op" and n.op.endswith(("aic_initialize_pipe", "aiv_initialize_pipe")):
-            return _kw_int(n, "slot_size", 0) or 0
-    return 0
 
 
 def gm_pipe_buffer_bytes(fn) -> int:
@@ -116,12 +107,23 @@ class CrossCoreEmitter:
             from ptoc.target.arch import get_arch
 
             cap = get_arch(self.arch).capacity(mem) or 0
-            base = cap - size
-            used = max((a + self.alloc_sizes.get(b, 0) for b, (m, a) in self.allocs.items()
-                        if m == mem and a is not None), default=0)
-            if base < used:
+            given = c.kwarg("base")
+            if isinstance(given, ConstInt) and given.value >= 0:
+                # AllocateMemoryAddr placed it (and the kernel's tiles after it): no tile may overlap it
+                base, where = given.value, f"at {given.value} in {mem}"
+                clash = any(m == mem and a is not None and a < base + size and base < a + self.alloc_sizes.get(b, 0)
+                            for b, (m, a) in self.allocs.items())
+                fits = not clash and (not cap or base + size <= cap)
+                used = max((a + self.alloc_sizes.get(b, 0) for b, (m, a) in self.allocs.items()
+                            if m == mem and a is not None), default=0)
+            else:
+                base, where = cap - size, f"at the top of {mem}"
+                used = max((a + self.alloc_sizes.get(b, 0) for b, (m, a) in self.allocs.items()
+                            if m == mem and a is not None), default=0)
+                fits = base >= used
+            if not fits:
                 raise CompileError([Diagnostic(
-                    "PTOC-E0620", f"the cross-core slot buffer {buf.value!r} ({size} bytes at the top of {mem}) "
+                    "PTOC-E0620", f"the cross-core slot buffer {buf.value!r} ({size} bytes {where}) "
                     f"does not fit beside the kernel's {mem} tiles ({used} bytes of {cap})", span,
                     hint="make the tiles crossing between the cores smaller (fewer bytes per slot), or the "
                          "kernel's own tiles smaller")])

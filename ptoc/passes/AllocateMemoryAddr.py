@@ -51,6 +51,15 @@ Rules
    re-plan it. Every offset 0 (InitMemRef's output, ptoc's or PyPTO's) is not taken as a placement: the
    planner runs.
 
+6. Slot buffers (`pl.system.reserve_buffer`, the consumer's end of a cross-core pipe), as PyPTO places
+   them: in the consumer's space (Mat in an AIC kernel, else Vec), at their `base=` when it is 0 or more,
+   the others one after another from 0; each takes the bytes of the ring the toolchain's PTOAS builds,
+   `slot_size * 8`, or its `size=` when larger (aligned). The pass writes each base into the IR (`base=`)
+   and places that space's buffers from the end of the last ring; a ring and tiles that pass the capacity
+   are PTOC-E0620. A PyPTO placement (rule 5) whose buffers overlap such a ring (PyPTO's ring is only the
+   IR's `size=`) is not adopted: the MemRef offsets are made relative to their buffers and the buffers
+   placed anew.
+
 Not done: hand-placed and planned buffers mixed in one kernel (all are re-placed); branch-aware
 lifetimes (a buffer read in either branch of an if is live over both).
 """
@@ -73,6 +82,7 @@ from ptoc.ir.nodes import (
     Program,
     ScopeStmt,
     Stmt,
+    StrLit,
     TileType,
     TupleType,
     Type,
@@ -80,7 +90,8 @@ from ptoc.ir.nodes import (
     WhileStmt,
 )
 from ptoc.analysis.flow import Flow, Site
-from ptoc.ir.visitor import Mutator
+from ptoc.analysis.pipeline_stages import Reserved, reserved_buffers, reserved_end_by_space
+from ptoc.ir.visitor import Mutator, rebuild_bodies
 from ptoc.passes.common import align_up, allocs, is_alloc, memref_bases
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
@@ -117,9 +128,13 @@ class AllocateMemoryAddr(Pass):
         env = self.types(program, ctx)
         new = {}
         for f in todo:
-            placed = _offsets_placement(f, env[f.name], arch)
+            placed = _offsets_placement(f, env[f.name], arch, reserved=False)
             if isinstance(placed, dict):
                 new[f.name] = _adopt(f, placed)
+                if _reserve_clash(f, env[f.name], placed, arch) is not None:
+                    # the slot ring this target builds is larger than the one the offsets leave room
+                    # for: keep the MemRefs' offsets within their buffers, and place the buffers anew
+                    new[f.name] = _drop_addrs(new[f.name])
         return replace(program, functions=tuple(new.get(f.name, f) for f in program.functions)) if new else program
 
     def run(self, program: Program, ctx) -> Program:
@@ -149,18 +164,25 @@ def _place(f: Function, env: dict[str, Type | None], arch) -> Function:
     flow = Flow(f)
     buffers = _buffers(f, flow, arch)
     _lifetimes(flow, env, buffers)
+    reserved = reserved_buffers(f, arch)
+    floor = reserved_end_by_space(f, arch)
     by_space: dict[str, list[_Buffer]] = {}
     for b in sorted(buffers.values(), key=lambda b: b.start):
         by_space.setdefault(b.space, []).append(b)
     diags: list[Diagnostic] = []
     for space, bs in by_space.items():
-        _first_fit(bs, arch)
+        _first_fit(bs, arch, floor.get(space, 0))
         d = _over_capacity(space, bs, arch)
         if d is not None:
-            diags.append(d)
+            diags.append(_ring_overflow(space, bs, reserved, arch) if floor.get(space) else d)
+    for space in sorted(set(floor) - set(by_space)):
+        cap = arch.capacity(space)
+        if cap is not None and floor[space] > cap:
+            diags.append(_ring_overflow(space, [], reserved, arch))
     if diags:
         raise CompileError(sorted_diagnostics(diags))
-    return replace(f, body=tuple(_with_addr(s, buffers) for s in f.body))
+    bases = {id(r.stmt): r.base for r in reserved}
+    return replace(f, body=tuple(_with_addr(s, buffers, bases) for s in f.body))
 
 
 def _buffers(f: Function, flow: Flow, arch) -> dict[str, _Buffer]:
@@ -228,8 +250,10 @@ def _memrefs(t: Type | None) -> list[MemRef]:
     return []
 
 
-def _offsets_placement(f: Function, env: dict[str, Type | None], arch) -> dict[str, int] | str:
-    """Rule 5: alloc name -> the address its MemRef offsets give, or why they do not place the buffers."""
+def _offsets_placement(f: Function, env: dict[str, Type | None], arch,
+                       reserved: bool = True) -> dict[str, int] | str:
+    """Rule 5: alloc name -> the address its MemRef offsets give, or why they do not place the buffers
+    (`reserved`: also when a buffer overlaps a slot buffer)."""
     flow = Flow(f)
     try:
         buffers = _buffers(f, flow, arch)
@@ -259,7 +283,41 @@ def _offsets_placement(f: Function, env: dict[str, Type | None], arch) -> dict[s
     for space in sorted({b.space for b in bs}):
         if _over_capacity(space, [b for b in bs if b.space == space], arch) is not None:
             return f"the offsets exceed the capacity of {space}"
-    return {b.name: b.addr for b in bs}
+    placed = {b.name: b.addr for b in bs}
+    clash = _reserve_clash(f, env, placed, arch) if reserved else None
+    return clash if clash is not None else placed
+
+
+def _reserve_clash(f: Function, env: dict[str, Type | None], placed: dict[str, int], arch) -> str | None:
+    """Why buffers placed at `placed` overlap a slot buffer of `f` (rule 6), or None."""
+    reserved = reserved_buffers(f, arch)
+    if not reserved:
+        return None
+    for s in allocs(f.body):
+        call: Call = s.value  # type: ignore[assignment]
+        space_e = call.args[0] if call.args else call.kwarg("memory")
+        size_e = call.args[1] if len(call.args) > 1 else call.kwarg("size")
+        space = space_e.member if isinstance(space_e, EnumLit) else "Vec"
+        lo = placed.get(s.target.name)
+        if lo is None or not isinstance(size_e, ConstInt):
+            continue
+        for r in reserved:
+            if r.space == space and lo < r.base + r.size and r.base < lo + size_e.value:
+                return (f"{s.target.name} at {lo} overlaps the slot buffer at {r.base} "
+                        f"({r.size} bytes in {space})")
+    return None
+
+
+def _drop_addrs(f: Function) -> Function:
+    """`f` with no `addr=` on its allocs (the planner places them)."""
+
+    def strip(s: Stmt) -> Stmt:
+        if is_alloc(s):
+            call: Call = s.value  # type: ignore[union-attr, assignment]
+            return replace(s, value=replace(call, kwargs=tuple((k, v) for k, v in call.kwargs if k != "addr")))
+        return rebuild_bodies(s, lambda b: tuple(strip(x) for x in b))
+
+    return replace(f, body=tuple(strip(s) for s in f.body))
 
 
 def placed_by_offsets(f: Function, cache=None) -> bool:
@@ -305,15 +363,16 @@ def _adopt(f: Function, addrs: dict[str, int]) -> Function:
     return _Rebase(addrs).mutate(f)
 
 
-def _first_fit(bs: list[_Buffer], arch) -> None:
-    """Give each buffer of one space (in start order) the lowest aligned address free for its lifetime."""
+def _first_fit(bs: list[_Buffer], arch, floor: int = 0) -> None:
+    """Give each buffer of one space (in start order) the lowest aligned address from `floor` (the end of
+    the space's slot buffers) free for its lifetime."""
     placed: list[_Buffer] = []
     for b in bs:
         # buffers come in start order: one that ends before this one starts is free for every later one
         # too, so it leaves `placed` for good (first fit over the live buffers only, not all so far)
         placed = [p for p in placed if p.end >= b.start]
         busy = sorted((p.addr, p.addr + p.size) for p in placed)
-        addr = 0
+        addr = floor
         for lo, hi in busy:
             if addr + b.size <= lo:
                 break
@@ -341,16 +400,40 @@ def _over_capacity(space: str, bs: list[_Buffer], arch) -> Diagnostic | None:
                      p.span) for p in live))
 
 
-def _with_addr(s: Stmt, buffers: dict[str, _Buffer]) -> Stmt:
-    """`s` with addr= on every pl.tile.alloc it holds."""
+def _ring_overflow(space: str, bs: list[_Buffer], reserved: list[Reserved], arch) -> Diagnostic:
+    """PTOC-E0620: the slot buffers of `space` and the tiles placed after them pass its capacity."""
+    ring = next(r for r in reserved if r.space == space)
+    cap = arch.capacity(space) or 0
+    peak = max([b.addr + b.size for b in bs] + [r.base + r.size for r in reserved if r.space == space])
+    name = ring.stmt.value.kwarg("name")  # type: ignore[union-attr]
+    label = repr(name.value) if isinstance(name, StrLit) else ring.stmt.target.name  # type: ignore[union-attr]
+    return Diagnostic(
+        "PTOC-E0620", f"the cross-core slot buffer {label} ({ring.size} bytes at {ring.base} in {space}) "
+        f"does not fit beside the kernel's {space} tiles ({peak} bytes of {cap})", ring.stmt.span,
+        hint="make the tiles crossing between the cores smaller (fewer bytes per slot), or the "
+             "kernel's own tiles smaller",
+        notes=tuple((f"{', '.join(b.tiles) or b.name} ({b.name}): {b.size} bytes at offset {b.addr}", b.span)
+                    for b in bs))
+
+
+def _with_addr(s: Stmt, buffers: dict[str, _Buffer], bases: dict[int, int]) -> Stmt:
+    """`s` with addr= on every pl.tile.alloc it holds and base= on every slot buffer (`bases`, by the id of
+    its statement)."""
     if is_alloc(s) and s.target.name in buffers:  # type: ignore[union-attr]
         call: Call = s.value  # type: ignore[union-attr, assignment]
         kwargs = tuple((k, v) for k, v in call.kwargs if k != "addr")
         kwargs += (("addr", ConstInt(buffers[s.target.name].addr, INDEX)),)  # type: ignore[union-attr]
         return replace(s, value=replace(call, kwargs=kwargs))
+    if id(s) in bases:
+        call = s.value  # type: ignore[union-attr, assignment]
+        base = ConstInt(bases[id(s)], INDEX, span=call.span)
+        kwargs = tuple((k, base if k == "base" else v) for k, v in call.kwargs)
+        if call.kwarg("base") is None:
+            kwargs += (("base", base),)
+        return replace(s, value=replace(call, kwargs=kwargs))
     if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
-        return replace(s, body=tuple(_with_addr(x, buffers) for x in s.body))
+        return replace(s, body=tuple(_with_addr(x, buffers, bases) for x in s.body))
     if isinstance(s, IfStmt):
-        return replace(s, then_body=tuple(_with_addr(x, buffers) for x in s.then_body),
-                       else_body=tuple(_with_addr(x, buffers) for x in s.else_body))
+        return replace(s, then_body=tuple(_with_addr(x, buffers, bases) for x in s.then_body),
+                       else_body=tuple(_with_addr(x, buffers, bases) for x in s.else_body))
     return s

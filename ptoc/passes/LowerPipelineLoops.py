@@ -28,16 +28,21 @@ Rules (PyPTO's LowerPipelineLoops; its tests in tests/ut/ir/transforms/test_lowe
   clone's `pl.yield_` ends the main loop. With a leftover, the main loop's results are renamed
   `<r>_main` and seed the tail; a static tail ends with `r = <value>` for each result, the dynamic
   chain's ifs yield `r` (inner levels `<r>_rem<k>`), the innermost else passing `<r>_main` through.
-- Nested pipelines are lowered innermost first. Every kernel with a pipeline is then simplified as
-  the Simplify pass would (`ptoc.analysis.simplify`): the copies make conditions and index arithmetic
-  decidable that were not before.
+- Nested pipelines are lowered innermost first. Nothing is simplified here: a copy's `if i + 64 == 0:`
+  stays as written until the final Simplify (PyPTO's order).
+- Pipeline membership: every tile definition by an op in a copy gets `attrs={"pipeline_membership":
+  "g:s"}` appended (`;`-separated after a pair it has already), g the replicated region (one per main
+  loop and per tail or remainder branch, numbered per function in the order PyPTO builds them: inner
+  pipelines first, a main loop before its tail, the remainder chain from its deepest branch up), s the
+  copy within it. A matmul's accumulator (a `tile.matmul*` result in Acc) gets none: the cube finishes
+  one before it starts the next. MemoryReuse reads the tags (keeping copies' buffers apart) and drops them.
 - The step and the stage must be integer constants (PTOC-E0650).
 
-Where ptoc differs from PyPTO: PyPTO marks the clones' tile definitions with pipeline-stage attributes
-so that its MemoryReuse keeps the clones' buffers apart where they fit; ptoc marks nothing, and its
-MemoryReuse may let clones' tiles whose lifetimes do not overlap share a buffer (the loads, which
-CanonicalizeIOOrder puts ahead of the clones' computations, stay apart). PyPTO's LowerPipelineToSlots (one body over N-slot buffers, only with
-PTOAS planning memory) is not in ptoc: it always replicates.
+Where ptoc differs from PyPTO: PyPTO's LowerPipelineToSlots (one body over N-slot buffers, only with
+PTOAS planning memory) is not in ptoc: it always replicates; PyPTO's double-buffered-accumulator loops
+(`pipeline_double_buffer_c`, whose accumulators are tagged too) are not made by ptoc's AutoTileMatmulL0.
+A tail copy's constant index arithmetic (`896 // 16`) is folded as it is copied (PyPTO's parser folds
+it when its dump is read back).
 """
 
 from __future__ import annotations
@@ -45,13 +50,15 @@ from __future__ import annotations
 import re
 from dataclasses import replace
 
-from ptoc.analysis.simplify import fold_constants, simplify_function
+from ptoc.analysis.pipeline_stages import with_membership
+from ptoc.analysis.simplify import fold_constants
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir.dtypes import INDEX
 from ptoc.ir.names import fresh_name
 from ptoc.ir.nodes import (
     AssignStmt,
     BinOp,
+    Call,
     ConstInt,
     Expr,
     ForStmt,
@@ -60,6 +67,7 @@ from ptoc.ir.nodes import (
     ScalarType,
     ScopeStmt,
     Stmt,
+    TileType,
     Var,
     WhileStmt,
     YieldStmt,
@@ -67,7 +75,6 @@ from ptoc.ir.nodes import (
 from ptoc.ir.verifier import iter_nodes
 from ptoc.ir.visitor import Mutator, rebuild_bodies
 from ptoc.passes.manager import Pass
-from ptoc.passes.properties import KERNEL_TYPES
 
 
 class LowerPipelineLoops(Pass):
@@ -83,23 +90,20 @@ class LowerPipelineLoops(Pass):
     def run(self, program: Program, ctx) -> Program:
         funcs = []
         changed = False
+        types = None
         for f in program.functions:
             if "pipeline" not in self.index(f).for_kinds():
                 funcs.append(f)
                 continue
+            if types is None:
+                types = self.types(program, ctx)
             names = {p.name for p in f.params} | {n.name for n in iter_nodes(f) if isinstance(n, Var)}
-            body = _Lowering(names).block(f.body)
+            body = _Lowering(names, dict(types.get(f.name, {}))).block(f.body)
             funcs.append(replace(f, body=body))
             changed = True
         if not changed:
             return program
-        # the copies make facts decidable (a tail copy's index is a constant, a copy's `i + 64 == 0` is
-        # false over the chunked loop's range): simplify what was copied, as re-reading the dump would
-        lowered = replace(program, functions=tuple(funcs))
-        types = self.types(lowered, ctx)
-        done = [simplify_function(g, types.get(g.name, {})) if g is not f and g.func_type in KERNEL_TYPES else g
-                for g, f in zip(lowered.functions, program.functions)]
-        return replace(lowered, functions=tuple(done))
+        return replace(program, functions=tuple(funcs))
 
 
 def _idx(v: int, span=None) -> ConstInt:
@@ -160,9 +164,33 @@ def _bound(body: tuple[Stmt, ...]) -> list[str]:
     return out
 
 
+def _is_cube_accumulator(op: str, t: TileType) -> bool:
+    """A matmul's accumulator: written by the one cube unit, which finishes one MAD before the next, so the
+    accumulators of two stages are never live together and get no membership."""
+    return op.split(".")[-1].startswith("matmul") and t.memory == "Acc"
+
+
 class _Lowering:
-    def __init__(self, names: set[str]):
+    def __init__(self, names: set[str], types: dict):
         self.names = names
+        self.types = types  # name -> type; a clone's fresh name gets the type of the name it copies
+        self.groups = 0  # one membership group per replicated region, numbered in the order they are built
+
+    def group(self) -> int:
+        self.groups += 1
+        return self.groups - 1
+
+    def tag(self, stmts, group: int, stage: int) -> list[Stmt]:
+        """Append `group:stage` to the membership of every tile definition by an op in `stmts`, nested
+        bodies included, matmul accumulators excepted."""
+        out = []
+        for s in stmts:
+            if isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.kind == "op":
+                t = s.annotation if isinstance(s.annotation, TileType) else self.types.get(s.target.name)
+                if isinstance(t, TileType) and not _is_cube_accumulator(s.value.op, t):
+                    s = replace(s, value=with_membership(s.value, group, stage))
+            out.append(rebuild_bodies(s, lambda b: tuple(self.tag(b, group, stage))))
+        return out
 
     def fresh(self, base: str) -> str:
         """A new name from `base` without its `_<n>` suffix: clones of `y` and of `y_1` are `y_2`, `y_3`, ..."""
@@ -203,10 +231,14 @@ class _Lowering:
         return self.dynamic(marker, factor, st)
 
     def clones(self, loop: ForStmt, index_of, count: int, carried: tuple[Expr, ...],
-               keep_first: bool = False) -> tuple[list[Stmt], tuple]:
+               keep_first: bool = False, group: int | None = None, first_stage: int = 0) -> tuple[list[Stmt], tuple]:
         """`count` copies of the loop body, clone k at index `index_of(k)`, the first reading `carried` for
         the iter_args; returns the statements (yields removed) and the values the last clone yields.
-        `keep_first`: clone 0 keeps the body's names (no other copy of the body is emitted)."""
+        `keep_first`: clone 0 keeps the body's names (no other copy of the body is emitted). The copies are
+        tagged as stages `first_stage`, `first_stage + 1`, ... of membership group `group` (a new group
+        when None)."""
+        if group is None:
+            group = self.group()
         body = loop.body
         y = body[-1] if body and isinstance(body[-1], YieldStmt) else None
         stmts = body[:-1] if y is not None else body
@@ -215,10 +247,13 @@ class _Lowering:
         for k in range(count):
             mapping: dict[str, Expr] = {loop.var.name: index_of(k)}
             mapping.update({a.name: v for a, v in zip(loop.iter_args, values)})
-            renamed = {} if keep_first and k == 0 else {n: Var(self.fresh(n)) for n in _bound(stmts)}
+            renamed = {} if keep_first and k == 0 else {n: Var(self.fresh(n)) for n in dict.fromkeys(_bound(stmts))}
+            for old, new in renamed.items():
+                if old in self.types:
+                    self.types[new.name] = self.types[old]
             mapping.update(renamed)
             sub = _Subst(mapping)
-            out.extend(sub.mutate(stmts))
+            out.extend(self.tag(sub.mutate(stmts), group, first_stage + k))
             values = tuple(sub.mutate(v) for v in y.values) if y is not None else ()
         return out, values
 
@@ -253,12 +288,13 @@ class _Lowering:
     def clones_after_first(self, loop: ForStmt, factor: int, st: int) -> tuple[list[Stmt], tuple]:
         body = loop.body
         y = body[-1] if body and isinstance(body[-1], YieldStmt) else None
-        first = list(body[:-1] if y is not None else body)
+        group = self.group()
+        first = self.tag(body[:-1] if y is not None else body, group, 0)
         values = tuple(y.values) if y is not None else ()
         if factor == 1:
             return first, values
         rest, values = self.clones(loop, lambda k: _add(Var(loop.var.name, span=loop.var.span), (k + 1) * st),
-                                   factor - 1, values)
+                                   factor - 1, values, group=group, first_stage=1)
         return first + rest, values
 
     def dynamic(self, loop: ForStmt, factor: int, st: int) -> list[Stmt]:
@@ -284,6 +320,9 @@ class _Lowering:
             rem_val = BinOp("-", trips, BinOp("*", BinOp("//", trips, _idx(factor)), _idx(factor)), span=span)
         rem = Var(self.fresh("unroll_rem"), span=span)
         out.append(AssignStmt(rem, rem_val, idx_t, span=span))
+        # PyPTO builds the chain innermost first: the copies for `unroll_rem == F - 1` form the first group
+        self.tail_groups = self.groups
+        self.groups += factor - 1
         out.append(self.cascade(loop, 1, factor, st, rem, main_end, tuple(main.results), results))
         return out
 
@@ -291,7 +330,8 @@ class _Lowering:
                 carried: tuple, targets: tuple[Var, ...]) -> IfStmt:
         """`if rem == k: <k clones> else: <the same for k + 1>`; the last else passes `carried` through."""
         span = loop.span
-        stmts, values = self.clones(loop, lambda j: _add(Var(main_end.name, span=span), j * st), k, carried)
+        stmts, values = self.clones(loop, lambda j: _add(Var(main_end.name, span=span), j * st), k, carried,
+                                    group=self.tail_groups + factor - 1 - k)
         then_body = tuple(stmts) + ((YieldStmt(targets, values, span=span),) if targets else ())
         if k + 1 < factor:
             inner_targets = tuple(Var(self.fresh(f"{t.name}_rem{k + 1}"), span=t.span) for t in targets)

@@ -58,21 +58,36 @@ Rules
    survivor (the largest, earliest) keeps its alloc.
 7. Rewrite: every MemRef naming a merged buffer names its survivor (offset and size kept), the merged
    allocs are removed, and so is an alloc no tile names any more (MaterializeSemanticAliases may leave
-   one); the alloc order is kept.
+   one); the alloc order is kept. The `pipeline_membership` tags are dropped (in every function).
+8. Pipeline stages (PyPTO's capacity-gated guard): a buffer's membership is that of the first of its
+   tiles whose defining op carries `attrs={"pipeline_membership": "g:s;..."}` (LowerPipelineLoops). For
+   each (space, region g) the slot is its largest tagged buffer and the depth D = min(number of copies,
+   capacity // slot), at least 1. Two buffers sharing a region whose copies' ordinals (the copies in
+   increasing order, 0, 1, ...) differ modulo D stay apart. After packing a space, while its buffers laid
+   one after another (each its survivor's size, aligned, from the end of the space's slot buffers) pass
+   its capacity, the region with the largest slot (ties: the lowest g) loses one of depth and the space
+   is packed again (at most 256 times); when no region has depth left the space is packed by the plain
+   rule: two copies of a region stay apart only outside L0 (Left, Right, Acc, Bias, scales) and when one
+   is a `tile.load` / `tile.read`.
 
 Where this pass deliberately differs from PyPTO
 ----------------------------------------------
 - A tile moved onto a larger survivor keeps its own MemRef size (PyPTO writes the survivor's size into
   the tile that joins); the alloc carries the buffer's size either way.
-- No pipeline-stage separation (LowerPipelineLoops's body copies are not tagged with their stage) and
-  no Ascend910B load + tpop in-place guard; loop and if values already share one buffer from InitMemRef
+- No Ascend910B load + tpop in-place guard; loop and if values already share one buffer from InitMemRef
   and MaterializeSemanticAliases, so no `tile.move` is inserted at a yield afterwards.
+- Rule 8 reports nothing when a region gets less depth than it asked for (PyPTO's PH-MR-001 hint and
+  its fallback warning). The property `coalesced` of this pass's own output remembers the pairs rule 8
+  kept apart (the tags are gone); a dump printed after this pass and read back has lost them, so the
+  pass, run again on it, may merge pipeline copies (still correct, no longer double-buffered).
 """
 
 from __future__ import annotations
 
+import weakref
 from dataclasses import dataclass, field, replace
 
+from ptoc.analysis.pipeline_stages import membership_pairs, reserved_end_by_space, without_membership
 from ptoc.ir.nodes import (
     AssignStmt,
     Call,
@@ -96,9 +111,10 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.visitor import Mutator, walk
-from ptoc.passes.common import allocs, forbidden_operands, is_alloc, memref_bases, resolve_op
+from ptoc.passes.common import align_up, allocs, forbidden_operands, is_alloc, memref_bases, resolve_op
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
+from ptoc.target.arch import get_arch
 
 TILE_FUNCTION_TYPES = (*KERNEL_TYPES, "Opaque")
 
@@ -111,19 +127,50 @@ class MemoryReuse(Pass):
     # the pipeline runs this pass on it instead of skipping it
     produces = frozenset({"memrefs", "coalesced"})
 
+    def adopt(self, program: Program, ctx) -> Program:
+        """Skipped (the input is coalesced already): the pipeline membership tags are dropped all the same."""
+        new = {f.name: _Rebind({}, set()).function(f) for f in program.functions if _has_membership(f, self.cache)}
+        return replace(program, functions=tuple(new.get(f.name, f) for f in program.functions)) if new else program
+
     def run(self, program: Program, ctx) -> Program:
         todo = [f for f in program.functions if f.func_type in TILE_FUNCTION_TYPES and _unplaced(f)]
-        if not todo:
+        planned = {id(f) for f in todo}
+        tagged = [f for f in program.functions if id(f) not in planned and _has_membership(f, self.cache)]
+        if not todo and not tagged:
             return program
-        env = self.types(program, ctx)
+        env = self.types(program, ctx) if todo else {}
+        arch = get_arch(ctx.arch)
         new: dict[str, Function] = {}
         for f in todo:
-            nf = coalesce(f, env.get(f.name, {}))
+            nf = coalesce(f, env.get(f.name, {}), arch)
             if nf is not f:
                 new[f.name] = nf
+        for f in tagged:
+            new[f.name] = _Rebind({}, set()).function(f)
         if not new:
             return program
         return replace(program, functions=tuple(new.get(f.name, f) for f in program.functions))
+
+
+def _has_membership(f: Function, cache=None) -> bool:
+    from ptoc.ir.verifier import NodeIndex
+
+    return any(c.kwarg("attrs") is not None and membership_pairs(c) for c in NodeIndex.get(f, cache).of(Call))
+
+
+# Buffers the pipeline-stage guard kept apart in a function this pass returned (by the function's id,
+# while it lives): the property `coalesced` checks that output without the stage tags it has dropped.
+_KEPT_APART: dict[int, tuple[weakref.ref, frozenset]] = {}
+
+
+def _remember(f: Function, apart: set[frozenset]) -> None:
+    key = id(f)
+    _KEPT_APART[key] = (weakref.ref(f, lambda _r: _KEPT_APART.pop(key, None)), frozenset(apart))
+
+
+def _kept_apart(f: Function) -> frozenset:
+    entry = _KEPT_APART.get(id(f))
+    return entry[1] if entry is not None and entry[0]() is f else frozenset()
 
 
 def uncoalesced(program: Program, ctx, cache=None) -> list[str]:
@@ -135,9 +182,10 @@ def uncoalesced(program: Program, ctx, cache=None) -> list[str]:
     from ptoc.ir.verifier import function_types
 
     types = function_types(program, ctx, cache=cache)
+    arch = get_arch(ctx.arch)
     bad = []
     for f in todo:
-        remap = plan(f, types.get(f.name, {}))
+        remap = plan(f, types.get(f.name, {}), arch=arch, apart=_kept_apart(f))
         bad += [f"{f.name}: buffer {m} could share {h}" for m, h in sorted(remap.items())]
     return bad
 
@@ -354,79 +402,217 @@ def _buffers(f: Function, env, life: Lifetimes) -> dict[str, _Buffer]:
     return out
 
 
-def plan(f: Function, env, life: Lifetimes | None = None) -> dict[str, str]:
-    """Rule 6: merged buffer -> surviving buffer."""
-    life = life if life is not None else lifetimes(f, env)
-    buffers = _buffers(f, env, life)
-    forbidden = _forbidden(f, env)
-    base_of = {t: b.name for b in buffers.values() for t in b.tiles}
-    forbid_by_buffer: dict[str, list[str]] = {}
-    for t, ops in forbidden.items():
-        if t in base_of:
-            forbid_by_buffer.setdefault(base_of[t], []).extend(ops)
-    remap: dict[str, str] = {}
+def plan(f: Function, env, life: Lifetimes | None = None, arch=None, apart: frozenset = frozenset(),
+         separated: set | None = None) -> dict[str, str]:
+    """Rules 6-7: merged buffer -> surviving buffer. `apart`: pairs of buffers never to merge; `separated`
+    collects the pairs the pipeline-stage guard kept apart in the packing returned."""
+    return _Planner(f, env, life if life is not None else lifetimes(f, env), arch, apart).plan(separated)
 
-    def physical(buf: str | None) -> str | None:
-        while buf is not None and buf in remap:
-            buf = remap[buf]
-        return buf
 
-    def operand_buffer(name: str) -> str | None:
-        bases = memref_bases(env.get(name))
-        return physical(bases[0]) if bases else None
+class _Planner:
+    def __init__(self, f: Function, env, life: Lifetimes, arch, apart: frozenset):
+        self.f, self.env, self.life, self.arch, self.apart = f, env, life, arch, apart
 
-    def var_overlap(x: str, y: str) -> bool:
-        return not (life.last[x] <= life.defs[y] or life.last[y] <= life.defs[x])
+    def plan(self, separated: set | None) -> dict[str, str]:
+        f, env, life = self.f, self.env, self.life
+        buffers = _buffers(f, env, life)
+        forbidden = _forbidden(f, env)
+        base_of = {t: b.name for b in buffers.values() for t in b.tiles}
+        forbid_by_buffer: dict[str, list[str]] = {}
+        for t, ops in forbidden.items():
+            if t in base_of:
+                forbid_by_buffer.setdefault(base_of[t], []).extend(ops)
+        remap: dict[str, str] = {}
 
-    def overlap_blocks(a: _Buffer, b: _Buffer) -> bool:
-        family = False
-        for x in a.tiles:
-            fx = life.families.get(x, set())
-            for y in b.tiles:
-                if fx & life.families.get(y, set()):
-                    family = True
-                elif var_overlap(x, y):
-                    return True
-        return not family
+        def physical(buf: str | None) -> str | None:
+            while buf is not None and buf in remap:
+                buf = remap[buf]
+            return buf
 
-    def forbid_blocks(writer: _Buffer, occupant: _Buffer) -> bool:
-        ops = forbid_by_buffer.get(writer.name)
-        if not ops:
+        def operand_buffer(name: str) -> str | None:
+            bases = memref_bases(env.get(name))
+            return physical(bases[0]) if bases else None
+
+        def var_overlap(x: str, y: str) -> bool:
+            return not (life.last[x] <= life.defs[y] or life.last[y] <= life.defs[x])
+
+        def overlap_blocks(a: _Buffer, b: _Buffer) -> bool:
+            family = False
+            for x in a.tiles:
+                fx = life.families.get(x, set())
+                for y in b.tiles:
+                    if fx & life.families.get(y, set()):
+                        family = True
+                    elif var_overlap(x, y):
+                        return True
+            return not family
+
+        def forbid_blocks(writer: _Buffer, occupant: _Buffer) -> bool:
+            ops = forbid_by_buffer.get(writer.name)
+            if not ops:
+                return False
+            occ = physical(occupant.name)
+            return any(operand_buffer(o) == occ for o in ops)
+
+        stages = _Stages(buffers, life, self.arch, self.f)
+
+        def can_share(cand: _Buffer, member: _Buffer) -> bool:
+            if not (cand.end <= member.start or member.end <= cand.start) and overlap_blocks(cand, member):
+                return False
+            if forbid_blocks(cand, member) or forbid_blocks(member, cand):
+                return False
+            if self.apart and frozenset((cand.name, member.name)) in self.apart:
+                return False
+            return not stages.blocks(cand, member)
+
+        def pack(order: list[_Buffer]) -> list[list[_Buffer]]:
+            groups: list[list[_Buffer]] = []
+            for cand in order:
+                host = next((g for g in groups if all(can_share(cand, m) for m in g)), None)
+                if host is None:
+                    groups.append([cand])
+                else:
+                    host.append(cand)
+            return groups
+
+        spaces: dict[str, list[_Buffer]] = {}
+        for b in buffers.values():
+            if b.tiles:
+                spaces.setdefault(b.space, []).append(b)
+        for space in sorted(spaces):
+            order = sorted(spaces[space], key=lambda b: (-b.size, b.start, b.index))
+            groups = pack(order)
+            repacks = 0
+            while stages.overflows(space, groups):
+                repacks += 1
+                if repacks > MAX_SHED_REPACKS or not stages.shed(space):
+                    stages.legacy.add(space)  # no depth fits: the packing without the capacity gate
+                    groups = pack(order)
+                    break
+                groups = pack(order)
+            for g in groups:
+                for m in g[1:]:
+                    remap[m.name] = g[0].name
+            if separated is not None:
+                separated.update(stages.kept_apart(groups))
+        return remap
+
+
+MAX_SHED_REPACKS = 256  # a bound on the re-packs of one space (PyPTO's)
+L0_SPACES = frozenset({"Left", "Right", "Acc", "Bias", "LeftScale", "RightScale"})
+LOAD_OPS = frozenset({"tile.load", "load", "tile.read", "read"})
+
+
+class _Stages:
+    """Rule 8, the pipeline-stage guard: the membership of each buffer (from the first of its tiles whose
+    defining op has one) and the double-buffering depth each (space, group) can afford."""
+
+    def __init__(self, buffers: dict[str, _Buffer], life: Lifetimes, arch, f: Function):
+        self.arch = arch
+        self.members: dict[str, list[tuple[int, int]]] = {}
+        self.loads: set[str] = set()
+        self.legacy: set[str] = set()  # spaces packed without the capacity gate
+        for b in buffers.values():
+            for t in b.tiles:
+                s = life.def_stmt.get(t)
+                pairs = membership_pairs(s.value) if s is not None and isinstance(s.value, Call) else []
+                if pairs:
+                    self.members[b.name] = pairs
+                    if s.value.op in LOAD_OPS:  # type: ignore[union-attr]
+                        self.loads.add(b.name)
+                    break
+        self.slot: dict[tuple[str, int], int] = {}
+        seen: dict[tuple[str, int], set[int]] = {}
+        for name, pairs in self.members.items():
+            b = buffers[name]
+            for g, st in pairs:
+                key = (b.space, g)
+                self.slot[key] = max(self.slot.get(key, 0), b.size)
+                seen.setdefault(key, set()).add(st)
+        self.depth: dict[tuple[str, int], int] = {}
+        self.ordinal: dict[tuple[str, int], dict[int, int]] = {}
+        self.gated: set[str] = set()  # spaces of known capacity
+        for key, slot in self.slot.items():
+            cap = self._cap(key[0])
+            d = 1
+            if cap and slot:
+                d = max(1, min(len(seen[key]), cap // slot))
+                self.gated.add(key[0])
+            self.depth[key] = d
+            self.ordinal[key] = {st: i for i, st in enumerate(sorted(seen[key]))}
+        self.floor: dict[str, int] = {}
+        if self.members and arch is not None and f.func_type in KERNEL_TYPES:
+            self.floor = reserved_end_by_space(f, arch)
+
+    def _cap(self, space: str) -> int:
+        return (self.arch.capacity(space) or 0) if self.arch is not None else 0
+
+    def blocks(self, a: _Buffer, b: _Buffer) -> bool:
+        """Whether a and b (of one space) must stay apart: copies of one pipeline the hardware overlaps."""
+        pa, pb = self.members.get(a.name), self.members.get(b.name)
+        if not pa or not pb:
             return False
-        occ = physical(occupant.name)
-        return any(operand_buffer(o) == occ for o in ops)
-
-    def can_share(cand: _Buffer, member: _Buffer) -> bool:
-        if not (cand.end <= member.start or member.end <= cand.start) and overlap_blocks(cand, member):
+        if a.space in self.gated and a.space not in self.legacy:
+            for ga, sa in pa:
+                for gb, sb in pb:
+                    if ga != gb:
+                        continue
+                    key = (a.space, ga)
+                    k = max(1, self.depth.get(key, 1))
+                    o = self.ordinal.get(key, {})
+                    if o.get(sa, sa) % k != o.get(sb, sb) % k:
+                        return True
             return False
-        return not (forbid_blocks(cand, member) or forbid_blocks(member, cand))
+        if a.space in L0_SPACES:
+            return False
+        if not any(ga == gb and sa != sb for ga, sa in pa for gb, sb in pb):
+            return False
+        return a.name in self.loads or b.name in self.loads
 
-    spaces: dict[str, list[_Buffer]] = {}
-    for b in buffers.values():
-        if b.tiles:
-            spaces.setdefault(b.space, []).append(b)
-    for space in sorted(spaces):
-        order = sorted(spaces[space], key=lambda b: (-b.size, b.start, b.index))
-        groups: list[list[_Buffer]] = []
-        for cand in order:
-            host = next((g for g in groups if all(can_share(cand, m) for m in g)), None)
-            if host is None:
-                groups.append([cand])
-            else:
-                host.append(cand)
+    def overflows(self, space: str, groups: list[list[_Buffer]]) -> bool:
+        """Whether the buffers of `groups`, one after another from the end of the space's slot buffers (each
+        as large as its largest member, aligned), pass the space's capacity."""
+        cap = self._cap(space)
+        if not cap or not self.members or space in self.legacy:
+            return False
+        end = self.floor.get(space, 0)
         for g in groups:
-            for m in g[1:]:
-                remap[m.name] = g[0].name
-    return remap
+            end = align_up(end + max(b.size for b in g), self.arch.alignment_bytes)
+        return end > cap
+
+    def shed(self, space: str) -> bool:
+        """Lower by one the depth of the group of `space` with the largest slot (ties: the lowest group);
+        False when every group of the space is at depth 1."""
+        todo = [(-align_up(self.slot[key], self.arch.alignment_bytes), key[1]) for key, d in self.depth.items()
+                if key[0] == space and d > 1]
+        if not todo:
+            return False
+        self.depth[(space, min(todo)[1])] -= 1
+        return True
+
+    def kept_apart(self, groups: list[list[_Buffer]]) -> set[frozenset]:
+        """The pairs of surviving buffers this guard keeps apart in `groups`."""
+        out: set[frozenset] = set()
+        tagged = [(g, [b for b in g if b.name in self.members]) for g in groups]
+        tagged = [(g, ms) for g, ms in tagged if ms]
+        for i, (g, ms) in enumerate(tagged):
+            for h, ns in tagged[i + 1:]:
+                if any(self.blocks(x, y) for x in ms for y in ns):
+                    out.add(frozenset((g[0].name, h[0].name)))
+        return out
 
 
-def coalesce(f: Function, env) -> Function:
-    remap = plan(f, env)
+def coalesce(f: Function, env, arch=None) -> Function:
+    separated: set[frozenset] = set()
+    remap = plan(f, env, arch=arch, separated=separated)
     used = {b for t in env.values() for b in memref_bases(t)}
     unused = {s.target.name for s in allocs(f.body)} - used  # type: ignore[union-attr]
-    if not remap and not unused:
+    if not remap and not unused and not _has_membership(f):
         return f
-    return _Rebind(remap, unused).function(f)
+    out = _Rebind(remap, unused).function(f)
+    if separated:
+        _remember(out, separated)
+    return out
 
 
 class _Rebind(Mutator):
@@ -457,3 +643,7 @@ class _Rebind(Mutator):
     def pre_Var(self, v: Var):
         new = self.remap.get(v.name)
         return replace(v, name=new) if new is not None else v
+
+    def mutate_Call(self, c: Call):
+        """The pipeline membership has done its work here: it is dropped (rule 7)."""
+        return without_membership(c) if c.kwarg("attrs") is not None else c

@@ -1,8 +1,8 @@
 """Simplify: propagate scalar constants and fold integer arithmetic, as PyPTO's pass does.
 
 The rules (constant propagation, folding with integer ranges, branches and loops the ranges decide, dead
-scalar code), an example and where ptoc differs from PyPTO are in `ptoc.analysis.simplify`, which
-LowerPipelineLoops shares to simplify the body copies it makes.
+scalar code), an example and where ptoc differs from PyPTO are in `ptoc.analysis.simplify`. The second
+run is also where the tests LowerPipelineLoops copies (`if ko + 64 == 0:`) are decided, as in PyPTO.
 
 It runs twice, at PyPTO's two positions: after ConvertToSSA, and again at the end of the pipeline (PyPTO
 runs it after its distributed passes), where it folds what later passes wrote in PyPTO's unfolded form,

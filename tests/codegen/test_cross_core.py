@@ -71,9 +71,11 @@ def test_a5_pair_spells_pipe_setup_push_pop_free():
     assert ("pto.aic_initialize_pipe {dir_mask = 1, slot_size = 4096} "
             "(c2v_consumer_buf = %peer : i32, v2c_consumer_buf = %c0_i32 : i32)") in aic
     assert f"pto.tpush_to_aiv(%acc : {ACC}) {{split = 0}}" in aic
-    # the usable a5 UB is 240 KiB (the arch table): the 32 KiB slot buffer sits at its top
+    # AllocateMemoryAddr puts the 32 KiB slot buffer at the bottom of Vec (base=0 in the IR, as PyPTO
+    # does) and the kernel's Vec tiles after it
     assert ('%buf = pto.reserve_buffer {name = "k_c2v_slot_buffer", size = 32768, '
-            "location = #pto.address_space<vec>, auto = false, base = 212992} -> i32") in aiv
+            "location = #pto.address_space<vec>, auto = false, base = 0} -> i32") in aiv
+    assert any(ln.startswith("%r = pto.alloc_tile addr = %c32768_i64") for ln in aiv)
     assert ("pto.aiv_initialize_pipe {dir_mask = 1, slot_size = 4096} "
             "(c2v_consumer_buf = %buf : i32, v2c_consumer_buf = %c0_i32 : i32)") in aiv
     assert f"%y = pto.tpop_from_aic {{split = 0}} -> {VEC}" in aiv
@@ -91,8 +93,7 @@ def test_a2a3_pipe_goes_through_the_gm_slot_buffer():
     aic, aiv = body(out, "k_aic"), body(out, "k_aiv")
     assert ("pto.aic_initialize_pipe {dir_mask = 1, slot_size = 4096} (gm_slot_buffer = %arg3 : !pto.ptr<f32>, "
             "c2v_consumer_buf = %peer : i32, v2c_consumer_buf = %c0_i32 : i32)") in aic
-    # the usable a2a3 UB is 184 KiB
-    assert any("auto = false, base = 155648} -> i32" in ln for ln in aiv)
+    assert any("auto = false, base = 0} -> i32" in ln for ln in aiv)
     assert any(ln.startswith("pto.aiv_initialize_pipe {dir_mask = 1, slot_size = 4096} (gm_slot_buffer = %arg3")
                for ln in aiv)
 
@@ -125,10 +126,25 @@ def test_a2a3_gm_buffer_that_is_not_a_tensor_is_e0621():
 
 
 def test_slot_buffer_overlapping_tiles_is_e0620():
+    # the ring (260000 bytes) and the relu's tile after it pass a5's 240 KiB of Vec
     text = pair(gm=False).replace("size=32768", "size=260000")
     with pytest.raises(CompileError) as e:
         emit(text, A5)
     assert e.value.diagnostics[0].code == "PTOC-E0620"
+    assert "260000 bytes at 0 in Vec" in e.value.diagnostics[0].message
+
+
+def test_a_slot_buffer_without_a_base_sits_at_the_top():
+    # IR whose buffers are placed but whose slot buffer has no base (base=-1, e.g. written by hand): the
+    # writer puts the ring at the top of the usable a2a3 Vec (184 KiB), above the tiles
+    from ptoc.ir.printer import print_program
+    from ptoc.passes.manager import run_pipeline
+
+    text = print_program(lower(frontend(pair(gm=False), "pair.ir", A2A3), A2A3).program)
+    assert text.count("base=0)") == 1
+    placed = run_pipeline(frontend(text.replace("base=0)", "base=-1)"), "placed.ir", A2A3), A2A3, passes=[])
+    out, _ = emit_module(placed, A2A3)
+    assert any("auto = false, base = 155648} -> i32" in ln for ln in body(out, "k_aiv"))
 
 
 @pytest.mark.parametrize("arch,level", [("a2a3", "level3"), ("a5", "level3"), ("a2a3", "level2"), ("a5", "level2")])

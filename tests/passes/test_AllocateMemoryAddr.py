@@ -326,3 +326,47 @@ def test_printed_result_reparses_and_checks():
     again = parse_program(print_program(out), "again.ir", ctx=A5)  # full op checks
     assert again == out
     check_invariants(again, A5, AllocateMemoryAddr())
+
+
+# ---------------------------------------------------------------------------------------------------
+# Cross-core slot buffers: placed at the bottom of the consumer's space (base= in the IR), tiles after
+# ---------------------------------------------------------------------------------------------------
+
+def slot_kernel(alloc: str, base: str, slot_size: int, offset: int = 0) -> str:
+    return kernel(f"""
+        {alloc}
+        buf: pl.Scalar[pl.INT32] = pl.system.reserve_buffer(name="k_slots", size=8192, base={base})
+        pl.system.aiv_initialize_pipe(buf, pl.const(0, pl.INT32), dir_mask=1, slot_size={slot_size}, slot_num=2)
+        t: {vt("mem_vec_0").replace("mem_vec_0, 0,", f"mem_vec_0, {offset},")} = pl.tile.load(a, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
+        out_1: {VEC_RET} = pl.tile.store(t, [0, 0], out)
+        return out_1
+    """)
+
+
+@pytest.mark.parametrize("slot_size,ring", [(4096, 32768), (512, 8192)])
+def test_the_slot_buffer_sits_at_the_bottom_and_the_tiles_after_it(slot_size, ring):
+    # the ring takes 8 slots (the toolchain's PTOAS builds 8 whatever slot_num says) or its size=, the larger
+    out = run(parse(slot_kernel("mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)", "-1", slot_size)))
+    assert_same(out, slot_kernel(f"mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384, addr={ring})", "0",
+                                 slot_size))
+
+
+def test_pyptos_placement_leaving_too_little_room_for_the_ring_is_placed_anew():
+    # PyPTO's form: base=0, the tile's MemRef offset 8192 (its ring is the IR's 8192 bytes). The ring of
+    # 8 slots of 4096 bytes reaches to 32768: the offsets are not taken, the buffer is placed after it
+    before = parse(slot_kernel("mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)", "0", 4096, offset=8192))
+    out = run(before)
+    assert_same(out, slot_kernel("mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384, addr=32768)", "0", 4096))
+    # with room for the ring the offsets are PyPTO's placement and are kept
+    roomy = parse(slot_kernel("mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)", "0", 1024, offset=8192))
+    assert_same(run(roomy), slot_kernel("mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384, addr=8192)", "0",
+                                        1024))
+
+
+def test_a_ring_and_tiles_past_the_capacity_is_e0620():
+    text = slot_kernel("mem_vec_0: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)", "-1", 4096).replace(
+        "size=8192", "size=180224")  # 176 KiB + a 16 KiB tile > 184 KiB
+    with pytest.raises(CompileError) as e:
+        run(parse(text))
+    d = e.value.diagnostics[0]
+    assert d.code == "PTOC-E0620" and "'k_slots' (180224 bytes at 0 in Vec)" in d.message, d.message

@@ -7,6 +7,7 @@ import textwrap
 
 import pytest
 
+from ptoc.analysis.pipeline_stages import membership_pairs
 from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError
 from ptoc.frontend.parser import parse_program
@@ -223,3 +224,140 @@ def test_validation_catches_a_clone_at_the_wrong_index(monkeypatch):
     prog = parse_program(KERNEL, "k.ir", ctx=CTX)
     (rep,) = validate_program(prog, CTX, seed=3, scalars={"nb": 4})
     assert rep.first_failure is not None and rep.first_failure.stage == "LowerPipelineLoops"
+
+
+# ---------------------------------------------------------------------------------------------------
+# Pipeline membership: every copy's tile definitions carry `attrs={"pipeline_membership": "g:s"}`
+# (g: the replicated region, numbered per function in the order the regions are built; s: the copy)
+# ---------------------------------------------------------------------------------------------------
+
+def aic(body: str) -> str:
+    body = textwrap.indent(textwrap.dedent(body).strip("\n"), " " * 8)
+    return ("import pypto.language as pl\n@pl.program\nclass P:\n    @pl.function(type=pl.FunctionType.AIC)\n"
+            "    def k(self, a: pl.Tensor[[64, 256], pl.BF16], b: pl.Tensor[[256, 64], pl.BF16], "
+            "out: pl.Out[pl.Tensor[[64, 64], pl.FP32]]) -> pl.Tensor[[64, 64], pl.FP32]:\n" + body + "\n")
+
+
+L = "pl.Tile[[64, 64], pl.BF16, pl.Mem.Left]"
+R = "pl.Tile[[64, 64], pl.BF16, pl.Mem.Right]"
+C = "pl.Tile[[64, 64], pl.FP32, pl.Mem.Acc]"
+MATS = """
+a_mat: pl.Tile[[64, 256], pl.BF16, pl.Mem.Mat] = pl.tile.load(a, [0, 0], [64, 256], target_memory=pl.Mem.Mat)
+b_mat: pl.Tile[[256, 64], pl.BF16, pl.Mem.Mat] = pl.tile.load(b, [0, 0], [256, 64], target_memory=pl.Mem.Mat)
+acc0: pl.Tile[[64, 64], pl.FP32, pl.Mem.Acc] = pl.tile.create([64, 64], dtype=pl.FP32, target_memory=pl.Mem.Acc)
+"""
+
+
+def lower_only(text: str):
+    out = LowerPipelineLoops().run(parse_program(text, "before.ir", ctx=CTX), CTX)
+    check_invariants(out, CTX, LowerPipelineLoops())
+    return out
+
+
+def test_each_copy_tags_its_operands_and_keeps_its_first_iteration_test():
+    # K = 256 in blocks of 64, two blocks in flight: one chunked loop of two copies (region 0). The L0
+    # operands of copy k are tagged "0:k"; the matmul accumulators are not (the cube finishes one before
+    # the next); copy 1's `ko + 64 == 0` stays as written (Simplify decides it later).
+    before = aic(MATS + f"""
+for ko, (acc,) in pl.pipeline(0, 256, 64, stage=2, init_values=(acc0,)):
+    l: {L} = pl.tile.extract(a_mat, 0, ko, [64, 64], target_memory=pl.Mem.Left)
+    r: {R} = pl.tile.extract(b_mat, ko, 0, [64, 64], target_memory=pl.Mem.Right)
+    if ko == 0:
+        first: {C} = pl.tile.matmul(l, r)
+        phi: {C} = pl.yield_(first)
+    else:
+        more: {C} = pl.tile.matmul_acc(acc, l, r)
+        phi: {C} = pl.yield_(more)
+    res: {C} = pl.yield_(phi)
+out_1: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(res, [0, 0], out)
+return out_1
+""")
+    expected = aic(MATS + f"""
+for ko, (acc,) in pl.pipeline(0, 256, 128, stage=1, init_values=(acc0,)):
+    l: {L} = pl.tile.extract(a_mat, 0, ko, [64, 64], target_memory=pl.Mem.Left, attrs={{"pipeline_membership": "0:0"}})
+    r: {R} = pl.tile.extract(b_mat, ko, 0, [64, 64], target_memory=pl.Mem.Right, attrs={{"pipeline_membership": "0:0"}})
+    if ko == 0:
+        first: {C} = pl.tile.matmul(l, r)
+        phi: {C} = pl.yield_(first)
+    else:
+        more: {C} = pl.tile.matmul_acc(acc, l, r)
+        phi: {C} = pl.yield_(more)
+    l_1: {L} = pl.tile.extract(a_mat, 0, ko + 64, [64, 64], target_memory=pl.Mem.Left, attrs={{"pipeline_membership": "0:1"}})
+    r_1: {R} = pl.tile.extract(b_mat, ko + 64, 0, [64, 64], target_memory=pl.Mem.Right, attrs={{"pipeline_membership": "0:1"}})
+    if ko + 64 == 0:
+        first_1: {C} = pl.tile.matmul(l_1, r_1)
+        phi_1: {C} = pl.yield_(first_1)
+    else:
+        more_1: {C} = pl.tile.matmul_acc(phi, l_1, r_1)
+        phi_1: {C} = pl.yield_(more_1)
+    res: {C} = pl.yield_(phi_1)
+out_1: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(res, [0, 0], out)
+return out_1
+""")
+    out = lower_only(before)
+    want = parse_program(expected, "expected.ir", ctx=CTX)
+    assert out == want, f"got:\n{print_program(out)}\nexpected:\n{print_program(want)}"
+    # the tags survive printing and reading back
+    assert parse_program(print_program(out), "again.ir", ctx=CTX) == out
+
+
+def memberships(program) -> dict[str, str]:
+    from ptoc.ir.nodes import AssignStmt, Call
+    from ptoc.ir.visitor import walk
+
+    out = {}
+    for n in walk(program):
+        if isinstance(n, AssignStmt) and isinstance(n.value, Call):
+            pairs = membership_pairs(n.value)
+            if pairs:
+                out[n.target.name] = ";".join(f"{g}:{s}" for g, s in pairs)
+    return out
+
+
+VEC = "pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec]"
+
+
+def vec_kernel(body: str, params: str = "") -> str:
+    body = textwrap.indent(textwrap.dedent(body).strip("\n"), " " * 8)
+    return ("import pypto.language as pl\n@pl.program\nclass P:\n    @pl.function(type=pl.FunctionType.AIV)\n"
+            f"    def k(self, x: pl.Tensor[[128, 64], pl.FP32]{params}, out: pl.Out[pl.Tensor[[128, 64], pl.FP32]])"
+            " -> pl.Tensor[[128, 64], pl.FP32]:\n" + body + "\n")
+
+
+def test_nested_pipelines_keep_the_inner_membership_and_append_the_outer_one():
+    # the inner loop is lowered first (region 0); the outer loop's copies (region 1) carry both pairs;
+    # scalars get none
+    out = lower_only(vec_kernel(f"""
+for i, (o,) in pl.pipeline(0, 4, 1, stage=2, init_values=(out,)):
+    for j, (p,) in pl.pipeline(0, 2, 1, stage=2, init_values=(o,)):
+        r0: {IDX} = i * 32 + j * 16
+        t: {VEC} = pl.tile.load(x, [r0, 0], [16, 64], target_memory=pl.Mem.Vec)
+        u: {VEC} = pl.tile.adds(t, 1.0)
+        p2: pl.Tensor[[128, 64], pl.FP32] = pl.tile.store(u, [r0, 0], p)
+        q = pl.yield_(p2)
+    o2 = pl.yield_(q)
+return o2
+"""))
+    assert memberships(out) == {
+        "t": "0:0;1:0", "u": "0:0;1:0", "t_1": "0:1;1:0", "u_1": "0:1;1:0",
+        "t_2": "0:0;1:1", "u_2": "0:0;1:1", "t_3": "0:1;1:1", "u_3": "0:1;1:1",
+    }
+
+
+def test_dynamic_remainder_regions_are_numbered_from_the_deepest_branch():
+    # stage 3: the main loop is region 0; the remainder chain is built as PyPTO builds it, innermost
+    # first: the two copies for `unroll_rem == 2` are region 1, the one copy for `unroll_rem == 1` region 2
+    out = lower_only(vec_kernel(f"""
+for i, (o,) in pl.pipeline(0, n, 1, stage=3, init_values=(out,)):
+    r0: {IDX} = i * 16
+    t: {VEC} = pl.tile.load(x, [r0, 0], [16, 64], target_memory=pl.Mem.Vec)
+    o2: pl.Tensor[[128, 64], pl.FP32] = pl.tile.store(t, [r0, 0], o)
+    res = pl.yield_(o2)
+return res
+""", params=f", n: {IDX}"))
+    got = memberships(out)
+    assert sorted(got.values()) == ["0:0", "0:1", "0:2", "1:0", "1:1", "2:0"]
+    from ptoc.ir.nodes import IfStmt
+
+    outer = next(s for s in out.functions[0].body if isinstance(s, IfStmt))  # unroll_rem == 1
+    assert [m for s in outer.then_body for m in memberships(s).values()] == ["2:0"]

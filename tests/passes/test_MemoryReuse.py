@@ -317,3 +317,110 @@ def test_an_element_of_a_tuple_of_tiles_lives_from_the_op_that_wrote_it():
     env_text = print_program(planned)
     ref = {n: re.search(rf"\b{n}: pl.Tile\[[^=]*?MemRef\((\w+),", env_text).group(1) for n in ("y", "d")}
     assert ref["y"] != ref["d"], env_text
+
+
+# ---------------------------------------------------------------------------------------------------
+# The pipeline-stage guard: tiles of different copies (stages) of one pl.pipeline region stay in
+# different buffers where the memory space holds them; the `pipeline_membership` tags are then dropped
+# ---------------------------------------------------------------------------------------------------
+
+def stage(g: int, s: int) -> str:
+    return f', attrs={{"pipeline_membership": "{g}:{s}"}}'
+
+
+def copies(allocs: str, m0: str, m1: str, m2: str, m3: str, tags: bool = True) -> str:
+    """Two copies of `load, adds, store`, one after the other (each copy's tiles dead before the next)."""
+    s0, s1 = (stage(0, 0), stage(0, 1)) if tags else ("", "")
+    return kernel(f"""
+        {allocs}
+        a: {t(m0)} = pl.tile.load(x, [0, 0], [64, 64], target_memory=pl.Mem.Vec{s0})
+        b: {t(m1)} = pl.tile.adds(a, 1.0{s0})
+        o1: {RET} = pl.tile.store(b, [0, 0], out)
+        a_1: {t(m2)} = pl.tile.load(y, [0, 0], [64, 64], target_memory=pl.Mem.Vec{s1})
+        b_1: {t(m3)} = pl.tile.adds(a_1, 1.0{s1})
+        o2: {RET} = pl.tile.store(b_1, [0, 0], o1)
+        return o2
+    """)
+
+
+def test_pipeline_copies_keep_apart_and_the_tags_are_dropped():
+    # without tags the four tiles chain through one buffer; tagged as stages 0 and 1 of region 0, each
+    # copy keeps its own (2 x 16 KiB fits Vec), b still runs in place of a within its copy
+    _, untagged = run(copies(ALLOCS4, "mem_vec_3", "mem_vec_4", "mem_vec_5", "mem_vec_6", tags=False))
+    assert_same(untagged, copies(alloc("mem_vec_3"), "mem_vec_3", "mem_vec_3", "mem_vec_3", "mem_vec_3", tags=False))
+    _, tagged = run(copies(ALLOCS4, "mem_vec_3", "mem_vec_4", "mem_vec_5", "mem_vec_6"))
+    assert_same(tagged, copies(f"{alloc('mem_vec_3')}\n        {alloc('mem_vec_5')}",
+                               "mem_vec_3", "mem_vec_3", "mem_vec_5", "mem_vec_5", tags=False))
+
+
+def test_copies_of_different_regions_or_the_same_stage_may_share():
+    _, out = run(copies(ALLOCS4, "mem_vec_3", "mem_vec_4", "mem_vec_5", "mem_vec_6").replace('"0:1"', '"1:0"'))
+    assert_same(out, copies(alloc("mem_vec_3"), "mem_vec_3", "mem_vec_3", "mem_vec_3", "mem_vec_3", tags=False))
+
+
+BIG = "pl.Tile[[128, 128], pl.FP32, pl.MemRef({m}, 0, 65536), pl.Mem.Vec]"
+
+
+def test_when_a_live_tile_leaves_room_for_one_copy_the_copies_share():
+    # Vec holds 184 KiB on a2a3: a 64 KiB tile `keep` live across both copies plus two 64 KiB copies is
+    # 192 KiB, so the region's depth is lowered to 1 and the copies share one buffer (keep keeps its own)
+    def text(allocs: str, mk: str, m0: str, m1: str, tags: bool) -> str:
+        s0, s1 = (stage(0, 0), stage(0, 1)) if tags else ("", "")
+        big = "pl.Tensor[[128, 128], pl.FP32]"
+        return kernel(f"""
+            {allocs}
+            keep: {BIG.format(m=mk)} = pl.tile.load(x, [0, 0], [128, 128], target_memory=pl.Mem.Vec)
+            a: {BIG.format(m=m0)} = pl.tile.load(y, [0, 0], [128, 128], target_memory=pl.Mem.Vec{s0})
+            o1: {big} = pl.tile.store(a, [0, 0], out)
+            a_1: {BIG.format(m=m1)} = pl.tile.load(y, [0, 0], [128, 128], target_memory=pl.Mem.Vec{s1})
+            o2: {big} = pl.tile.store(a_1, [0, 0], o1)
+            o3: {big} = pl.tile.store(keep, [0, 0], o2)
+            return o3
+        """, params="x: pl.Tensor[[128, 128], pl.FP32], y: pl.Tensor[[128, 128], pl.FP32], "
+                    "out: pl.Out[pl.Tensor[[128, 128], pl.FP32]]", ret="pl.Tensor[[128, 128], pl.FP32]")
+
+    allocs3 = "\n            ".join(alloc(f"mem_vec_{i}", 65536) for i in range(3))
+    _, out = run(text(allocs3, "mem_vec_0", "mem_vec_1", "mem_vec_2", tags=True))
+    allocs2 = "\n            ".join(alloc(f"mem_vec_{i}", 65536) for i in range(2))
+    assert_same(out, text(allocs2, "mem_vec_0", "mem_vec_1", "mem_vec_1", tags=False))
+
+
+def _allocs_by_space(program) -> dict[str, int]:
+    return {s: len(re.findall(rf"pl\.tile\.alloc\(pl\.Mem\.{s},", print_program(program))) for s in
+            ("Left", "Right", "Acc")}
+
+
+def test_double_buffered_l0_operands_as_pypto_plans_them():
+    # matmul_l0_tiled on a2a3: eight accumulation loops of two copies each; PyPTO's MemoryReuse leaves
+    # two Left and two Right buffers (one per copy) and one accumulator (read from its dump after the pass)
+    from ptoc.driver import frontend
+
+    src = Path(__file__).resolve().parents[2] / "examples" / "matmul_l0_tiled.ir"
+    prog = frontend(src.read_text(), src.name, CTX)
+    out = run_pipeline(prog, CTX, stop_after="MemoryReuse")
+    assert _allocs_by_space(out) == {"Left": 2, "Right": 2, "Acc": 1}
+    assert "pipeline_membership" not in print_program(out)
+    # the tags read back from a dump after LowerPipelineLoops give the same plan
+    mid = run_pipeline(prog, CTX, stop_after="LowerPipelineLoops")
+    text = print_program(mid)
+    assert text.count("pipeline_membership") == 32
+    again = parse_program(text, "mid.ir", ctx=CTX)
+    from ptoc.passes.manager import available_pipeline
+
+    names = [n for _, n in PIPELINE]
+    lo, hi = names.index("LowerPipelineLoops"), names.index("MemoryReuse")
+    rest = available_pipeline()[lo + 1:hi + 1]
+    assert _allocs_by_space(run_pipeline(again, CTX, passes=rest)) == {"Left": 2, "Right": 2, "Acc": 1}
+
+
+def test_a_coalesced_input_skips_the_pass_and_still_loses_its_tags():
+    # one buffer only: nothing to merge (the input has `coalesced`), the pipeline skips the pass and its
+    # adopt step drops the tags as the pass would
+    from ptoc.passes.manager import input_properties
+
+    text = copies(alloc("mem_vec_3"), "mem_vec_3", "mem_vec_3", "mem_vec_3", "mem_vec_3")
+    prog = parse_program(text, "in.ir", ctx=CTX)
+    assert "pipeline_membership" in print_program(prog)
+    assert {"memrefs", "coalesced"} <= input_properties(prog, CTX)
+    out = MemoryReuse().adopt(prog, CTX)
+    assert_same(out, copies(alloc("mem_vec_3"), "mem_vec_3", "mem_vec_3", "mem_vec_3", "mem_vec_3", tags=False))
