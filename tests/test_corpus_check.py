@@ -29,3 +29,23 @@ def test_corpus_program_checks(path):
     prog = parse_program(text, str(path), ctx=CompileContext(arch=arch_of(path)))
     # every function the file defines is in the checked program, in order (nothing dropped or invented)
     assert [f.name for f in prog.functions] == re.findall(r"^\s*def (\w+)\(", text, re.M)
+
+
+@pytest.mark.parametrize("each", [False, True], ids=["checked-once", "checked-after-every-pass"])
+@pytest.mark.parametrize("path", sorted((CORPUS / "raw").glob("*.ir")), ids=lambda p: p.name)
+def test_corpus_program_lowers_or_reports_a_user_error(path, each, monkeypatch):
+    """The whole pipeline on every corpus program ends in a program or in diagnostics, never in an internal
+    error (a pass claiming a property its output does not have). Corpus 05's pipeline loop once did: a
+    skipped MemoryReuse dropped the stage tags and forgot which buffers the stage guard keeps apart."""
+    from ptoc.diagnostics import CompileError
+    from ptoc.driver import frontend, lower
+
+    if each:
+        monkeypatch.setenv("PTOC_VERIFY_EACH_PASS", "1")
+    ctx = CompileContext(arch=arch_of(path))
+    try:
+        low = lower(frontend(path.read_text(), str(path), ctx), ctx)
+    except CompileError as e:
+        assert e.diagnostics and all(d.code.startswith("PTOC-") for d in e.diagnostics)
+        return
+    assert low.program.functions

@@ -128,9 +128,16 @@ class MemoryReuse(Pass):
     produces = frozenset({"memrefs", "coalesced"})
 
     def adopt(self, program: Program, ctx) -> Program:
-        """Skipped (the input is coalesced already): the pipeline membership tags are dropped all the same."""
-        new = {f.name: _Rebind({}, set()).function(f) for f in program.functions if _has_membership(f, self.cache)}
-        return replace(program, functions=tuple(new.get(f.name, f) for f in program.functions)) if new else program
+        """Skipped (the input is coalesced already): the pipeline membership tags are dropped all the same,
+        and the pairs of buffers the stage guard keeps apart are remembered for the property check, as `run`
+        remembers them (without them, the check would see two tagless buffers it could merge)."""
+        tagged = [f for f in program.functions if _has_membership(f, self.cache)]
+        if not tagged:
+            return program
+        env = self.types(program, ctx)
+        arch = get_arch(ctx.arch)
+        new = {f.name: coalesce(f, env.get(f.name, {}), arch) for f in tagged}
+        return replace(program, functions=tuple(new.get(f.name, f) for f in program.functions))
 
     def run(self, program: Program, ctx) -> Program:
         todo = [f for f in program.functions if f.func_type in TILE_FUNCTION_TYPES and _unplaced(f)]
