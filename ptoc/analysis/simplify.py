@@ -400,21 +400,33 @@ class _Fold(Mutator):
 
 
 # ------------------------------------------------------------------------------------ statements
-def _assigned_names(f: Function) -> set[str]:
+def _index(f: Function, cache=None):
+    """The `ptoc.ir.verifier.NodeIndex` of `f` (the pipeline's, through `cache`, when there is one)."""
+    from ptoc.ir.verifier import NodeIndex
+
+    return NodeIndex.get(f, cache)
+
+
+def _assigned_names(f: Function, cache=None) -> set[str]:
     """Names it is unsafe to treat as one value: assigned more than once, or also bound otherwise."""
     count: Counter[str] = Counter()
-    for n in walk(f):
-        if isinstance(n, AssignStmt):
-            count[n.target.name] += 1
-        elif isinstance(n, YieldStmt):
-            count.update(t.name for t in n.targets)
-        elif isinstance(n, ForStmt):
-            count.update([n.var.name, *(a.name for a in n.iter_args)])
-        elif isinstance(n, WhileStmt):
-            count.update(a.name for a in n.iter_args)
+    index = _index(f, cache)
+    for n in index.of(AssignStmt):
+        count[n.target.name] += 1
+    for n in index.of(YieldStmt):
+        count.update(t.name for t in n.targets)
+    for n in index.of(ForStmt):
+        count.update([n.var.name, *(a.name for a in n.iter_args)])
+    for n in index.of(WhileStmt):
+        count.update(a.name for a in n.iter_args)
     for p in f.params:
         count[p.name] += 1
     return {n for n, k in count.items() if k > 1}
+
+
+def _same(new: list[Stmt], old: tuple[Stmt, ...]) -> bool:
+    """`new` holds exactly the statements of `old` (the very objects, in order)."""
+    return len(new) == len(old) and all(a is b for a, b in zip(new, old))
 
 
 def _lift(body: list[Stmt], results: tuple[Var, ...], values: dict[str, Expr]) -> list[Stmt]:
@@ -428,9 +440,12 @@ def _lift(body: list[Stmt], results: tuple[Var, ...], values: dict[str, Expr]) -
 
 
 class _Simplifier:
-    def __init__(self, f: Function, types: dict):
+    """Statements it leaves as they were come back as the very same objects (so an unchanged function is
+    the same function, whose node index the pipeline's cache already has)."""
+
+    def __init__(self, f: Function, types: dict, cache=None):
         self.types = types
-        self.multi = _assigned_names(f)
+        self.multi = _assigned_names(f, cache)
         self.values: dict[str, Expr] = {}  # name -> the expression that replaces it
         self.ranges = _Ranges(types)
         self.fold = _Fold(self.values, self.ranges)
@@ -469,16 +484,24 @@ class _Simplifier:
             return self.for_(s)
         if isinstance(s, WhileStmt):
             init, cond = self.e(s.init_values), self.e(s.cond)
-            body = tuple(self.region(s.body)) or (PassStmt(span=s.span),)
+            new = self.region(s.body)
+            if init is s.init_values and cond is s.cond and _same(new, s.body):
+                return [s]
+            body = tuple(new) or (PassStmt(span=s.span),)
             return [dataclasses.replace(s, init_values=init, cond=cond, body=body)]
         if isinstance(s, IfStmt):
             return self.if_(s)
         if isinstance(s, ScopeStmt):
             args, kwargs = self.e(s.args), self.e(s.kwargs)
             body = self.region(s.body) if s.kind == "spmd" else self.block(s.body)  # pl.at: still top level
+            if args is s.args and kwargs is s.kwargs and _same(body, s.body):
+                return [s]
             return [dataclasses.replace(s, args=args, kwargs=kwargs, body=tuple(body) or (PassStmt(span=s.span),))]
         if isinstance(s, YieldStmt):
-            return [dataclasses.replace(s, values=self.e(s.values), annotation=self.e(s.annotation))]
+            values, ann = self.e(s.values), self.e(s.annotation)
+            if values is s.values and ann is s.annotation:
+                return [s]
+            return [dataclasses.replace(s, values=values, annotation=ann)]
         if isinstance(s, (ReturnStmt, EvalStmt)):
             return [self.e(s)]
         return [s]
@@ -502,7 +525,8 @@ class _Simplifier:
 
     def for_(self, s: ForStmt) -> list[Stmt]:
         args, init, kwargs = self.e(s.args), self.e(s.init_values), self.e(s.kwargs)
-        s = dataclasses.replace(s, args=args, init_values=init, kwargs=kwargs)
+        if args is not s.args or init is not s.init_values or kwargs is not s.kwargs:
+            s = dataclasses.replace(s, args=args, init_values=init, kwargs=kwargs)
         start, stop, step = s.start, s.stop, s.step
         if s.kind == "range" and not s.kwargs and self.ranges.decide(BinOp(">=", step, _int(1, step))):
             if self.ranges.decide(BinOp("<=", stop, start)):
@@ -518,6 +542,8 @@ class _Simplifier:
             self.ranges.bounds[s.var.name] = (start.value, stop.value - 1)
         body = self.region(s.body)
         self.ranges.bounds = saved
+        if _same(body, s.body):
+            return [s]
         return [dataclasses.replace(s, body=tuple(body) or (PassStmt(span=s.span),))]
 
     def if_(self, s: IfStmt) -> list[Stmt]:
@@ -532,26 +558,27 @@ class _Simplifier:
             return _lift(branches[0] if verdict else branches[1], s.results, self.values)
         if verdict is False:
             return []
+        if cond is s.cond and _same(branches[0], s.then_body) and _same(branches[1], s.else_body):
+            return [s]
         then_body = tuple(branches[0]) or (PassStmt(span=s.span),)
         return [dataclasses.replace(s, cond=cond, then_body=then_body, else_body=tuple(branches[1]))]
 
 
 # ------------------------------------------------------------------------------------ dead code
-def _reads(f: Function) -> Counter[str]:
+def _reads(f: Function, cache=None) -> Counter[str]:
     """How often each name is read in `f` (binding places excluded)."""
-    count: Counter[str] = Counter()
-    for n in walk(f):
-        if n.__class__ is Var:
-            count[n.name] += 1
-        elif isinstance(n, AssignStmt):
-            count[n.target.name] -= 1
-        elif isinstance(n, YieldStmt):
-            count.subtract(t.name for t in n.targets)
-        elif isinstance(n, ForStmt):
-            count.subtract([n.var.name, *(a.name for a in n.iter_args)])
-        elif isinstance(n, WhileStmt):
-            count.subtract(a.name for a in n.iter_args)
-        elif isinstance(n, ScopeStmt) and n.var is not None:
+    index = _index(f, cache)
+    count: Counter[str] = Counter(n.name for n in index.of(Var))
+    for n in index.of(AssignStmt):
+        count[n.target.name] -= 1
+    for n in index.of(YieldStmt):
+        count.subtract(t.name for t in n.targets)
+    for n in index.of(ForStmt):
+        count.subtract([n.var.name, *(a.name for a in n.iter_args)])
+    for n in index.of(WhileStmt):
+        count.subtract(a.name for a in n.iter_args)
+    for n in index.of(ScopeStmt):
+        if n.var is not None:
             count[n.var.name] -= 1
     return count
 
@@ -561,9 +588,9 @@ def _calls(e: Expr) -> bool:
 
 
 class _DeadCode:
-    def __init__(self, f: Function, types: dict):
+    def __init__(self, f: Function, types: dict, cache=None):
         self.types = types
-        self.reads = _reads(f)
+        self.reads = _reads(f, cache)
         self.changed = False
 
     def dead_scalar(self, s: Stmt) -> bool:
@@ -613,18 +640,20 @@ class _DeadCode:
         return dataclasses.replace(s, then_body=cut(s.then_body), else_body=cut(s.else_body))
 
 
-def _eliminate(f: Function, types: dict) -> Function:
+def _eliminate(f: Function, types: dict, cache=None) -> Function:
     while True:
-        d = _DeadCode(f, types)
+        d = _DeadCode(f, types, cache)
         body = d.block(f.body, allow_empty=True)
         if not d.changed:
             return f
         f = dataclasses.replace(f, body=body)
 
 
-def simplify_function(f: Function, types: dict) -> Function:
-    s = _Simplifier(f, types)
-    body = tuple(s.block(f.body))
-    new = f if body == f.body else dataclasses.replace(f, body=body)
-    new = _eliminate(new, types)
+def simplify_function(f: Function, types: dict, cache=None) -> Function:
+    """`f` simplified (the very same object when nothing changes). `cache`: the pipeline's verifier cache,
+    whose node index of a function serves the counts of its names."""
+    s = _Simplifier(f, types, cache)
+    body = s.block(f.body)
+    new = f if _same(body, f.body) else dataclasses.replace(f, body=tuple(body))
+    new = _eliminate(new, types, cache)
     return new if new.body else dataclasses.replace(new, body=(PassStmt(span=f.span),))  # as it prints

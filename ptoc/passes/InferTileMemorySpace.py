@@ -100,7 +100,7 @@ from ptoc.ir.nodes import (
     YieldStmt,
     loop_results,
 )
-from ptoc.ir.verifier import function_types, iter_nodes, verify_program
+from ptoc.ir.verifier import NodeIndex, function_types, iter_nodes, verify_program
 from ptoc.passes.manager import Pass
 from ptoc.ir.nodes import KERNEL_TYPES
 
@@ -128,7 +128,7 @@ class InferTileMemorySpace(Pass):
     def adopt(self, program: Program, ctx) -> Program:
         """Every space is decided already (the pass is skipped): only rule 5, the hardware rules."""
         if any(f.func_type in KERNEL_TYPES for f in program.functions):
-            _check_hardware_rules(program, ctx)
+            _check_hardware_rules(program, ctx, self)
         return program
 
     def run(self, program: Program, ctx) -> Program:
@@ -155,7 +155,7 @@ class InferTileMemorySpace(Pass):
             diags = [d for d in verify_program(p3, ctx=ctx, cache=self.cache) if d.severity == "error"]
             if diags and any(d.severity == "error" for d in verify_program(program, ctx=ctx, cache=self.cache)):
                 raise CompileError(diags)
-        _check_hardware_rules(p3, ctx)
+        _check_hardware_rules(p3, ctx, self)
         return p3
 
 
@@ -164,16 +164,17 @@ def _hardware(ctx) -> CompileContext:
     return (ctx if ctx is not None else CompileContext()).with_hardware_rules()
 
 
-def _check_hardware_rules(program: Program, ctx) -> None:
+def _check_hardware_rules(program: Program, ctx, p: Pass | None = None) -> None:
     """5: with every space decided, the operator rules that depend on it hold: cube operands in their
     buffers, each tile.move a TMOV path of the target (MOV-1..MOV-6), boxed tiles whole fractals (NZ-1).
     The front end accepts what only the chosen spaces make wrong (a Mat matmul operand is moved here; a
     Mat -> Vec move is wrong only on a target without that path), so this is where those are reported.
     A move between the cube and vector cores that no TMOV makes (`CROSS_CORE_MOVES`) is a hand-off only
-    in a mixed InCore kernel, which ExpandMixedKernel splits; in an AIC or AIV kernel it is PTOC-E0750."""
+    in a mixed InCore kernel, which ExpandMixedKernel splits; in an AIC or AIV kernel it is PTOC-E0750.
+    `p`: the pass, whose pipeline cache serves the node indexes and value types."""
     diags = [d for d in verify_program(program, ctx=_hardware(ctx)) if d.severity == "error"]
     if not diags:
-        diags = _one_core_hand_offs(program, ctx)
+        diags = _one_core_hand_offs(program, ctx, p)
     if diags:
         raise CompileError(diags)
 
@@ -195,18 +196,20 @@ def _one_core_why(ctx, func_type: str, src: str | None, dst: str) -> str:
             "InCore kernel hands a tile over between the cube and vector cores")
 
 
-def _one_core_hand_offs(program: Program, ctx) -> list[Diagnostic]:
+def _one_core_hand_offs(program: Program, ctx, p: Pass | None = None) -> list[Diagnostic]:
     """PTOC-E0750: a tile.move in an AIC / AIV kernel that only a cross-core hand-off could make."""
+    cache = p.cache if p is not None else None
+    indexes = {f.name: NodeIndex.get(f, cache) for f in program.functions if f.func_type in SPLIT_TYPES}
     funcs = [f for f in program.functions if f.func_type in SPLIT_TYPES
-             and any(isinstance(n, Call) and n.op in ("tile.move", "move") for n in iter_nodes(f))]
+             and any(n.op in ("tile.move", "move") for n in indexes[f.name].of(Call))]
     if not funcs:
         return []
-    types = function_types(program, ctx)
+    types = function_types(program, ctx, cache)
     out: list[Diagnostic] = []
     for f in funcs:
         env = types.get(f.name, {})
-        for n in iter_nodes(f):
-            if not (isinstance(n, Call) and n.op in ("tile.move", "move") and n.args and isinstance(n.args[0], Var)):
+        for n in indexes[f.name].of(Call):
+            if not (n.op in ("tile.move", "move") and n.args and isinstance(n.args[0], Var)):
                 continue
             t, dst = env.get(n.args[0].name), n.kwarg("target_memory")
             if isinstance(t, TileType) and isinstance(dst, EnumLit) and _crosses_cores(ctx, t.memory, dst.member):
