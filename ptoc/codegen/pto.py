@@ -124,10 +124,12 @@ def dynamic_dims(program: Program, fn: Function, defined: set[str] | None = None
     for p in fn.params:
         for e in iter_type_exprs(p.type):
             visit(e, True)
+    open_dims = declared - defined - params  # what the body may read without binding it
+    if not open_dims:
+        return seen
     for s in fn.body:
         for node in walk(s):
-            if isinstance(node, Var) and node.name in declared and node.name not in defined \
-                    and node.name not in seen and node.name not in params:
+            if isinstance(node, Var) and node.name in open_dims and node.name not in seen:
                 seen.append(node.name)
     return seen
 
