@@ -117,12 +117,13 @@ class AutoTileMatmulL0(Pass):
         funcs = []
         changed = False
         for f in program.functions:
-            if not any(isinstance(n, Call) and n.kind == "op" and "matmul" in n.op for n in iter_nodes(f)):
+            index = self.index(f)
+            if not any("matmul" in op for op in index.ops()):
                 funcs.append(f)
                 continue
             if types is None:
                 types = self.types(program, ctx)
-            nf = _Rewriter(f, types.get(f.name, {}), arch, ctx).run()
+            nf = _Rewriter(f, types.get(f.name, {}), arch, ctx, index).run()
             changed |= nf is not f
             funcs.append(nf)
         return replace(program, functions=tuple(funcs)) if changed else program
@@ -177,12 +178,13 @@ def _static2(t: Type | None) -> tuple[int, int] | None:
 
 
 class _Rewriter:
-    def __init__(self, f: Function, types: dict, arch: Arch, ctx):
+    def __init__(self, f: Function, types: dict, arch: Arch, ctx, index=None):
         self.f = f
         self.types = dict(types)
         self.arch = arch
         self.ctx = ctx
-        self.names = {p.name for p in f.params} | {n.name for n in iter_nodes(f) if isinstance(n, Var)}
+        found = index.of(Var) if index is not None else [n for n in iter_nodes(f) if isinstance(n, Var)]
+        self.names = {p.name for p in f.params} | {n.name for n in found}
         nodes = [n for st in f.body for n in iter_nodes(st)]
         self.bias: Var | None = None  # the bias operand of the tile.matmul_bias being rewritten
         self.uses: Counter[str] = Counter(n.name for n in nodes if isinstance(n, Var))

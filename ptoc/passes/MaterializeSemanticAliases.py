@@ -88,7 +88,8 @@ class MaterializeSemanticAliases(Pass):
     produces = frozenset({"memrefs"})
 
     def run(self, program: Program, ctx) -> Program:
-        todo = [f for f in program.functions if f.func_type in TILE_FUNCTION_TYPES and _has_carried_tiles(f)]
+        todo = [f for f in program.functions
+                if f.func_type in TILE_FUNCTION_TYPES and _has_carried_tiles(f, self.index(f))]
         if not todo:
             return program
         env = self.types(program, ctx)
@@ -106,10 +107,11 @@ class MaterializeSemanticAliases(Pass):
         return self.run(program, ctx)
 
 
-def _has_carried_tiles(f: Function) -> bool:
-    if next(allocs(f.body), None) is None:
+def _has_carried_tiles(f: Function, index) -> bool:
+    """`f` allocates a buffer and has a loop carrying values (`index`: its `NodeIndex`)."""
+    if not any(n.iter_args for n in index.of(ForStmt)) and not any(n.iter_args for n in index.of(WhileStmt)):
         return False
-    return any(isinstance(n, (ForStmt, WhileStmt)) and n.iter_args for n in walk(f))
+    return next(allocs(f.body), None) is not None
 
 
 def _base(t) -> str | None:

@@ -27,6 +27,7 @@ from __future__ import annotations
 
 from dataclasses import replace
 
+from ptoc.analysis.flow import tensor_aliases
 from ptoc.analysis.outline import body_facts, trace_to_param
 from ptoc.ir.nodes import (
     AssignStmt,
@@ -92,9 +93,11 @@ class _Analysis:
         return [n for n in walk(f) if isinstance(n, cls)]
 
     def facts(self, f: Function) -> tuple:
+        """`body_facts(f.body)`, its definitions read off the node index."""
         known = self._facts.get(id(f))
         if known is None or known[0] is not f:
-            known = self._facts[id(f)] = (f, body_facts(f.body))
+            facts = (_defs(f, self), tensor_aliases(f.body)) if self.index is not None else body_facts(f.body)
+            known = self._facts[id(f)] = (f, facts)
         return known[1]
 
 
