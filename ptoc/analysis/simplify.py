@@ -56,6 +56,7 @@ from ptoc.ir.nodes import (
     ConstBool,
     ConstFloat,
     ConstInt,
+    DTypeLit,
     EnumLit,
     EvalStmt,
     Expr,
@@ -68,6 +69,7 @@ from ptoc.ir.nodes import (
     ScalarType,
     ScopeStmt,
     Stmt,
+    StrLit,
     TensorType,
     UnaryOp,
     Var,
@@ -335,12 +337,31 @@ def _identity(e: BinOp) -> Expr | None:
     return None
 
 
+# Nodes without parts that `_Fold` has no rule for: they stay as they are.
+_UNFOLDED = frozenset({ConstInt, ConstFloat, ConstBool, EnumLit, StrLit, DTypeLit, str, int, float, bool, type(None)})
+
+
 class _Fold(Mutator):
     """Bottom-up: names replaced by known values, then each operator node folded."""
 
     def __init__(self, values: dict[str, Expr], ranges: _Ranges):
         self.values = values
         self.ranges = ranges
+
+    def mutate(self, node):
+        """`Mutator.mutate`, with the nodes no rule rewrites (literals) and names answered at once."""
+        cls = node.__class__
+        if cls in _UNFOLDED:
+            return node
+        if cls is Var:
+            return self.values.get(node.name, node)
+        if cls is tuple:
+            new = [self.mutate(x) for x in node]
+            for a, b in zip(new, node):
+                if a is not b:
+                    return tuple(new)
+            return node
+        return Mutator.mutate(self, node)
 
     def pre_Var(self, v: Var):
         return self.values.get(v.name, v)
