@@ -88,8 +88,7 @@ class MaterializeSemanticAliases(Pass):
     produces = frozenset({"memrefs"})
 
     def run(self, program: Program, ctx) -> Program:
-        todo = [f for f in program.functions
-                if f.func_type in TILE_FUNCTION_TYPES and _has_carried_tiles(f, self.index(f))]
+        todo = [f for f in program.functions if f.func_type in TILE_FUNCTION_TYPES and _has_carried_tiles(f)]
         if not todo:
             return program
         env = self.types(program, ctx)
@@ -107,11 +106,12 @@ class MaterializeSemanticAliases(Pass):
         return self.run(program, ctx)
 
 
-def _has_carried_tiles(f: Function, index) -> bool:
-    """`f` allocates a buffer and has a loop carrying values (`index`: its `NodeIndex`)."""
-    if not any(n.iter_args for n in index.of(ForStmt)) and not any(n.iter_args for n in index.of(WhileStmt)):
+def _has_carried_tiles(f: Function) -> bool:
+    """`f` allocates a buffer and has a loop carrying values. (A walk that stops at the first such loop:
+    the functions are new since InitMemRef, and no later pass shares a node index of them.)"""
+    if next(allocs(f.body), None) is None:
         return False
-    return next(allocs(f.body), None) is not None
+    return any(isinstance(n, (ForStmt, WhileStmt)) and n.iter_args for n in walk(f))
 
 
 def _base(t) -> str | None:
