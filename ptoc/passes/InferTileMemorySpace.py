@@ -80,19 +80,32 @@ from ptoc.ir.visitor import rebuild_bodies
 from ptoc.ir.names import fresh_name
 from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError, Diagnostic
+from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
     AssignStmt,
     Call,
+    ConstBool,
+    ConstFloat,
+    ConstInt,
+    DictExpr,
+    DTypeLit,
     EnumLit,
     EvalStmt,
     Expr,
     ForStmt,
     Function,
+    GetItem,
     IfStmt,
+    ListExpr,
+    NoneLit,
     Program,
+    ScalarType,
     ScopeStmt,
     Stmt,
+    StrLit,
+    TensorType,
     TileType,
+    TupleExpr,
     TupleType,
     Type,
     Var,
@@ -172,11 +185,82 @@ def _check_hardware_rules(program: Program, ctx, p: Pass | None = None) -> None:
     A move between the cube and vector cores that no TMOV makes (`CROSS_CORE_MOVES`) is a hand-off only
     in a mixed InCore kernel, which ExpandMixedKernel splits; in an AIC or AIV kernel it is PTOC-E0750.
     `p`: the pass, whose pipeline cache serves the node indexes and value types."""
-    diags = [d for d in verify_program(program, ctx=_hardware(ctx)) if d.severity == "error"]
+    diags = [] if _hardware_clean(program, ctx, p) else \
+        [d for d in verify_program(program, ctx=_hardware(ctx)) if d.severity == "error"]
     if not diags:
         diags = _one_core_hand_offs(program, ctx, p)
     if diags:
         raise CompileError(diags)
+
+
+# Argument expressions the verifier gives no type (after checking their parts): a call's argument of one
+# of these classes has type None; see `_hardware_clean`.
+_UNTYPED_ARGS = (ListExpr, TupleExpr, DictExpr, StrLit, EnumLit, DTypeLit, NoneLit)
+_FUNCTION_CALLS = ("func", "submit", "spmd_submit")  # calls the verifier checks without the operator rules
+_UNKNOWN = object()
+_INDEX = ScalarType(dtypes.INDEX)
+_BOOL = ScalarType(dtypes.BOOL)
+
+
+def _arg_type(e: Expr, env: dict, dyn: set[str]):
+    """The type the verifier gives the argument `e` of an operator call, or `_UNKNOWN` when `e` is not a
+    name, a constant or a literal (`_hardware_clean` then cannot tell)."""
+    cls = e.__class__
+    if cls is Var:
+        t = env.get(e.name, _UNKNOWN)  # type: ignore[attr-defined]
+        if t is _UNKNOWN and e.name in dyn:  # type: ignore[attr-defined]
+            return _INDEX
+        return t
+    if cls is ConstInt or cls is ConstFloat:
+        return ScalarType(e.dtype)  # type: ignore[attr-defined]
+    if cls is ConstBool:
+        return _BOOL
+    return None if isinstance(e, _UNTYPED_ARGS) else _UNKNOWN
+
+
+def _hardware_clean(program: Program, ctx, p: Pass | None) -> bool:
+    """True when checking `program` with the hardware rules on would find nothing wrong, found without that
+    whole second check; False when it cannot tell (then the caller runs the check).
+
+    The hardware rules are operator rules only (`Args.hardware`), and they only add errors: a call that
+    passes them has the type it has without them. So when the program verifies clean without them (the
+    pipeline's cache knows), the check with them goes the same way unless an operator call fails them;
+    and every operator call is typed with the argument types it had in the check without them. This asks
+    the operator rules again, with the hardware rules on, for each call, when every operator call is the
+    value of a statement and its arguments are names, constants or literals (the form the pipeline keeps
+    after FlattenCallExpr); anything else, or any diagnostic, and it cannot tell."""
+    cache = p.cache if p is not None else None
+    if cache is None or cache.op_typer is None:
+        return False
+    if any(d.severity == "error" for d in verify_program(program, ctx=ctx, cache=cache)):
+        return False
+    types = function_types(program, ctx, cache)
+    hw = _hardware(ctx)
+    typer = cache.op_typer
+    dyn = {d.name for d in program.dynamic_dims}
+    for f in program.functions:
+        env = types.get(f.name, {})
+        index = NodeIndex.get(f, cache)
+        for g in index.of(GetItem):  # a tensor's `t[i]` is typed as an operator call
+            if not isinstance(g.value, Var) or isinstance(env.get(g.value.name), TensorType):
+                return False
+        calls = sum(1 for c in index.of(Call) if c.kind not in _FUNCTION_CALLS)
+        if not calls:
+            continue
+        tops = [s.value for s in index.of(AssignStmt) if s.value.__class__ is Call]
+        tops += [s.expr for s in index.of(EvalStmt) if s.expr.__class__ is Call]
+        tops = [c for c in tops if c.kind not in _FUNCTION_CALLS]
+        if len(tops) != calls:
+            return False  # an operator call inside an expression or a type: not this simple form
+        for c in tops:
+            arg_types = [_arg_type(a, env, dyn) for a in c.args]
+            kwarg_types = {k: _arg_type(v, env, dyn) for k, v in c.kwargs}
+            if any(t is _UNKNOWN for t in arg_types) or any(t is _UNKNOWN for t in kwarg_types.values()):
+                return False
+            _, diags = typer(c, arg_types, kwarg_types, hw)
+            if diags:
+                return False
+    return True
 
 
 SPLIT_TYPES = ("AIC", "AIV")  # kernels of one core: no other core to hand a tile over to
