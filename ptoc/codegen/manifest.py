@@ -108,15 +108,18 @@ def _logical_shapes(program: Program, ctx, kernels: set[str], cache=None) -> dic
     from ptoc.ir.verifier import function_types
 
     out: dict[tuple[str, str], list] = {}
+    by_name: dict[str, Function] = {}
+    for f in program.functions:
+        by_name.setdefault(f.name, f)  # as Program.function finds it
     callers = [f for f in program.functions if f.func_type not in KERNEL_TYPES]
     nz_calls = [(f, n) for f in callers for n in _nodes(f, Call, cache) if n.kind == "func"
                 and n.op in kernels and any(isinstance(p.type, TensorType) and p.type.layout == "NZ"
-                                            for p in program.function(n.op).params)]
+                                            for p in by_name[n.op].params)]
     if not nz_calls:
         return out
     types = function_types(program, ctx, cache)
     for f, call in nz_calls:
-        for p, a in zip(program.function(call.op).params, call.args):
+        for p, a in zip(by_name[call.op].params, call.args):
             t = types.get(f.name, {}).get(a.name) if isinstance(a, Var) else None
             if isinstance(p.type, TensorType) and p.type.layout == "NZ" and isinstance(t, TensorType) \
                     and len(t.shape) != len(p.type.shape):
