@@ -126,6 +126,7 @@ def stage_times(text: str) -> dict[str, float]:
     from ptoc.codegen.pto import emit_module
     from ptoc.context import CompileContext
     from ptoc.driver import frontend, lower
+    from ptoc.passes.manager import gc_paused
 
     ctx = CompileContext()
     acc: dict[str, float] = {}
@@ -138,12 +139,13 @@ def stage_times(text: str) -> dict[str, float]:
         t2 = time.process_time()
     finally:
         undo()
-    types = low.function_types(ctx)
-    t3 = time.process_time()
-    emit_module(low.program, ctx, types=types)
-    t4 = time.process_time()
-    emit_header(low.program, ctx, "bench.ir", __version__, types)
-    t5 = time.process_time()
+    with gc_paused():  # as `compile_program` runs the emitters
+        types = low.function_types(ctx)
+        t3 = time.process_time()
+        emit_module(low.program, ctx, types=types)
+        t4 = time.process_time()
+        emit_header(low.program, ctx, "bench.ir", __version__, types)
+        t5 = time.process_time()
     if has_orchestration(low.program, low.verified):
         emit_manifest(low.program, ctx, "bench.ir", low.verified)
     t6 = time.process_time()

@@ -158,6 +158,13 @@ def emit_manifest(program: Program, ctx, source_name: str, cache=None) -> str:
     """The manifest of the lowered `program` as JSON text (sorted keys, two-space indent, final newline).
     `cache`: the pipeline's verifier cache (`LowerResult.verified`): the value types and node indexes it
     has are not derived again."""
+    from ptoc.passes.manager import gc_paused
+
+    with gc_paused():  # as the driver's emitters: a large acyclic heap the collector need not rescan
+        return _manifest(program, ctx, source_name, cache)
+
+
+def _manifest(program: Program, ctx, source_name: str, cache) -> str:
     from ptoc.codegen.global_tensor import kernel_types
     from ptoc.ir.verifier import function_types
 
