@@ -428,10 +428,10 @@ def _index(f: Function, cache=None):
     return NodeIndex.get(f, cache)
 
 
-def _assigned_names(f: Function, cache=None) -> set[str]:
+def _assigned_names(f: Function, cache=None, index=None) -> set[str]:
     """Names it is unsafe to treat as one value: assigned more than once, or also bound otherwise."""
     count: Counter[str] = Counter()
-    index = _index(f, cache)
+    index = _index(f, cache) if index is None else index
     for n in index.of(AssignStmt):
         count[n.target.name] += 1
     for n in index.of(YieldStmt):
@@ -464,9 +464,9 @@ class _Simplifier:
     """Statements it leaves as they were come back as the very same objects (so an unchanged function is
     the same function, whose node index the pipeline's cache already has)."""
 
-    def __init__(self, f: Function, types: dict, cache=None):
+    def __init__(self, f: Function, types: dict, cache=None, index=None):
         self.types = types
-        self.multi = _assigned_names(f, cache)
+        self.multi = _assigned_names(f, cache, index)
         self.values: dict[str, Expr] = {}  # name -> the expression that replaces it
         self.ranges = _Ranges(types)
         self.fold = _Fold(self.values, self.ranges)
@@ -586,9 +586,9 @@ class _Simplifier:
 
 
 # ------------------------------------------------------------------------------------ dead code
-def _reads(f: Function, cache=None) -> Counter[str]:
+def _reads(f: Function, cache=None, index=None) -> Counter[str]:
     """How often each name is read in `f` (binding places excluded)."""
-    index = _index(f, cache)
+    index = _index(f, cache) if index is None else index
     count: Counter[str] = Counter(n.name for n in index.of(Var))
     for n in index.of(AssignStmt):
         count[n.target.name] -= 1
@@ -609,9 +609,9 @@ def _calls(e: Expr) -> bool:
 
 
 class _DeadCode:
-    def __init__(self, f: Function, types: dict, cache=None):
+    def __init__(self, f: Function, types: dict, cache=None, index=None):
         self.types = types
-        self.reads = _reads(f, cache)
+        self.reads = _reads(f, cache, index)
         self.changed = False
 
     def dead_scalar(self, s: Stmt) -> bool:
@@ -661,20 +661,49 @@ class _DeadCode:
         return dataclasses.replace(s, then_body=cut(s.then_body), else_body=cut(s.else_body))
 
 
-def _eliminate(f: Function, types: dict, cache=None) -> Function:
+def _eliminate(f: Function, types: dict, cache=None, index=None) -> Function:
+    """`index`: the node index of `f` when the caller has it."""
     while True:
-        d = _DeadCode(f, types, cache)
+        d = _DeadCode(f, types, cache, index)
+        index = None
         body = d.block(f.body, allow_empty=True)
         if not d.changed:
             return f
         f = dataclasses.replace(f, body=body)
 
 
+def _nothing_to_fold(index) -> bool:
+    """The rewriting of `_Simplifier` would leave every statement of the function as it is (read off its
+    node index `index`), so only the dead-code step can change it: no operator node to fold (`_Fold`'s
+    rules: BinOp, UnaryOp, MinMax, Abs, tensor.view), no literal assigned (so no name gets a value to
+    substitute), no `if` on a literal, and every `pl.range` loop without options runs a constant number
+    of times, at least two (one that runs once or never is replaced)."""
+    if index.of(BinOp) or index.of(UnaryOp) or index.of(MinMax) or index.of(Abs):
+        return False
+    if any(c.op == "tensor.view" for c in index.of(Call)):
+        return False
+    if any(s.value.__class__ in (ConstInt, ConstFloat, ConstBool) for s in index.of(AssignStmt)):
+        return False
+    if any(s.cond.__class__ is ConstBool for s in index.of(IfStmt)):
+        return False
+    for s in index.of(ForStmt):
+        if s.kind == "range" and not s.kwargs:
+            start, stop, step = s.start, s.stop, s.step
+            if not (start.__class__ is ConstInt and stop.__class__ is ConstInt and step.__class__ is ConstInt):
+                return False  # the ranges of names may decide how often it runs
+            if step.value >= 1 and stop.value <= start.value + step.value:
+                return False
+    return True
+
+
 def simplify_function(f: Function, types: dict, cache=None) -> Function:
     """`f` simplified (the very same object when nothing changes). `cache`: the pipeline's verifier cache,
     whose node index of a function serves the counts of its names."""
-    s = _Simplifier(f, types, cache)
-    body = s.block(f.body)
-    new = f if _same(body, f.body) else dataclasses.replace(f, body=tuple(body))
-    new = _eliminate(new, types, cache)
+    index = _index(f, cache)
+    if _nothing_to_fold(index):
+        new = f
+    else:
+        body = _Simplifier(f, types, cache, index).block(f.body)
+        new = f if _same(body, f.body) else dataclasses.replace(f, body=tuple(body))
+    new = _eliminate(new, types, cache, index if new is f else None)
     return new if new.body else dataclasses.replace(new, body=(PassStmt(span=f.span),))  # as it prints
