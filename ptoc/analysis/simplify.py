@@ -63,6 +63,7 @@ from ptoc.ir.nodes import (
     ForStmt,
     Function,
     IfStmt,
+    ListExpr,
     MinMax,
     PassStmt,
     ReturnStmt,
@@ -361,6 +362,14 @@ class _Fold(Mutator):
                 if a is not b:
                     return tuple(new)
             return node
+        if cls is Call:  # (its parts, then `mutate_Call`, as the generic traversal does)
+            args, kwargs = self.mutate(node.args), self.mutate(node.kwargs)
+            if args is not node.args or kwargs is not node.kwargs:
+                node = dataclasses.replace(node, args=args, kwargs=kwargs)
+            return self.mutate_Call(node)
+        if cls is ListExpr:
+            items = self.mutate(node.items)
+            return node if items is node.items else dataclasses.replace(node, items=items)
         return Mutator.mutate(self, node)
 
     def pre_Var(self, v: Var):
