@@ -58,7 +58,7 @@ class NormalizeReturnOrder(Pass):
         perms: dict[str, list[int]] = {}
         funcs: list[Function] = []
         changed = False
-        a = _Analysis(program, self.index)
+        a = _Analysis(self.index)
         for f in program.functions:
             if f.func_type not in KERNELS + WRAPPERS or not self.index(f).of(ReturnStmt):
                 funcs.append(f)
@@ -82,8 +82,7 @@ class _Analysis:
     """What the pass reads of the functions of one program, each found once: the node indexes (the
     pipeline's, `Pass.index`) and what `trace_to_param` reads of a body."""
 
-    def __init__(self, program: Program, index=None):
-        self.program = program
+    def __init__(self, index=None):
         self.index = index
         self._facts: dict[int, tuple[Function, tuple]] = {}
 
