@@ -8,14 +8,24 @@ from dataclasses import dataclass
 from ptoc.ir.nodes import (
     AssignStmt,
     Call,
+    ConstBool,
+    ConstFloat,
+    ConstInt,
+    DTypeLit,
+    EnumLit,
     EvalStmt,
     Expr,
     ForStmt,
     Function,
     IfStmt,
+    ListExpr,
+    Node,
+    NoneLit,
     ReturnStmt,
     ScopeStmt,
     Stmt,
+    StrLit,
+    TupleExpr,
     Var,
     WhileStmt,
     YieldStmt,
@@ -44,10 +54,35 @@ def nested_blocks(s: Stmt) -> tuple[tuple[Stmt, ...], ...]:
     return ()
 
 
+# Expressions without parts: no name is read in them.
+_LEAVES = frozenset({ConstInt, ConstFloat, ConstBool, StrLit, EnumLit, DTypeLit, NoneLit})
+
+
 def _vars(e: Expr | None) -> list[str]:
-    if e is None:
-        return []
-    return [n.name for n in iter_nodes(e) if isinstance(n, Var)]
+    """The names read in `e`, in walk order (each occurrence)."""
+    out: list[str] = []
+    if e is not None:
+        _collect_vars(e, out)
+    return out
+
+
+def _collect_vars(e, out: list[str]) -> None:
+    """`_vars` without the generic walk for the common shapes (calls of names, constants and lists)."""
+    cls = e.__class__
+    if cls is Var:
+        out.append(e.name)
+    elif cls in _LEAVES:
+        return
+    elif cls is Call:
+        for a in e.args:
+            _collect_vars(a, out)
+        for _, v in e.kwargs:
+            _collect_vars(v, out)
+    elif cls is ListExpr or cls is TupleExpr or cls is tuple:
+        for a in (e if cls is tuple else e.items):
+            _collect_vars(a, out)
+    elif isinstance(e, Node):
+        out.extend(n.name for n in iter_nodes(e) if isinstance(n, Var))
 
 
 class Flow:

@@ -202,16 +202,24 @@ def returned_param(f: Function, program: Program | None, seen: frozenset[str] = 
     return None if root is None else [p.name for p in f.params].index(root)
 
 
-def trace_to_param(name: str, body: tuple[Stmt, ...], params: list[str], program: Program | None,
-                   seen: frozenset[str] = frozenset()) -> str | None:
-    """The parameter among `params` whose buffer the tensor `name` of `body` is: followed through stores,
-    assembles, loop-carried values, copies and calls of program functions returning a parameter."""
+def body_facts(body: tuple[Stmt, ...]) -> tuple[dict[str, Expr], dict[str, str]]:
+    """What `trace_to_param` reads of `body`: each name's first assigned value, and `tensor_aliases`. A
+    caller tracing several names of one body computes it once and hands it over."""
     defs: dict[str, Expr] = {}
     for st in body:
         for n in walk(st):
             if isinstance(n, AssignStmt):
                 defs.setdefault(n.target.name, n.value)
-    alias = tensor_aliases(body)
+    return defs, tensor_aliases(body)
+
+
+def trace_to_param(name: str, body: tuple[Stmt, ...], params: list[str], program: Program | None,
+                   seen: frozenset[str] = frozenset(),
+                   facts: tuple[dict[str, Expr], dict[str, str]] | None = None) -> str | None:
+    """The parameter among `params` whose buffer the tensor `name` of `body` is: followed through stores,
+    assembles, loop-carried values, copies and calls of program functions returning a parameter.
+    `facts`: `body_facts(body)` when the caller has it."""
+    defs, alias = body_facts(body) if facts is None else facts
     visited: set[str] = set()
     while name not in visited:
         visited.add(name)

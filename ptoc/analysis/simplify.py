@@ -56,18 +56,21 @@ from ptoc.ir.nodes import (
     ConstBool,
     ConstFloat,
     ConstInt,
+    DTypeLit,
     EnumLit,
     EvalStmt,
     Expr,
     ForStmt,
     Function,
     IfStmt,
+    ListExpr,
     MinMax,
     PassStmt,
     ReturnStmt,
     ScalarType,
     ScopeStmt,
     Stmt,
+    StrLit,
     TensorType,
     UnaryOp,
     Var,
@@ -335,12 +338,39 @@ def _identity(e: BinOp) -> Expr | None:
     return None
 
 
+# Nodes without parts that `_Fold` has no rule for: they stay as they are.
+_UNFOLDED = frozenset({ConstInt, ConstFloat, ConstBool, EnumLit, StrLit, DTypeLit, str, int, float, bool, type(None)})
+
+
 class _Fold(Mutator):
     """Bottom-up: names replaced by known values, then each operator node folded."""
 
     def __init__(self, values: dict[str, Expr], ranges: _Ranges):
         self.values = values
         self.ranges = ranges
+
+    def mutate(self, node):
+        """`Mutator.mutate`, with the nodes no rule rewrites (literals) and names answered at once."""
+        cls = node.__class__
+        if cls in _UNFOLDED:
+            return node
+        if cls is Var:
+            return self.values.get(node.name, node)
+        if cls is tuple:
+            new = [self.mutate(x) for x in node]
+            for a, b in zip(new, node):
+                if a is not b:
+                    return tuple(new)
+            return node
+        if cls is Call:  # (its parts, then `mutate_Call`, as the generic traversal does)
+            args, kwargs = self.mutate(node.args), self.mutate(node.kwargs)
+            if args is not node.args or kwargs is not node.kwargs:
+                node = dataclasses.replace(node, args=args, kwargs=kwargs)
+            return self.mutate_Call(node)
+        if cls is ListExpr:
+            items = self.mutate(node.items)
+            return node if items is node.items else dataclasses.replace(node, items=items)
+        return Mutator.mutate(self, node)
 
     def pre_Var(self, v: Var):
         return self.values.get(v.name, v)
@@ -400,21 +430,33 @@ class _Fold(Mutator):
 
 
 # ------------------------------------------------------------------------------------ statements
-def _assigned_names(f: Function) -> set[str]:
+def _index(f: Function, cache=None):
+    """The `ptoc.ir.verifier.NodeIndex` of `f` (the pipeline's, through `cache`, when there is one)."""
+    from ptoc.ir.verifier import NodeIndex
+
+    return NodeIndex.get(f, cache)
+
+
+def _assigned_names(f: Function, cache=None, index=None) -> set[str]:
     """Names it is unsafe to treat as one value: assigned more than once, or also bound otherwise."""
     count: Counter[str] = Counter()
-    for n in walk(f):
-        if isinstance(n, AssignStmt):
-            count[n.target.name] += 1
-        elif isinstance(n, YieldStmt):
-            count.update(t.name for t in n.targets)
-        elif isinstance(n, ForStmt):
-            count.update([n.var.name, *(a.name for a in n.iter_args)])
-        elif isinstance(n, WhileStmt):
-            count.update(a.name for a in n.iter_args)
+    index = _index(f, cache) if index is None else index
+    for n in index.of(AssignStmt):
+        count[n.target.name] += 1
+    for n in index.of(YieldStmt):
+        count.update(t.name for t in n.targets)
+    for n in index.of(ForStmt):
+        count.update([n.var.name, *(a.name for a in n.iter_args)])
+    for n in index.of(WhileStmt):
+        count.update(a.name for a in n.iter_args)
     for p in f.params:
         count[p.name] += 1
     return {n for n, k in count.items() if k > 1}
+
+
+def _same(new: list[Stmt], old: tuple[Stmt, ...]) -> bool:
+    """`new` holds exactly the statements of `old` (the very objects, in order)."""
+    return len(new) == len(old) and all(a is b for a, b in zip(new, old))
 
 
 def _lift(body: list[Stmt], results: tuple[Var, ...], values: dict[str, Expr]) -> list[Stmt]:
@@ -428,9 +470,12 @@ def _lift(body: list[Stmt], results: tuple[Var, ...], values: dict[str, Expr]) -
 
 
 class _Simplifier:
-    def __init__(self, f: Function, types: dict):
+    """Statements it leaves as they were come back as the very same objects (so an unchanged function is
+    the same function, whose node index the pipeline's cache already has)."""
+
+    def __init__(self, f: Function, types: dict, cache=None, index=None):
         self.types = types
-        self.multi = _assigned_names(f)
+        self.multi = _assigned_names(f, cache, index)
         self.values: dict[str, Expr] = {}  # name -> the expression that replaces it
         self.ranges = _Ranges(types)
         self.fold = _Fold(self.values, self.ranges)
@@ -469,16 +514,24 @@ class _Simplifier:
             return self.for_(s)
         if isinstance(s, WhileStmt):
             init, cond = self.e(s.init_values), self.e(s.cond)
-            body = tuple(self.region(s.body)) or (PassStmt(span=s.span),)
+            new = self.region(s.body)
+            if init is s.init_values and cond is s.cond and _same(new, s.body):
+                return [s]
+            body = tuple(new) or (PassStmt(span=s.span),)
             return [dataclasses.replace(s, init_values=init, cond=cond, body=body)]
         if isinstance(s, IfStmt):
             return self.if_(s)
         if isinstance(s, ScopeStmt):
             args, kwargs = self.e(s.args), self.e(s.kwargs)
             body = self.region(s.body) if s.kind == "spmd" else self.block(s.body)  # pl.at: still top level
+            if args is s.args and kwargs is s.kwargs and _same(body, s.body):
+                return [s]
             return [dataclasses.replace(s, args=args, kwargs=kwargs, body=tuple(body) or (PassStmt(span=s.span),))]
         if isinstance(s, YieldStmt):
-            return [dataclasses.replace(s, values=self.e(s.values), annotation=self.e(s.annotation))]
+            values, ann = self.e(s.values), self.e(s.annotation)
+            if values is s.values and ann is s.annotation:
+                return [s]
+            return [dataclasses.replace(s, values=values, annotation=ann)]
         if isinstance(s, (ReturnStmt, EvalStmt)):
             return [self.e(s)]
         return [s]
@@ -502,7 +555,8 @@ class _Simplifier:
 
     def for_(self, s: ForStmt) -> list[Stmt]:
         args, init, kwargs = self.e(s.args), self.e(s.init_values), self.e(s.kwargs)
-        s = dataclasses.replace(s, args=args, init_values=init, kwargs=kwargs)
+        if args is not s.args or init is not s.init_values or kwargs is not s.kwargs:
+            s = dataclasses.replace(s, args=args, init_values=init, kwargs=kwargs)
         start, stop, step = s.start, s.stop, s.step
         if s.kind == "range" and not s.kwargs and self.ranges.decide(BinOp(">=", step, _int(1, step))):
             if self.ranges.decide(BinOp("<=", stop, start)):
@@ -518,6 +572,8 @@ class _Simplifier:
             self.ranges.bounds[s.var.name] = (start.value, stop.value - 1)
         body = self.region(s.body)
         self.ranges.bounds = saved
+        if _same(body, s.body):
+            return [s]
         return [dataclasses.replace(s, body=tuple(body) or (PassStmt(span=s.span),))]
 
     def if_(self, s: IfStmt) -> list[Stmt]:
@@ -532,26 +588,27 @@ class _Simplifier:
             return _lift(branches[0] if verdict else branches[1], s.results, self.values)
         if verdict is False:
             return []
+        if cond is s.cond and _same(branches[0], s.then_body) and _same(branches[1], s.else_body):
+            return [s]
         then_body = tuple(branches[0]) or (PassStmt(span=s.span),)
         return [dataclasses.replace(s, cond=cond, then_body=then_body, else_body=tuple(branches[1]))]
 
 
 # ------------------------------------------------------------------------------------ dead code
-def _reads(f: Function) -> Counter[str]:
+def _reads(f: Function, cache=None, index=None) -> Counter[str]:
     """How often each name is read in `f` (binding places excluded)."""
-    count: Counter[str] = Counter()
-    for n in walk(f):
-        if n.__class__ is Var:
-            count[n.name] += 1
-        elif isinstance(n, AssignStmt):
-            count[n.target.name] -= 1
-        elif isinstance(n, YieldStmt):
-            count.subtract(t.name for t in n.targets)
-        elif isinstance(n, ForStmt):
-            count.subtract([n.var.name, *(a.name for a in n.iter_args)])
-        elif isinstance(n, WhileStmt):
-            count.subtract(a.name for a in n.iter_args)
-        elif isinstance(n, ScopeStmt) and n.var is not None:
+    index = _index(f, cache) if index is None else index
+    count: Counter[str] = Counter(n.name for n in index.of(Var))
+    for n in index.of(AssignStmt):
+        count[n.target.name] -= 1
+    for n in index.of(YieldStmt):
+        count.subtract(t.name for t in n.targets)
+    for n in index.of(ForStmt):
+        count.subtract([n.var.name, *(a.name for a in n.iter_args)])
+    for n in index.of(WhileStmt):
+        count.subtract(a.name for a in n.iter_args)
+    for n in index.of(ScopeStmt):
+        if n.var is not None:
             count[n.var.name] -= 1
     return count
 
@@ -561,9 +618,9 @@ def _calls(e: Expr) -> bool:
 
 
 class _DeadCode:
-    def __init__(self, f: Function, types: dict):
+    def __init__(self, f: Function, types: dict, cache=None, index=None):
         self.types = types
-        self.reads = _reads(f)
+        self.reads = _reads(f, cache, index)
         self.changed = False
 
     def dead_scalar(self, s: Stmt) -> bool:
@@ -613,18 +670,49 @@ class _DeadCode:
         return dataclasses.replace(s, then_body=cut(s.then_body), else_body=cut(s.else_body))
 
 
-def _eliminate(f: Function, types: dict) -> Function:
+def _eliminate(f: Function, types: dict, cache=None, index=None) -> Function:
+    """`index`: the node index of `f` when the caller has it."""
     while True:
-        d = _DeadCode(f, types)
+        d = _DeadCode(f, types, cache, index)
+        index = None
         body = d.block(f.body, allow_empty=True)
         if not d.changed:
             return f
         f = dataclasses.replace(f, body=body)
 
 
-def simplify_function(f: Function, types: dict) -> Function:
-    s = _Simplifier(f, types)
-    body = tuple(s.block(f.body))
-    new = f if body == f.body else dataclasses.replace(f, body=body)
-    new = _eliminate(new, types)
+def _nothing_to_fold(index) -> bool:
+    """The rewriting of `_Simplifier` would leave every statement of the function as it is (read off its
+    node index `index`), so only the dead-code step can change it: no operator node to fold (`_Fold`'s
+    rules: BinOp, UnaryOp, MinMax, Abs, tensor.view), no literal assigned (so no name gets a value to
+    substitute), no `if` on a literal, and every `pl.range` loop without options runs a constant number
+    of times, at least two (one that runs once or never is replaced)."""
+    if index.of(BinOp) or index.of(UnaryOp) or index.of(MinMax) or index.of(Abs):
+        return False
+    if any(c.op == "tensor.view" for c in index.of(Call)):
+        return False
+    if any(s.value.__class__ in (ConstInt, ConstFloat, ConstBool) for s in index.of(AssignStmt)):
+        return False
+    if any(s.cond.__class__ is ConstBool for s in index.of(IfStmt)):
+        return False
+    for s in index.of(ForStmt):
+        if s.kind == "range" and not s.kwargs:
+            start, stop, step = s.start, s.stop, s.step
+            if not (start.__class__ is ConstInt and stop.__class__ is ConstInt and step.__class__ is ConstInt):
+                return False  # the ranges of names may decide how often it runs
+            if step.value >= 1 and stop.value <= start.value + step.value:
+                return False
+    return True
+
+
+def simplify_function(f: Function, types: dict, cache=None) -> Function:
+    """`f` simplified (the very same object when nothing changes). `cache`: the pipeline's verifier cache,
+    whose node index of a function serves the counts of its names."""
+    index = _index(f, cache)
+    if _nothing_to_fold(index):
+        new = f
+    else:
+        body = _Simplifier(f, types, cache, index).block(f.body)
+        new = f if _same(body, f.body) else dataclasses.replace(f, body=tuple(body))
+    new = _eliminate(new, types, cache, index if new is f else None)
     return new if new.body else dataclasses.replace(new, body=(PassStmt(span=f.span),))  # as it prints

@@ -98,6 +98,8 @@ class KernelTypes:
 def _static(e: Expr) -> int | None:
     from ptoc.analysis.arith import fold
 
+    if e.__class__ is ConstInt:
+        return e.value  # type: ignore[attr-defined]
     v = fold(e)
     return v.value if isinstance(v, ConstInt) else None
 

@@ -8,7 +8,6 @@ import json
 
 from ptoc.ir.nodes import Call, Function, ListExpr, Program, ScalarType, TensorType, Var
 from ptoc.ir.printer import print_expr
-from ptoc.ir.visitor import walk
 from ptoc.ir.nodes import KERNEL_TYPES
 
 SCHEMA = "ptoc-kernels/1"
@@ -47,13 +46,20 @@ def _core_num(call: Call):
     return call.kwarg("core_num")  # pl.spmd_submit(..., core_num=n)
 
 
-def _launches(program: Program) -> dict[str, int | str]:
+def _nodes(f: Function, cls: type, cache=None) -> list:
+    """Every node of class `cls` under `f`, in walk order (from the pipeline's node index with its `cache`)."""
+    from ptoc.ir.verifier import NodeIndex
+
+    return NodeIndex.get(f, cache).of(cls)
+
+
+def _launches(program: Program, cache=None) -> dict[str, int | str]:
     """function name -> the block count its callers launch it with (an outlined pl.spmd block's Spmd
     function is called with `attrs={"core_num": n}`; the kernels it calls run on those n blocks)."""
     out: dict[str, int | str] = {}
     for f in program.functions:
-        for n in walk(f):
-            if isinstance(n, Call) and n.kind == "func" and (c := _core_num(n)) is not None:
+        for n in _nodes(f, Call, cache):
+            if n.kind == "func" and (c := _core_num(n)) is not None:
                 out.setdefault(n.op, _dim(c))
     return out
 
@@ -62,12 +68,13 @@ def _launches(program: Program) -> dict[str, int | str]:
 _CALL_KINDS = ("func", "submit", "spmd_submit")
 
 
-def _calls(f: Function, kernels: set[str], launches: dict | None = None, groups: frozenset = frozenset()) -> list[dict]:
+def _calls(f: Function, kernels: set[str], launches: dict | None = None, groups: frozenset = frozenset(),
+           cache=None) -> list[dict]:
     """The calls of kernels (and of the Group functions in `groups`, listed as "group") in `f`, plain calls
     and task launches alike; a launch says so in "launch" ("submit" / "spmd_submit") and lists its `deps=`."""
     out = []
-    for n in walk(f):
-        if isinstance(n, Call) and n.kind in _CALL_KINDS and (n.op in kernels or n.op in groups):
+    for n in _nodes(f, Call, cache):
+        if n.kind in _CALL_KINDS and (n.op in kernels or n.op in groups):
             entry = {"group" if n.op in groups else "kernel": n.op,
                      "args": [a.name if isinstance(a, Var) else print_expr(a) for a in n.args]}
             if n.kind != "func":
@@ -95,21 +102,24 @@ def _unblocked(shape: list) -> list:
     return ([b] if b != 1 else []) + [rb * r0, cb * c0]
 
 
-def _logical_shapes(program: Program, ctx, kernels: set[str]) -> dict[tuple[str, str], list]:
+def _logical_shapes(program: Program, ctx, kernels: set[str], cache=None) -> dict[tuple[str, str], list]:
     """(kernel, parameter) -> the logical shape of each NZ tensor parameter: the type of the argument the
     orchestration passes (its tensors keep their logical shape; only kernel parameters are blocked)."""
     from ptoc.ir.verifier import function_types
 
     out: dict[tuple[str, str], list] = {}
+    by_name: dict[str, Function] = {}
+    for f in program.functions:
+        by_name.setdefault(f.name, f)  # as Program.function finds it
     callers = [f for f in program.functions if f.func_type not in KERNEL_TYPES]
-    nz_calls = [(f, n) for f in callers for n in walk(f) if isinstance(n, Call) and n.kind == "func"
+    nz_calls = [(f, n) for f in callers for n in _nodes(f, Call, cache) if n.kind == "func"
                 and n.op in kernels and any(isinstance(p.type, TensorType) and p.type.layout == "NZ"
-                                            for p in program.function(n.op).params)]
+                                            for p in by_name[n.op].params)]
     if not nz_calls:
         return out
-    types = function_types(program, ctx)
+    types = function_types(program, ctx, cache)
     for f, call in nz_calls:
-        for p, a in zip(program.function(call.op).params, call.args):
+        for p, a in zip(by_name[call.op].params, call.args):
             t = types.get(f.name, {}).get(a.name) if isinstance(a, Var) else None
             if isinstance(p.type, TensorType) and p.type.layout == "NZ" and isinstance(t, TensorType) \
                     and len(t.shape) != len(p.type.shape):
@@ -137,21 +147,34 @@ def _gm_ring(f: Function) -> dict:
     return {"gm_pipe_buffer_bytes": n} if n else {}
 
 
-def has_orchestration(program: Program) -> bool:
-    """The program has a function (not a kernel) that calls a kernel: a whole program."""
+def has_orchestration(program: Program, cache=None) -> bool:
+    """The program has a function (not a kernel) that calls a kernel: a whole program. `cache`: the
+    pipeline's verifier cache (`LowerResult.verified`), whose node indexes it reads."""
     kernels = {f.name for f in program.functions if f.func_type in KERNEL_TYPES}
-    return any(_calls(f, kernels) for f in program.functions if f.func_type not in KERNEL_TYPES)
+    return any(_calls(f, kernels, cache=cache) for f in program.functions if f.func_type not in KERNEL_TYPES)
 
 
-def emit_manifest(program: Program, ctx, source_name: str) -> str:
-    """The manifest of the lowered `program` as JSON text (sorted keys, two-space indent, final newline)."""
+def emit_manifest(program: Program, ctx, source_name: str, cache=None) -> str:
+    """The manifest of the lowered `program` as JSON text (sorted keys, two-space indent, final newline).
+    `cache`: the pipeline's verifier cache (`LowerResult.verified`): the value types and node indexes it
+    has are not derived again."""
+    from ptoc.passes.manager import gc_paused
+
+    with gc_paused():  # as the driver's emitters: a large acyclic heap the collector need not rescan
+        return _manifest(program, ctx, source_name, cache)
+
+
+def _manifest(program: Program, ctx, source_name: str, cache) -> str:
     from ptoc.codegen.global_tensor import kernel_types
+    from ptoc.ir.verifier import function_types
 
-    spaces = {k.function: (k.namespace, {f"{e.name}_Global" for e in k.entries}) for k in kernel_types(program, ctx)}
     kernels = [f for f in program.functions if f.func_type in KERNEL_TYPES]
+    types = function_types(program, ctx, cache) if kernels else None
+    spaces = {k.function: (k.namespace, {f"{e.name}_Global" for e in k.entries})
+              for k in kernel_types(program, ctx, types)}
     names = {f.name for f in kernels}
-    logical = _logical_shapes(program, ctx, names)
-    launches = _launches(program)
+    logical = _logical_shapes(program, ctx, names, cache)
+    launches = _launches(program, cache)
     # a Group function launches its kernels at once, on the cores of one cluster (a split AIC/AIV pair)
     groups = frozenset(f.name for f in program.functions if f.func_type == "Group")
     doc = {
@@ -163,9 +186,9 @@ def emit_manifest(program: Program, ctx, source_name: str) -> str:
                                 for p in f.params],
                      **_gm_ring(f)}
                     for f in kernels],
-        "orchestration": [{"function": f.name, "calls": _calls(f, names, launches, groups),
+        "orchestration": [{"function": f.name, "calls": calls,
                            **({"launch": "together"} if f.func_type == "Group" else {})}
                           for f in program.functions
-                          if f.func_type not in KERNEL_TYPES and _calls(f, names, None, groups)],
+                          if f.func_type not in KERNEL_TYPES and (calls := _calls(f, names, launches, groups, cache))],
     }
     return json.dumps(doc, indent=2, sort_keys=True) + "\n"

@@ -124,10 +124,12 @@ def dynamic_dims(program: Program, fn: Function, defined: set[str] | None = None
     for p in fn.params:
         for e in iter_type_exprs(p.type):
             visit(e, True)
+    open_dims = declared - defined - params  # what the body may read without binding it
+    if not open_dims:
+        return seen
     for s in fn.body:
         for node in walk(s):
-            if isinstance(node, Var) and node.name in declared and node.name not in defined \
-                    and node.name not in seen and node.name not in params:
+            if isinstance(node, Var) and node.name in open_dims and node.name not in seen:
                 seen.append(node.name)
     return seen
 
@@ -193,6 +195,7 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
         self.allocs: dict[str, tuple[str, int | None]] = {}  # base name -> (memory, addr)
         self.pending: dict[str, list[tuple[tuple, str, TileType]]] = {}  # base -> static handles to allocate
         self.view_ssa: dict[str, tuple[str, str]] = {}  # tensor param -> (view ssa, view type)
+        self.tile_types: dict[tuple[int, bool], tuple[TileType, tuple[str, bool]]] = {}  # see tile_type
 
     # ------------------------------------------------------------------ text helpers
     def fresh(self, base: str) -> str:
@@ -373,7 +376,15 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
     def tile_type(self, t: TileType, span: Span | None, view: bool = False) -> tuple[str, bool]:
         """The `!pto.tile_buf<...>` spelling of a tile type and whether its valid shape is dynamic.
         `view`: the type of a `pto.subview` result, whose stride / start offset (the parent's) are implied
-        by the op and not spelled in the type."""
+        by the op and not spelled in the type. (Worked out once per type object of the function.)"""
+        known = self.tile_types.get((id(t), view))
+        if known is not None and known[0] is t:
+            return known[1]
+        answer = self._tile_type(t, span, view)
+        self.tile_types[(id(t), view)] = (t, answer)
+        return answer
+
+    def _tile_type(self, t: TileType, span: Span | None, view: bool) -> tuple[str, bool]:
         if t.rank != 2:
             raise InternalError(f"a rank-{t.rank} tile reached codegen (FlattenTileNdTo2D makes tiles 2-D)")
         rows, cols = _int(t.shape[0]), _int(t.shape[1])

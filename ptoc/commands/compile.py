@@ -130,10 +130,10 @@ def compile_cmd(files, output, output_dir, jobs, depfile, header_path, no_header
         outputs = [(output, art.pto)] + ([(hdr_path, art.header)] if hdr_path else [])
         from ptoc.codegen.manifest import emit_manifest, has_orchestration
 
-        if has_orchestration(art.lowered.program) and not is_stream(output):
+        if has_orchestration(art.lowered.program, art.lowered.verified) and not is_stream(output):
             # a whole program: the kernels manifest beside the .pto
             outputs.append((os.path.splitext(output)[0] + ".kernels.json",
-                            emit_manifest(art.lowered.program, ctx, os.path.basename(name))))
+                            emit_manifest(art.lowered.program, ctx, os.path.basename(name), art.lowered.verified)))
         if assemble:
             cpp = _assemble_for_compile(ptoas_path, art.pto, output, arch, pto_level, not no_insert_sync,
                                         ptoas_timeout, reporter)
@@ -237,8 +237,8 @@ def _batch_compile_one(job):
         return ("error", warned + list(e.diagnostics))
     from ptoc.codegen.manifest import emit_manifest, has_orchestration
 
-    manifest = emit_manifest(art.lowered.program, ctx, os.path.basename(name)) \
-        if has_orchestration(art.lowered.program) else None
+    manifest = emit_manifest(art.lowered.program, ctx, os.path.basename(name), art.lowered.verified) \
+        if has_orchestration(art.lowered.program, art.lowered.verified) else None
     cpp = None
     held = _HeldDiagnostics()
     if asm is not None:

@@ -117,12 +117,13 @@ class AutoTileMatmulL0(Pass):
         funcs = []
         changed = False
         for f in program.functions:
-            if not any(isinstance(n, Call) and n.kind == "op" and "matmul" in n.op for n in iter_nodes(f)):
+            index = self.index(f)
+            if not any("matmul" in op for op in index.ops()):
                 funcs.append(f)
                 continue
             if types is None:
                 types = self.types(program, ctx)
-            nf = _Rewriter(f, types.get(f.name, {}), arch, ctx).run()
+            nf = _Rewriter(f, types.get(f.name, {}), arch, ctx, index).run()
             changed |= nf is not f
             funcs.append(nf)
         return replace(program, functions=tuple(funcs)) if changed else program
@@ -177,26 +178,35 @@ def _static2(t: Type | None) -> tuple[int, int] | None:
 
 
 class _Rewriter:
-    def __init__(self, f: Function, types: dict, arch: Arch, ctx):
+    def __init__(self, f: Function, types: dict, arch: Arch, ctx, index=None):
         self.f = f
         self.types = dict(types)
         self.arch = arch
         self.ctx = ctx
-        self.names = {p.name for p in f.params} | {n.name for n in iter_nodes(f) if isinstance(n, Var)}
-        nodes = [n for st in f.body for n in iter_nodes(st)]
+        found = index.of(Var) if index is not None else [n for n in iter_nodes(f) if isinstance(n, Var)]
+        self.names = {p.name for p in f.params} | {n.name for n in found}
         self.bias: Var | None = None  # the bias operand of the tile.matmul_bias being rewritten
-        self.uses: Counter[str] = Counter(n.name for n in nodes if isinstance(n, Var))
-        # a statement's own target counts as an occurrence too: remove them
-        for n in nodes:
-            if isinstance(n, AssignStmt):
-                self.uses[n.target.name] -= 1
-            elif isinstance(n, YieldStmt):
-                for t in n.targets:
-                    self.uses[t.name] -= 1
-            elif isinstance(n, ForStmt):
-                self.uses[n.var.name] -= 1
-                for t in n.iter_args:
-                    self.uses[t.name] -= 1
+        self._uses: Counter[str] | None = None
+
+    @property
+    def uses(self) -> Counter[str]:
+        """How often each name is read in the body (counted when a rewrite first asks)."""
+        if self._uses is None:
+            nodes = [n for st in self.f.body for n in iter_nodes(st)]
+            uses: Counter[str] = Counter(n.name for n in nodes if isinstance(n, Var))
+            # a statement's own target counts as an occurrence too: remove them
+            for n in nodes:
+                if isinstance(n, AssignStmt):
+                    uses[n.target.name] -= 1
+                elif isinstance(n, YieldStmt):
+                    for t in n.targets:
+                        uses[t.name] -= 1
+                elif isinstance(n, ForStmt):
+                    uses[n.var.name] -= 1
+                    for t in n.iter_args:
+                        uses[t.name] -= 1
+            self._uses = uses
+        return self._uses
 
     def run(self) -> Function:
         body = self.block(self.f.body)

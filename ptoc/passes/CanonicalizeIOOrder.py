@@ -148,13 +148,17 @@ class _Reorder:
         return (isinstance(src, TileType) and src.memory == "Mat" and isinstance(target, EnumLit)
                 and target.member in ("Left", "Right"))
 
-    def effects(self, s: Stmt, root: dict[str, str]) -> tuple[set[str], set[str], bool]:
-        """(roots read, roots written, ordered): `ordered` for statements whose effects are not known."""
-        uses = {n.name for n in iter_nodes(s) if isinstance(n, Var)}
+    def effects(self, s: Stmt, root: dict[str, str], nodes: list | None = None,
+                uses: set[str] | None = None) -> tuple[set[str], set[str], bool]:
+        """(roots read, roots written, ordered): `ordered` for statements whose effects are not known.
+        `nodes`, `uses`: the nodes under `s` and the names among them, when the caller has them."""
+        nodes = list(iter_nodes(s)) if nodes is None else nodes
+        if uses is None:
+            uses = {n.name for n in nodes if isinstance(n, Var)}
         reads = {root.get(u, u) for u in uses}
         writes: set[str] = set()
         ordered = False
-        for n in iter_nodes(s):
+        for n in nodes:
             if not isinstance(n, Call):
                 continue
             if n.kind != "op" or not n.op.startswith(PURE_ROOTS) and n.op not in LOADS and n.op not in STORES:
@@ -177,9 +181,10 @@ class _Reorder:
         last_ordered = -1
         touching: list[int] = []  # loads, stores and ordered statements so far
         for j, s in enumerate(stmts):
-            uses = {n.name for n in iter_nodes(s) if isinstance(n, Var)}
+            nodes = list(iter_nodes(s))
+            uses = {n.name for n in nodes if isinstance(n, Var)}
             preds[j].update(defined_by[u] for u in uses if u in defined_by and defined_by[u] != j)
-            reads, writes, ordered = self.effects(s, root)
+            reads, writes, ordered = self.effects(s, root, nodes, uses)
             for r in reads:
                 if r in last_writer:
                     preds[j].add(last_writer[r])

@@ -103,6 +103,7 @@ def _wrapper_directions(program: Program) -> Program:
     wrappers = {f.name: f for f in program.functions if f.func_type in WRAPPERS}
     if not wrappers:
         return program
+    funcs_by_name = _by_name(program)
     dirs = {n: [p.direction for p in f.params] for n, f in wrappers.items()}
     rank = {"In": 0, "Out": 1, "InOut": 2}
     changed = True
@@ -113,7 +114,7 @@ def _wrapper_directions(program: Program) -> Program:
             for n in walk(f):
                 if not (isinstance(n, Call) and n.kind in CALL_KINDS):
                     continue
-                callee = program.function(n.op)
+                callee = funcs_by_name.get(n.op)
                 if callee is None:
                     continue
                 inner = dirs.get(n.op) or [p.direction for p in callee.params]
@@ -132,17 +133,25 @@ def _wrapper_directions(program: Program) -> Program:
     return replace(program, functions=tuple(funcs))
 
 
+def _by_name(program: Program) -> dict[str, Function]:
+    """name -> function, as `Program.function` finds it (the first of the name), in one dict."""
+    out: dict[str, Function] = {}
+    for f in program.functions:
+        out.setdefault(f.name, f)
+    return out
+
+
 class _Roots:
     """The buffer each tensor name of a function is: a parameter, a local allocation, or itself."""
 
-    def __init__(self, f: Function, program: Program):
+    def __init__(self, f: Function, program: Program, funcs: dict[str, Function], assigns: list[AssignStmt]):
         self.alias = tensor_aliases(f.body)
         self.defs: dict[str, Expr] = {}
-        for n in walk(f):
-            if isinstance(n, AssignStmt):
-                self.defs.setdefault(n.target.name, n.value)
+        for n in assigns:
+            self.defs.setdefault(n.target.name, n.value)
         self.params = {p.name for p in f.params}
         self.program = program
+        self.funcs = funcs
         self.cache: dict[str, str] = {}
 
     def root(self, name: str) -> str:
@@ -162,7 +171,7 @@ class _Roots:
             if isinstance(v, Call) and v.kind == "op" and v.op in ASSEMBLE_OPS and v.args:
                 nxt = v.args[0]
             elif isinstance(v, Call) and v.kind == "func":
-                callee = self.program.function(v.op)
+                callee = self.funcs.get(v.op)
                 k = returned_param(callee, self.program) if callee is not None else None
                 nxt = v.args[k] if k is not None and k < len(v.args) else None
             elif isinstance(v, GetItem) and isinstance(v.value, Var) and v.index == ConstInt(0, INDEX):
@@ -179,7 +188,7 @@ class _Roots:
         y when k returns its Out parameter), or None."""
         if not (isinstance(launch, Call) and launch.kind in ("submit", "spmd_submit")):
             return None
-        callee = self.program.function(launch.op)
+        callee = self.funcs.get(launch.op)
         k = returned_param(callee, self.program) if callee is not None else None
         params = _params_of(launch, callee) if k is not None else None
         if not params or callee.params[k] not in params:
@@ -191,19 +200,23 @@ class _Derive(Mutator):
     """Walks one function in program order: which buffers earlier calls wrote, how deep in sequential loops
     each call is, and the directions of every call of a program function."""
 
-    def __init__(self, f: Function, program: Program, types: dict):
+    def __init__(self, f: Function, program: Program, types: dict, funcs: dict[str, Function] | None = None,
+                 assigns: list[AssignStmt] | None = None):
         self.f = f
         self.program = program
+        self.funcs = _by_name(program) if funcs is None else funcs
         self.types = types
-        self.roots = _Roots(f, program)
+        if assigns is None:
+            assigns = [n for n in walk(f) if isinstance(n, AssignStmt)]
+        self.roots = _Roots(f, program, self.funcs, assigns)
         self.inout_params = {p.name for p in f.params if p.direction == "InOut"}
 
     def written(self, body: tuple[Stmt, ...]) -> set[str]:
         """The buffers the calls of a block write (Out/InOut arguments), at any depth."""
         out: set[str] = set()
         for n in (m for s in body for m in walk(s)):
-            if isinstance(n, Call) and n.kind in CALL_KINDS and self.program.function(n.op) is not None:
-                for p, a in zip(_params_of(n, self.program.function(n.op)) or (), map(_unmarked, n.args)):
+            if isinstance(n, Call) and n.kind in CALL_KINDS and self.funcs.get(n.op) is not None:
+                for p, a in zip(_params_of(n, self.funcs[n.op]) or (), map(_unmarked, n.args)):
                     if p.direction != "In" and isinstance(a, Var):
                         out.add(self.roots.root(a.name))
         return out
@@ -242,7 +255,7 @@ class _Derive(Mutator):
 
     def first_writes(self, call: Call, seen: set[str]) -> set[str]:
         """The buffers this statement's call writes through Out parameters that no earlier call wrote."""
-        callee = self.program.function(call.op) if call.kind in CALL_KINDS else None
+        callee = self.funcs.get(call.op) if call.kind in CALL_KINDS else None
         if callee is None:
             return set()
         return {self.roots.root(a.name) for p, a in zip(_params_of(call, callee) or (), map(_unmarked, call.args))
@@ -250,7 +263,7 @@ class _Derive(Mutator):
 
     def directions(self, call: Call, first: set[str], depth: int) -> list[str] | None:
         """The call's directions, its arguments with no `pl.no_dep` marker left out"""
-        callee = self.program.function(call.op)
+        callee = self.funcs.get(call.op)
         if callee is None or "arg_directions" in _attrs(call):
             return None
         params = _params_of(call, callee)
@@ -357,12 +370,13 @@ class DeriveCallDirections(Pass):
             return program
         program = _wrapper_directions(program)
         types = self.types(program, ctx)
+        by_name = _by_name(program)
         funcs = []
         for f in program.functions:
             if not self._calls(f):
                 funcs.append(f)
                 continue
-            d = _Derive(f, program, types.get(f.name, {}))
+            d = _Derive(f, program, types.get(f.name, {}), by_name, self.index(f).of(AssignStmt))
             body = d.block(f.body, set(), 0)
             funcs.append(f if body == f.body else replace(f, body=body))
         if all(a is b for a, b in zip(funcs, program.functions)):

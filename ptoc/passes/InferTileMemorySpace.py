@@ -80,19 +80,32 @@ from ptoc.ir.visitor import rebuild_bodies
 from ptoc.ir.names import fresh_name
 from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError, Diagnostic
+from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
     AssignStmt,
     Call,
+    ConstBool,
+    ConstFloat,
+    ConstInt,
+    DictExpr,
+    DTypeLit,
     EnumLit,
     EvalStmt,
     Expr,
     ForStmt,
     Function,
+    GetItem,
     IfStmt,
+    ListExpr,
+    NoneLit,
     Program,
+    ScalarType,
     ScopeStmt,
     Stmt,
+    StrLit,
+    TensorType,
     TileType,
+    TupleExpr,
     TupleType,
     Type,
     Var,
@@ -100,7 +113,7 @@ from ptoc.ir.nodes import (
     YieldStmt,
     loop_results,
 )
-from ptoc.ir.verifier import function_types, iter_nodes, verify_program
+from ptoc.ir.verifier import NodeIndex, function_types, iter_nodes, verify_program
 from ptoc.passes.manager import Pass
 from ptoc.ir.nodes import KERNEL_TYPES
 
@@ -128,7 +141,7 @@ class InferTileMemorySpace(Pass):
     def adopt(self, program: Program, ctx) -> Program:
         """Every space is decided already (the pass is skipped): only rule 5, the hardware rules."""
         if any(f.func_type in KERNEL_TYPES for f in program.functions):
-            _check_hardware_rules(program, ctx)
+            _check_hardware_rules(program, ctx, self)
         return program
 
     def run(self, program: Program, ctx) -> Program:
@@ -155,7 +168,7 @@ class InferTileMemorySpace(Pass):
             diags = [d for d in verify_program(p3, ctx=ctx, cache=self.cache) if d.severity == "error"]
             if diags and any(d.severity == "error" for d in verify_program(program, ctx=ctx, cache=self.cache)):
                 raise CompileError(diags)
-        _check_hardware_rules(p3, ctx)
+        _check_hardware_rules(p3, ctx, self)
         return p3
 
 
@@ -164,18 +177,90 @@ def _hardware(ctx) -> CompileContext:
     return (ctx if ctx is not None else CompileContext()).with_hardware_rules()
 
 
-def _check_hardware_rules(program: Program, ctx) -> None:
+def _check_hardware_rules(program: Program, ctx, p: Pass | None = None) -> None:
     """5: with every space decided, the operator rules that depend on it hold: cube operands in their
     buffers, each tile.move a TMOV path of the target (MOV-1..MOV-6), boxed tiles whole fractals (NZ-1).
     The front end accepts what only the chosen spaces make wrong (a Mat matmul operand is moved here; a
     Mat -> Vec move is wrong only on a target without that path), so this is where those are reported.
     A move between the cube and vector cores that no TMOV makes (`CROSS_CORE_MOVES`) is a hand-off only
-    in a mixed InCore kernel, which ExpandMixedKernel splits; in an AIC or AIV kernel it is PTOC-E0750."""
-    diags = [d for d in verify_program(program, ctx=_hardware(ctx)) if d.severity == "error"]
+    in a mixed InCore kernel, which ExpandMixedKernel splits; in an AIC or AIV kernel it is PTOC-E0750.
+    `p`: the pass, whose pipeline cache serves the node indexes and value types."""
+    diags = [] if _hardware_clean(program, ctx, p) else \
+        [d for d in verify_program(program, ctx=_hardware(ctx)) if d.severity == "error"]
     if not diags:
-        diags = _one_core_hand_offs(program, ctx)
+        diags = _one_core_hand_offs(program, ctx, p)
     if diags:
         raise CompileError(diags)
+
+
+# Argument expressions the verifier gives no type (after checking their parts): a call's argument of one
+# of these classes has type None; see `_hardware_clean`.
+_UNTYPED_ARGS = (ListExpr, TupleExpr, DictExpr, StrLit, EnumLit, DTypeLit, NoneLit)
+_FUNCTION_CALLS = ("func", "submit", "spmd_submit")  # calls the verifier checks without the operator rules
+_UNKNOWN = object()
+_INDEX = ScalarType(dtypes.INDEX)
+_BOOL = ScalarType(dtypes.BOOL)
+
+
+def _arg_type(e: Expr, env: dict, dyn: set[str]):
+    """The type the verifier gives the argument `e` of an operator call, or `_UNKNOWN` when `e` is not a
+    name, a constant or a literal (`_hardware_clean` then cannot tell)."""
+    cls = e.__class__
+    if cls is Var:
+        t = env.get(e.name, _UNKNOWN)  # type: ignore[attr-defined]
+        if t is _UNKNOWN and e.name in dyn:  # type: ignore[attr-defined]
+            return _INDEX
+        return t
+    if cls is ConstInt or cls is ConstFloat:
+        return ScalarType(e.dtype)  # type: ignore[attr-defined]
+    if cls is ConstBool:
+        return _BOOL
+    return None if isinstance(e, _UNTYPED_ARGS) else _UNKNOWN
+
+
+def _hardware_clean(program: Program, ctx, p: Pass | None) -> bool:
+    """True when checking `program` with the hardware rules on would find nothing wrong, found without that
+    whole second check; False when it cannot tell (then the caller runs the check).
+
+    The hardware rules are operator rules only (`Args.hardware`), and they only add errors: a call that
+    passes them has the type it has without them. So when the program verifies clean without them (the
+    pipeline's cache knows), the check with them goes the same way unless an operator call fails them;
+    and every operator call is typed with the argument types it had in the check without them. This asks
+    the operator rules again, with the hardware rules on, for each call, when every operator call is the
+    value of a statement and its arguments are names, constants or literals (the form the pipeline keeps
+    after FlattenCallExpr); anything else, or any diagnostic, and it cannot tell."""
+    cache = p.cache if p is not None else None
+    if cache is None or cache.op_typer is None:
+        return False
+    if any(d.severity == "error" for d in verify_program(program, ctx=ctx, cache=cache)):
+        return False
+    types = function_types(program, ctx, cache)
+    hw = _hardware(ctx)
+    typer = cache.op_typer
+    dyn = {d.name for d in program.dynamic_dims}
+    for f in program.functions:
+        env = types.get(f.name, {})
+        index = NodeIndex.get(f, cache)
+        for g in index.of(GetItem):  # a tensor's `t[i]` is typed as an operator call
+            if not isinstance(g.value, Var) or isinstance(env.get(g.value.name), TensorType):
+                return False
+        calls = sum(1 for c in index.of(Call) if c.kind not in _FUNCTION_CALLS)
+        if not calls:
+            continue
+        tops = [s.value for s in index.of(AssignStmt) if s.value.__class__ is Call]
+        tops += [s.expr for s in index.of(EvalStmt) if s.expr.__class__ is Call]
+        tops = [c for c in tops if c.kind not in _FUNCTION_CALLS]
+        if len(tops) != calls:
+            return False  # an operator call inside an expression or a type: not this simple form
+        for c in tops:
+            arg_types = [_arg_type(a, env, dyn) for a in c.args]
+            kwarg_types = {k: _arg_type(v, env, dyn) for k, v in c.kwargs}
+            if any(t is _UNKNOWN for t in arg_types) or any(t is _UNKNOWN for t in kwarg_types.values()):
+                return False
+            _, diags = typer(c, arg_types, kwarg_types, hw)
+            if diags:
+                return False
+    return True
 
 
 SPLIT_TYPES = ("AIC", "AIV")  # kernels of one core: no other core to hand a tile over to
@@ -195,18 +280,20 @@ def _one_core_why(ctx, func_type: str, src: str | None, dst: str) -> str:
             "InCore kernel hands a tile over between the cube and vector cores")
 
 
-def _one_core_hand_offs(program: Program, ctx) -> list[Diagnostic]:
+def _one_core_hand_offs(program: Program, ctx, p: Pass | None = None) -> list[Diagnostic]:
     """PTOC-E0750: a tile.move in an AIC / AIV kernel that only a cross-core hand-off could make."""
+    cache = p.cache if p is not None else None
+    indexes = {f.name: NodeIndex.get(f, cache) for f in program.functions if f.func_type in SPLIT_TYPES}
     funcs = [f for f in program.functions if f.func_type in SPLIT_TYPES
-             and any(isinstance(n, Call) and n.op in ("tile.move", "move") for n in iter_nodes(f))]
+             and any(n.op in ("tile.move", "move") for n in indexes[f.name].of(Call))]
     if not funcs:
         return []
-    types = function_types(program, ctx)
+    types = function_types(program, ctx, cache)
     out: list[Diagnostic] = []
     for f in funcs:
         env = types.get(f.name, {})
-        for n in iter_nodes(f):
-            if not (isinstance(n, Call) and n.op in ("tile.move", "move") and n.args and isinstance(n.args[0], Var)):
+        for n in indexes[f.name].of(Call):
+            if not (n.op in ("tile.move", "move") and n.args and isinstance(n.args[0], Var)):
                 continue
             t, dst = env.get(n.args[0].name), n.kwarg("target_memory")
             if isinstance(t, TileType) and isinstance(dst, EnumLit) and _crosses_cores(ctx, t.memory, dst.member):

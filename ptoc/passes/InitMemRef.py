@@ -109,7 +109,7 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.types import normalize_tile_view
-from ptoc.ir.verifier import NodeIndex, iter_nodes
+from ptoc.ir.verifier import NodeIndex
 from ptoc.analysis.flow import Flow, Site, nested_blocks
 from ptoc.passes.common import NOT_IN_PLACE, align_up
 from ptoc.passes.manager import Pass
@@ -196,7 +196,8 @@ class InitMemRef(Pass):
         for f in todo:
             try:
                 known = names.get(id(f))
-                new[f.name] = _Planner(f, env[f.name], arch, ctx, known[1] if known and known[0] is f else None).run()
+                new[f.name] = _Planner(f, env[f.name], arch, ctx, known[1] if known and known[0] is f else None,
+                                       self.cache).run()
             except CompileError as e:
                 diags.extend(e.diagnostics)
         if diags:
@@ -362,8 +363,8 @@ def _set(s: Stmt, field: str, value) -> Stmt:
     return replace(s, **{field: value})
 
 
-def _var_names(f: Function) -> set[str]:
-    return {n.name for n in iter_nodes(f) if isinstance(n, Var)}
+def _var_names(f: Function, cache=None) -> set[str]:
+    return {n.name for n in NodeIndex.get(f, cache).of(Var)}
 
 
 Slot = tuple[str, "int | None"]  # a tile value, or element k of a tuple value
@@ -393,7 +394,8 @@ class _Copy:
 
 
 class _Planner:
-    def __init__(self, f: Function, env: dict[str, Type | None], arch, ctx, names: set[str] | None = None):
+    def __init__(self, f: Function, env: dict[str, Type | None], arch, ctx, names: set[str] | None = None,
+                 cache=None):
         self.f = f
         self.env = dict(env)
         self.arch = arch
@@ -407,11 +409,12 @@ class _Planner:
         self.group: dict[Slot, _Group] = {}  # union-find root -> its members and their summary
         self.slots_named: dict[str, list[Slot]] = {}
         self.diags: list[Diagnostic] = []
-        self.taken = {p.name for p in f.params} | set(self.flow.defs) | (_var_names(f) if names is None else names)
+        self.taken = ({p.name for p in f.params} | set(self.flow.defs)
+                      | (_var_names(f, cache) if names is None else names))
         self.copies: dict[Key, list[_Copy]] = {}
         self.subst: dict[tuple[Key, str], dict[int, str]] = {}  # (statement, "yield"|"init") -> k -> name
         self.nudge = 0
-        self.in_slot = _unbuffered_slot_tiles(f)
+        self.in_slot = _unbuffered_slot_tiles(f, cache)
 
     # ---------------------------------------------------------------- run
     def run(self) -> Function:
@@ -853,21 +856,21 @@ class _Group:
         return self
 
 
-def _unbuffered_slot_tiles(f: Function) -> set[str]:
+def _unbuffered_slot_tiles(f: Function, cache=None) -> set[str]:
     """Rule 1a: the tiles of `f` that live in a pipe slot (a tpop result, a view or copy of one:
     `slot_tiles`) and so get no buffer, as in PyPTO. One that a loop or an if carries (yielded, a loop's
     init value) keeps a buffer: the carried buffer must hold it, and nothing copies it there."""
     from ptoc.passes.properties import slot_tiles
 
-    names = slot_tiles(f)[0]
+    names = slot_tiles(f, cache)[0]
     if not names:
         return names
+    index = NodeIndex.get(f, cache)
     carried: set[str] = set()
-    for node in iter_nodes(f):
-        if isinstance(node, YieldStmt):
-            carried.update(v.name for v in node.values if isinstance(v, Var))
-        elif isinstance(node, (ForStmt, WhileStmt)):
-            carried.update(v.name for v in node.init_values if isinstance(v, Var))
+    for node in index.of(YieldStmt):
+        carried.update(v.name for v in node.values if isinstance(v, Var))
+    for loop in (*index.of(ForStmt), *index.of(WhileStmt)):
+        carried.update(v.name for v in loop.init_values if isinstance(v, Var))
     return names - carried
 
 

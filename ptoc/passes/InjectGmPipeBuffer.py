@@ -98,7 +98,11 @@ class InjectGmPipeBuffer(Pass):
         if not seeds or all(funcs[n].param(PARAM) is not None for n in seeds):
             return program  # nothing to thread, or threaded already (the pass is idempotent)
         # what each function calls, found once (the search below asks it of every function per seed)
-        callees = {id(f): _callees(f, self.index(f).of(Call)) for f in program.functions}
+        # and, from it, the callers of each function in program order
+        callers_of: dict[str, list[Function]] = {}
+        for f in program.functions:
+            for name in _callees(f, self.index(f).of(Call)):
+                callers_of.setdefault(name, []).append(f)
         with_param: set[str] = set()
         orch_callees: set[str] = set()
         work = list(seeds)
@@ -107,8 +111,8 @@ class InjectGmPipeBuffer(Pass):
             if name in with_param:
                 continue
             with_param.add(name)
-            for caller in program.functions:
-                if caller.name == name or name not in callees[id(caller)]:
+            for caller in callers_of.get(name, ()):
+                if caller.name == name:
                     continue
                 if caller.func_type == "Orchestration":
                     orch_callees.add(name)

@@ -107,6 +107,8 @@ class MaterializeSemanticAliases(Pass):
 
 
 def _has_carried_tiles(f: Function) -> bool:
+    """`f` allocates a buffer and has a loop carrying values. (A walk that stops at the first such loop:
+    the functions are new since InitMemRef, and no later pass shares a node index of them.)"""
     if next(allocs(f.body), None) is None:
         return False
     return any(isinstance(n, (ForStmt, WhileStmt)) and n.iter_args for n in walk(f))

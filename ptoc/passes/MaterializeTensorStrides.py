@@ -32,7 +32,25 @@ from dataclasses import replace
 from ptoc.context import CompileContext
 from ptoc.diagnostics import InternalError
 from ptoc.ir import dtypes
-from ptoc.ir.nodes import BinOp, ConstInt, Expr, Function, Program, TensorType, TensorView
+from ptoc.ir.nodes import (
+    BinOp,
+    ConstBool,
+    ConstFloat,
+    ConstInt,
+    DTypeLit,
+    EnumLit,
+    Expr,
+    Function,
+    NoneLit,
+    Program,
+    PtrType,
+    ScalarType,
+    StrLit,
+    TensorType,
+    TensorView,
+    TileType,
+    Var,
+)
 from ptoc.ir.verifier import FastMutator
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
@@ -73,7 +91,17 @@ def packed_strides(t: TensorType) -> tuple[Expr, ...]:
     return row_major_strides(t.shape)
 
 
+# Nodes that hold no tensor type: the mutation does not look inside them.
+_NO_TENSOR_TYPE = frozenset({Var, ConstInt, ConstFloat, ConstBool, StrLit, EnumLit, DTypeLit, NoneLit, TileType,
+                             ScalarType, PtrType, str})
+
+
 class _Strides(FastMutator):
+    def mutate(self, node):
+        if node.__class__ in _NO_TENSOR_TYPE:
+            return node
+        return FastMutator.mutate(self, node)
+
     def mutate_TensorType(self, t: TensorType) -> TensorType:
         if t.view is not None and t.view.stride:
             return t

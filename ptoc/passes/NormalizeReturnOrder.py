@@ -27,7 +27,8 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from ptoc.analysis.outline import trace_to_param
+from ptoc.analysis.flow import tensor_aliases
+from ptoc.analysis.outline import body_facts, trace_to_param
 from ptoc.ir.nodes import (
     AssignStmt,
     Call,
@@ -57,11 +58,12 @@ class NormalizeReturnOrder(Pass):
         perms: dict[str, list[int]] = {}
         funcs: list[Function] = []
         changed = False
+        a = _Analysis(self.index)
         for f in program.functions:
             if f.func_type not in KERNELS + WRAPPERS or not self.index(f).of(ReturnStmt):
                 funcs.append(f)
                 continue
-            g = _explicit_returns(f, program)
+            g = _explicit_returns(f, program, a)
             if f.func_type in KERNELS:
                 perm = _permutation(g)
                 if perm is not None:
@@ -76,60 +78,82 @@ class NormalizeReturnOrder(Pass):
         return replace(program, functions=tuple(funcs))
 
 
-def _first_return(f: Function) -> ReturnStmt | None:
-    return next((n for n in walk(f) if isinstance(n, ReturnStmt)), None)
+class _Analysis:
+    """What the pass reads of the functions of one program, each found once: the node indexes (the
+    pipeline's, `Pass.index`) and what `trace_to_param` reads of a body."""
+
+    def __init__(self, index=None):
+        self.index = index
+        self._facts: dict[int, tuple[Function, tuple]] = {}
+
+    def nodes(self, f: Function, cls: type) -> list:
+        if self.index is not None:
+            return self.index(f).of(cls)
+        return [n for n in walk(f) if isinstance(n, cls)]
+
+    def facts(self, f: Function) -> tuple:
+        """`body_facts(f.body)`, its definitions read off the node index."""
+        known = self._facts.get(id(f))
+        if known is None or known[0] is not f:
+            facts = (_defs(f, self), tensor_aliases(f.body)) if self.index is not None else body_facts(f.body)
+            known = self._facts[id(f)] = (f, facts)
+        return known[1]
 
 
-def _defs(f: Function) -> dict[str, object]:
+def _first_return(f: Function, a: _Analysis) -> ReturnStmt | None:
+    rets = a.nodes(f, ReturnStmt)
+    return rets[0] if rets else None
+
+
+def _defs(f: Function, a: _Analysis) -> dict[str, object]:
     out: dict[str, object] = {}
-    for n in walk(f):
-        if isinstance(n, AssignStmt):
-            out.setdefault(n.target.name, n.value)
+    for n in a.nodes(f, AssignStmt):
+        out.setdefault(n.target.name, n.value)
     return out
 
 
-def _param_index(f: Function, e, program: Program) -> int | None:
+def _param_index(f: Function, e, program: Program, a: _Analysis) -> int | None:
     """The position of the tensor parameter whose buffer the returned `e` is, if any."""
     if not isinstance(e, Var):
         return None
     names = [p.name for p in f.params]
-    root = trace_to_param(e.name, f.body, names, program)
+    root = trace_to_param(e.name, f.body, names, program, facts=a.facts(f))
     if root is None:
         return None
     k = names.index(root)
     return k if isinstance(f.params[k].type, TensorType) else None
 
 
-def _forwarded(f: Function, value, program: Program) -> list[int | None] | None:
+def _forwarded(f: Function, value, program: Program, a: _Analysis) -> list[int | None] | None:
     """For `return r` where `r` is the whole tuple of a call (or a tuple written out), the parameter
     each element is; None when `r` is not such a value."""
-    defs = _defs(f)
+    defs = _defs(f, a)
     seen: set[str] = set()
     while isinstance(value, Var) and value.name not in seen:
         seen.add(value.name)
         value = defs.get(value.name)
     if isinstance(value, TupleExpr):
-        return [_param_index(f, v, program) for v in value.items]
+        return [_param_index(f, v, program, a) for v in value.items]
     if not (isinstance(value, Call) and value.kind in ("func", "submit")):
         return None
     callee = program.function(value.op)
     if callee is None:
         return None
-    inner = _returned_params(callee, program)
+    inner = _returned_params(callee, program, a)
     out: list[int | None] = []
     for k in inner:
         arg = value.args[k] if k is not None and k < len(value.args) else None
-        out.append(_param_index(f, arg, program))
+        out.append(_param_index(f, arg, program, a))
     return out
 
 
-def _returned_params(f: Function, program: Program) -> list[int | None]:
-    ret = _first_return(f)
+def _returned_params(f: Function, program: Program, a: _Analysis) -> list[int | None]:
+    ret = _first_return(f, a)
     if ret is None:
         return []
     if len(ret.values) == 1 and len(f.returns) > 1:
-        return _forwarded(f, ret.values[0], program) or [None]
-    return [_param_index(f, v, program) for v in ret.values]
+        return _forwarded(f, ret.values[0], program, a) or [None]
+    return [_param_index(f, v, program, a) for v in ret.values]
 
 
 class _ReplaceFirstReturn(Mutator):
@@ -144,11 +168,11 @@ class _ReplaceFirstReturn(Mutator):
         return self.new
 
 
-def _explicit_returns(f: Function, program: Program) -> Function:
-    ret = _first_return(f)
+def _explicit_returns(f: Function, program: Program, a: _Analysis) -> Function:
+    ret = _first_return(f, a)
     if ret is None or not ret.values:
         return f
-    mapping = _returned_params(f, program)
+    mapping = _returned_params(f, program, a)
     if len(ret.values) == 1 and len(mapping) > 1:
         # a wrapper forwarding a call's whole tuple: one value per declared result, when each is a parameter
         if len(f.returns) != len(mapping) or any(k is None for k in mapping):
@@ -161,7 +185,10 @@ def _explicit_returns(f: Function, program: Program) -> Function:
                        else Var(f.params[k].name, span=v.span) for v, k in zip(ret.values, mapping))
     if values == ret.values:
         return f
-    return replace(f, body=_ReplaceFirstReturn(ReturnStmt(values, span=ret.span)).mutate(f.body))
+    new = ReturnStmt(values, span=ret.span)
+    if f.body and f.body[-1] is ret:  # the first return is the last statement: nothing else to rebuild
+        return replace(f, body=f.body[:-1] + (new,))
+    return replace(f, body=_ReplaceFirstReturn(new).mutate(f.body))
 
 
 def _permutation(f: Function) -> list[int] | None:

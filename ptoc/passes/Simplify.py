@@ -28,7 +28,7 @@ class Simplify(Pass):
 
     def run(self, program: Program, ctx: CompileContext) -> Program:
         types = self.types(program, ctx)
-        funcs = tuple(simplify_function(f, types.get(f.name, {})) for f in program.functions)
-        if all(a == b for a, b in zip(funcs, program.functions)):
+        funcs = tuple(simplify_function(f, types.get(f.name, {}), self.cache) for f in program.functions)
+        if all(a is b for a, b in zip(funcs, program.functions)):
             return program
         return dataclasses.replace(program, functions=funcs)

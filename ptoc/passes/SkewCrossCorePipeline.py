@@ -160,7 +160,7 @@ class SkewCrossCorePipeline(Pass):
                 continue
             if types is None:
                 types = self.types(program, ctx)
-            names = {p.name for p in f.params} | {n.name for n in iter_nodes(f) if isinstance(n, Var)}
+            names = {p.name for p in f.params} | {n.name for n in self.index(f).of(Var)}
             body = _Skew(names, types.get(f.name, {})).block(f.body)
             if body is not f.body:
                 f = replace(f, body=body)
