@@ -71,7 +71,7 @@ def lower(program: Program, ctx: CompileContext, stop_after: str | None = None, 
 
 def _lower(program: Program, ctx: CompileContext, stop_after: str | None, dumps: bool, timings: bool,
            roundtrip: bool, skip: frozenset[str], passes: list | None = None) -> LowerResult:
-    from ptoc.ir.verifier import VerifyCache
+    from ptoc.ir.verifier import VerifyCache, keep_types
     from ptoc.passes.manager import Dumps, RoundTrip, Timings, input_properties, run_pipeline
 
     instruments = []
@@ -84,6 +84,7 @@ def _lower(program: Program, ctx: CompileContext, stop_after: str | None, dumps:
     given = input_properties(program, ctx) if passes is not None else None
     out = run_pipeline(program, ctx, passes=passes, stop_after=stop_after, instruments=instruments, skip=skip,
                        cache=cache, given=given, check_once=True)
+    keep_types(out, cache)  # the task manifest's function_types(out, ctx) reuses the run's types
     return LowerResult(out, d.texts if d else [], d.before if d else {},
                        t.profile() if t else None, t.table() if t else None, cache)
 

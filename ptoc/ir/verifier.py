@@ -243,6 +243,36 @@ class _Recent:
         self.old, self.cur = self.cur, {}
 
 
+class _FunctionMemo:
+    """What the checks of one function name taught the cache: its assignments' checks, the operator typer's
+    answers, the annotations as the values fill them in and the type comparisons (`VerifyCache.memo`), in
+    the current generation and the one before. It ages only when the function was checked since it last
+    aged, so what the check of a function that many passes in a row leave alone (or change in a few
+    statements) found is still there when a later pass asks for its types; aging twice drops what two
+    checks in a row did not use. Keys: id(assignment); ("op", id(call), ids of the argument types);
+    ("fill", id(annotation), id(value type)); ("diff", id(annotated), id(actual)). Each entry holds the
+    objects whose ids make its key, so no other object takes those ids while it is there."""
+
+    __slots__ = ("cur", "old", "used")
+
+    def __init__(self):
+        self.cur: dict = {}
+        self.old: dict = {}
+        self.used = False
+
+    def age(self) -> None:
+        if self.used:
+            self.old, self.cur, self.used = self.cur, {}, False
+
+    def get(self, key):
+        e = self.cur.get(key)
+        if e is None:
+            e = self.old.get(key)
+            if e is not None:
+                self.cur[key] = e
+        return e
+
+
 class VerifyCache:
     """What the verifier learned about functions during one pipeline run (`run_pipeline` makes one, or
     takes the driver's, which hands it on to the emitters of the same compile; it is never global). It
@@ -262,18 +292,14 @@ class VerifyCache:
         self.ctx = ctx
         self.op_typer = _default_op_typer()  # the checks it caches: structure plus operator type rules
         # (id(body), id(params), id(returns)) -> (body, params, returns, returns_tuple, name, dynamic
-        # dims, signature token or None (no calls), value types, verified clean, keys of its remembered
-        # assignments). An entry holds the objects whose ids key it, so no other object takes those ids.
+        # dims, signature token or None (no calls), value types, verified clean). An entry holds the
+        # objects whose ids key it, so no other object takes those ids.
         self._entries = _Recent()
         self._sigs: list[tuple[tuple, int]] = []  # the signatures seen so far, each with its token
         self.checked = 0  # functions checked (not served from the cache): for tests and profiling
-        # operator typer answers: (id(call), ids of the argument and keyword types) -> (call, argument
-        # types, keyword types, answer); the entry holds the keyed objects, so their ids stay theirs
-        self._op_types = _Recent()
-        self.op_hits = 0
-        self._mismatches = _Recent()  # (id(annotated), id(actual)) -> (both, answer)
+        self.op_hits = 0  # operator typer answers given again
         self._indexes = _Recent()  # ids of a function's parts -> (the parts, their NodeIndex)
-        self._assigns = _Recent()  # id(assignment) -> (it, the names and types it read, its target's type)
+        self._memos: dict[str, _FunctionMemo] = {}  # function name -> what its checks found (`memo`)
 
     def age(self, program: Program | None = None) -> None:
         """Forget what the last two rounds (pass + check) did not use: keeps memory near two versions.
@@ -281,19 +307,22 @@ class VerifyCache:
         remembered assignments and node indexes) is kept as if used, so a function that several passes in
         a row leave unchanged is not checked or indexed again when a later pass asks for it."""
         self._entries.age()
-        self._op_types.age()
-        self._mismatches.age()
         self._indexes.age()
-        self._assigns.age()
+        memos = self._memos
         if program is None:
+            for m in memos.values():
+                m.age()
             return
-        entries, indexes, assigns = self._entries, self._indexes, self._assigns
+        entries, indexes = self._entries, self._indexes
+        names = set()
         for f in program.functions:
-            e = entries.get((id(f.body), id(f.params), id(f.returns)))
-            if e is not None:
-                for key in e[9]:
-                    assigns.get(key)
+            names.add(f.name)
+            entries.get((id(f.body), id(f.params), id(f.returns)))
             indexes.get((id(f.params), id(f.returns), id(f.body), id(f.decorator_kwargs), id(f.attrs)))
+        for name in [n for n in memos if n not in names]:
+            del memos[name]  # (a function the program no longer has)
+        for m in memos.values():
+            m.age()
 
     def node_index(self, f: Function) -> NodeIndex:
         """`NodeIndex(f)`, shared by every function with the identical (`is`) parts (a walk of a function
@@ -307,37 +336,58 @@ class VerifyCache:
         self._indexes.put(key, (parts, index))
         return index
 
-    def op_type(self, call: Call, arg_types: list, kwarg_types: dict) -> tuple[Type | None, list[Diagnostic]]:
+    def memo(self, fname: str) -> _FunctionMemo:
+        """The memo of the checks of function `fname` (made when there is none), marked used."""
+        m = self._memos.get(fname)
+        if m is None:
+            m = self._memos[fname] = _FunctionMemo()
+        m.used = True
+        return m
+
+    def op_type(self, call: Call, arg_types: list, kwarg_types: dict,
+                memo: _FunctionMemo) -> tuple[Type | None, list[Diagnostic]]:
         """The operator typer's answer for `call` with these argument types. The typer is a pure function
         of the call node, the argument types and the context, so the answer for the identical (`is`)
-        call node and argument type objects is remembered and given again."""
+        call node and argument type objects is remembered (in the `memo` of the function checked) and
+        given again: the very same result type object, so what reads it is not checked again either."""
         kw = tuple(kwarg_types.values())  # the call's keywords, in its order
-        key = (id(call), *map(id, arg_types), *map(id, kw))
-        e = self._op_types.get(key)
+        key = ("op", id(call), *map(id, arg_types), *map(id, kw))
+        e = memo.get(key)
         if e is not None:  # the entry holds the objects whose ids make its key: the very same objects
             self.op_hits += 1
             return e[3]
         answer = self.op_typer(call, arg_types, kwarg_types, self.ctx)  # type: ignore[misc]
-        self._op_types.put(key, (call, tuple(arg_types), kw, answer))
+        memo.cur[key] = (call, tuple(arg_types), kw, answer)
         return answer
 
-    def type_mismatch(self, annotated: Type, actual: Type) -> str | None:
+    def annotation_check(self, annotated: Type, actual: Type, memo: _FunctionMemo) -> tuple[Type, str | None]:
+        """`_annotation_check`, remembered for the identical pair of type objects: the same type object
+        again (an annotation the value fills in is a new object each time it is computed)."""
+        key = ("fill", id(annotated), id(actual))
+        e = memo.get(key)
+        if e is not None:
+            return e[2]
+        answer = _annotation_check(annotated, actual)
+        memo.cur[key] = (annotated, actual, answer)
+        return answer
+
+    def type_mismatch(self, annotated: Type, actual: Type, memo: _FunctionMemo) -> str | None:
         """`type_mismatch`, remembered for the identical pair of type objects."""
         if annotated is actual:
             return None  # a type always agrees with itself
-        key = (id(annotated), id(actual))
-        e = self._mismatches.get(key)
+        key = ("diff", id(annotated), id(actual))
+        e = memo.get(key)
         if e is not None:  # (the entry holds both objects: ids of live objects are theirs alone)
             return e[2]
         why = type_mismatch(annotated, actual)
-        self._mismatches.put(key, (annotated, actual, why))
+        memo.cur[key] = (annotated, actual, why)
         return why
 
-    def assigned_type(self, s: AssignStmt, scope: _Scope):
-        """The type an assignment checked before gave its target, when the very same statement reads
-        names of the very same types here (then its check finds the same: nothing wrong, that type);
-        else `_UNKNOWN`."""
-        e = self._assigns.get(id(s))
+    def assigned_type(self, s: AssignStmt, scope: _Scope, memo: _FunctionMemo):
+        """The type an assignment checked before in the function of `memo` gave its target, when the very
+        same statement reads names of the very same types here (then its check finds the same: nothing
+        wrong, that type); else `_UNKNOWN`."""
+        e = memo.get(id(s))
         if e is None:
             return _UNKNOWN
         for name, t in e[1]:
@@ -346,9 +396,11 @@ class VerifyCache:
                 return _UNKNOWN
         return e[2]
 
-    def remember_assign(self, s: AssignStmt, reads: list[tuple[str, Type | None]], t: Type | None) -> None:
-        """An assignment checked clean, reading only names in scope and calling no function of the program."""
-        self._assigns.put(id(s), (s, reads, t))
+    def remember_assign(self, s: AssignStmt, reads: list[tuple[str, Type | None]], t: Type | None,
+                        memo: _FunctionMemo) -> None:
+        """An assignment (of the function of `memo`) checked clean, reading only names in scope and calling
+        no function of the program."""
+        memo.cur[id(s)] = (s, reads, t)
 
     def usable(self, ctx, op_typer: OpTyper | None) -> bool:
         return ctx is self.ctx and op_typer is self.op_typer
@@ -371,17 +423,13 @@ class VerifyCache:
                 or e[3] != f.returns_tuple or e[4] != f.name or e[5] is not program.dynamic_dims
                 or (e[6] is not None and e[6] != token)):
             return None
-        for key in e[9]:  # the function is still in use: so are the assignments it remembers
-            self._assigns.get(key)
         return e[7], e[8]
 
     def store(self, f: Function, program: Program, token: int | None, types: dict[str, Type | None],
-              clean: bool, assigns: list[int]) -> None:
-        """Remember a check of `f`; `token` None: its body calls no function (signatures do not matter).
-        `assigns`: the keys of the assignments of `f` remembered (kept as long as `f` is)."""
+              clean: bool) -> None:
+        """Remember a check of `f`; `token` None: its body calls no function (signatures do not matter)."""
         self._entries.put((id(f.body), id(f.params), id(f.returns)), (
-            f.body, f.params, f.returns, f.returns_tuple, f.name, program.dynamic_dims, token, types, clean,
-            assigns))
+            f.body, f.params, f.returns, f.returns_tuple, f.name, program.dynamic_dims, token, types, clean))
 
 
 class Verifier:
@@ -432,7 +480,7 @@ class Verifier:
         if self.cache is not None:
             self.cache.checked += 1
             clean = not any(d.severity == "error" for d in self.diags[first:])
-            self.cache.store(f, self.program, self.token if self.calls else None, self.types, clean, self.assigns)
+            self.cache.store(f, self.program, self.token if self.calls else None, self.types, clean)
         return self.types
 
     def function_types(self, f: Function) -> dict[str, Type | None]:
@@ -450,8 +498,8 @@ class Verifier:
         self.quiet = set()
         self.bad_index: set[str] = set()  # values already reported for being indexed though not tuples
         self.calls = False
-        self.assigns: list[int] = []  # keys of the assignments the cache remembers for this function
         self.loop_depth = 0  # loops around the current statement (where break/continue may stand)
+        self.memo = self.cache.memo(f.name) if self.cache is not None else None
         scope = _Scope(None)
         for p in f.params:
             self.check_type(p.type, scope)
@@ -549,7 +597,7 @@ class Verifier:
         if self.op_typer is None or in_type:
             return None
         if self.cache is not None:
-            t, diags = self.cache.op_type(e, arg_types, kwarg_types)
+            t, diags = self.cache.op_type(e, arg_types, kwarg_types, self.memo)
         else:
             t, diags = self.op_typer(e, arg_types, kwarg_types, self.ctx)
         self.diags.extend(diags)
@@ -650,7 +698,7 @@ class Verifier:
         if isinstance(p.type, ScalarType) and isinstance(a, (ConstInt, ConstFloat)) and (
                 p.type.dtype.is_float or (p.type.dtype.is_int and isinstance(a, ConstInt))):
             return  # a number takes the scalar parameter's dtype (as a constant scalar takes the tile's, OP-6)
-        why = type_mismatch(p.type, t) if self.cache is None else self.cache.type_mismatch(p.type, t)
+        why = type_mismatch(p.type, t) if self.cache is None else self.cache.type_mismatch(p.type, t, self.memo)
         if not why:
             return
         da, db = getattr(p.type, "dtype", None), getattr(t, "dtype", None)
@@ -668,9 +716,11 @@ class Verifier:
             return actual
         self.check_type(ann, scope)
         if actual is not None:
-            ann = with_value_layout(ann, actual)
-            seen = layout_as_annotated(ann, actual)
-            why = type_mismatch(ann, seen) if self.cache is None else self.cache.type_mismatch(ann, seen)
+            cache = self.cache
+            if cache is None:
+                ann, why = _annotation_check(ann, actual)
+            else:
+                ann, why = cache.annotation_check(ann, actual, self.memo)
             if why:
                 hint = f"the value's type is {print_type(actual)}"
                 if why.startswith(VALID_SHAPE_MISMATCH) and isinstance(actual, TileType):
@@ -725,18 +775,15 @@ class Verifier:
             vt = _created_where_annotated(s, self.expr(s.value, scope))
             t = self.annotate(s.annotation, vt, s.annotation or s, scope)
         else:
-            t = cache.assigned_type(s, scope)
+            t = cache.assigned_type(s, scope, self.memo)
             if t is _UNKNOWN:
                 first, calls = len(self.diags), self.calls
                 self.calls, self.reads = False, []
                 vt = _created_where_annotated(s, self.expr(s.value, scope))
                 t = self.annotate(s.annotation, vt, s.annotation or s, scope)
                 if self.reads is not None and not self.calls and len(self.diags) == first:
-                    cache.remember_assign(s, self.reads, t)
-                    self.assigns.append(id(s))
+                    cache.remember_assign(s, self.reads, t, self.memo)
                 self.calls, self.reads = self.calls or calls, None
-            else:
-                self.assigns.append(id(s))
         self.define(s.target.name, t, s.target, scope)
 
     def _eval(self, s: EvalStmt, scope: _Scope, f: Function) -> None:
@@ -863,6 +910,12 @@ class Verifier:
             self.define(v.name, t, v, scope)
 
 
+def _annotation_check(ann: Type, actual: Type) -> tuple[Type, str | None]:
+    """(the annotation as the value fills it in, what contradicts it or None)."""
+    ann = with_value_layout(ann, actual)
+    return ann, type_mismatch(ann, layout_as_annotated(ann, actual))
+
+
 # ops that fill a new tile from scalars alone: nothing ties the result to a memory space
 _FILLED_TILE_OPS = frozenset({"tile.full", "full"})
 
@@ -959,12 +1012,26 @@ def function_types(program: Program, ctx=None,
                    cache: VerifyCache | None = None) -> dict[str, dict[str, Type | None]]:
     """function name -> (value name -> inferred type) for every function: what passes use to know the
     type of any value. Types come from parameters, annotations and operator type rules. With the
-    pipeline's `cache`, functions inferred before are not inferred again. Each dict is the caller's own."""
+    pipeline's `cache`, functions inferred before are not inferred again; without one, a program a
+    pipeline run returned uses that run's (`keep_types`). Each dict is the caller's own."""
+    if cache is None:
+        cache = program.__dict__.get(_KEPT)
     v = Verifier(program, ctx, _default_op_typer(), cache)
     out: dict[str, dict[str, Type | None]] = {}
     for f in program.functions:
         out[f.name] = dict(v.function_types(f))
     return out
+
+
+_KEPT = "_verify_cache"  # the attribute of a program that `keep_types` sets
+
+
+def keep_types(program: Program, cache: VerifyCache) -> None:
+    """Tie the pipeline run's `cache` to `program`, its result: a later `function_types(program, ctx)` with
+    the same `ctx` and no cache of its own (the emitters, the task manifest) reuses the types the run
+    inferred instead of inferring them again. The attribute is no field of the node: it takes no part in
+    comparing, printing or rebuilding the program, and a program made from it (`replace`) does not have it."""
+    object.__setattr__(program, _KEPT, cache)
 
 
 def verify_program(program: Program, ctx=None, op_typer: OpTyper | None = None,
