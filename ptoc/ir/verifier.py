@@ -9,6 +9,8 @@ does not pay for checking it again.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import difflib
 from collections.abc import Callable, Iterator
 
@@ -401,6 +403,17 @@ class VerifyCache:
         """An assignment (of the function of `memo`) checked clean, reading only names in scope and calling
         no function of the program."""
         memo.cur[id(s)] = (s, reads, t)
+
+    @contextlib.contextmanager
+    def running(self):
+        """While the block runs (a pipeline run), `function_types` asked without a cache uses this one
+        when its context is this cache's (a helper of a pass that does not hand on `Pass.cache`). It is
+        the running pipeline's alone: a nested run sets its own, and the block's end restores the outer."""
+        token = _RUNNING.set(self)
+        try:
+            yield self
+        finally:
+            _RUNNING.reset(token)
 
     def usable(self, ctx, op_typer: OpTyper | None) -> bool:
         return ctx is self.ctx and op_typer is self.op_typer
@@ -1013,9 +1026,10 @@ def function_types(program: Program, ctx=None,
     """function name -> (value name -> inferred type) for every function: what passes use to know the
     type of any value. Types come from parameters, annotations and operator type rules. With the
     pipeline's `cache`, functions inferred before are not inferred again; without one, a program a
-    pipeline run returned uses that run's (`keep_types`). Each dict is the caller's own."""
+    pipeline run returned uses that run's (`keep_types`), and a question asked while a pipeline runs
+    uses the running one's (`VerifyCache.running`). Each dict is the caller's own."""
     if cache is None:
-        cache = program.__dict__.get(_KEPT)
+        cache = program.__dict__.get(_KEPT) or _RUNNING.get()
     v = Verifier(program, ctx, _default_op_typer(), cache)
     out: dict[str, dict[str, Type | None]] = {}
     for f in program.functions:
@@ -1024,6 +1038,8 @@ def function_types(program: Program, ctx=None,
 
 
 _KEPT = "_verify_cache"  # the attribute of a program that `keep_types` sets
+_RUNNING: contextvars.ContextVar[VerifyCache | None] = contextvars.ContextVar("ptoc_running_verify_cache",
+                                                                              default=None)
 
 
 def keep_types(program: Program, cache: VerifyCache) -> None:

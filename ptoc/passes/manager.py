@@ -388,15 +388,24 @@ def _run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]
                   stop_after: str | None, instruments: list[Instrument] | None, verify: bool,
                   skip: frozenset[str], cache, given: frozenset[str] | None = None, each: bool = True) -> Program:
     """`each` False: the structural checks run once, after the last pass (see `run_pipeline`)."""
-    from ptoc.diagnostics import Diagnostic
     from ptoc.ir.verifier import VerifyCache
 
     # the whole pipeline skips the passes whose products the input already has (a dump of any stage);
     # an explicit list of passes runs exactly those (`ptoc passes --pipeline A,B`)
     whole = passes is None
     passes = available_pipeline() if passes is None else passes
-    cache = VerifyCache(ctx) if cache is None else cache  # never global: one compile's at most
     instruments = instruments or []
+    cache = VerifyCache(ctx) if cache is None else cache  # never global: one compile's at most
+    with cache.running():  # (helpers of the passes that ask for types without the cache use it too)
+        return _run_passes(program, ctx, passes, whole, cache, stop_after, instruments, verify, skip, given,
+                           each)
+
+
+def _run_passes(program: Program, ctx: CompileContext, passes: list[type[Pass]], whole: bool, cache,
+                stop_after: str | None, instruments: list[Instrument], verify: bool, skip: frozenset[str],
+                given: frozenset[str] | None, each: bool) -> Program:
+    from ptoc.diagnostics import Diagnostic
+
     names = [p.name for p in passes]
     if stop_after is not None and stop_after not in names:
         raise ValueError(f"unknown pass {stop_after!r}")

@@ -148,3 +148,32 @@ def test_a_lowered_program_carries_its_types_to_later_questions(monkeypatch):
     monkeypatch.setattr(verifier.Verifier, "function", counting)
     verifier.function_types(again, CompileContext())  # another context: the run's types are not its answers
     assert checked == ["k"]
+
+
+class _AsksWithoutTheCache(Pass):
+    name = "AsksWithoutTheCache"
+    stage = "tile"
+    summary = "test-only: a helper asks function_types without handing on the run's cache"
+
+    def run(self, program, ctx):
+        SEEN.append(verifier.function_types(program, ctx)["k"])
+        return program
+
+
+def test_a_helper_asking_without_the_cache_gets_the_running_pipelines_types(monkeypatch):
+    prog = _program(16)
+    checked: list[str] = []
+    real = verifier.Verifier.function
+
+    def counting(self, f):
+        checked.append(f.name)
+        return real(self, f)
+
+    monkeypatch.setattr(verifier.Verifier, "function", counting)
+    SEEN.clear()
+    run_pipeline(prog, CompileContext(), passes=[_AsksTypes, _Unchanged, _AsksWithoutTheCache], check_once=True)
+    assert checked == ["k"] and SEEN[0] == SEEN[1]  # inferred once, for the whole run
+    assert verifier._RUNNING.get() is None  # the run is over: nothing is left running
+    SEEN.clear()
+    run_pipeline(_program(16), CompileContext(), passes=[_LoadsHalf, _AsksWithoutTheCache], check_once=True)
+    assert [d.value for d in SEEN[0]["u"].shape] == [8, 16]  # the changed program's types, not a stale one
