@@ -454,8 +454,11 @@ class Verifier:
         # ssa False: the program as written, before ConvertToSSA: a name may be assigned again, and
         # a name both branches of an if assign is visible after the if
         self.ssa = ssa
-        self.cache = cache if ssa and cache is not None and cache.usable(ctx, op_typer) else None
-        self.token = self.cache.token(program) if self.cache is not None else -1
+        # the cache's memos of statements, operator answers and type comparisons hold in either form; its
+        # checks of whole functions (`entries`) are of the SSA form's (its scoping and value types)
+        self.cache = cache if cache is not None and cache.usable(ctx, op_typer) else None
+        self.entries = self.cache if ssa else None
+        self.token = self.entries.token(program) if self.entries is not None else -1
         self.calls = False  # the current function calls a function of the program
         self.reads: list[tuple[str, Type | None]] | None = None  # names (and types) read by the statement
         self.diags: list[Diagnostic] = []
@@ -475,8 +478,8 @@ class Verifier:
     # ------------------------------------------------------------------ entry
     def run(self) -> list[Diagnostic]:
         for f in self.program.functions:
-            if self.cache is not None:
-                known = self.cache.lookup(f, self.program, self.token)
+            if self.entries is not None:
+                known = self.entries.lookup(f, self.program, self.token)
                 if known is not None and known[1]:
                     continue  # this very function verified clean in a program with these signatures
             try:
@@ -490,16 +493,16 @@ class Verifier:
         """Check `f` (appending to `diags`), remember the result in the cache, return its value types."""
         first = len(self.diags)
         self.function(f)
-        if self.cache is not None:
-            self.cache.checked += 1
+        if self.entries is not None:
+            self.entries.checked += 1
             clean = not any(d.severity == "error" for d in self.diags[first:])
-            self.cache.store(f, self.program, self.token if self.calls else None, self.types, clean)
+            self.entries.store(f, self.program, self.token if self.calls else None, self.types, clean)
         return self.types
 
     def function_types(self, f: Function) -> dict[str, Type | None]:
         """The value types of `f` (the cache's when it has them); the caller must not change the dict."""
-        if self.cache is not None:
-            known = self.cache.lookup(f, self.program, self.token)
+        if self.entries is not None:
+            known = self.entries.lookup(f, self.program, self.token)
             if known is not None:
                 return known[0]
         return self.checked_function(f)
@@ -1048,6 +1051,12 @@ def keep_types(program: Program, cache: VerifyCache) -> None:
     inferred instead of inferring them again. The attribute is no field of the node: it takes no part in
     comparing, printing or rebuilding the program, and a program made from it (`replace`) does not have it."""
     object.__setattr__(program, _KEPT, cache)
+
+
+def kept_types(program: Program, ctx) -> VerifyCache | None:
+    """The cache `keep_types` tied to `program`, when it is for `ctx`; else None."""
+    cache = program.__dict__.get(_KEPT)
+    return cache if cache is not None and cache.ctx is ctx else None
 
 
 def verify_program(program: Program, ctx=None, op_typer: OpTyper | None = None,

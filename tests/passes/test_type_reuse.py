@@ -177,3 +177,46 @@ def test_a_helper_asking_without_the_cache_gets_the_running_pipelines_types(monk
     SEEN.clear()
     run_pipeline(_program(16), CompileContext(), passes=[_LoadsHalf, _AsksWithoutTheCache], check_once=True)
     assert [d.value for d in SEEN[0]["u"].shape] == [8, 16]  # the changed program's types, not a stale one
+
+
+def test_the_front_ends_check_hands_its_statement_types_to_the_pipeline(monkeypatch):
+    # the front end checks the program as written; what it typed is not typed again when the pipeline (or
+    # anything else with the same context) asks for the types of the very same statements
+    from ptoc.driver import frontend
+
+    _counting_typer(monkeypatch)
+    ctx = CompileContext()
+    TYPED.clear()
+    prog = frontend(KERNEL.replace("ROWS", "16"), "one.ir", ctx)
+    assert {"tile.load", "tile.add", "tile.store"} <= set(TYPED)
+    TYPED.clear()
+    kept = verifier.function_types(prog, ctx)["k"]
+    assert TYPED == []
+    assert kept == verifier.function_types(prog, CompileContext())["k"]  # what another context infers afresh
+    assert {"tile.load", "tile.add", "tile.store"} <= set(TYPED)
+
+
+REASSIGNED = """
+import pypto.language as pl
+
+@pl.program
+class again:
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, a: pl.Tensor[[16, 16], pl.FP32], out: pl.Out[pl.Tensor[[16, 16], pl.FP32]]) -> pl.Tensor[[16, 16], pl.FP32]:
+        t: pl.Tile[[16, 16], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [16, 16], [16, 16], target_memory=pl.Mem.Vec)
+        t = pl.tile.load(a, [0, 0], [8, 16], [8, 16], target_memory=pl.Mem.Vec)
+        u = pl.tile.add(t, t)
+        r: pl.Tensor[[16, 16], pl.FP32] = pl.tile.store(u, [0, 0], out)
+        return r
+"""
+
+
+def test_a_name_assigned_again_as_written_reads_its_latest_value_after_the_hand_over():
+    # as written, u reads the second t (8 rows); ConvertToSSA renames it, and the add reads the renamed value:
+    # the add's type remembered from the front end's check is right only because it reads the very same type
+    from ptoc.driver import frontend, lower
+
+    ctx = CompileContext()
+    low = lower(frontend(REASSIGNED, "again.ir", ctx), ctx, stop_after="ConvertToSSA")
+    u = low.function_types(ctx)["k"]["u"]
+    assert [d.value for d in u.shape] == [8, 16]
