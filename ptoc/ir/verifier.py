@@ -57,7 +57,7 @@ from ptoc.ir.nodes import (
 from ptoc.ir.printer import print_type
 from ptoc.ir.type_match import VALID_SHAPE_MISMATCH, layout_as_annotated, type_mismatch, with_value_layout
 from ptoc.ir.type_match import kind_of as _kind
-from ptoc.ir.visitor import Mutator, walk
+from ptoc.ir.visitor import _NODE_FIELDS, Mutator, _flatten_nodes, child_fields, walk
 
 # An operator typing hook: (call, positional arg types, keyword arg types, context) ->
 # (result type or None when unknown, diagnostics).
@@ -127,16 +127,40 @@ class NodeIndex:
     __slots__ = ("_by_class", "_ops", "_for_kinds")
 
     def __init__(self, f: Function):
+        # `walk`'s traversal, inlined: the nodes are grouped as they are reached (no generator between)
         by: dict[type, list[Node]] = {}
         get = by.get
-        nodes = iter_nodes(f)
-        next(nodes)  # the function itself
-        for n in nodes:
-            group = get(n.__class__)
+        fields = _NODE_FIELDS
+        stack = [f]
+        pop, push = stack.pop, stack.extend
+        while stack:
+            n = pop()
+            cls = n.__class__
+            group = get(cls)
             if group is None:
-                by[n.__class__] = [n]
+                by[cls] = [n]
             else:
                 group.append(n)
+            names = fields.get(cls)
+            if names is None:
+                names = child_fields(cls)
+            if not names:
+                continue
+            kids: list[Node] = []
+            for name in names:
+                v = getattr(n, name)
+                if isinstance(v, Node):
+                    kids.append(v)
+                elif isinstance(v, tuple) and v:
+                    _flatten_nodes(v, kids)
+            if kids:
+                kids.reverse()
+                push(kids)
+        own = by[f.__class__]  # the function itself is not among the nodes under it
+        if len(own) == 1:
+            del by[f.__class__]
+        else:
+            del own[0]
         self._by_class = by
         self._ops: frozenset[str] | None = None
         self._for_kinds: frozenset[str] | None = None
