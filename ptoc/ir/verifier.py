@@ -244,40 +244,17 @@ class _Scope:
 _UNKNOWN = object()  # VerifyCache.assigned_type: not known
 
 
-class _Recent:
-    """A memo that keeps what was stored or used since the last two `age()` calls: the pass manager ages
-    it after every pass, so it holds about two versions of the program, not every version there was."""
-
-    __slots__ = ("cur", "old")
-
-    def __init__(self):
-        self.cur: dict = {}
-        self.old: dict = {}
-
-    def get(self, key):
-        e = self.cur.get(key)
-        if e is None:
-            e = self.old.get(key)
-            if e is not None:
-                self.cur[key] = e
-        return e
-
-    def put(self, key, entry) -> None:
-        self.cur[key] = entry
-
-    def age(self) -> None:
-        self.old, self.cur = self.cur, {}
-
-
 class _FunctionMemo:
-    """What the checks of one function name taught the cache: its assignments' checks, the operator typer's
-    answers, the annotations as the values fill them in and the type comparisons (`VerifyCache.memo`), in
-    the current generation and the one before. It ages only when the function was checked since it last
-    aged, so what the check of a function that many passes in a row leave alone (or change in a few
-    statements) found is still there when a later pass asks for its types; aging twice drops what two
-    checks in a row did not use. Keys: id(assignment); ("op", id(call), ids of the argument types);
-    ("fill", id(annotation), id(value type)); ("diff", id(annotated), id(actual)). Each entry holds the
-    objects whose ids make its key, so no other object takes those ids while it is there."""
+    """What the cache learned about the functions of one name: the checks of whole functions, their node
+    indexes, their assignments' checks, the operator typer's answers, the annotations as the values fill
+    them in and the type comparisons (`VerifyCache.memo`), in the current generation and the one before.
+    It ages only when a function of the name was checked or indexed since it last aged, so what was
+    learned about a function that many passes in a row leave alone (or change in a few statements) is
+    still there when a later pass asks; aging twice drops what two rounds in a row that looked at the
+    function did not use. Keys: ("fn", ids of the body, parameters, returns); ("ix", ids of the parts a
+    walk visits); id(assignment); ("op", id(call), ids of the argument types); ("fill", id(annotation),
+    id(value type)); ("diff", id(annotated), id(actual)). Each entry holds the objects whose ids make its
+    key, so no other object takes those ids while it is there."""
 
     __slots__ = ("cur", "old", "used")
 
@@ -303,8 +280,8 @@ class VerifyCache:
     """What the verifier learned about functions during one pipeline run (`run_pipeline` makes one, or
     takes the driver's, which hands it on to the emitters of the same compile; it is never global). It
     also remembers, for identical objects, operator typer answers, type comparisons and the checks of
-    single assignments (`assigned_type`), and one `NodeIndex` per function; it forgets what a pass and
-    its check did not use (`age`).
+    single assignments (`assigned_type`), and one `NodeIndex` per function, all by function name
+    (`_FunctionMemo`); it forgets what two rounds that looked at a function did not use (`age`).
 
     The IR is immutable, and the check of a function reads nothing but its name, parameters, return
     types and body, the program's dynamic dimensions, the context, the operator typer and, only when the
@@ -317,49 +294,43 @@ class VerifyCache:
     def __init__(self, ctx=None):
         self.ctx = ctx
         self.op_typer = _default_op_typer()  # the checks it caches: structure plus operator type rules
-        # (id(body), id(params), id(returns)) -> (body, params, returns, returns_tuple, name, dynamic
-        # dims, signature token or None (no calls), value types, verified clean). An entry holds the
-        # objects whose ids key it, so no other object takes those ids.
-        self._entries = _Recent()
+        # function entries in the memos: ("fn", id(body), id(params), id(returns)) -> (body, params,
+        # returns, returns_tuple, name, dynamic dims, signature token or None (no calls), value types,
+        # verified clean)
         self._sigs: list[tuple[tuple, int]] = []  # the signatures seen so far, each with its token
         self.checked = 0  # functions checked (not served from the cache): for tests and profiling
         self.op_hits = 0  # operator typer answers given again
-        self._indexes = _Recent()  # ids of a function's parts -> (the parts, their NodeIndex)
         self._memos: dict[str, _FunctionMemo] = {}  # function name -> what its checks found (`memo`)
 
     def age(self, program: Program | None = None) -> None:
-        """Forget what the last two rounds (pass + check) did not use: keeps memory near two versions.
-        `program`: the IR the next round starts from; what the cache knows of its functions (their checks,
-        remembered assignments and node indexes) is kept as if used, so a function that several passes in
-        a row leave unchanged is not checked or indexed again when a later pass asks for it."""
-        self._entries.age()
-        self._indexes.age()
+        """A round (a pass and what it asked) is over: every function memo used in it ages (`_FunctionMemo`),
+        so memory stays near two versions of each function. `program`: the IR the next round starts from;
+        the memos of names it no longer has go."""
         memos = self._memos
-        if program is None:
-            for m in memos.values():
-                m.age()
-            return
-        entries, indexes = self._entries, self._indexes
-        names = set()
-        for f in program.functions:
-            names.add(f.name)
-            entries.get((id(f.body), id(f.params), id(f.returns)))
-            indexes.get((id(f.params), id(f.returns), id(f.body), id(f.decorator_kwargs), id(f.attrs)))
-        for name in [n for n in memos if n not in names]:
-            del memos[name]  # (a function the program no longer has)
-        for m in memos.values():
-            m.age()
+        names = {f.name for f in program.functions} if program is not None else None
+        gone = []
+        for name, m in memos.items():
+            if names is not None and name not in names:
+                gone.append(name)
+            elif m.used:
+                m.old, m.cur, m.used = m.cur, {}, False
+        for name in gone:
+            del memos[name]
 
     def node_index(self, f: Function) -> NodeIndex:
         """`NodeIndex(f)`, shared by every function with the identical (`is`) parts (a walk of a function
         visits its parameters, return types, body, decorator keywords and attributes, nothing else)."""
         parts = (f.params, f.returns, f.body, f.decorator_kwargs, f.attrs)
-        key = tuple(map(id, parts))
-        e = self._indexes.get(key)
+        key = ("ix", *map(id, parts))
+        m = self._memos.get(f.name)
+        if m is None:
+            m = self._memos[f.name] = _FunctionMemo()
+        e = m.get(key)
         if e is not None and all(a is b for a, b in zip(e[0], parts)):
             return e[1]
         index = NodeIndex(f)
-        self._indexes.put(key, (parts, index))
+        m.cur[key] = (parts, index)
+        m.used = True
         return index
 
     def memo(self, fname: str) -> _FunctionMemo:
@@ -455,7 +426,10 @@ class VerifyCache:
 
     def lookup(self, f: Function, program: Program, token: int) -> tuple[dict[str, Type | None], bool] | None:
         """(value types, verified clean) of `f` as a function of `program` (signature `token`), or None."""
-        e = self._entries.get((id(f.body), id(f.params), id(f.returns)))
+        m = self._memos.get(f.name)
+        if m is None:
+            return None
+        e = m.get(("fn", id(f.body), id(f.params), id(f.returns)))
         if (e is None or e[0] is not f.body or e[1] is not f.params or e[2] is not f.returns
                 or e[3] != f.returns_tuple or e[4] != f.name or e[5] is not program.dynamic_dims
                 or (e[6] is not None and e[6] != token)):
@@ -465,8 +439,8 @@ class VerifyCache:
     def store(self, f: Function, program: Program, token: int | None, types: dict[str, Type | None],
               clean: bool) -> None:
         """Remember a check of `f`; `token` None: its body calls no function (signatures do not matter)."""
-        self._entries.put((id(f.body), id(f.params), id(f.returns)), (
-            f.body, f.params, f.returns, f.returns_tuple, f.name, program.dynamic_dims, token, types, clean))
+        self.memo(f.name).cur[("fn", id(f.body), id(f.params), id(f.returns))] = (
+            f.body, f.params, f.returns, f.returns_tuple, f.name, program.dynamic_dims, token, types, clean)
 
 
 class Verifier:
