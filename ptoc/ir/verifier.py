@@ -244,24 +244,29 @@ class _Scope:
 _UNKNOWN = object()  # VerifyCache.assigned_type: not known
 
 
-class _FunctionMemo:
-    """What the cache learned about the functions of one name: the checks of whole functions, their node
-    indexes, their assignments' checks, the operator typer's answers, the annotations as the values fill
-    them in and the type comparisons (`VerifyCache.memo`), in the current generation and the one before.
-    It ages only when a function of the name was checked or indexed since it last aged, so what was
-    learned about a function that many passes in a row leave alone (or change in a few statements) is
-    still there when a later pass asks; aging twice drops what two rounds in a row that looked at the
-    function did not use. Keys: ("fn", ids of the body, parameters, returns); ("ix", ids of the parts a
-    walk visits); id(assignment); ("op", id(call), ids of the argument types); ("fill", id(annotation),
-    id(value type)); ("diff", id(annotated), id(actual)). Each entry holds the objects whose ids make its
-    key, so no other object takes those ids while it is there."""
+_INDEXES_KEPT = 3  # node indexes kept per function name (`_FunctionMemo.indexes`)
 
-    __slots__ = ("cur", "old", "used")
+
+class _FunctionMemo:
+    """What the cache learned about the functions of one name: the checks of whole functions, their
+    assignments' checks, the operator typer's answers, the annotations as the values fill them in and the
+    type comparisons (`VerifyCache.memo`), in the current generation and the one before. It ages only
+    when a function of the name was checked since it last aged, so what was learned about a function
+    that many passes in a row leave alone (or change in a few statements) is still there when a later
+    pass asks; aging twice drops what two checks in a row did not use. Keys: ("fn", ids of the body,
+    parameters, returns); id(assignment); ("op", id(call), ids of the argument types); ("fill",
+    id(annotation), id(value type)); ("diff", id(annotated), id(actual)). Each entry holds the objects
+    whose ids make its key, so no other object takes those ids while it is there. Apart from them, the
+    node indexes of the last few versions of the function (`indexes`: (the parts a walk visits, their
+    NodeIndex), the newest first), which passes ask for far more often than for types."""
+
+    __slots__ = ("cur", "old", "used", "indexes")
 
     def __init__(self):
         self.cur: dict = {}
         self.old: dict = {}
         self.used = False
+        self.indexes: list = []
 
     def age(self) -> None:
         if self.used:
@@ -321,16 +326,14 @@ class VerifyCache:
         """`NodeIndex(f)`, shared by every function with the identical (`is`) parts (a walk of a function
         visits its parameters, return types, body, decorator keywords and attributes, nothing else)."""
         parts = (f.params, f.returns, f.body, f.decorator_kwargs, f.attrs)
-        key = ("ix", *map(id, parts))
         m = self._memos.get(f.name)
         if m is None:
             m = self._memos[f.name] = _FunctionMemo()
-        e = m.get(key)
-        if e is not None and all(a is b for a, b in zip(e[0], parts)):
-            return e[1]
+        for known, index in m.indexes:
+            if all(a is b for a, b in zip(known, parts)):
+                return index
         index = NodeIndex(f)
-        m.cur[key] = (parts, index)
-        m.used = True
+        m.indexes = [(parts, index)] + m.indexes[:_INDEXES_KEPT - 1]
         return index
 
     def memo(self, fname: str) -> _FunctionMemo:
