@@ -189,7 +189,10 @@ class NodeIndex:
 
     @staticmethod
     def get(f: Function, cache: VerifyCache | None = None) -> NodeIndex:
-        """The index of `f`: the cache's when it has one for the same parts, else a fresh one."""
+        """The index of `f`: the cache's when it has one for the same parts, else a fresh one. Without a
+        `cache`, the running pipeline's (`VerifyCache.running`): an index depends on nothing but `f`."""
+        if cache is None:
+            cache = _RUNNING.get()
         return cache.node_index(f) if cache is not None else NodeIndex(f)
 
 
@@ -405,7 +408,8 @@ class VerifyCache:
     @contextlib.contextmanager
     def running(self):
         """While the block runs (a pipeline run), `function_types` asked without a cache uses this one
-        when its context is this cache's (a helper of a pass that does not hand on `Pass.cache`). It is
+        when its context is this cache's, and `NodeIndex.get` without a cache uses it always (a helper of a
+        pass that does not hand on `Pass.cache`). It is
         the running pipeline's alone: a nested run sets its own, and the block's end restores the outer."""
         token = _RUNNING.set(self)
         try:

@@ -220,3 +220,36 @@ def test_a_name_assigned_again_as_written_reads_its_latest_value_after_the_hand_
     low = lower(frontend(REASSIGNED, "again.ir", ctx), ctx, stop_after="ConvertToSSA")
     u = low.function_types(ctx)["k"]["u"]
     assert [d.value for d in u.shape] == [8, 16]
+
+
+class _IndexesWithoutTheCache(Pass):
+    name = "IndexesWithoutTheCache"
+    stage = "tile"
+    summary = "test-only: a helper asks for the node index of k without handing on the run's cache"
+
+    def run(self, program, ctx):
+        from ptoc.ir.verifier import NodeIndex
+
+        SEEN.append(NodeIndex.get(program.function("k")))
+        return program
+
+
+def test_a_helper_asking_for_a_node_index_without_the_cache_shares_the_running_pipelines(monkeypatch):
+    from ptoc.ir.nodes import Call
+
+    built: list[str] = []
+    real = verifier.NodeIndex.__init__
+
+    def counting(self, f):
+        built.append(f.name)
+        real(self, f)
+
+    monkeypatch.setattr(verifier.NodeIndex, "__init__", counting)
+    SEEN.clear()
+    run_pipeline(_program(16), CompileContext(), passes=[_IndexesWithoutTheCache, _Unchanged, _IndexesWithoutTheCache,
+                                                         _LoadsHalf, _IndexesWithoutTheCache], check_once=True)
+    first, same, changed = SEEN
+    assert first is same and changed is not first
+    assert built.count("k") == 2  # once for k as given, once for k after LoadsHalf changed it
+    loads = [c for c in changed.of(Call) if c.op == "tile.load"]
+    assert [d.value for d in loads[0].args[2].items] == [8, 16]  # the index of the changed k, not a stale one
