@@ -7,7 +7,9 @@ invariants (types, SSA, use-after-def: `ptoc.ir.verifier`) and every property th
 produce; a failure names the pass and is an `InternalError` (a ptoc bug), never a user error. (The
 compiler's own runs check the structure once at the end and replay checked on a failure: `check_once`.)
 The IR is immutable, so a function a pass returns unchanged is not checked again: one `VerifyCache`
-per run remembers what the verifier found (also the value types passes ask for with `Pass.types`).
+per run remembers what the verifier found (also the value types passes ask for with `Pass.types`), down
+to single statements, so a pass that changes a few statements costs the typing of those (the driver's
+cache is the one the front end's check filled; helpers that ask without it get it while the run lasts).
 
 The input may be IR at any stage (a dump of ptoc's or of PyPTO's): a pass is skipped when every property
 it produces already holds on the IR it would get (`input_properties`: the property checks, and for an
