@@ -647,6 +647,7 @@ class Verifier:
         if base is not None and not isinstance(base, TupleType):
             if isinstance(e.value, Var):  # once per value: `a, b = f(x)` of a non-tuple reports once
                 if e.value.name in self.bad_index:
+                    self.reads = None  # (quiet only after the report: the statement is not remembered)
                     return None
                 self.bad_index.add(e.value.name)
             self.err("PTOC-E0114", f"only tuple values can be indexed or unpacked; this value is a {_kind(base)}", e,
