@@ -27,16 +27,23 @@ class LowerResult:
 
 
 def frontend(text: str, file: str, ctx: CompileContext, warnings: list | None = None) -> Program:
-    """The program as written, checked; `warnings` (a list) receives the front end's warnings."""
+    """The program as written, checked; `warnings` (a list) receives the front end's warnings. The program
+    carries what its check learned (`keep_types`): the pipeline that lowers it with the same `ctx` goes on
+    from there instead of typing every statement again."""
     from ptoc.frontend.parser import parse_program
+    from ptoc.ir.verifier import VerifyCache, keep_types
     from ptoc.passes.manager import gc_paused
 
     from ptoc.frontend.short_names import full_op_names
 
+    cache = VerifyCache(ctx)
     with gc_paused():  # (parse_program pauses it too; this one also spares the parse tree a rescan)
         # the program as written (parse_program keeps its spelling, so it prints back as written), then
         # one spelling per op for everything after the front end: pl.load -> tile.load
-        return full_op_names(parse_program(text, file, ctx=ctx, warnings=warnings), ctx)
+        with cache.running():
+            program = full_op_names(parse_program(text, file, ctx=ctx, warnings=warnings, cache=cache), ctx)
+    keep_types(program, cache)
+    return program
 
 
 def check_source(text: str, file: str, ctx: CompileContext) -> Program:
@@ -71,7 +78,7 @@ def lower(program: Program, ctx: CompileContext, stop_after: str | None = None, 
 
 def _lower(program: Program, ctx: CompileContext, stop_after: str | None, dumps: bool, timings: bool,
            roundtrip: bool, skip: frozenset[str], passes: list | None = None) -> LowerResult:
-    from ptoc.ir.verifier import VerifyCache
+    from ptoc.ir.verifier import VerifyCache, keep_types, kept_types
     from ptoc.passes.manager import Dumps, RoundTrip, Timings, input_properties, run_pipeline
 
     instruments = []
@@ -80,10 +87,12 @@ def _lower(program: Program, ctx: CompileContext, stop_after: str | None, dumps:
     for ins in (d, t, RoundTrip() if roundtrip else None):
         if ins is not None:
             instruments.append(ins)
-    cache = VerifyCache(ctx)  # this compile's: handed on to the emitters through the result
+    # this compile's: the front end's when it made `program` (`frontend`), handed on to the emitters
+    cache = kept_types(program, ctx) or VerifyCache(ctx)
     given = input_properties(program, ctx) if passes is not None else None
     out = run_pipeline(program, ctx, passes=passes, stop_after=stop_after, instruments=instruments, skip=skip,
                        cache=cache, given=given, check_once=True)
+    keep_types(out, cache)  # the task manifest's function_types(out, ctx) reuses the run's types
     return LowerResult(out, d.texts if d else [], d.before if d else {},
                        t.profile() if t else None, t.table() if t else None, cache)
 

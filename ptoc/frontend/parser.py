@@ -1425,12 +1425,14 @@ def _yield_out_of_trailing_scope(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
 
 
 def parse_program(text: str, file: str = "<input>", verify: bool = True, ctx=None,
-                  check_ops: bool = True, ssa: bool = False, warnings: list | None = None) -> Program:
+                  check_ops: bool = True, ssa: bool = False, warnings: list | None = None,
+                  cache=None) -> Program:
     """Parse IR text. Raises `CompileError` with every diagnostic found. The program as written may
     assign a name more than once (ConvertToSSA renames); `ssa` True checks single assignment too.
-    `warnings`: a list that receives the warnings (and notes) of a program that has no errors."""
+    `warnings`: a list that receives the warnings (and notes) of a program that has no errors.
+    `cache`: a `VerifyCache` for `ctx` that keeps what the check learned (the compile's pipeline reuses it)."""
     with gc_paused():  # the front end builds large acyclic structures (see syntax.gc_paused)
-        return _parse_program(text, file, verify, ctx, check_ops, ssa, warnings)
+        return _parse_program(text, file, verify, ctx, check_ops, ssa, warnings, cache)
 
 
 def parse_for_format(text: str, file: str = "<input>", ctx=None):
@@ -1472,7 +1474,7 @@ def _build(b: Builder, nodes, file: str) -> Program | None:
 
 
 def _parse_program(text: str, file: str, verify: bool, ctx, check_ops: bool, ssa: bool = False,
-                   warnings: list | None = None) -> Program:
+                   warnings: list | None = None, cache=None) -> Program:
     nodes, diags = parse_syntax(text, file)
     if nodes is None:
         raise CompileError(diags)
@@ -1484,7 +1486,7 @@ def _parse_program(text: str, file: str, verify: bool, ctx, check_ops: bool, ssa
 
         from ptoc.frontend.scopes import check_scopes
 
-        for d in verify_program(prog, ctx=ctx, check_ops=check_ops, ssa=ssa):
+        for d in verify_program(prog, ctx=ctx, check_ops=check_ops, ssa=ssa, cache=cache):
             sink.add(d)
         for d in check_scopes(prog):
             sink.add(d)

@@ -9,6 +9,8 @@ does not pay for checking it again.
 
 from __future__ import annotations
 
+import contextlib
+import contextvars
 import difflib
 from collections.abc import Callable, Iterator
 
@@ -56,7 +58,7 @@ from ptoc.ir.printer import print_type
 from ptoc.ir.type_match import VALID_SHAPE_MISMATCH, layout_as_annotated, type_mismatch, with_value_layout
 from ptoc.ir.types import as_empty_tile, is_empty_tile
 from ptoc.ir.type_match import kind_of as _kind
-from ptoc.ir.visitor import Mutator, walk
+from ptoc.ir.visitor import _NODE_FIELDS, Mutator, _flatten_nodes, child_fields, walk
 
 # An operator typing hook: (call, positional arg types, keyword arg types, context) ->
 # (result type or None when unknown, diagnostics).
@@ -126,16 +128,40 @@ class NodeIndex:
     __slots__ = ("_by_class", "_ops", "_for_kinds")
 
     def __init__(self, f: Function):
+        # `walk`'s traversal, inlined: the nodes are grouped as they are reached (no generator between)
         by: dict[type, list[Node]] = {}
         get = by.get
-        nodes = iter_nodes(f)
-        next(nodes)  # the function itself
-        for n in nodes:
-            group = get(n.__class__)
+        fields = _NODE_FIELDS
+        stack = [f]
+        pop, push = stack.pop, stack.extend
+        while stack:
+            n = pop()
+            cls = n.__class__
+            group = get(cls)
             if group is None:
-                by[n.__class__] = [n]
+                by[cls] = [n]
             else:
                 group.append(n)
+            names = fields.get(cls)
+            if names is None:
+                names = child_fields(cls)
+            if not names:
+                continue
+            kids: list[Node] = []
+            for name in names:
+                v = getattr(n, name)
+                if isinstance(v, Node):
+                    kids.append(v)
+                elif isinstance(v, tuple) and v:
+                    _flatten_nodes(v, kids)
+            if kids:
+                kids.reverse()
+                push(kids)
+        own = by[f.__class__]  # the function itself is not among the nodes under it
+        if len(own) == 1:
+            del by[f.__class__]
+        else:
+            del own[0]
         self._by_class = by
         self._ops: frozenset[str] | None = None
         self._for_kinds: frozenset[str] | None = None
@@ -164,7 +190,10 @@ class NodeIndex:
 
     @staticmethod
     def get(f: Function, cache: VerifyCache | None = None) -> NodeIndex:
-        """The index of `f`: the cache's when it has one for the same parts, else a fresh one."""
+        """The index of `f`: the cache's when it has one for the same parts, else a fresh one. Without a
+        `cache`, the running pipeline's (`VerifyCache.running`): an index depends on nothing but `f`."""
+        if cache is None:
+            cache = _RUNNING.get()
         return cache.node_index(f) if cache is not None else NodeIndex(f)
 
 
@@ -219,15 +248,33 @@ class _Scope:
 _UNKNOWN = object()  # VerifyCache.assigned_type: not known
 
 
-class _Recent:
-    """A memo that keeps what was stored or used since the last two `age()` calls: the pass manager ages
-    it after every pass, so it holds about two versions of the program, not every version there was."""
+_INDEXES_KEPT = 3  # node indexes kept per function name (`_FunctionMemo.indexes`)
 
-    __slots__ = ("cur", "old")
+
+class _FunctionMemo:
+    """What the cache learned about the functions of one name: the checks of whole functions, their
+    assignments' checks, the operator typer's answers, the annotations as the values fill them in and the
+    type comparisons (`VerifyCache.memo`), in the current generation and the one before. It ages only
+    when a function of the name was checked since it last aged, so what was learned about a function
+    that many passes in a row leave alone (or change in a few statements) is still there when a later
+    pass asks; aging twice drops what two checks in a row did not use. Keys: ("fn", ids of the body,
+    parameters, returns); id(assignment); ("op", id(call), ids of the argument types); ("fill",
+    id(annotation), id(value type)); ("diff", id(annotated), id(actual)). Each entry holds the objects
+    whose ids make its key, so no other object takes those ids while it is there. Apart from them, the
+    node indexes of the last few versions of the function (`indexes`: (the parts a walk visits, their
+    NodeIndex), the newest first), which passes ask for far more often than for types."""
+
+    __slots__ = ("cur", "old", "used", "indexes")
 
     def __init__(self):
         self.cur: dict = {}
         self.old: dict = {}
+        self.used = False
+        self.indexes: list = []
+
+    def age(self) -> None:
+        if self.used:
+            self.old, self.cur, self.used = self.cur, {}, False
 
     def get(self, key):
         e = self.cur.get(key)
@@ -237,19 +284,13 @@ class _Recent:
                 self.cur[key] = e
         return e
 
-    def put(self, key, entry) -> None:
-        self.cur[key] = entry
-
-    def age(self) -> None:
-        self.old, self.cur = self.cur, {}
-
 
 class VerifyCache:
     """What the verifier learned about functions during one pipeline run (`run_pipeline` makes one, or
     takes the driver's, which hands it on to the emitters of the same compile; it is never global). It
     also remembers, for identical objects, operator typer answers, type comparisons and the checks of
-    single assignments (`assigned_type`), and one `NodeIndex` per function; it forgets what a pass and
-    its check did not use (`age`).
+    single assignments (`assigned_type`), and one `NodeIndex` per function, all by function name
+    (`_FunctionMemo`); it forgets what two rounds that looked at a function did not use (`age`).
 
     The IR is immutable, and the check of a function reads nothing but its name, parameters, return
     types and body, the program's dynamic dimensions, the context, the operator typer and, only when the
@@ -262,83 +303,95 @@ class VerifyCache:
     def __init__(self, ctx=None):
         self.ctx = ctx
         self.op_typer = _default_op_typer()  # the checks it caches: structure plus operator type rules
-        # (id(body), id(params), id(returns)) -> (body, params, returns, returns_tuple, name, dynamic
-        # dims, signature token or None (no calls), value types, verified clean, keys of its remembered
-        # assignments). An entry holds the objects whose ids key it, so no other object takes those ids.
-        self._entries = _Recent()
+        # function entries in the memos: ("fn", id(body), id(params), id(returns)) -> (body, params,
+        # returns, returns_tuple, name, dynamic dims, signature token or None (no calls), value types,
+        # verified clean)
         self._sigs: list[tuple[tuple, int]] = []  # the signatures seen so far, each with its token
         self.checked = 0  # functions checked (not served from the cache): for tests and profiling
-        # operator typer answers: (id(call), ids of the argument and keyword types) -> (call, argument
-        # types, keyword types, answer); the entry holds the keyed objects, so their ids stay theirs
-        self._op_types = _Recent()
-        self.op_hits = 0
-        self._mismatches = _Recent()  # (id(annotated), id(actual)) -> (both, answer)
-        self._indexes = _Recent()  # ids of a function's parts -> (the parts, their NodeIndex)
-        self._assigns = _Recent()  # id(assignment) -> (it, the names and types it read, its target's type)
+        self.op_hits = 0  # operator typer answers given again
+        self._memos: dict[str, _FunctionMemo] = {}  # function name -> what its checks found (`memo`)
 
     def age(self, program: Program | None = None) -> None:
-        """Forget what the last two rounds (pass + check) did not use: keeps memory near two versions.
-        `program`: the IR the next round starts from; what the cache knows of its functions (their checks,
-        remembered assignments and node indexes) is kept as if used, so a function that several passes in
-        a row leave unchanged is not checked or indexed again when a later pass asks for it."""
-        self._entries.age()
-        self._op_types.age()
-        self._mismatches.age()
-        self._indexes.age()
-        self._assigns.age()
-        if program is None:
-            return
-        entries, indexes, assigns = self._entries, self._indexes, self._assigns
-        for f in program.functions:
-            e = entries.get((id(f.body), id(f.params), id(f.returns)))
-            if e is not None:
-                for key in e[9]:
-                    assigns.get(key)
-            indexes.get((id(f.params), id(f.returns), id(f.body), id(f.decorator_kwargs), id(f.attrs)))
+        """A round (a pass and what it asked) is over: every function memo used in it ages (`_FunctionMemo`),
+        so memory stays near two versions of each function. `program`: the IR the next round starts from;
+        the memos of names it no longer has go."""
+        memos = self._memos
+        names = {f.name for f in program.functions} if program is not None else None
+        gone = []
+        for name, m in memos.items():
+            if names is not None and name not in names:
+                gone.append(name)
+            elif m.used:
+                m.old, m.cur, m.used = m.cur, {}, False
+        for name in gone:
+            del memos[name]
 
     def node_index(self, f: Function) -> NodeIndex:
         """`NodeIndex(f)`, shared by every function with the identical (`is`) parts (a walk of a function
         visits its parameters, return types, body, decorator keywords and attributes, nothing else)."""
         parts = (f.params, f.returns, f.body, f.decorator_kwargs, f.attrs)
-        key = tuple(map(id, parts))
-        e = self._indexes.get(key)
-        if e is not None and all(a is b for a, b in zip(e[0], parts)):
-            return e[1]
+        m = self._memos.get(f.name)
+        if m is None:
+            m = self._memos[f.name] = _FunctionMemo()
+        for known, index in m.indexes:
+            if all(a is b for a, b in zip(known, parts)):
+                return index
         index = NodeIndex(f)
-        self._indexes.put(key, (parts, index))
+        m.indexes = [(parts, index)] + m.indexes[:_INDEXES_KEPT - 1]
         return index
 
-    def op_type(self, call: Call, arg_types: list, kwarg_types: dict) -> tuple[Type | None, list[Diagnostic]]:
+    def memo(self, fname: str) -> _FunctionMemo:
+        """The memo of the checks of function `fname` (made when there is none), marked used."""
+        m = self._memos.get(fname)
+        if m is None:
+            m = self._memos[fname] = _FunctionMemo()
+        m.used = True
+        return m
+
+    def op_type(self, call: Call, arg_types: list, kwarg_types: dict,
+                memo: _FunctionMemo) -> tuple[Type | None, list[Diagnostic]]:
         """The operator typer's answer for `call` with these argument types. The typer is a pure function
         of the call node, the argument types and the context, so the answer for the identical (`is`)
-        call node and argument type objects is remembered and given again."""
+        call node and argument type objects is remembered (in the `memo` of the function checked) and
+        given again: the very same result type object, so what reads it is not checked again either."""
         kw = tuple(kwarg_types.values())  # the call's keywords, in its order
-        key = (id(call), *map(id, arg_types), *map(id, kw))
-        e = self._op_types.get(key)
+        key = ("op", id(call), *map(id, arg_types), *map(id, kw))
+        e = memo.get(key)
         if e is not None:  # the entry holds the objects whose ids make its key: the very same objects
             self.op_hits += 1
             return e[3]
         answer = self.op_typer(call, arg_types, kwarg_types, self.ctx)  # type: ignore[misc]
-        self._op_types.put(key, (call, tuple(arg_types), kw, answer))
+        memo.cur[key] = (call, tuple(arg_types), kw, answer)
         return answer
 
-    def type_mismatch(self, annotated: Type, actual: Type) -> str | None:
+    def annotation_check(self, annotated: Type, actual: Type, memo: _FunctionMemo) -> tuple[Type, str | None]:
+        """`_annotation_check`, remembered for the identical pair of type objects: the same type object
+        again (an annotation the value fills in is a new object each time it is computed)."""
+        key = ("fill", id(annotated), id(actual))
+        e = memo.get(key)
+        if e is not None:
+            return e[2]
+        answer = _annotation_check(annotated, actual)
+        memo.cur[key] = (annotated, actual, answer)
+        return answer
+
+    def type_mismatch(self, annotated: Type, actual: Type, memo: _FunctionMemo) -> str | None:
         """`type_mismatch`, remembered for the identical pair of type objects."""
         if annotated is actual:
             return None  # a type always agrees with itself
-        key = (id(annotated), id(actual))
-        e = self._mismatches.get(key)
+        key = ("diff", id(annotated), id(actual))
+        e = memo.get(key)
         if e is not None:  # (the entry holds both objects: ids of live objects are theirs alone)
             return e[2]
         why = type_mismatch(annotated, actual)
-        self._mismatches.put(key, (annotated, actual, why))
+        memo.cur[key] = (annotated, actual, why)
         return why
 
-    def assigned_type(self, s: AssignStmt, scope: _Scope):
-        """The type an assignment checked before gave its target, when the very same statement reads
-        names of the very same types here (then its check finds the same: nothing wrong, that type);
-        else `_UNKNOWN`."""
-        e = self._assigns.get(id(s))
+    def assigned_type(self, s: AssignStmt, scope: _Scope, memo: _FunctionMemo):
+        """The type an assignment checked before in the function of `memo` gave its target, when the very
+        same statement reads names of the very same types here (then its check finds the same: nothing
+        wrong, that type); else `_UNKNOWN`."""
+        e = memo.get(id(s))
         if e is None:
             return _UNKNOWN
         for name, t in e[1]:
@@ -347,9 +400,23 @@ class VerifyCache:
                 return _UNKNOWN
         return e[2]
 
-    def remember_assign(self, s: AssignStmt, reads: list[tuple[str, Type | None]], t: Type | None) -> None:
-        """An assignment checked clean, reading only names in scope and calling no function of the program."""
-        self._assigns.put(id(s), (s, reads, t))
+    def remember_assign(self, s: AssignStmt, reads: list[tuple[str, Type | None]], t: Type | None,
+                        memo: _FunctionMemo) -> None:
+        """An assignment (of the function of `memo`) checked clean, reading only names in scope and calling
+        no function of the program."""
+        memo.cur[id(s)] = (s, reads, t)
+
+    @contextlib.contextmanager
+    def running(self):
+        """While the block runs (a pipeline run), `function_types` asked without a cache uses this one
+        when its context is this cache's, and `NodeIndex.get` without a cache uses it always (a helper of a
+        pass that does not hand on `Pass.cache`). It is
+        the running pipeline's alone: a nested run sets its own, and the block's end restores the outer."""
+        token = _RUNNING.set(self)
+        try:
+            yield self
+        finally:
+            _RUNNING.reset(token)
 
     def usable(self, ctx, op_typer: OpTyper | None) -> bool:
         return ctx is self.ctx and op_typer is self.op_typer
@@ -367,22 +434,21 @@ class VerifyCache:
 
     def lookup(self, f: Function, program: Program, token: int) -> tuple[dict[str, Type | None], bool] | None:
         """(value types, verified clean) of `f` as a function of `program` (signature `token`), or None."""
-        e = self._entries.get((id(f.body), id(f.params), id(f.returns)))
+        m = self._memos.get(f.name)
+        if m is None:
+            return None
+        e = m.get(("fn", id(f.body), id(f.params), id(f.returns)))
         if (e is None or e[0] is not f.body or e[1] is not f.params or e[2] is not f.returns
                 or e[3] != f.returns_tuple or e[4] != f.name or e[5] is not program.dynamic_dims
                 or (e[6] is not None and e[6] != token)):
             return None
-        for key in e[9]:  # the function is still in use: so are the assignments it remembers
-            self._assigns.get(key)
         return e[7], e[8]
 
     def store(self, f: Function, program: Program, token: int | None, types: dict[str, Type | None],
-              clean: bool, assigns: list[int]) -> None:
-        """Remember a check of `f`; `token` None: its body calls no function (signatures do not matter).
-        `assigns`: the keys of the assignments of `f` remembered (kept as long as `f` is)."""
-        self._entries.put((id(f.body), id(f.params), id(f.returns)), (
-            f.body, f.params, f.returns, f.returns_tuple, f.name, program.dynamic_dims, token, types, clean,
-            assigns))
+              clean: bool) -> None:
+        """Remember a check of `f`; `token` None: its body calls no function (signatures do not matter)."""
+        self.memo(f.name).cur[("fn", id(f.body), id(f.params), id(f.returns))] = (
+            f.body, f.params, f.returns, f.returns_tuple, f.name, program.dynamic_dims, token, types, clean)
 
 
 class Verifier:
@@ -394,8 +460,11 @@ class Verifier:
         # ssa False: the program as written, before ConvertToSSA: a name may be assigned again, and
         # a name both branches of an if assign is visible after the if
         self.ssa = ssa
-        self.cache = cache if ssa and cache is not None and cache.usable(ctx, op_typer) else None
-        self.token = self.cache.token(program) if self.cache is not None else -1
+        # the cache's memos of statements, operator answers and type comparisons hold in either form; its
+        # checks of whole functions (`entries`) are of the SSA form's (its scoping and value types)
+        self.cache = cache if cache is not None and cache.usable(ctx, op_typer) else None
+        self.entries = self.cache if ssa else None
+        self.token = self.entries.token(program) if self.entries is not None else -1
         self.calls = False  # the current function calls a function of the program
         self.reads: list[tuple[str, Type | None]] | None = None  # names (and types) read by the statement
         self.diags: list[Diagnostic] = []
@@ -415,8 +484,8 @@ class Verifier:
     # ------------------------------------------------------------------ entry
     def run(self) -> list[Diagnostic]:
         for f in self.program.functions:
-            if self.cache is not None:
-                known = self.cache.lookup(f, self.program, self.token)
+            if self.entries is not None:
+                known = self.entries.lookup(f, self.program, self.token)
                 if known is not None and known[1]:
                     continue  # this very function verified clean in a program with these signatures
             try:
@@ -430,16 +499,16 @@ class Verifier:
         """Check `f` (appending to `diags`), remember the result in the cache, return its value types."""
         first = len(self.diags)
         self.function(f)
-        if self.cache is not None:
-            self.cache.checked += 1
+        if self.entries is not None:
+            self.entries.checked += 1
             clean = not any(d.severity == "error" for d in self.diags[first:])
-            self.cache.store(f, self.program, self.token if self.calls else None, self.types, clean, self.assigns)
+            self.entries.store(f, self.program, self.token if self.calls else None, self.types, clean)
         return self.types
 
     def function_types(self, f: Function) -> dict[str, Type | None]:
         """The value types of `f` (the cache's when it has them); the caller must not change the dict."""
-        if self.cache is not None:
-            known = self.cache.lookup(f, self.program, self.token)
+        if self.entries is not None:
+            known = self.entries.lookup(f, self.program, self.token)
             if known is not None:
                 return known[0]
         return self.checked_function(f)
@@ -451,8 +520,8 @@ class Verifier:
         self.quiet = set()
         self.bad_index: set[str] = set()  # values already reported for being indexed though not tuples
         self.calls = False
-        self.assigns: list[int] = []  # keys of the assignments the cache remembers for this function
         self.loop_depth = 0  # loops around the current statement (where break/continue may stand)
+        self.memo = self.cache.memo(f.name) if self.cache is not None else None
         scope = _Scope(None)
         for p in f.params:
             self.check_type(p.type, scope)
@@ -550,7 +619,7 @@ class Verifier:
         if self.op_typer is None or in_type:
             return None
         if self.cache is not None:
-            t, diags = self.cache.op_type(e, arg_types, kwarg_types)
+            t, diags = self.cache.op_type(e, arg_types, kwarg_types, self.memo)
         else:
             t, diags = self.op_typer(e, arg_types, kwarg_types, self.ctx)
         self.diags.extend(diags)
@@ -579,6 +648,7 @@ class Verifier:
         if base is not None and not isinstance(base, TupleType):
             if isinstance(e.value, Var):  # once per value: `a, b = f(x)` of a non-tuple reports once
                 if e.value.name in self.bad_index:
+                    self.reads = None  # (quiet only after the report: the statement is not remembered)
                     return None
                 self.bad_index.add(e.value.name)
             self.err("PTOC-E0114", f"only tuple values can be indexed or unpacked; this value is a {_kind(base)}", e,
@@ -651,7 +721,7 @@ class Verifier:
         if isinstance(p.type, ScalarType) and isinstance(a, (ConstInt, ConstFloat)) and (
                 p.type.dtype.is_float or (p.type.dtype.is_int and isinstance(a, ConstInt))):
             return  # a number takes the scalar parameter's dtype (as a constant scalar takes the tile's, OP-6)
-        why = type_mismatch(p.type, t) if self.cache is None else self.cache.type_mismatch(p.type, t)
+        why = type_mismatch(p.type, t) if self.cache is None else self.cache.type_mismatch(p.type, t, self.memo)
         if not why:
             return
         da, db = getattr(p.type, "dtype", None), getattr(t, "dtype", None)
@@ -671,9 +741,11 @@ class Verifier:
         if actual is not None:
             if is_empty_tile(ann) and isinstance(actual, TileType):
                 actual = as_empty_tile(actual)  # any tile may be declared empty (a lane-1 replay's)
-            ann = with_value_layout(ann, actual)
-            seen = layout_as_annotated(ann, actual)
-            why = type_mismatch(ann, seen) if self.cache is None else self.cache.type_mismatch(ann, seen)
+            cache = self.cache
+            if cache is None:
+                ann, why = _annotation_check(ann, actual)
+            else:
+                ann, why = cache.annotation_check(ann, actual, self.memo)
             if why:
                 hint = f"the value's type is {print_type(actual)}"
                 if why.startswith(VALID_SHAPE_MISMATCH) and isinstance(actual, TileType):
@@ -728,18 +800,15 @@ class Verifier:
             vt = _created_where_annotated(s, self.expr(s.value, scope))
             t = self.annotate(s.annotation, vt, s.annotation or s, scope)
         else:
-            t = cache.assigned_type(s, scope)
+            t = cache.assigned_type(s, scope, self.memo)
             if t is _UNKNOWN:
                 first, calls = len(self.diags), self.calls
                 self.calls, self.reads = False, []
                 vt = _created_where_annotated(s, self.expr(s.value, scope))
                 t = self.annotate(s.annotation, vt, s.annotation or s, scope)
                 if self.reads is not None and not self.calls and len(self.diags) == first:
-                    cache.remember_assign(s, self.reads, t)
-                    self.assigns.append(id(s))
+                    cache.remember_assign(s, self.reads, t, self.memo)
                 self.calls, self.reads = self.calls or calls, None
-            else:
-                self.assigns.append(id(s))
         self.define(s.target.name, t, s.target, scope)
 
     def _eval(self, s: EvalStmt, scope: _Scope, f: Function) -> None:
@@ -866,6 +935,12 @@ class Verifier:
             self.define(v.name, t, v, scope)
 
 
+def _annotation_check(ann: Type, actual: Type) -> tuple[Type, str | None]:
+    """(the annotation as the value fills it in, what contradicts it or None)."""
+    ann = with_value_layout(ann, actual)
+    return ann, type_mismatch(ann, layout_as_annotated(ann, actual))
+
+
 # ops that fill a new tile from scalars alone: nothing ties the result to a memory space
 _FILLED_TILE_OPS = frozenset({"tile.full", "full"})
 
@@ -962,12 +1037,35 @@ def function_types(program: Program, ctx=None,
                    cache: VerifyCache | None = None) -> dict[str, dict[str, Type | None]]:
     """function name -> (value name -> inferred type) for every function: what passes use to know the
     type of any value. Types come from parameters, annotations and operator type rules. With the
-    pipeline's `cache`, functions inferred before are not inferred again. Each dict is the caller's own."""
+    pipeline's `cache`, functions inferred before are not inferred again; without one, a program a
+    pipeline run returned uses that run's (`keep_types`), and a question asked while a pipeline runs
+    uses the running one's (`VerifyCache.running`). Each dict is the caller's own."""
+    if cache is None:
+        cache = program.__dict__.get(_KEPT) or _RUNNING.get()
     v = Verifier(program, ctx, _default_op_typer(), cache)
     out: dict[str, dict[str, Type | None]] = {}
     for f in program.functions:
         out[f.name] = dict(v.function_types(f))
     return out
+
+
+_KEPT = "_verify_cache"  # the attribute of a program that `keep_types` sets
+_RUNNING: contextvars.ContextVar[VerifyCache | None] = contextvars.ContextVar("ptoc_running_verify_cache",
+                                                                              default=None)
+
+
+def keep_types(program: Program, cache: VerifyCache) -> None:
+    """Tie the pipeline run's `cache` to `program`, its result: a later `function_types(program, ctx)` with
+    the same `ctx` and no cache of its own (the emitters, the task manifest) reuses the types the run
+    inferred instead of inferring them again. The attribute is no field of the node: it takes no part in
+    comparing, printing or rebuilding the program, and a program made from it (`replace`) does not have it."""
+    object.__setattr__(program, _KEPT, cache)
+
+
+def kept_types(program: Program, ctx) -> VerifyCache | None:
+    """The cache `keep_types` tied to `program`, when it is for `ctx`; else None."""
+    cache = program.__dict__.get(_KEPT)
+    return cache if cache is not None and cache.ctx is ctx else None
 
 
 def verify_program(program: Program, ctx=None, op_typer: OpTyper | None = None,

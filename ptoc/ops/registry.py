@@ -357,11 +357,11 @@ def _short_repr(d) -> str:
 
 def _check_packed_fp4_target(args: Args, result: Type | None) -> None:
     """FP4-3: packed FP4 executes on Ascend950 (a5) only; A2/A3 rejects every op that touches it."""
-    if args.target.supports_packed_fp4:
-        return
     for name, t in (*args.types.items(), ("result", result)):
         dt = getattr(t, "dtype", None)
         if dt is not None and dt.is_packed_fp4:
+            if args.target.supports_packed_fp4:  # (asked only when a packed FP4 value is there)
+                return
             raise OpError(f"{args.op.name}: packed FP4 ({dt.name}) is supported on Ascend950 (a5) only; "
                           f"the target is {args.arch}", rule="FP4-3", code="PTOC-E0203",
                           at=args.values.get(name) if name != "result" else args.call,

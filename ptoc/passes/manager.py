@@ -7,7 +7,9 @@ invariants (types, SSA, use-after-def: `ptoc.ir.verifier`) and every property th
 produce; a failure names the pass and is an `InternalError` (a ptoc bug), never a user error. (The
 compiler's own runs check the structure once at the end and replay checked on a failure: `check_once`.)
 The IR is immutable, so a function a pass returns unchanged is not checked again: one `VerifyCache`
-per run remembers what the verifier found (also the value types passes ask for with `Pass.types`).
+per run remembers what the verifier found (also the value types passes ask for with `Pass.types`), down
+to single statements, so a pass that changes a few statements costs the typing of those (the driver's
+cache is the one the front end's check filled; helpers that ask without it get it while the run lasts).
 
 The input may be IR at any stage (a dump of ptoc's or of PyPTO's): a pass is skipped when every property
 it produces already holds on the IR it would get (`input_properties`: the property checks, and for an
@@ -388,15 +390,24 @@ def _run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]
                   stop_after: str | None, instruments: list[Instrument] | None, verify: bool,
                   skip: frozenset[str], cache, given: frozenset[str] | None = None, each: bool = True) -> Program:
     """`each` False: the structural checks run once, after the last pass (see `run_pipeline`)."""
-    from ptoc.diagnostics import Diagnostic
     from ptoc.ir.verifier import VerifyCache
 
     # the whole pipeline skips the passes whose products the input already has (a dump of any stage);
     # an explicit list of passes runs exactly those (`ptoc passes --pipeline A,B`)
     whole = passes is None
     passes = available_pipeline() if passes is None else passes
-    cache = VerifyCache(ctx) if cache is None else cache  # never global: one compile's at most
     instruments = instruments or []
+    cache = VerifyCache(ctx) if cache is None else cache  # never global: one compile's at most
+    with cache.running():  # (helpers of the passes that ask for types without the cache use it too)
+        return _run_passes(program, ctx, passes, whole, cache, stop_after, instruments, verify, skip, given,
+                           each)
+
+
+def _run_passes(program: Program, ctx: CompileContext, passes: list[type[Pass]], whole: bool, cache,
+                stop_after: str | None, instruments: list[Instrument], verify: bool, skip: frozenset[str],
+                given: frozenset[str] | None, each: bool) -> Program:
+    from ptoc.diagnostics import Diagnostic
+
     names = [p.name for p in passes]
     if stop_after is not None and stop_after not in names:
         raise ValueError(f"unknown pass {stop_after!r}")
