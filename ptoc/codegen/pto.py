@@ -26,7 +26,9 @@ The spelling follows `spec/pto-format.md` exactly:
   every alloc has `addr` (the buffer's `addr=` plus the MemRef offset); at level2 PTOAS plans memory.
 - loops become `scf.for` over `index` bounds; loop-carried scalars go through `iter_args`/`scf.yield`,
   loop-carried tiles and tensors do not (the loop result is the init's handle / view); `scf.if` carries
-  scalar results only.
+  scalar results only. `pl.while_` becomes `scf.while` the same way: its scalars are the operands, the
+  "before" region computes `pl.cond` and ends in `scf.condition`, the "do" region (`^bb0(...)`) runs the
+  body. The pipe barriers `pl.system.bar_v/bar_m/bar_all()` are `pto.barrier <PIPE_V|PIPE_M|PIPE_ALL>`.
 
 - views are SSA values of their source's storage, never buffers of their own: `tile.reshape` /
   `tile.reinterpret_view` (and a level2 `tile.set_validshape` of a static tile) become `pto.treshape`,
