@@ -62,6 +62,39 @@ def test_corpus_27_bump_adds_one_across_its_barrier():
     np.testing.assert_array_equal(as_f32(out, (64, 64)), src + np.float32(1.0))
 
 
+# A tile carried through a while loop: written in place through its buffer, out of the scf.while operands.
+TILE_WHILE = """import pypto.language as pl
+@pl.program
+class p:
+    @pl.function(type=pl.FunctionType.AIV)
+    def k(self, a: pl.Tensor[[256, 64], pl.FP32], n: pl.Scalar[pl.INDEX], out: pl.Out[pl.Tensor[[16, 64], pl.FP32]]) -> pl.Tensor[[16, 64], pl.FP32]:
+        acc0: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.full([16, 64], dtype=pl.FP32, value=0.0)
+        for (i, acc) in pl.while_(init_values=(0, acc0)):
+            pl.cond(i * 16 < n)
+            t: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [i * 16, 0], [16, 64], target_memory=pl.Mem.Vec)
+            acc2: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.add(acc, t)
+            if i > 2:
+                pl.system.bar_v()
+            i_next, acc_next = pl.yield_(i + 1, acc2)
+        s: pl.Tensor[[16, 64], pl.FP32] = pl.tile.store(acc_next, [0, 0], out)
+        return s
+"""
+
+
+@pytest.mark.parametrize("n", [0, 16, 100, 256])
+def test_a_tile_carried_through_a_while_accumulates_the_blocks_the_condition_admits(n):
+    ctx = CompileContext(arch="a2a3")
+    text = compile_program(frontend(TILE_WHILE, "w.ir", ctx), ctx, "w.ir", header=False).pto
+    head = next(ln for ln in text.splitlines() if "scf.while" in ln)
+    assert head.strip().startswith("%i_next = scf.while (%i = %c0_index) : (index) -> (index)")
+    a, out0 = f32(256, 64), f32(16, 64)
+    _, out = run_pto(text, "k", [a.tobytes(), bytearray(out0.tobytes()), n])
+    want = np.zeros((16, 64), np.float32)
+    for i in range(-(-n // 16)):  # blocks 0 .. ceil(n / 16) - 1, added in order in float32
+        want = want + a[i * 16:(i + 1) * 16]
+    np.testing.assert_array_equal(as_f32(out, (16, 64)), want)
+
+
 # ---------------------------------------------------------------------------------------------- hand-written
 
 def module(body: str, args: str = "%arg0: !pto.ptr<i32>, %arg1: index") -> str:
