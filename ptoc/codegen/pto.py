@@ -635,7 +635,7 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
         self.depth += 1
         for (i, dt), b in zip(carried, before):
             self.env[s.iter_args[i].name] = _Scalar(b, dt)
-        c = self.predicate(self.expr(s.cond, want=dtypes.BOOL))
+        c = self.predicate(self.expr(s.cond))
         passed = "".join(f" %{b}" if k == 0 else f", %{b}" for k, b in enumerate(before))
         self.emit(f"scf.condition(%{c}){passed}" + (f" : {types}" if carried else ""))
         self.depth -= 1

@@ -189,3 +189,35 @@ def test_a_transpose_without_scratch_reaching_the_emitter_is_still_e0400():
         emit_module(low, A2A3)
     (d,) = e.value.diagnostics
     assert d.code == "PTOC-E0400" and "pl.tile.transpose without tmp=" in d.message
+
+
+INT_COND = """
+    for (left, o_w) in pl.while_(init_values=(n, o)):
+        pl.cond(left)
+        r: pl.Scalar[pl.INDEX] = left - 1
+        t: pl.Tile[[8, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [r * 8, 0], [8, 64], target_memory=pl.Mem.Vec)
+        s: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(t, [r * 8, 0], o_w)
+        left_next, o_next = pl.yield_(left - 2, s)
+    return o_next
+"""
+
+
+def test_an_integer_while_condition_is_compared_with_zero():
+    # pl.cond(left) on an index holds while left != 0 (not a truncation to its lowest bit)
+    text = compile_text(aiv(f"a: {T64}, n: pl.Scalar[pl.INDEX], o: pl.Out[{T64}]", T64, INT_COND))
+    body = body_of(text, "k")
+    i = next(k for k, ln in enumerate(body) if "scf.while" in ln)
+    assert body[i:i + 3] == ["%left_next = scf.while (%left = %arg2) : (index) -> (index) {",
+                             "%0 = arith.cmpi ne, %left, %c0_index : index",
+                             "scf.condition(%0) %left : index"]
+    import numpy as np
+
+    from ptoc.reference.pto_exec import run_pto
+
+    rng = np.random.default_rng(3)
+    a, o = rng.standard_normal((64, 64)).astype(np.float32), rng.standard_normal((64, 64)).astype(np.float32)
+    _, out = run_pto(text, "k", [a.tobytes(), bytearray(o.tobytes()), 8])
+    want = o.copy()
+    for r in (7, 5, 3, 1):  # left = 8, 6, 4, 2
+        want[r * 8:(r + 1) * 8] = a[r * 8:(r + 1) * 8]
+    np.testing.assert_array_equal(np.frombuffer(bytes(out), np.float32).reshape(64, 64), want)
