@@ -26,7 +26,9 @@ The spelling follows `spec/pto-format.md` exactly:
   every alloc has `addr` (the buffer's `addr=` plus the MemRef offset); at level2 PTOAS plans memory.
 - loops become `scf.for` over `index` bounds; loop-carried scalars go through `iter_args`/`scf.yield`,
   loop-carried tiles and tensors do not (the loop result is the init's handle / view); `scf.if` carries
-  scalar results only.
+  scalar results only. `pl.while_` becomes `scf.while` the same way: its scalars are the operands, the
+  "before" region computes `pl.cond` and ends in `scf.condition`, the "do" region (`^bb0(...)`) runs the
+  body. The pipe barriers `pl.system.bar_v/bar_m/bar_all()` are `pto.barrier <PIPE_V|PIPE_M|PIPE_ALL>`.
 
 - views are SSA values of their source's storage, never buffers of their own: `tile.reshape` /
   `tile.reinterpret_view` (and a level2 `tile.set_validshape` of a static tile) become `pto.treshape`,
@@ -87,6 +89,7 @@ from ptoc.codegen.pto_forms import (
     LEVELS,
     LOC,
     PAD,
+    PIPE_BARRIERS,
     VIEW_OPS,
     _Handle,
     _Scalar,
@@ -484,6 +487,8 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
                 self.tile_write(e, s.span)
             elif isinstance(e, Call) and e.kind == "op" and cross_core_op(e.op):
                 self.cross_core(None, e, s.span)
+            elif isinstance(e, Call) and e.kind == "op" and e.op in PIPE_BARRIERS:
+                self.pipe_barrier(e, s.span)
             elif isinstance(e, Call):
                 raise unsupported(self._describe(e), s.span, _no_pto_hint(e))
             else:
@@ -495,12 +500,19 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
         elif isinstance(s, (ReturnStmt, PassStmt)):
             return  # kernels write their outputs through tstore; the body ends with a bare return
         elif isinstance(s, WhileStmt):
-            raise unsupported("pl.while_", s.span, hint="rewrite the loop as a counted pl.range loop")
+            self.while_stmt(s)
         elif isinstance(s, ScopeStmt):
             raise unsupported(f"pl.{s.kind} (a scope inside a kernel)", s.span,
                               hint="outline the scope into its own kernel function")
         else:
             raise InternalError(f"unexpected statement {type(s).__name__}")
+
+    def pipe_barrier(self, e: Call, span: Span | None) -> None:
+        """`pl.system.bar_v/bar_m/bar_all()`: `pto.barrier <PIPE_x>`, the wait for every instruction issued
+        so far on that pipe (all pipes) to finish. It takes no operands and changes no data."""
+        if e.args or e.kwargs:
+            raise unsupported(f"pl.{e.op} with arguments", span, hint="the pipe barriers take no arguments")
+        self.emit(f"pto.barrier <{PIPE_BARRIERS[e.op]}>")
 
     def assign(self, s: AssignStmt) -> None:
         v = s.value
@@ -590,6 +602,69 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
                 self.env[r.name] = init
             else:
                 raise InternalError(f"loop result {r.name} has no loop-carried value")
+
+    def while_stmt(self, s: WhileStmt) -> None:
+        """`pl.while_` -> `scf.while`. The loop-carried scalars are the op's operands: the "before" region
+        receives them, computes `pl.cond` and passes them on unchanged with `scf.condition`; the "do"
+        region receives them again as block arguments, runs the body and yields the next values. The op's
+        results are the values the condition last saw, which is what the loop's results hold (the final
+        iter_args; the inits when the body never runs). Carried tiles and tensors stay out of the
+        signature, as in `scf.for`: they are written in place through their handle / view."""
+        carried: list[tuple[int, DType]] = []
+        inits: list[str] = []
+        for i, (a, init) in enumerate(zip(s.iter_args, s.init_values)):
+            t = self.types.get(a.name)
+            if isinstance(t, ScalarType):
+                carried.append((i, t.dtype))
+                inits.append(self.expr(init, want=t.dtype).ssa)
+            else:
+                self.env[a.name] = self.value_of(init, s.span)
+        types = ", ".join(scalar_type(dt) for _, dt in carried)
+        before = [self.fresh(s.iter_args[i].name) for i, _ in carried]
+        results = s.results
+        prefix = ""
+        res_names: dict[int, str] = {}
+        if carried:
+            first = results[carried[0][0]].name if len(results) > carried[0][0] else f"{s.iter_args[0].name}_res"
+            r = self.fresh(first)
+            prefix = f"%{r} = " if len(carried) == 1 else f"%{r}:{len(carried)} = "
+            for k, (i, _) in enumerate(carried):
+                res_names[i] = r if len(carried) == 1 else f"{r}#{k}"
+        operands = ", ".join(f"%{b} = %{init}" for b, init in zip(before, inits))
+        self.emit(f"{prefix}scf.while ({operands}) : ({types}) -> ({types}) {{")
+        self.depth += 1
+        for (i, dt), b in zip(carried, before):
+            self.env[s.iter_args[i].name] = _Scalar(b, dt)
+        c = self.predicate(self.expr(s.cond))
+        passed = "".join(f" %{b}" if k == 0 else f", %{b}" for k, b in enumerate(before))
+        self.emit(f"scf.condition(%{c}){passed}" + (f" : {types}" if carried else ""))
+        self.depth -= 1
+        self.emit("} do {")
+        self.depth += 1
+        after = [self.fresh(s.iter_args[i].name) for i, _ in carried]
+        for (i, dt), a in zip(carried, after):
+            self.env[s.iter_args[i].name] = _Scalar(a, dt)
+        self.emit("^bb0(" + ", ".join(f"%{a} : {scalar_type(dt)}" for a, (_, dt) in zip(after, carried)) + "):")
+        y = self.block(s.body)
+        if carried:
+            if y is None:
+                raise InternalError("a while loop with loop-carried scalars has no pl.yield_")
+            vals = [self.expr(y.values[i], want=dt).ssa for i, dt in carried]
+            self.emit(f"scf.yield {', '.join('%' + v for v in vals)} : {types}")
+        else:
+            self.emit("scf.yield")
+        self.depth -= 1
+        self.emit("}")
+        for i, r in enumerate(results):
+            if i in res_names:
+                self.env[r.name] = _Scalar(res_names[i], dict(carried)[i])
+            elif i < len(s.iter_args):
+                init = self.env[s.iter_args[i].name]
+                if y is not None and i < len(y.values):
+                    self._same_handle(init, y.values[i], r.name, s.span)
+                self.env[r.name] = init
+            else:
+                raise InternalError(f"while-loop result {r.name} has no loop-carried value")
 
     def _same_handle(self, init, yielded: Expr, result: str, span: Span | None) -> None:
         if not isinstance(init, _Handle):

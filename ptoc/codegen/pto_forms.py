@@ -27,6 +27,8 @@ COMPACT = {"null": None, "normal": 1, "row_plus_one": 2}
 ROUND_MODE = {"none": "NONE", "rint": "RINT", "round": "ROUND", "floor": "FLOOR", "ceil": "CEIL",
               "trunc": "TRUNC", "odd": "ODD", "cast_rint": "CAST_RINT"}
 ROUND_MODE_BY_INT = dict(enumerate(("NONE", "RINT", "ROUND", "FLOOR", "CEIL", "TRUNC", "ODD", "CAST_RINT")))
+# The pipe barriers and the pipe each waits on (`pto.barrier <PIPE_x>`).
+PIPE_BARRIERS = {"system.bar_v": "PIPE_V", "system.bar_m": "PIPE_M", "system.bar_all": "PIPE_ALL"}
 CORE_ID = {"tile.get_block_idx": "get_block_idx", "tile.get_block_num": "get_block_num",
            "tile.get_subblock_idx": "get_subblock_idx"}
 # ops whose result is a view of their source tile (pto.treshape / pto.subview / set_validshape), never

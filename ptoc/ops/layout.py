@@ -918,7 +918,8 @@ declare("tile.slice", pto=Emitter("subview"))
 declare("tile.extract", pto=Pto("textract", ("tile:tile", "index:index_row", "index:index_col")))
 declare("tile.fillpad", pto=Pto("tfillpad", ("tile:tile",)))
 declare("tile.transpose", pto=Pto("ttrans", ("tile:tile", "tile!:tmp"),
-                                  "PTOAS's ttrans needs a scratch tile: pass tmp=<tile>"))
+                                  "PTOAS's ttrans needs a scratch tile of the source's shape; FlattenTileNdTo2D "
+                                  "adds it, so IR given after that pass must pass tmp=<tile>"))
 declare("tile.transpose_view", pto=NoPto("a transposed view of a tile is not lowered yet; copy the data "
                                          "transposed with pl.tile.transpose(t, 0, 1, tmp=...) instead"))
 declare("tile.assemble", pto=NoPto("writing one tile into another (PTOAS pto.tinsert) is not lowered yet; store "

@@ -48,8 +48,14 @@ Rules
   the 2-D operand types and requires the result to be the flattening of the N-D result, so an op whose
   meaning depends on the N-D axes (col reductions, transposes, slices, broadcasting across a leading
   axis, ...) is rejected with PTOC-E0312 instead of silently changing meaning.
-- Idempotent: a kernel whose tiles are all 2-D and whose rank > 2 stores carry their partition shape is
-  returned unchanged.
+- `tile.transpose(t, a, b)` of a 2-D tile without a scratch operand gets one, as PyPTO materialises it
+  here: `transpose_tmp = pl.tile.create(<t's shape>, dtype=<t's dtype>, target_memory=<t's memory>)`
+  just before it, passed as the 4th positional argument (PTOAS's `pto.ttrans` takes the source and a
+  scratch tile of the source's shape). The allocator then gives the scratch a buffer of its own, which
+  MemoryReuse keeps apart from the transpose's result. A transpose of an N-D tile is rejected
+  (PTOC-E0312, below) where PyPTO splits it into per-page 2-D transposes.
+- Idempotent: a kernel whose tiles are all 2-D, whose rank > 2 stores carry their partition shape and
+  whose transposes have their scratch tile is returned unchanged.
 """
 
 from __future__ import annotations
@@ -63,6 +69,8 @@ from ptoc.ir.nodes import (
     BinOp,
     Call,
     ConstInt,
+    DTypeLit,
+    EnumLit,
     EvalStmt,
     Expr,
     ForStmt,
@@ -78,9 +86,12 @@ from ptoc.ir.nodes import (
     TupleExpr,
     TupleType,
     Type,
+    Var,
     WhileStmt,
     YieldStmt,
 )
+from ptoc.ir.names import fresh_name
+from ptoc.ir.visitor import walk
 from ptoc.ir.printer import print_type
 from ptoc.ir.flatten import compile_error as _error
 from ptoc.ir.flatten import const_value as _cint
@@ -124,6 +135,7 @@ class _Kernel:
         self.types = types  # original (N-D) types
         self.new: dict[str, Type | None] = {}  # flattened types
         self.ctx = ctx
+        self.taken: set[str] | None = None  # every name of the function, once a fresh one is needed
 
     def define(self, name: str, at: Node) -> None:
         t = self.types.get(name)
@@ -141,7 +153,11 @@ class _Kernel:
         return replace(self.f, params=params, returns=returns, body=body)
 
     def block(self, body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
-        return tuple(self.stmt(s) for s in body)
+        out: list[Stmt] = []
+        for s in body:
+            r = self.stmt(s)
+            out.extend(r if isinstance(r, tuple) else (r,))
+        return tuple(out)
 
     def stmt(self, s: Stmt) -> Stmt:
         handler = getattr(self, "stmt_" + type(s).__name__, None)
@@ -158,9 +174,34 @@ class _Kernel:
             ann = self.new[s.target.name]  # the value's own rule would give the N-D type
         if isinstance(value, Call) and value.kind == "op":
             self.check(value, orig, s)
+        scratch = self.transpose_scratch(value, s) if isinstance(value, Call) and value.kind == "op" else None
+        if scratch is not None:
+            value = replace(value, args=value.args + (scratch.target,))
         if value is s.value and ann is s.annotation:
             return s
-        return replace(s, value=value, annotation=ann)
+        out = replace(s, value=value, annotation=ann)
+        return (scratch, out) if scratch is not None else out
+
+    def transpose_scratch(self, call: Call, at: AssignStmt) -> AssignStmt | None:
+        """The `transpose_tmp = pl.tile.create(...)` a 2-D `tile.transpose` without scratch needs, or None."""
+        from ptoc.ops.registry import infer_call_type
+
+        if self.op_name(call) != "tile.transpose" or len(call.args) != 3 or call.kwarg("tmp") is not None:
+            return None
+        src = expr_type(call.args[0], self.new)
+        if not isinstance(src, TileType) or src.rank != 2:
+            return None
+        create = Call("tile.create", (ListExpr(tuple(src.shape)),),
+                      (("dtype", DTypeLit(src.dtype)), ("target_memory", EnumLit("Mem", src.memory or "Vec"))),
+                      span=at.span)
+        t, diags = infer_call_type(create, [None], {"dtype": None, "target_memory": None}, self.ctx)
+        if diags or not isinstance(t, TileType):
+            return None
+        if self.taken is None:
+            self.taken = {n.name for n in walk(self.f) if isinstance(n, Var)} | {p.name for p in self.f.params}
+        name = fresh_name("transpose_tmp", self.taken)
+        self.new[name] = t
+        return AssignStmt(Var(name, span=at.span), create, t, span=at.span)
 
     def stmt_EvalStmt(self, s: EvalStmt) -> Stmt:
         if not isinstance(s.expr, Call):

@@ -128,7 +128,10 @@ def _flat_values(program: Program, ctx: CompileContext, cache=None) -> list[str]
     """... every value's inferred type too, and none is rank 1 (FlattenTileNdTo2D makes it [1, N]), in
     the written types either."""
     return [f"{k}: {n} is a rank-{t.rank} tile" for k, n, t in value_tiles(program, ctx, cache) if t.rank != 2] + \
-        [f"{f.name}: a rank-1 tile" for f in kernels(program) for t in tile_types(f, cache) if t.rank == 1]
+        [f"{f.name}: a rank-1 tile" for f in kernels(program) for t in tile_types(f, cache) if t.rank == 1] + \
+        [f"{f.name}: pl.tile.transpose without its scratch tile at line {n.span.line}" for f in kernels(program)
+         for n in NodeIndex.get(f, cache).of(Call)
+         if n.kind == "op" and n.op == "tile.transpose" and len(n.args) == 3 and n.kwarg("tmp") is None]
 
 
 @property_check("nz_blocked")

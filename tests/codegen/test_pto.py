@@ -604,11 +604,11 @@ def test_unsupported_op_is_e0400_naming_it():
 
 
 def test_unsupported_statement_call_is_e0400():
-    text = LOWERED.replace("        out_1: pl.Tensor", "        pl.system.bar_v()\n        out_1: pl.Tensor")
+    text = LOWERED.replace("        out_1: pl.Tensor", "        pl.system.fence()\n        out_1: pl.Tensor")
     with pytest.raises(CompileError) as ei:
         emit_module(frontend(text, "t.ir", A2A3), A2A3)
     assert ei.value.diagnostics[0].code == "PTOC-E0400"
-    assert "pl.system.bar_v" in ei.value.diagnostics[0].message
+    assert "pl.system.fence" in ei.value.diagnostics[0].message
 
 
 def test_function_types_cover_emitted_kernels():

@@ -308,3 +308,85 @@ def test_rank1_kernel_compiles_to_rank1_partitions():
     views = [ln.strip() for ln in r.stdout.splitlines() if "pto.partition_view" in ln]
     assert len(views) == 2
     assert all("offsets = [%c0_index], sizes = [%c64_index]" in v and v.endswith("<64xf32>") for v in views)
+
+
+# ------------------------------------------------------------------ tile.transpose gets its scratch tile
+T2 = "pl.Tensor[[32, 64], pl.FP32]"
+T2T = "pl.Tensor[[64, 32], pl.FP32]"
+
+
+def test_2d_transpose_gets_a_scratch_tile_of_the_source_shape_before_it():
+    # PTOAS's pto.ttrans reads (source, scratch); the scratch has the source's shape [32, 64], not the
+    # result's [64, 32], and the source's memory space and dtype.
+    before = kernel(f"a: {T2}, o: pl.Out[{T2T}]", T2T, """
+        t: pl.Tile[[32, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [32, 64], target_memory=pl.Mem.Vec)
+        u: pl.Tile[[64, 32], pl.FP32, pl.Mem.Vec] = pl.tile.transpose(t, 0, 1)
+        s: pl.Tensor[[64, 32], pl.FP32] = pl.tile.store(u, [0, 0], o)
+        return s
+    """)
+    expected = kernel(f"a: {T2}, o: pl.Out[{T2T}]", T2T, """
+        t: pl.Tile[[32, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [32, 64], target_memory=pl.Mem.Vec)
+        transpose_tmp: pl.Tile[[32, 64], pl.FP32, pl.Mem.Vec] = pl.tile.create([32, 64], dtype=pl.FP32, target_memory=pl.Mem.Vec)
+        u: pl.Tile[[64, 32], pl.FP32, pl.Mem.Vec] = pl.tile.transpose(t, 0, 1, transpose_tmp)
+        s: pl.Tensor[[64, 32], pl.FP32] = pl.tile.store(u, [0, 0], o)
+        return s
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
+    again = FlattenTileNdTo2D().run(out, CTX)
+    assert again is out  # idempotent: the scratch is there now
+
+
+def test_each_transpose_in_a_loop_gets_a_fresh_scratch_name():
+    before = kernel(f"a: {T2}, o: pl.Out[{T2T}]", T2T, """
+        for i, (o_i,) in pl.range(2, init_values=(o,)):
+            transpose_tmp: pl.Tile[[32, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [32, 64], target_memory=pl.Mem.Vec)
+            u: pl.Tile[[64, 32], pl.FP32, pl.Mem.Vec] = pl.tile.transpose(transpose_tmp, 0, 1)
+            w: pl.Tile[[32, 64], pl.FP32, pl.Mem.Vec] = pl.tile.transpose(u, 0, 1)
+            v: pl.Tile[[64, 32], pl.FP32, pl.Mem.Vec] = pl.tile.transpose(w, 0, 1)
+            s: pl.Tensor[[64, 32], pl.FP32] = pl.tile.store(v, [0, 0], o_i)
+            o_n: pl.Tensor[[64, 32], pl.FP32] = pl.yield_(s)
+        return o_n
+    """)
+    expected = kernel(f"a: {T2}, o: pl.Out[{T2T}]", T2T, """
+        for i, (o_i,) in pl.range(2, init_values=(o,)):
+            transpose_tmp: pl.Tile[[32, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [32, 64], target_memory=pl.Mem.Vec)
+            transpose_tmp_1: pl.Tile[[32, 64], pl.FP32, pl.Mem.Vec] = pl.tile.create([32, 64], dtype=pl.FP32, target_memory=pl.Mem.Vec)
+            u: pl.Tile[[64, 32], pl.FP32, pl.Mem.Vec] = pl.tile.transpose(transpose_tmp, 0, 1, transpose_tmp_1)
+            transpose_tmp_2: pl.Tile[[64, 32], pl.FP32, pl.Mem.Vec] = pl.tile.create([64, 32], dtype=pl.FP32, target_memory=pl.Mem.Vec)
+            w: pl.Tile[[32, 64], pl.FP32, pl.Mem.Vec] = pl.tile.transpose(u, 0, 1, transpose_tmp_2)
+            transpose_tmp_3: pl.Tile[[32, 64], pl.FP32, pl.Mem.Vec] = pl.tile.create([32, 64], dtype=pl.FP32, target_memory=pl.Mem.Vec)
+            v: pl.Tile[[64, 32], pl.FP32, pl.Mem.Vec] = pl.tile.transpose(w, 0, 1, transpose_tmp_3)
+            s: pl.Tensor[[64, 32], pl.FP32] = pl.tile.store(v, [0, 0], o_i)
+            o_n: pl.Tensor[[64, 32], pl.FP32] = pl.yield_(s)
+        return o_n
+    """)
+    _, out = run(before)
+    assert_same(out, expected)
+
+
+def test_a_transpose_that_names_its_scratch_is_left_alone():
+    body = """
+        t: pl.Tile[[32, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [32, 64], target_memory=pl.Mem.Vec)
+        x: pl.Tile[[32, 64], pl.FP32, pl.Mem.Vec] = pl.tile.create([32, 64], dtype=pl.FP32, target_memory=pl.Mem.Vec)
+        u: pl.Tile[[64, 32], pl.FP32, pl.Mem.Vec] = pl.tile.transpose(t, 0, 1, tmp=x)
+        s: pl.Tensor[[64, 32], pl.FP32] = pl.tile.store(u, [0, 0], o)
+        return s
+    """
+    prog, out = run(kernel(f"a: {T2}, o: pl.Out[{T2T}]", T2T, body))
+    assert out is prog
+
+
+def test_the_pipeline_runs_the_pass_on_2d_kernels_that_lack_a_transpose_scratch():
+    # The kernel's tiles are all 2-D already: only the missing scratch makes the pass necessary.
+    from ptoc.passes.properties import _flat_values
+
+    prog = parse_program(kernel(f"a: {T2}, o: pl.Out[{T2T}]", T2T, """
+        t: pl.Tile[[32, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [32, 64], target_memory=pl.Mem.Vec)
+        u: pl.Tile[[64, 32], pl.FP32, pl.Mem.Vec] = pl.tile.transpose(t, 0, 1)
+        s: pl.Tensor[[64, 32], pl.FP32] = pl.tile.store(u, [0, 0], o)
+        return s
+    """), "before.ir", ctx=CTX)
+    why = _flat_values(prog, CTX)
+    assert why == ["k: pl.tile.transpose without its scratch tile at line 6"]  # line 6: the transpose
+    assert _flat_values(FlattenTileNdTo2D().run(prog, CTX), CTX) == []

@@ -42,6 +42,10 @@ Semantics (pto-isa, as the `.pto` states them):
   columns. tci fills row 0 with start +/- k; ttri writes 1 where j <= i + d (lower) / j >= i + d (upper).
   tgetval / tsetval address row-major storage offset `off` = (off // cols, off % cols). Indices outside
   the tile raise PtoExecError.
+- control flow: `scf.for`, `scf.if` and `scf.while` (the before region ends in `scf.condition(%c) %v...`;
+  while %c holds the do region gets %v... as its `^bb0(...)` arguments; more than MAX_WHILE_ITERATIONS
+  iterations is an error). `pto.barrier <PIPE_x>` has nothing to wait for: every op here completes in
+  program order.
 - views: `pto.treshape` is the same bytes as another shape / dtype (a result with `?` valid starts fully
   valid until pto.set_validshape); `pto.subview` is a window of its source (writes go to the source).
 

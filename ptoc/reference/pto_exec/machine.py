@@ -4,6 +4,7 @@ module per op family contributes its handlers) and the entry points."""
 from __future__ import annotations
 
 import math
+from dataclasses import dataclass
 import re
 from typing import Any, Sequence
 
@@ -44,6 +45,18 @@ from ptoc.reference.pto_exec import matmul as matmul_ops
 from ptoc.reference.pto_exec import layout as layout_ops
 from ptoc.reference.pto_exec import gather as gather_ops
 
+
+
+# An scf.while that runs longer than this is reported instead of hanging the run.
+MAX_WHILE_ITERATIONS = 1 << 20
+
+
+@dataclass
+class _Condition:
+    """What an `scf.condition` passes on: whether the loop goes on, and the values it forwards."""
+
+    holds: bool
+    values: list
 
 
 def _divsi(a: int, b: int) -> int:
@@ -133,14 +146,25 @@ class Interpreter(MemoryOps, ElementwiseOps, ReductionOps, MatmulOps, LayoutOps,
     def run(self) -> None:
         self.block(self.func.body)
 
-    def block(self, ops: list[Op]) -> list | None:
+    def block(self, ops: list[Op]) -> list | _Condition | None:
         for op in ops:
             if op.name == "scf.yield":
                 return self.yield_values(op)
+            if op.name == "scf.condition":
+                return self.condition(op)
             if op.name == "return":
                 return None
+            if op.name == "^block":
+                raise PtoExecError("a block label outside the start of an scf.while region", op.line)
             self.exec(op)
         return None
+
+    def condition(self, op: Op) -> _Condition:
+        m = re.match(r"\s*\(\s*(%[^)\s]+)\s*\)(.*)$", op.rest)
+        if not m:
+            raise PtoExecError(f"malformed scf.condition: {op.rest.strip()!r}", op.line)
+        body = m.group(2).split(" : ")[0]
+        return _Condition(bool(self.int_of(m.group(1), op.line)), [self.get(n, op.line) for n in _ssa_names(body)])
 
     def exec(self, op: Op) -> None:
         h = _HANDLERS.get(op.name)
@@ -202,6 +226,57 @@ class Interpreter(MemoryOps, ElementwiseOps, ReductionOps, MatmulOps, LayoutOps,
             i += st
         if op.results:
             self.bind(op, values)
+
+    def scf_while(self, op: Op) -> None:
+        """`scf.while (%b = %init, ...) : (T...) -> (T...) { before } do { ^bb0(%a : T, ...): after }`: the
+        before region sees the carried values and ends in `scf.condition(%c) %v...`; while %c holds, the
+        after region gets %v... as its block arguments and yields the next carried values; the op's results
+        are the values of the last scf.condition."""
+        m = re.match(r"\s*\((.*?)\)\s*:", op.rest)
+        if not m or len(op.regions) != 2:
+            raise PtoExecError(f"malformed scf.while: {op.rest.strip()!r}", op.line)
+        carried: list[str] = []
+        values: list = []
+        for item in _split_top(m.group(1)):
+            mi = re.fullmatch(r"%([A-Za-z0-9_$.]+)\s*=\s*(%\S+)", item)
+            if not mi:
+                raise PtoExecError(f"malformed scf.while operand {item!r}", op.line)
+            carried.append(mi.group(1))
+            values.append(self.get(mi.group(2), op.line))
+        before, after = op.regions
+        label: list[str] = []
+        if after and after[0].name == "^block":
+            label, after = after[0].results, after[1:]
+        n = 0
+        while True:
+            for a, v in zip(carried, values):
+                self.env[a] = v
+            c = self.block(before)
+            if not isinstance(c, _Condition):
+                raise PtoExecError("the before region of scf.while must end in scf.condition", op.line)
+            if not c.holds:
+                values = c.values
+                break
+            if len(c.values) != len(label):
+                raise PtoExecError(f"scf.condition passes {len(c.values)} values to a do region of "
+                                   f"{len(label)} arguments", op.line)
+            for a, v in zip(label, c.values):
+                self.env[a] = v
+            y = self.block(after)
+            if not isinstance(y, list) or len(y) != len(carried):
+                raise PtoExecError("the do region of scf.while must yield one value per operand", op.line)
+            values = y
+            n += 1
+            if n > MAX_WHILE_ITERATIONS:
+                raise PtoExecError(f"scf.while ran more than {MAX_WHILE_ITERATIONS} iterations", op.line)
+        if op.results or values:
+            self.bind(op, values)
+
+    def barrier(self, op: Op) -> None:
+        """`pto.barrier <PIPE_x>`: waits for the pipe's earlier instructions; this executor runs every
+        instruction to completion in program order, so there is nothing left to wait for."""
+        if not re.fullmatch(r"\s*<PIPE_[A-Z0-9_]+>\s*", op.rest):
+            raise PtoExecError(f"malformed pto.barrier: {op.rest.strip()!r}", op.line)
 
     def scf_if(self, op: Op) -> None:
         m = re.match(r"\s*(%\S+)", op.rest)
@@ -394,6 +469,7 @@ _CASTS = {"index_cast", "index_castui", "extsi", "extui", "trunci", "sitofp", "u
           "extf", "truncf", "bitcast"}
 
 _HANDLERS: dict[str, Any] = {"scf.for": Interpreter.scf_for, "scf.if": Interpreter.scf_if,
+                             "scf.while": Interpreter.scf_while, "pto.barrier": Interpreter.barrier,
                              "pto.get_block_idx": Interpreter.block_idx_op,
                              "pto.get_block_num": Interpreter.block_num_op,
                              "pto.get_subblock_idx": Interpreter.subblock_idx_op}
@@ -411,7 +487,7 @@ _DPS = {k for k in _HANDLERS if k.startswith("pto.t") and k not in ("pto.tgetval
 def _prepare(ops: list[Op]) -> None:
     """Check every op name is supported and pre-parse DPS operand lists (errors carry the line)."""
     for op in ops:
-        if op.name in ("return", "scf.yield"):
+        if op.name in ("return", "scf.yield", "scf.condition", "^block"):
             pass
         elif op.name.startswith("arith."):
             if op.name[len("arith."):] not in _ARITH:

@@ -186,6 +186,20 @@ def parse_module(text: str) -> Module:
                 return ops, i, "}"
             if raw == "} else {":
                 return ops, i, "else"
+            if raw == "} do {":
+                return ops, i, "do"
+            if raw.startswith("^"):  # a block label with its arguments: `^bb0(%a : index, %b : i32):`
+                mb = re.fullmatch(r"\^[\w$.]+(?:\((.*)\))?\s*:", raw)
+                if not mb:
+                    raise PtoExecError(f"cannot parse the block label {raw!r}", lineno)
+                names = []
+                for a in _split_top(mb.group(1) or ""):
+                    ma = re.fullmatch(r"%([A-Za-z0-9_$.]+)\s*:\s*(.+)", a.strip())
+                    if not ma:
+                        raise PtoExecError(f"malformed block argument {a!r}", lineno)
+                    names.append(ma.group(1))
+                ops.append(Op(lineno, "^block", names, raw))
+                continue
             if raw == "return" or raw.startswith("return "):
                 ops.append(Op(lineno, "return", [], raw[6:]))
                 continue
@@ -201,7 +215,7 @@ def parse_module(text: str) -> Module:
                 op.rest = op.rest[:-1].rstrip()
                 body, i, closer = parse_block(i, op.name)
                 op.regions.append(body)
-                if closer == "else":
+                if closer in ("else", "do"):
                     body2, i, closer = parse_block(i, op.name)
                     op.regions.append(body2)
             ops.append(op)
@@ -230,7 +244,7 @@ def parse_module(text: str) -> Module:
             raise PtoExecError("func.func without a body", lineno)
         body, i, closer = parse_block(i, "func.func")
         if closer != "}":
-            raise PtoExecError("unexpected `} else {` in a function body", i)
+            raise PtoExecError(f"unexpected `}} {closer} {{` in a function body", i)
         funcs[mf.group(1)] = Func(mf.group(1), lineno, args, body)
     return Module(arch, funcs)
 
