@@ -64,7 +64,7 @@ def test_group_function_states_level_and_role_without_self():
 def test_second_loop_over_a_name_is_a_new_variable():
     text = _printed("pypto")
     assert text.count("for i in pl.range(2):") == 1 and text.count("for i_1 in pl.range(2):") == 1
-    second = text[text.index("for i_1 in"):text.index("return o")]
+    second = text[text.index("for i_1 in"):text.index("return o", text.index("for i_1 in"))]
     assert "[i_1 * 16, 0]" in second and "[i * 16, 0]" not in second
     first = text[text.index("for i in"):text.index("for i_1 in")]
     assert "[i * 16, 0]" in first and "i_1" not in first
@@ -183,3 +183,10 @@ def test_positional_table_names_the_registry_parameters():
 
     for op, names in _PYPTO_ARGS.items():
         assert lookup(op) is not None and lookup(op).params == names, op
+
+
+def test_functions_print_in_order_of_name_as_pypto_keeps_them():
+    # PyPTO's Program is a map keyed by function name: its dumps list g before k whatever the source says.
+    pypto, ptoc = _printed("pypto"), _printed("ptoc")
+    assert pypto.index("def g(") < pypto.index("def k(")
+    assert ptoc.index("def k(") < ptoc.index("def g(")  # ptoc's own form keeps the source order

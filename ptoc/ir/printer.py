@@ -230,7 +230,7 @@ class Printer:
     or "pypto" (the form PyPTO's printer writes at the same stage, which PyPTO's parser reads: an
     allocation's `addr=` is added into the byte offset of every `pl.MemRef` on it, `pl.tile.alloc`
     takes only the memory space and size and every allocation is declared at the top of its function;
-    `pl.tile.load` always states its valid shape)."""
+    `pl.tile.load` always states its valid shape; the functions come in order of name)."""
 
     def __init__(self, prefix: str = "pl", comments: SourceComments | None = None, style: str = "ptoc"):
         if style not in STYLES:
@@ -599,7 +599,10 @@ class Printer:
             self._put(out, "", f"class {prog.name}:", ("class",))
             if not prog.functions:
                 out.append(INDENT + "pass")
-            for f in prog.functions:
+            # PyPTO's Program keeps its functions in a map ordered by name (`GlobalVarPtrLess`,
+            # include/pypto/ir/expr.h) and prints them in that order
+            funcs = sorted(prog.functions, key=lambda g: g.name) if self.style == "pypto" else prog.functions
+            for f in funcs:
                 self.function(f, 1, out)
         if self.comments is not None:
             out += self.comments.rest()
