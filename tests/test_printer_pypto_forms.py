@@ -185,8 +185,90 @@ def test_positional_table_names_the_registry_parameters():
         assert lookup(op) is not None and lookup(op).params == names, op
 
 
-def test_functions_print_in_order_of_name_as_pypto_keeps_them():
-    # PyPTO's Program is a map keyed by function name: its dumps list g before k whatever the source says.
-    pypto, ptoc = _printed("pypto"), _printed("ptoc")
-    assert pypto.index("def g(") < pypto.index("def k(")
-    assert ptoc.index("def k(") < ptoc.index("def g(")  # ptoc's own form keeps the source order
+ORDER_SRC = """\
+import pypto.language as pl
+
+@pl.program
+class order:
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def alpha(self, a: pl.Tensor[[16, 16], pl.FP32], o: pl.Out[pl.Tensor[[16, 16], pl.FP32]]) -> pl.Tensor[[16, 16], pl.FP32]:
+        o = self.zeta(a, o)
+        o = self.beta(a, o)
+        return o
+
+    @pl.function(type=pl.FunctionType.AIV)
+    def zeta(self, a: pl.Tensor[[16, 16], pl.FP32], o: pl.Out[pl.Tensor[[16, 16], pl.FP32]]) -> pl.Tensor[[16, 16], pl.FP32]:
+        t: pl.Tile[[16, 16], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [16, 16], target_memory=pl.Mem.Vec)
+        r: pl.Tensor[[16, 16], pl.FP32] = pl.tile.store(t, [0, 0], o)
+        return r
+
+    @pl.function(type=pl.FunctionType.AIV)
+    def gamma(self, a: pl.Tensor[[16, 16], pl.FP32], o: pl.Out[pl.Tensor[[16, 16], pl.FP32]]) -> pl.Tensor[[16, 16], pl.FP32]:
+        t: pl.Tile[[16, 16], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [16, 16], target_memory=pl.Mem.Vec)
+        r: pl.Tensor[[16, 16], pl.FP32] = pl.tile.store(t, [0, 0], o)
+        return r
+
+    @pl.function(type=pl.FunctionType.AIV)
+    def beta(self, a: pl.Tensor[[16, 16], pl.FP32], o: pl.Out[pl.Tensor[[16, 16], pl.FP32]]) -> pl.Tensor[[16, 16], pl.FP32]:
+        t: pl.Tile[[16, 16], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [16, 16], target_memory=pl.Mem.Vec)
+        r: pl.Tensor[[16, 16], pl.FP32] = pl.tile.store(t, [0, 0], o)
+        return r
+"""
+
+
+def test_functions_print_in_pypto_order_callees_first():
+    # PyPTO's Program is a map keyed by name, printed depth first in that order with every function's
+    # callees (by name) before it: alpha calls zeta and beta -> beta, zeta, alpha, then gamma.
+    prog = frontend(ORDER_SRC, "order.ir", CompileContext())
+    pypto = print_program(prog, style="pypto")
+    at = [pypto.index(f"def {n}(") for n in ("beta", "zeta", "alpha", "gamma")]
+    assert at == sorted(at), pypto
+    ptoc = print_program(prog, style="ptoc")
+    at = [ptoc.index(f"def {n}(") for n in ("alpha", "zeta", "gamma", "beta")]
+    assert at == sorted(at)  # ptoc's own form keeps the source order
+
+
+LOOP_SRC = """\
+import pypto.language as pl
+
+@pl.program
+class carried:
+    @pl.function(type=pl.FunctionType.AIV)
+    def k(self, a: pl.Tensor[[32, 64], pl.FP32], o: pl.Out[pl.Tensor[[32, 64], pl.FP32]]) -> pl.Tensor[[32, 64], pl.FP32]:
+        t: pl.Tile[[32, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [0, 0], [32, 64], target_memory=pl.Mem.Vec)
+        r: pl.Tensor[[32, 64], pl.FP32] = pl.tile.store(t, [0, 0], o)
+        return r
+
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def main(self, a: pl.Tensor[[32, 64], pl.FP32], o: pl.Out[pl.Tensor[[32, 64], pl.FP32]]) -> pl.Tensor[[32, 64], pl.FP32]:
+        for i, (acc,) in pl.range(3, init_values=(o,)):
+            nxt: pl.Tensor[[32, 64], pl.FP32] = self.k(a, acc)
+            out = pl.yield_(nxt)
+        return out
+"""
+
+
+def test_a_carried_loop_prints_its_yield_inside_the_runtime_scope():
+    # PyPTO's MaterializeRuntimeScopes wraps the whole loop body, yield included, in `with pl.scope():`;
+    # ptoc's IR keeps the yield after the scope, and the pypto style prints it where PyPTO does.
+    from ptoc.passes.MaterializeRuntimeScopes import MaterializeRuntimeScopes
+
+    ctx = CompileContext()
+    prog = MaterializeRuntimeScopes().run(frontend(LOOP_SRC, "carried.ir", ctx), ctx)
+    text = print_program(prog, style="pypto")
+    lines = text.splitlines()
+    at = next(i for i, ln in enumerate(lines) if ln.strip().startswith("for i, (acc,)"))
+    assert [ln.strip() for ln in lines[at + 1:at + 4]] == [
+        "with pl.scope():",
+        "nxt: pl.Tensor[[32, 64], pl.FP32] = self.k(a, acc)",
+        "out = pl.yield_(nxt)"]
+    indent = len(lines[at + 1]) - len(lines[at + 1].lstrip())
+    assert len(lines[at + 3]) - len(lines[at + 3].lstrip()) == indent + 4  # inside the scope
+    own = print_program(prog, style="ptoc")
+    own_lines = own.splitlines()
+    y = next(ln for ln in own_lines if "pl.yield_(nxt)" in ln)
+    assert len(y) - len(y.lstrip()) == indent  # ptoc's own form: after the scope
+    again = frontend(text, "again.py", CompileContext())
+    main = next(f for f in prog.functions if f.name == "main")
+    assert next(f for f in again.functions if f.name == "main").body == main.body
+    assert print_program(again, style="pypto") == text

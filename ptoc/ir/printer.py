@@ -33,6 +33,7 @@ import contextlib
 import contextvars
 import math
 import re
+from dataclasses import replace
 
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
@@ -225,12 +226,45 @@ _STMT_PRINTERS = {
 }
 
 
+_RUNTIME_SCOPES = ("scope", "auto_scope", "manual_scope")
+
+
+def _pypto_function_order(functions) -> list:
+    """The order PyPTO's printer writes a program's functions in (`TopologicalSortFunctions` in
+    src/ir/transforms/python_printer.cpp): its Program holds them in a map ordered by name, and a
+    depth-first walk in that order writes every function after the functions it calls (callees in order of
+    name); with a cycle of calls, plain name order."""
+    by_name = {f.name: f for f in functions}
+    calls = {f.name: sorted({n.op for n in iter_nodes(f) if isinstance(n, Call) and n.kind == "func"
+                             and n.op in by_name}) for f in functions}
+    out: list = []
+    done: set[str] = set()
+    active: set[str] = set()
+
+    def visit(name: str) -> bool:
+        if name in done:
+            return True
+        if name in active:
+            return False
+        active.add(name)
+        if not all(visit(c) for c in calls[name]):
+            return False
+        active.discard(name)
+        done.add(name)
+        out.append(by_name[name])
+        return True
+
+    if not all(visit(n) for n in sorted(by_name)):
+        return sorted(functions, key=lambda f: f.name)
+    return out
+
+
 class Printer:
     """`style`: "ptoc" (the canonical form: every IR field printed, so the text re-parses to the same IR)
     or "pypto" (the form PyPTO's printer writes at the same stage, which PyPTO's parser reads: an
     allocation's `addr=` is added into the byte offset of every `pl.MemRef` on it, `pl.tile.alloc`
     takes only the memory space and size and every allocation is declared at the top of its function;
-    `pl.tile.load` always states its valid shape; the functions come in order of name)."""
+    `pl.tile.load` always states its valid shape; the functions come in PyPTO's order, callees first)."""
 
     def __init__(self, prefix: str = "pl", comments: SourceComments | None = None, style: str = "ptoc"):
         if style not in STYLES:
@@ -492,7 +526,18 @@ class Printer:
             target += f", ({_iter_names(s.iter_args)})"
             init = s.init_values
         self._put(out, ind, f"for {target} in {self.p}.{s.kind}({self._call_args(s.args, s.kwargs, init)}):", key)
-        self.stmts(s.body, depth + 1, out)
+        self.stmts(self._yield_in_scope(s.body) if s.iter_args else s.body, depth + 1, out)
+
+    def _yield_in_scope(self, body):
+        """pypto style: a loop body ending in a runtime scope and the loop's `pl.yield_` has the yield
+        printed as the scope's last statement, where PyPTO's MaterializeRuntimeScopes puts it (it wraps the
+        whole body, src/ir/transforms/materialize_runtime_scopes_pass.cpp `WrapAuto`); the front end reads
+        it back after the scope (`_yield_out_of_trailing_scope`)."""
+        if (self.style != "pypto" or len(body) < 2 or not isinstance(body[-1], YieldStmt)
+                or not isinstance(body[-2], ScopeStmt) or body[-2].kind not in _RUNTIME_SCOPES or not body[-2].body):
+            return body
+        scope = body[-2]
+        return (*body[:-2], replace(scope, body=(*scope.body, body[-1])))
 
     def _while_stmt(self, s, depth, ind, key, out) -> None:
         if not s.iter_args and not s.init_values and not s.kwargs:
@@ -504,7 +549,7 @@ class Printer:
                   f"{self._call_args((), s.kwargs, s.init_values)}):", key)
         self._put(out, ind + INDENT, f"{p}.cond({self.expr(s.cond)})", key and ("cond",) + key[1:])
         if s.body:
-            self.stmts(s.body, depth + 1, out)
+            self.stmts(self._yield_in_scope(s.body), depth + 1, out)
 
     def _if_stmt(self, s, depth, ind, key, out) -> None:
         self._put(out, ind, f"if {self.expr(s.cond)}:", key)
@@ -599,9 +644,7 @@ class Printer:
             self._put(out, "", f"class {prog.name}:", ("class",))
             if not prog.functions:
                 out.append(INDENT + "pass")
-            # PyPTO's Program keeps its functions in a map ordered by name (`GlobalVarPtrLess`,
-            # include/pypto/ir/expr.h) and prints them in that order
-            funcs = sorted(prog.functions, key=lambda g: g.name) if self.style == "pypto" else prog.functions
+            funcs = _pypto_function_order(prog.functions) if self.style == "pypto" else prog.functions
             for f in funcs:
                 self.function(f, 1, out)
         if self.comments is not None:
