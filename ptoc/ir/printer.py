@@ -229,6 +229,32 @@ _STMT_PRINTERS = {
 _RUNTIME_SCOPES = ("scope", "auto_scope", "manual_scope")
 
 
+_VECTOR_ONLY: dict[int, tuple[Function, bool]] = {}
+
+
+def _vector_only(f: Function | None) -> bool:
+    """Whether every tile of `f` lives in Vec: no cube op (matmul, gemv, ...) and no other memory space
+    named. A load that leaves its space open there is a Vec load in ptoc (InferTileMemorySpace, rule 2), and
+    the pypto style prints it with `target_memory=pl.Mem.Vec`, the default PyPTO's `pl.load` /
+    `pl.tile.load` write (python/pypto/language/op/tile_ops.py)."""
+    if f is None:
+        return False
+    hit = _VECTOR_ONLY.get(id(f))
+    if hit is not None and hit[0] is f:
+        return hit[1]
+    ok = True
+    for n in iter_nodes(f):
+        if (isinstance(n, Call) and n.kind == "op" and any(w in n.op for w in ("matmul", "gemv", "mad"))) or (
+                isinstance(n, EnumLit) and n.family == "Mem" and n.member != "Vec") or (
+                isinstance(n, TileType) and n.memory not in (None, "Vec")):
+            ok = False
+            break
+    if len(_VECTOR_ONLY) > 256:
+        _VECTOR_ONLY.clear()
+    _VECTOR_ONLY[id(f)] = (f, ok)
+    return ok
+
+
 def _pypto_function_order(functions) -> list:
     """The order PyPTO's printer writes a program's functions in (`TopologicalSortFunctions` in
     src/ir/transforms/python_printer.cpp): its Program holds them in a map ordered by name, and a
@@ -350,6 +376,8 @@ class Printer:
         args, kwargs = e.args, e.kwargs
         if self.style == "pypto" and e.kind == "op":
             args, kwargs = _pypto_call_operands(e)
+            if e.op == "tile.load" and e.kwarg("target_memory") is None and _vector_only(self._func):
+                kwargs = (*kwargs, ("target_memory", EnumLit("Mem", "Vec")))
         parts = [self.expr(a) for a in args]
         parts += [f"{k}={self.expr(v)}" for k, v in kwargs]
         if e.kind in ("submit", "spmd_submit"):  # a task launch names its kernel as the first argument
