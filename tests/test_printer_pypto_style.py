@@ -173,12 +173,12 @@ import pypto.language as pl
 
 @pl.program
 class lv:
-    @pl.function(type=pl.FunctionType.Orchestration, level=pl.Level.HOST, role=pl.Role.Orchestrator)
-    def main(self, a: pl.Tensor[[64, 64], pl.FP32]) -> pl.Tensor[[64, 64], pl.FP32]:
-        return a
     @pl.function(level=pl.Level.HOST, role=pl.Role.SubWorker)
     def helper(x: pl.Scalar[pl.INDEX]) -> pl.Scalar[pl.INDEX]:
         return x
+    @pl.function(type=pl.FunctionType.Orchestration, level=pl.Level.HOST, role=pl.Role.Orchestrator)
+    def main(self, a: pl.Tensor[[64, 64], pl.FP32]) -> pl.Tensor[[64, 64], pl.FP32]:
+        return a
 '''
 
 

@@ -33,6 +33,7 @@ import contextlib
 import contextvars
 import math
 import re
+from dataclasses import replace
 
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
@@ -225,12 +226,71 @@ _STMT_PRINTERS = {
 }
 
 
+_RUNTIME_SCOPES = ("scope", "auto_scope", "manual_scope")
+
+
+_VECTOR_ONLY: dict[int, tuple[Function, bool]] = {}
+
+
+def _vector_only(f: Function | None) -> bool:
+    """Whether every tile of `f` lives in Vec: no cube op (matmul, gemv, ...) and no other memory space
+    named. A load that leaves its space open there is a Vec load in ptoc (InferTileMemorySpace, rule 2), and
+    the pypto style prints it with `target_memory=pl.Mem.Vec`, the default PyPTO's `pl.load` /
+    `pl.tile.load` write (python/pypto/language/op/tile_ops.py)."""
+    if f is None:
+        return False
+    hit = _VECTOR_ONLY.get(id(f))
+    if hit is not None and hit[0] is f:
+        return hit[1]
+    ok = True
+    for n in iter_nodes(f):
+        if (isinstance(n, Call) and n.kind == "op" and any(w in n.op for w in ("matmul", "gemv", "mad"))) or (
+                isinstance(n, EnumLit) and n.family == "Mem" and n.member != "Vec") or (
+                isinstance(n, TileType) and n.memory not in (None, "Vec")):
+            ok = False
+            break
+    if len(_VECTOR_ONLY) > 256:
+        _VECTOR_ONLY.clear()
+    _VECTOR_ONLY[id(f)] = (f, ok)
+    return ok
+
+
+def _pypto_function_order(functions) -> list:
+    """The order PyPTO's printer writes a program's functions in (`TopologicalSortFunctions` in
+    src/ir/transforms/python_printer.cpp): its Program holds them in a map ordered by name, and a
+    depth-first walk in that order writes every function after the functions it calls (callees in order of
+    name); with a cycle of calls, plain name order."""
+    by_name = {f.name: f for f in functions}
+    calls = {f.name: sorted({n.op for n in iter_nodes(f) if isinstance(n, Call) and n.kind == "func"
+                             and n.op in by_name}) for f in functions}
+    out: list = []
+    done: set[str] = set()
+    active: set[str] = set()
+
+    def visit(name: str) -> bool:
+        if name in done:
+            return True
+        if name in active:
+            return False
+        active.add(name)
+        if not all(visit(c) for c in calls[name]):
+            return False
+        active.discard(name)
+        done.add(name)
+        out.append(by_name[name])
+        return True
+
+    if not all(visit(n) for n in sorted(by_name)):
+        return sorted(functions, key=lambda f: f.name)
+    return out
+
+
 class Printer:
     """`style`: "ptoc" (the canonical form: every IR field printed, so the text re-parses to the same IR)
     or "pypto" (the form PyPTO's printer writes at the same stage, which PyPTO's parser reads: an
     allocation's `addr=` is added into the byte offset of every `pl.MemRef` on it, `pl.tile.alloc`
     takes only the memory space and size and every allocation is declared at the top of its function;
-    `pl.tile.load` always states its valid shape)."""
+    `pl.tile.load` always states its valid shape; the functions come in PyPTO's order, callees first)."""
 
     def __init__(self, prefix: str = "pl", comments: SourceComments | None = None, style: str = "ptoc"):
         if style not in STYLES:
@@ -316,6 +376,8 @@ class Printer:
         args, kwargs = e.args, e.kwargs
         if self.style == "pypto" and e.kind == "op":
             args, kwargs = _pypto_call_operands(e)
+            if e.op == "tile.load" and e.kwarg("target_memory") is None and _vector_only(self._func):
+                kwargs = (*kwargs, ("target_memory", EnumLit("Mem", "Vec")))
         parts = [self.expr(a) for a in args]
         parts += [f"{k}={self.expr(v)}" for k, v in kwargs]
         if e.kind in ("submit", "spmd_submit"):  # a task launch names its kernel as the first argument
@@ -492,7 +554,18 @@ class Printer:
             target += f", ({_iter_names(s.iter_args)})"
             init = s.init_values
         self._put(out, ind, f"for {target} in {self.p}.{s.kind}({self._call_args(s.args, s.kwargs, init)}):", key)
-        self.stmts(s.body, depth + 1, out)
+        self.stmts(self._yield_in_scope(s.body) if s.iter_args else s.body, depth + 1, out)
+
+    def _yield_in_scope(self, body):
+        """pypto style: a loop body ending in a runtime scope and the loop's `pl.yield_` has the yield
+        printed as the scope's last statement, where PyPTO's MaterializeRuntimeScopes puts it (it wraps the
+        whole body, src/ir/transforms/materialize_runtime_scopes_pass.cpp `WrapAuto`); the front end reads
+        it back after the scope (`_yield_out_of_trailing_scope`)."""
+        if (self.style != "pypto" or len(body) < 2 or not isinstance(body[-1], YieldStmt)
+                or not isinstance(body[-2], ScopeStmt) or body[-2].kind not in _RUNTIME_SCOPES or not body[-2].body):
+            return body
+        scope = body[-2]
+        return (*body[:-2], replace(scope, body=(*scope.body, body[-1])))
 
     def _while_stmt(self, s, depth, ind, key, out) -> None:
         if not s.iter_args and not s.init_values and not s.kwargs:
@@ -504,7 +577,7 @@ class Printer:
                   f"{self._call_args((), s.kwargs, s.init_values)}):", key)
         self._put(out, ind + INDENT, f"{p}.cond({self.expr(s.cond)})", key and ("cond",) + key[1:])
         if s.body:
-            self.stmts(s.body, depth + 1, out)
+            self.stmts(self._yield_in_scope(s.body), depth + 1, out)
 
     def _if_stmt(self, s, depth, ind, key, out) -> None:
         self._put(out, ind, f"if {self.expr(s.cond)}:", key)
@@ -599,7 +672,8 @@ class Printer:
             self._put(out, "", f"class {prog.name}:", ("class",))
             if not prog.functions:
                 out.append(INDENT + "pass")
-            for f in prog.functions:
+            funcs = _pypto_function_order(prog.functions) if self.style == "pypto" else prog.functions
+            for f in funcs:
                 self.function(f, 1, out)
         if self.comments is not None:
             out += self.comments.rest()

@@ -43,7 +43,13 @@ After::
 
 Where ptoc differs from PyPTO's pass of the same name: PyPTO's `tile.full`/`tile.create` already give
 `[N, 1]` tiles an explicit row-major view, so a yield can merge a row-major and a col-major column;
-ptoc keeps the one implicit layout per shape and repairs `tile.full` here instead. Names use the
+ptoc keeps the one implicit layout per shape and repairs `tile.full` here instead. Reading PyPTO's
+dumps, the pass first drops `blayout=row_major` from every Vec `[N, 1]` annotation (the same N
+contiguous elements), and when an op's result is a column and one operand is a col-major column, every
+`[N, 1]` operand becomes `[1, N]`, a row-major one too: PyPTO reshapes only the col-major operands
+(`IsColumnVectorColMajor` in src/ir/transforms/resolve_backend_op_layouts_pass.cpp) and leaves
+`pl.tile.maximum(m_i, m_cur_row)` with a `[N, 1]` and a `[1, N]` operand, which ptoc's types read as a
+broadcast to `[N, N]` (so ptoc rejects PyPTO's dumps after this pass with PTOC-E0105). Names use the
 `_rm` suffixes above rather than PyPTO's `__rm_a<i>_tmp_v<k>`.
 """
 
@@ -69,8 +75,9 @@ from ptoc.ir.nodes import (
     TileType,
     Var,
     WhileStmt,
+    YieldStmt,
 )
-from ptoc.ir.types import effective_tile_view
+from ptoc.ir.types import effective_tile_view, normalize_tile_view
 from ptoc.ir.verifier import iter_nodes
 from ptoc.ir.visitor import rebuild_bodies
 from ptoc.passes.manager import Pass
@@ -94,12 +101,46 @@ class ResolveBackendOpLayouts(Pass):
             if f.func_type not in KERNEL_TYPES or not _has_op_call(f):
                 funcs.append(f)
                 continue
+            g = _implicit_columns(f)
+            if g is not f:
+                types = None
+                program = replace(program, functions=tuple(h if h is not f else g for h in program.functions))
+                f = g
+                changed = True
             if types is None:
                 types = self.types(program, ctx)
             nf = _Rewriter(f, types.get(f.name, {}), ctx).run()
             changed |= nf is not f
             funcs.append(nf)
         return replace(program, functions=tuple(funcs)) if changed else program
+
+
+def _implicit_columns(f: Function) -> Function:
+    """Drop `blayout=row_major` from the annotation of every Vec `[N, 1]` tile (PyPTO's front end writes it
+    on `tile.full` and on elementwise results): a column keeps ptoc's one implicit layout, col-major, whose
+    N elements sit where the row-major column's do, and the ops below repair it like any other column."""
+
+    def fix(t):
+        if (not isinstance(t, TileType) or t.view is None or t.view.blayout != "row_major"
+                or t.memory not in (None, "Vec") or not _column_shape(t) or
+                (isinstance(t.shape[0], ConstInt) and t.shape[0].value == 1)):
+            return t
+        return replace(t, view=normalize_tile_view(t.shape, t.memory, replace(t.view, blayout=None)))
+
+    def block(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+        out = []
+        for s in body:
+            if isinstance(s, (AssignStmt, YieldStmt)) and s.annotation is not None:
+                ann = fix(s.annotation)
+                if ann is not s.annotation:
+                    s = replace(s, annotation=ann)
+            elif isinstance(s, (ForStmt, WhileStmt, ScopeStmt, IfStmt)):
+                s = rebuild_bodies(s, block)
+            out.append(s)
+        return body if all(a is b for a, b in zip(out, body)) else tuple(out)
+
+    body = block(f.body)
+    return f if body is f.body else replace(f, body=body)
 
 
 def _has_op_call(f: Function) -> bool:
@@ -120,6 +161,11 @@ def _column(t: TileType) -> bool:
     """A col-major `[N, 1]` tile: the same bytes as the row-major `[1, N]` tile."""
     return (len(t.shape) == 2 and isinstance(t.shape[1], ConstInt) and t.shape[1].value == 1
             and effective_tile_view(t)["blayout"] == "col_major")
+
+
+def _column_shape(t: TileType) -> bool:
+    """A `[N, 1]` tile of any layout."""
+    return len(t.shape) == 2 and isinstance(t.shape[1], ConstInt) and t.shape[1].value == 1
 
 
 class _Rewriter:
@@ -190,6 +236,13 @@ class _Rewriter:
         inputs, output = spec
         result_t = self.types.get(target.name) if target is not None else None
         fix_out = output and isinstance(result_t, TileType) and not _row_major(result_t)
+        # A column result computed from a col-major column: every `[N, 1]` operand and the result become
+        # `[1, N]`, row-major `[N, 1]` ones too (a dump of PyPTO's declares some columns row-major), so the
+        # op sees one shape; a `[N, 1]` row-major tile holds the same N contiguous elements.
+        columns = (output and isinstance(result_t, TileType) and _column_shape(result_t) and any(
+            _column(self.arg_type(call.args[i])) for i in inputs
+            if i < len(call.args) and isinstance(call.args[i], Var) and isinstance(self.arg_type(call.args[i]), TileType)))
+        fix_out = fix_out or columns
         base = target.name if target is not None else "layout_fix"
         out: list[Stmt] = []
         args = list(call.args)
@@ -198,10 +251,11 @@ class _Rewriter:
             if i >= len(args) or not isinstance(args[i], Var):
                 continue
             t = self.arg_type(args[i])
-            if not isinstance(t, TileType) or _row_major(t):
+            as_row = isinstance(t, TileType) and (_column(t) or (columns and _column_shape(t)))
+            if not isinstance(t, TileType) or (_row_major(t) and not as_row):
                 continue
             fixed = self.fresh(f"{base}_rm_a{i}")
-            value = (_reshape(args[i], (_one(), t.shape[0]), call.span) if _column(t)
+            value = (_reshape(args[i], (_one(), t.shape[0]), call.span) if as_row
                      else _move(args[i], t.memory, "row_major", "none_box", call.span))
             out.append(self.assign(fixed, value, annotate, s))
             args[i] = Var(fixed, span=args[i].span)
@@ -221,7 +275,7 @@ class _Rewriter:
         if not _row_major(rm_t):
             raise InternalError(f"ResolveBackendOpLayouts: {name} still gives a {effective_tile_view(rm_t)['blayout']} "
                                 f"result for {target.name} at {call.span}")
-        if _column(result_t):
+        if _column(result_t) or columns:
             back = _reshape(Var(rm, span=target.span), tuple(result_t.shape), call.span)
         else:
             eff = effective_tile_view(result_t)
