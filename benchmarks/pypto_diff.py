@@ -151,7 +151,8 @@ def pto_kernels(out: Path) -> dict[str, str]:
     """function name -> the `func.func` text of every kernel in the `.pto` files under `out`."""
     funcs: dict[str, str] = {}
     for f in sorted(out.glob("**/*.pto")):
-        for name, body in re.findall(r"func\.func @(\w+)(.*?)\n  }", f.read_text(), re.S):
+        # a function ends at a line that is only its closing brace (`  } do {` of an scf.while is not one)
+        for name, body in re.findall(r"func\.func @(\w+)(.*?)\n  \}[ \t]*(?=\n|$)", f.read_text(), re.S):
             funcs[name] = body
     return funcs
 
