@@ -90,8 +90,8 @@ def time_cli(args: list[str], repeat: int) -> float:
 
 def _pass_clock(acc: dict[str, float]):
     """Wrap every pipeline pass's `applies`, `run` and `adopt` to add their CPU time to `acc[name]`; returns
-    the undo. The passes run as in a compile (the checks once at the end, as `ptoc compile` runs them:
-    the manager's own timings instrument would turn that off and check after every pass)."""
+    the undo. The passes run as in a compile (the checks once at the end, as `ptoc compile` runs them; so
+    does the manager's own timings instrument, `ptoc passes --timings`, which measures wall time)."""
     import importlib
 
     from ptoc.passes.manager import PIPELINE

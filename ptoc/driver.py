@@ -103,6 +103,9 @@ class Artifacts:
     header: str | None
     skipped: list[str]  # functions that are not kernels (orchestration, ...): reported, not emitted
     lowered: LowerResult
+    # the GlobalTensor types of the kernels (`ptoc.codegen.global_tensor.kernel_types`) the header was made
+    # from, for the kernels manifest; None without a header
+    kernel_types: list | None = None
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -169,7 +172,7 @@ def compile_program(program: Program, ctx: CompileContext, source_name: str, pto
                     header: bool = True, dumps: bool = False, timings: bool = False) -> Artifacts:
     """Lower a checked program and emit the .pto module (and the GlobalTensor header)."""
     from ptoc import __version__
-    from ptoc.codegen.global_tensor import emit_header
+    from ptoc.codegen.global_tensor import emit_header, kernel_types
     from ptoc.codegen.pto import emit_module
 
     from ptoc.passes.manager import gc_paused
@@ -182,5 +185,6 @@ def compile_program(program: Program, ctx: CompileContext, source_name: str, pto
         require_kernel(low.program, program)
         types = low.function_types(ctx)  # what the pipeline's last check inferred: not inferred again
         text, skipped = emit_module(low.program, ctx, pto_level=pto_level, types=types)
-        hdr = emit_header(low.program, ctx, source_name, __version__, types) if header else None
-    return Artifacts(text, hdr, list(skipped), low)
+        kernels = kernel_types(low.program, ctx, types) if header else None
+        hdr = emit_header(low.program, ctx, source_name, __version__, kernels=kernels) if header else None
+    return Artifacts(text, hdr, list(skipped), low, kernels)

@@ -297,10 +297,13 @@ def render_entry(e: GlobalTensorEntry) -> list[str]:
     ]
 
 
-def emit_header(program: Program, ctx, source_name: str, ptoc_version: str, types: dict | None = None) -> str:
+def emit_header(program: Program, ctx, source_name: str, ptoc_version: str, types: dict | None = None,
+                kernels: list[KernelTypes] | None = None) -> str:
     """The header text for `program` (lowered: kernels carry explicit strides, NZ views are rank 5).
-    `types`: `function_types(program, ctx)` when the caller already has it."""
-    kernels = kernel_types(program, ctx, types)
+    `types`: `function_types(program, ctx)` when the caller already has it; `kernels`: `kernel_types(program,
+    ctx)` when the caller already has it (the driver shares it with the kernels manifest)."""
+    if kernels is None:
+        kernels = kernel_types(program, ctx, types)
     lines = [
         "#pragma once",
         f"// pto-isa GlobalTensor types for {json.dumps(source_name)}",

@@ -154,24 +154,26 @@ def has_orchestration(program: Program, cache=None) -> bool:
     return any(_calls(f, kernels, cache=cache) for f in program.functions if f.func_type not in KERNEL_TYPES)
 
 
-def emit_manifest(program: Program, ctx, source_name: str, cache=None) -> str:
+def emit_manifest(program: Program, ctx, source_name: str, cache=None, kernel_types=None) -> str:
     """The manifest of the lowered `program` as JSON text (sorted keys, two-space indent, final newline).
     `cache`: the pipeline's verifier cache (`LowerResult.verified`): the value types and node indexes it
-    has are not derived again."""
+    has are not derived again. `kernel_types`: `ptoc.codegen.global_tensor.kernel_types(program, ctx)`
+    when the caller already has it (`Artifacts.kernel_types`, which the header was made from)."""
     from ptoc.passes.manager import gc_paused
 
     with gc_paused():  # as the driver's emitters: a large acyclic heap the collector need not rescan
-        return _manifest(program, ctx, source_name, cache)
+        return _manifest(program, ctx, source_name, cache, kernel_types)
 
 
-def _manifest(program: Program, ctx, source_name: str, cache) -> str:
+def _manifest(program: Program, ctx, source_name: str, cache, known=None) -> str:
     from ptoc.codegen.global_tensor import kernel_types
     from ptoc.ir.verifier import function_types
 
     kernels = [f for f in program.functions if f.func_type in KERNEL_TYPES]
-    types = function_types(program, ctx, cache) if kernels else None
-    spaces = {k.function: (k.namespace, {f"{e.name}_Global" for e in k.entries})
-              for k in kernel_types(program, ctx, types)}
+    if known is None:
+        types = function_types(program, ctx, cache) if kernels else None
+        known = kernel_types(program, ctx, types)
+    spaces = {k.function: (k.namespace, {f"{e.name}_Global" for e in k.entries}) for k in known}
     names = {f.name for f in kernels}
     logical = _logical_shapes(program, ctx, names, cache)
     launches = _launches(program, cache)

@@ -133,7 +133,8 @@ def compile_cmd(files, output, output_dir, jobs, depfile, header_path, no_header
         if has_orchestration(art.lowered.program, art.lowered.verified) and not is_stream(output):
             # a whole program: the kernels manifest beside the .pto
             outputs.append((os.path.splitext(output)[0] + ".kernels.json",
-                            emit_manifest(art.lowered.program, ctx, os.path.basename(name), art.lowered.verified)))
+                            emit_manifest(art.lowered.program, ctx, os.path.basename(name), art.lowered.verified,
+                                          art.kernel_types)))
         if assemble:
             cpp = _assemble_for_compile(ptoas_path, art.pto, output, arch, pto_level, not no_insert_sync,
                                         ptoas_timeout, reporter)
@@ -237,7 +238,8 @@ def _batch_compile_one(job):
         return ("error", warned + list(e.diagnostics))
     from ptoc.codegen.manifest import emit_manifest, has_orchestration
 
-    manifest = emit_manifest(art.lowered.program, ctx, os.path.basename(name), art.lowered.verified) \
+    manifest = emit_manifest(art.lowered.program, ctx, os.path.basename(name), art.lowered.verified,
+                             art.kernel_types) \
         if has_orchestration(art.lowered.program, art.lowered.verified) else None
     cpp = None
     held = _HeldDiagnostics()

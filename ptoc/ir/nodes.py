@@ -521,7 +521,14 @@ class Program(Node):
     bare_function: bool = False  # the file holds one bare @pl.function, no class
 
     def function(self, name: str) -> Function | None:
-        for f in self.functions:
-            if f.name == name:
-                return f
-        return None
+        """The first function named `name`, or None. The name table is built on the first question and
+        kept beside the fields (no field: it takes no part in comparing, printing or `replace`), tied to
+        the `functions` tuple it was built from, so it cannot answer for other functions."""
+        table = self.__dict__.get("_by_name")
+        if table is None or table[0] is not self.functions:
+            names: dict[str, Function] = {}
+            for f in self.functions:
+                names.setdefault(f.name, f)
+            table = (self.functions, names)
+            object.__setattr__(self, "_by_name", table)
+        return table[1].get(name)

@@ -1040,13 +1040,24 @@ def function_types(program: Program, ctx=None,
     pipeline's `cache`, functions inferred before are not inferred again; without one, a program a
     pipeline run returned uses that run's (`keep_types`), and a question asked while a pipeline runs
     uses the running one's (`VerifyCache.running`). Each dict is the caller's own."""
-    if cache is None:
-        cache = program.__dict__.get(_KEPT) or _RUNNING.get()
-    v = Verifier(program, ctx, _default_op_typer(), cache)
-    out: dict[str, dict[str, Type | None]] = {}
-    for f in program.functions:
-        out[f.name] = dict(v.function_types(f))
-    return out
+    of = ProgramTypes(program, ctx, cache)
+    return {f.name: of(f) for f in program.functions}
+
+
+class ProgramTypes:
+    """`function_types` one function at a time: `ProgramTypes(program, ctx, cache)(f)` is
+    `function_types(program, ctx, cache)[f.name]` for a function `f` of `program`, inferring `f` alone
+    (a pass that needs the types of a few functions does not pay for the others)."""
+
+    __slots__ = ("_v",)
+
+    def __init__(self, program: Program, ctx=None, cache: VerifyCache | None = None):
+        if cache is None:
+            cache = program.__dict__.get(_KEPT) or _RUNNING.get()
+        self._v = Verifier(program, ctx, _default_op_typer(), cache)
+
+    def __call__(self, f: Function) -> dict[str, Type | None]:
+        return dict(self._v.function_types(f))
 
 
 _KEPT = "_verify_cache"  # the attribute of a program that `keep_types` sets

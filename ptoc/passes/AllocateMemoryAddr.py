@@ -330,12 +330,13 @@ def placed_by_offsets(f: Function, cache=None) -> bool:
                for m in NodeIndex.get(f, cache).of(MemRef))
 
 
-def offsets_placement_problem(f: Function, env: dict[str, Type | None], ctx) -> str | None:
-    """None when the MemRef offsets of kernel `f` (no alloc with `addr=`; `env` its value types) place its
-    buffers (rule 5), else why not."""
-    if not placed_by_offsets(f):
+def offsets_placement_problem(f: Function, env, ctx, cache=None) -> str | None:
+    """None when the MemRef offsets of kernel `f` (no alloc with `addr=`) place its buffers (rule 5), else
+    why not. `env`: its value types, or a function that gives them, asked only when the offsets are not
+    all 0 (the types of a kernel InitMemRef just bound cost more than the answer needs)."""
+    if not placed_by_offsets(f, cache):
         return "every MemRef offset is 0 (not placed yet)"
-    placed = _offsets_placement(f, env, get_arch(ctx.arch))
+    placed = _offsets_placement(f, env() if callable(env) else env, get_arch(ctx.arch))
     return placed if isinstance(placed, str) else None
 
 

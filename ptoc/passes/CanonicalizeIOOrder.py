@@ -82,8 +82,8 @@ class CanonicalizeIOOrder(Pass):
                 funcs.append(f)
                 continue
             if types is None:
-                types = self.types(program, ctx)
-            body = _Reorder(types.get(f.name, {})).block(f.body, False)
+                types = self.function_types(program, ctx)
+            body = _Reorder(types(f)).block(f.body, False)
             funcs.append(replace(f, body=body))
             changed = True
         return replace(program, functions=tuple(funcs)) if changed else program

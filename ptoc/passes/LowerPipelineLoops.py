@@ -72,7 +72,6 @@ from ptoc.ir.nodes import (
     WhileStmt,
     YieldStmt,
 )
-from ptoc.ir.verifier import iter_nodes
 from ptoc.ir.visitor import Mutator, rebuild_bodies
 from ptoc.passes.manager import Pass
 
@@ -96,9 +95,9 @@ class LowerPipelineLoops(Pass):
                 funcs.append(f)
                 continue
             if types is None:
-                types = self.types(program, ctx)
-            names = {p.name for p in f.params} | {n.name for n in iter_nodes(f) if isinstance(n, Var)}
-            body = _Lowering(names, dict(types.get(f.name, {}))).block(f.body)
+                types = self.function_types(program, ctx)
+            names = {p.name for p in f.params} | {n.name for n in self.index(f).of(Var)}
+            body = _Lowering(names, types(f)).block(f.body)
             funcs.append(replace(f, body=body))
             changed = True
         if not changed:

@@ -140,7 +140,7 @@ class MemoryReuse(Pass):
         return replace(program, functions=tuple(new.get(f.name, f) for f in program.functions))
 
     def run(self, program: Program, ctx) -> Program:
-        todo = [f for f in program.functions if f.func_type in TILE_FUNCTION_TYPES and _unplaced(f)]
+        todo = [f for f in program.functions if f.func_type in TILE_FUNCTION_TYPES and _unplaced(f, self.cache)]
         planned = {id(f) for f in todo}
         tagged = [f for f in program.functions if id(f) not in planned and _has_membership(f, self.cache)]
         if not todo and not tagged:
@@ -183,7 +183,7 @@ def _kept_apart(f: Function) -> frozenset:
 def uncoalesced(program: Program, ctx, cache=None) -> list[str]:
     """The property `coalesced`: no function holds two buffers this pass would still merge (a function
     whose allocs are placed, or that has none, holds)."""
-    todo = [f for f in program.functions if f.func_type in TILE_FUNCTION_TYPES and _unplaced(f)]
+    todo = [f for f in program.functions if f.func_type in TILE_FUNCTION_TYPES and _unplaced(f, cache)]
     if not todo:
         return []
     from ptoc.ir.verifier import function_types
@@ -197,14 +197,17 @@ def uncoalesced(program: Program, ctx, cache=None) -> list[str]:
     return bad
 
 
-def _unplaced(f: Function) -> bool:
+def _unplaced(f: Function, cache=None) -> bool:
     """Allocs, none placed: no `addr=`, and every MemRef offset 0 (PyPTO's form after AllocateMemoryAddr
-    writes the addresses as MemRef offsets instead)."""
+    writes the addresses as MemRef offsets instead). `cache`: the pipeline's, whose node index of `f`
+    lists its MemRefs (no walk of the function)."""
+    from ptoc.ir.verifier import NodeIndex
+
     found = list(allocs(f.body))
     if not found or any(s.value.kwarg("addr") is not None for s in found):  # type: ignore[union-attr]
         return False
-    return not any(isinstance(n, MemRef) and isinstance(n.base, Var) and not (
-        isinstance(n.offset, ConstInt) and n.offset.value == 0) for n in walk(f))
+    return not any(isinstance(n.base, Var) and not (isinstance(n.offset, ConstInt) and n.offset.value == 0)
+                   for n in NodeIndex.get(f, cache).of(MemRef))
 
 
 def _names(e: Expr | None) -> list[str]:

@@ -159,9 +159,9 @@ class SkewCrossCorePipeline(Pass):
                 funcs.append(f)
                 continue
             if types is None:
-                types = self.types(program, ctx)
+                types = self.function_types(program, ctx)
             names = {p.name for p in f.params} | {n.name for n in self.index(f).of(Var)}
-            body = _Skew(names, types.get(f.name, {})).block(f.body)
+            body = _Skew(names, types(f)).block(f.body)
             if body is not f.body:
                 f = replace(f, body=body)
                 changed = True

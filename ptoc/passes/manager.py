@@ -102,6 +102,13 @@ class Pass:
 
         return function_types(program, ctx, cache=self.cache)
 
+    def function_types(self, program: Program, ctx: CompileContext):
+        """`types` one function at a time: a callable `f -> value types of f` (for a function `f` of
+        `program`), for a pass that needs the types of a few functions only."""
+        from ptoc.ir.verifier import ProgramTypes
+
+        return ProgramTypes(program, ctx, cache=self.cache)
+
     def index(self, f):
         """The `ptoc.ir.verifier.NodeIndex` of function `f` (its nodes by class, its census of operators and
         loop kinds), shared through this pipeline run's cache by every pass that sees the same function."""
@@ -176,6 +183,11 @@ def _import_properties() -> None:
 
 
 class Instrument:
+    # True for an instrument that only observes what each pass costs (`Timings`): the pipeline may then
+    # keep its checks for the end (`run_pipeline`'s `check_once`), as the compiler's own runs do, so it
+    # times the mode `ptoc compile` runs in. Instruments that read the IR after every pass leave it False.
+    keeps_check_once: bool = False
+
     def before_pipeline(self, program: Program, ctx: CompileContext) -> None:
         pass
 
@@ -193,7 +205,15 @@ class Instrument:
 
 @dataclass
 class Timings(Instrument):
+    """Each pass's wall time (its `applies` and `run`; not the pipeline's checks, which with `check_once`
+    run once at the end). A run replayed with checks after every pass (`run_pipeline`) starts the rows
+    again, so they are the replay's."""
+
     rows: list[tuple[str, str, float]] = field(default_factory=list)
+    keeps_check_once = True
+
+    def before_pipeline(self, program, ctx):
+        self.rows = []
 
     def after_pass(self, index, p, program, seconds):
         self.rows.append((p.name, p.stage, seconds))
@@ -364,7 +384,7 @@ def run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]]
     the passes are a chosen sub-pipeline (`ptoc passes --pipeline`); a pass whose requirement is
     neither given nor produced by an earlier pass is then the user's error (`CompileError`).
 
-    `check_once` (the compiler's own runs, without instruments): the structural checks and the checks of
+    `check_once` (the compiler's own runs, with no instrument but timings): the structural checks and the checks of
     the properties the passes claim, which after every pass cost about a third of a compile, run once
     after the last pass; when that check fails, or
     any pass raises, the pipeline runs again checking after every pass, so the error is the very one a
@@ -372,7 +392,8 @@ def run_pipeline(program: Program, ctx: CompileContext, passes: list[type[Pass]]
     and the IR immutable: the second run repeats the first up to where it stops.
     `PTOC_VERIFY_EACH_PASS=1` in the environment turns it off."""
     with gc_paused():
-        if check_once and verify and not instruments and not os.environ.get("PTOC_VERIFY_EACH_PASS"):
+        if (check_once and verify and all(ins.keeps_check_once for ins in instruments or ())
+                and not os.environ.get("PTOC_VERIFY_EACH_PASS")):
             try:
                 return _run_pipeline(program, ctx, passes, stop_after, instruments, verify, skip, cache, given,
                                      each=False)

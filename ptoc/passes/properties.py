@@ -273,14 +273,19 @@ def _addresses(program: Program, ctx: CompileContext, cache=None) -> list[str]:
 
     bad = []
     env = None
+
+    def types_of(f):
+        nonlocal env
+        if env is None:
+            env = value_types(program, ctx, cache)
+        return env.get(f.name, {})
+
     for f in kernels(program):
         missing = [n for n in NodeIndex.get(f, cache).of(Call) if n.op == "tile.alloc" and n.kwarg("addr") is None]
         if not missing:
             continue
         if len(missing) == len([n for n in NodeIndex.get(f, cache).of(Call) if n.op == "tile.alloc"]):
-            if env is None:
-                env = value_types(program, ctx, cache)
-            why = offsets_placement_problem(f, env.get(f.name, {}), ctx)
+            why = offsets_placement_problem(f, lambda f=f: types_of(f), ctx, cache)
             if why is None:
                 continue
             bad.append(f"{f.name}: no tile.alloc has addr and {why}")

@@ -139,3 +139,30 @@ def test_task_launches_are_listed_with_their_block_count_directions_and_deps(tmp
          "block_num": 4},
         {"kernel": "k", "launch": "submit", "args": ["o1", "z"], "directions": ["input", "output_existing"],
          "block_num": 1, "deps": ["t1"]}]}]
+
+
+def test_the_manifest_reads_the_kernel_types_the_header_was_made_from(monkeypatch):
+    # the driver computes the GlobalTensor types once, for the header, and the manifest reads those: the
+    # same manifest as one that computes them itself, with one computation fewer
+    from ptoc.codegen import global_tensor
+    from ptoc.codegen.manifest import emit_manifest
+    from ptoc.context import CompileContext
+    from ptoc.driver import compile_program, frontend
+
+    calls = []
+    original = global_tensor.kernel_types
+
+    def counting(*a, **k):
+        calls.append(1)
+        return original(*a, **k)
+
+    monkeypatch.setattr(global_tensor, "kernel_types", counting)
+    text = (ROOT / "examples" / "scoped_add_scale.ir").read_text()
+    ctx = CompileContext()
+    art = compile_program(frontend(text, "s.ir", ctx), ctx, "s.ir")
+    assert len(calls) == 1 and art.kernel_types is not None
+    shared = emit_manifest(art.lowered.program, ctx, "s.ir", art.lowered.verified, art.kernel_types)
+    assert len(calls) == 1
+    alone = emit_manifest(art.lowered.program, ctx, "s.ir")
+    assert len(calls) == 2 and shared == alone
+    assert "main_incore_0::a_Global" in shared

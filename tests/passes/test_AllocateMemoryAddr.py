@@ -370,3 +370,27 @@ def test_a_ring_and_tiles_past_the_capacity_is_e0620():
         run(parse(text))
     d = e.value.diagnostics[0]
     assert d.code == "PTOC-E0620" and "'k_slots' (180224 bytes at 0 in Vec)" in d.message, d.message
+
+
+def test_the_addresses_property_of_unplaced_buffers_needs_no_value_types(monkeypatch):
+    # every MemRef offset 0 and no addr=: not placed, found from the MemRefs alone (no kernel is typed);
+    # offsets that could place the buffers are checked with the value types
+    from ptoc.ir import verifier
+    from ptoc.passes.manager import PROPERTIES, _import_properties
+
+    _import_properties()
+    placed = VEC_ADD.replace('pl.MemRef(mem_vec_1, 0, 16384)', 'pl.MemRef(mem_vec_1, 16384, 16384)')
+    assert placed != VEC_ADD
+    unplaced_prog, placed_prog = parse(VEC_ADD), parse(placed)  # (the front end's check types them)
+    typed: list[str] = []
+    original = verifier.Verifier.function
+
+    def counting(self, f):
+        typed.append(f.name)
+        return original(self, f)
+
+    monkeypatch.setattr(verifier.Verifier, "function", counting)
+    bad = PROPERTIES["addresses"](unplaced_prog, A2A3, None)
+    assert bad == ["k: no tile.alloc has addr and every MemRef offset is 0 (not placed yet)"] and typed == []
+    PROPERTIES["addresses"](placed_prog, A2A3, None)
+    assert typed == ["k"]

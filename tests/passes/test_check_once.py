@@ -142,3 +142,32 @@ def test_the_whole_pipeline_gives_the_same_program_either_way(path):
     prog = parse_program(path.read_text(encoding="utf-8"), path.name)
     ctx = CompileContext()
     assert print_program(run_pipeline(prog, ctx, check_once=True)) == print_program(run_pipeline(prog, ctx))
+
+
+def test_timings_keep_the_checks_for_the_end():
+    # a timed run checks once as the compiler's own runs do: the bad state Doubles leaves, which Undoes
+    # repairs, goes unnoticed, and every pass has one row
+    from ptoc.passes.manager import Dumps, Timings
+
+    timings = Timings()
+    run_pipeline(_prog(), CompileContext(), passes=[_Keeps, _Doubles, _Undoes], check_once=True,
+                 instruments=[timings])
+    assert RUNS == ["Keeps", "Doubles", "Undoes"]
+    assert [r[0] for r in timings.rows] == ["Keeps", "Doubles", "Undoes"]
+    # an instrument that reads the IR after every pass still turns it off
+    RUNS.clear()
+    with pytest.raises(InternalError, match="after pass Doubles"):
+        run_pipeline(_prog(), CompileContext(), passes=[_Keeps, _Doubles, _Undoes], check_once=True,
+                     instruments=[Timings(), Dumps()])
+    assert RUNS == ["Keeps", "Doubles"]
+
+
+def test_a_timed_run_replayed_after_an_error_has_the_replays_rows():
+    from ptoc.passes.manager import Timings
+
+    timings = Timings()
+    with pytest.raises(InternalError, match="after pass Doubles"):
+        run_pipeline(_prog(), CompileContext(), passes=[_Keeps, _Doubles, _Keeps], check_once=True,
+                     instruments=[timings])
+    assert RUNS == ["Keeps", "Doubles", "Keeps", "Keeps", "Doubles"]
+    assert [r[0] for r in timings.rows] == ["Keeps"]  # the replay stopped at Doubles' check, before its row
