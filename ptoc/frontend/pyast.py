@@ -102,15 +102,97 @@ def translate(text: str, file: str) -> tuple[SN, ...] | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escapes warn; the Lark path reads them silently
-            tree = ast.parse(text)
+            tree = _parse_by_method(text, ascii_only)
+            if tree is None:
+                tree = ast.parse(text)
+                if not ascii_only:
+                    _columns_in_characters(tree, text)
+        return _Reader(text, file).module(tree)
     except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
         return None
-    try:
-        if not ascii_only:
-            _columns_in_characters(tree, text)
-        return _Reader(text, file).module(tree)
-    except (_Unsupported, RecursionError):
+    except _Unsupported:
         return None
+
+
+# Python's syntax tree of a long program takes far more memory than the program: CPython's tree of
+# 10k lines of IR is ~150 MiB. A program is one class whose methods are independent, so
+# `_parse_by_method` parses the text one method at a time, each with its true line numbers and columns,
+# and `_Reader.block` drops each method's tree once it has read it: the peak is one method's tree.
+_CLASS_LINE = re.compile(r"class \w+\s*:\s*(#.*)?$")
+_OPEN = dict.fromkeys("([{", 1) | dict.fromkeys(")]}", -1)
+
+
+def _parse_by_method(text: str, ascii_only: bool):
+    """The module tree of `text` with the class's body parsed lazily, method by method (`_LazyBody`), or
+    None when the text is not one top-level class of 4-space-indented members this can split safely
+    (the caller then parses the whole text). A method that does not parse raises SyntaxError."""
+    if '"""' in text or "'''" in text:
+        return None  # a string may span lines: the line-wise split below would not see it
+    lines = text.split("\n")
+    cls = [i for i, line in enumerate(lines) if line.startswith("class ")]
+    if len(cls) != 1 or not _CLASS_LINE.match(lines[cls[0]]):
+        return None
+    top = cls[0]
+    starts: list[int] = []  # 0-based lines where a class member (its decorators first) begins
+    depth = 0
+    after_decorator = False
+    for i in range(top + 1, len(lines)):
+        line = lines[i]
+        code = _STRINGS_AND_COMMENTS.sub("", line)
+        if depth == 0 and code.strip():
+            if not line.startswith("    ") or line.startswith("     "):
+                if not line.startswith("    "):
+                    return None  # something after the class at the top level
+            else:
+                decorator = line.startswith("    @")
+                if not after_decorator:
+                    starts.append(i)
+                after_decorator = decorator
+        for ch in code:
+            d = _OPEN.get(ch)
+            if d is not None:
+                depth += d
+        if depth < 0:
+            return None
+    if depth != 0 or len(starts) < 2:
+        return None
+    head = ast.parse("\n".join(lines[:top + 1]) + "\n    pass")
+    klass = head.body[-1]
+    if not isinstance(klass, ast.ClassDef):
+        return None
+    klass.body = _LazyBody(text, lines, starts, ascii_only)
+    return head
+
+
+class _LazyBody:
+    """A class body whose members are parsed when iterated, a group of lines at a time (each parsed
+    inside a dummy class so columns stay the text's), and forgotten when `_Reader.block` clears them."""
+
+    def __init__(self, text: str, lines: list[str], starts: list[int], ascii_only: bool):
+        self.text, self.lines, self.starts, self.ascii_only = text, lines, starts, ascii_only
+
+    def __iter__(self):
+        lines, starts = self.lines, self.starts
+        bounds = starts + [len(lines)]
+        k = 0
+        while k < len(starts):
+            # a group of members of ~1000 lines: few parses, each tree small; blank lines in front give
+            # the group its line numbers (cheaper than renumbering every node)
+            first = bounds[k]
+            k += 1
+            while k < len(starts) and bounds[k] - first < 1000:
+                k += 1
+            tree = ast.parse("\n" * (first - 1) + "class _:\n" + "\n".join(lines[first:bounds[k]]))
+            body = tree.body[0].body
+            if not self.ascii_only:
+                _columns_in_characters(ast.Module(body=body, type_ignores=[]), self.text)
+            del tree
+            body.reverse()
+            while body:
+                yield body.pop()
+
+    def __setitem__(self, i, value) -> None:
+        pass  # `_Reader.block` lets go of each statement it read; the iterator already did
 
 
 _STRINGS_AND_COMMENTS = re.compile(rf"{STRING}|#[^\n]*")
