@@ -592,16 +592,7 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
             self.emit(f"scf.yield {', '.join('%' + v for v in vals)} : {types}")
         self.depth -= 1
         self.emit("}")
-        for i, r in enumerate(results):
-            if i in res_names:
-                self.env[r.name] = _Scalar(res_names[i], dict(carried)[i])
-            elif i < len(s.iter_args):
-                init = self.env[s.iter_args[i].name]
-                if y is not None and i < len(y.values):
-                    self._same_handle(init, y.values[i], r.name, s.span)
-                self.env[r.name] = init
-            else:
-                raise InternalError(f"loop result {r.name} has no loop-carried value")
+        self._bind_loop_results(s, results, res_names, carried, y, "loop")
 
     def while_stmt(self, s: WhileStmt) -> None:
         """`pl.while_` -> `scf.while`. The loop-carried scalars are the op's operands: the "before" region
@@ -655,6 +646,11 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
             self.emit("scf.yield")
         self.depth -= 1
         self.emit("}")
+        self._bind_loop_results(s, results, res_names, carried, y, "while-loop")
+
+    def _bind_loop_results(self, s, results, res_names: dict, carried, y, what: str) -> None:
+        """A loop's results: a carried scalar names the loop's own result value; a carried tensor or tile
+        is the handle it started as (what the body yields must be that handle, `_same_handle`)."""
         for i, r in enumerate(results):
             if i in res_names:
                 self.env[r.name] = _Scalar(res_names[i], dict(carried)[i])
@@ -664,7 +660,7 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
                     self._same_handle(init, y.values[i], r.name, s.span)
                 self.env[r.name] = init
             else:
-                raise InternalError(f"while-loop result {r.name} has no loop-carried value")
+                raise InternalError(f"{what} result {r.name} has no loop-carried value")
 
     def _same_handle(self, init, yielded: Expr, result: str, span: Span | None) -> None:
         if not isinstance(init, _Handle):
