@@ -305,3 +305,35 @@ def test_an_open_load_of_a_vector_kernel_prints_pypto_default_space():
     assert "t = pl.tile.load(a, [0, 0], [16, 64], [16, 64], target_memory=pl.Mem.Vec)" in text
     assert "x = pl.tile.load(a, [0, 0], [16, 16], [16, 16])" in text
     assert "target_memory" not in print_program(prog, style="ptoc")
+
+
+CONST_SRC = """\
+import pypto.language as pl
+
+@pl.program
+class consts:
+    @pl.function(type=pl.FunctionType.AIV)
+    def k(self, a: pl.Tensor[[64, 64], pl.FP32], o: pl.Out[pl.Tensor[[64, 64], pl.FP32]]) -> pl.Tensor[[64, 64], pl.FP32]:
+        r0: pl.Scalar[pl.INDEX] = 1 * 16
+        r1: pl.Scalar[pl.INDEX] = r0 * 16 + 2
+        r2: pl.Scalar[pl.INDEX] = pl.max(2, 3) + 4
+        t: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [r0 + r1 + r2, 0], [16, 64], target_memory=pl.Mem.Vec)
+        r: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(t, [0, 0], o)
+        return r
+"""
+
+
+def test_an_operator_tree_of_constants_prints_its_leaves_typed():
+    # PyPTO's printer (`PrintBinaryOp`, `IsPureConstIntTree`) types the leaves of an operator tree whose
+    # leaves are all integer constants, so Python reading `1 * 16` back cannot fold it to 16; a tree with a
+    # name in it keeps bare literals, and ptoc's own form keeps them everywhere
+    prog = frontend(CONST_SRC, "consts.ir", CompileContext())
+    pypto = print_program(prog, style="pypto")
+    assert "r0: pl.Scalar[pl.INDEX] = pl.const(1, pl.INDEX) * pl.const(16, pl.INDEX)" in pypto
+    assert "r1: pl.Scalar[pl.INDEX] = r0 * 16 + 2" in pypto
+    assert "r2: pl.Scalar[pl.INDEX] = pl.max(pl.const(2, pl.INDEX), pl.const(3, pl.INDEX)) + pl.const(4, pl.INDEX)" in pypto
+    assert "= 1 * 16" in print_program(prog, style="ptoc")
+    # read back, the typed form gives the same scalar statements (the pypto form also writes the load's
+    # valid shape, so the load itself is compared elsewhere)
+    again = frontend(pypto, "consts.ir", CompileContext())
+    assert again.function("k").body[:3] == prog.function("k").body[:3]

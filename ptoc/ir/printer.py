@@ -98,6 +98,15 @@ _PREC = {
 _ATOM = 100
 
 
+def _constants_only(e: Expr) -> bool:
+    """An operator tree whose leaves are all integer constants."""
+    if isinstance(e, ConstInt):
+        return True
+    if isinstance(e, (BinOp, MinMax)):
+        return _constants_only(e.lhs) and _constants_only(e.rhs)
+    return False
+
+
 def _prec(e: Expr) -> int:
     if isinstance(e, BinOp):
         return _PREC[e.op]
@@ -298,6 +307,7 @@ class Printer:
         self.p = prefix
         self.comments = comments
         self.style = style
+        self._typed_consts = False  # print INDEX constants as pl.const(v, pl.INDEX) (see `_binop`)
         self._addrs: dict[str, Expr] = {}  # pypto style: allocation name -> its addr= in this function
         self._hoisted: set[int] = set()  # pypto style: the allocations printed at the top of the function
         # pypto style: PyPTO's parser makes every `for` a new variable, and its printer tells two of one
@@ -334,7 +344,7 @@ class Printer:
         return self._renamed.get(e.name, e.name) if self._renamed else e.name
 
     def _const_int(self, e: ConstInt) -> str:
-        if e.dtype.name == "INDEX":
+        if e.dtype.name == "INDEX" and not self._typed_consts:
             return str(e.value)
         return f"{self.p}.const({e.value}, {self.p}.{e.dtype.name})"
 
@@ -345,7 +355,16 @@ class Printer:
 
     def _binop(self, e: BinOp) -> str:
         prec = _PREC[e.op]
-        lhs, rhs = self.expr(e.lhs), self.expr(e.rhs)
+        if self.style == "pypto" and not self._typed_consts and _constants_only(e):
+            # PyPTO's printer writes the leaves of an operator tree of integer constants typed
+            # (`pl.const(0, pl.INDEX) * pl.const(16, pl.INDEX)`): Python would fold bare `0 * 16` on reading
+            self._typed_consts = True
+            try:
+                lhs, rhs = self.expr(e.lhs), self.expr(e.rhs)
+            finally:
+                self._typed_consts = False
+        else:
+            lhs, rhs = self.expr(e.lhs), self.expr(e.rhs)
         lp, rp = _prec(e.lhs), _prec(e.rhs)
         if e.op == "**":
             wrap_l, wrap_r = lp <= prec, rp < prec and rp != _PREC["unary"]
