@@ -223,74 +223,25 @@ def test_a_row_major_column_beside_a_col_major_one_is_reshaped_too():
 # The online softmax of tests/corpus/raw/13 as PyPTO's printer writes it before its own
 # ResolveBackendOpLayouts (no `self`, level/role, row-major columns from tile.full and the
 # elementwise ops, an if that yields a col-major column in one branch and a row-major one in the other).
-PYPTO_FORM_13 = """\
-import pypto.language as pl
+# PyPTO's form of corpus 13 after InferTileMemorySpace (columns declared row-major)
+PYPTO_FORM_13 = Path(__file__).with_name("online_softmax_pypto_form.ir")
 
 
-@pl.program
-class online_softmax_stats:
-    @pl.function(type=pl.FunctionType.AIV, level=pl.Level.AIV, role=pl.Role.SubWorker)
-    def stats(
-        s: pl.Tensor[[64, 256], pl.FP32], m_out: pl.Out[pl.Tensor[[64, 1], pl.FP32]], l_out: pl.Out[pl.Tensor[[64, 1], pl.FP32]]
-    ) -> tuple[pl.Tensor[[64, 1], pl.FP32], pl.Tensor[[64, 1], pl.FP32]]:
-        tmp: pl.Tile[[64, 128], pl.FP32, pl.Mem.Vec] = pl.tile.create([64, 128], dtype=pl.FP32, target_memory=pl.Mem.Vec)
-        m0: pl.Tile[[64, 1], pl.FP32, pl.Mem.Vec, pl.TileView(blayout=pl.TileLayout.row_major)] = pl.tile.full([64, 1], dtype=pl.FP32, value=-3.0e38)
-        l0: pl.Tile[[64, 1], pl.FP32, pl.Mem.Vec, pl.TileView(blayout=pl.TileLayout.row_major)] = pl.tile.full([64, 1], dtype=pl.FP32, value=0.0)
-        for j, (m_i, l_i) in pl.range(2, init_values=(m0, l0)):
-            c0: pl.Scalar[pl.INDEX] = j * 128
-            s_j: pl.Tile[[64, 128], pl.FP32, pl.Mem.Vec] = pl.tile.load(s, [0, c0], [64, 128], [64, 128], target_memory=pl.Mem.Vec)
-            m_cur: pl.Tile[[64, 1], pl.FP32, pl.Mem.Vec] = pl.tile.row_max(s_j, tmp)
-            if j == 0:
-                m_new: pl.Tile[[64, 1], pl.FP32, pl.Mem.Vec] = pl.yield_(m_cur)
-            else:
-                m_max: pl.Tile[[64, 1], pl.FP32, pl.Mem.Vec, pl.TileView(blayout=pl.TileLayout.row_major)] = pl.tile.maximum(m_i, m_cur)
-                m_new: pl.Tile[[64, 1], pl.FP32, pl.Mem.Vec] = pl.yield_(m_max)
-            p: pl.Tile[[64, 128], pl.FP32, pl.Mem.Vec] = pl.tile.exp(pl.tile.row_expand_sub(s_j, m_new))
-            l_cur: pl.Tile[[64, 1], pl.FP32, pl.Mem.Vec] = pl.tile.row_sum(p, tmp)
-            alpha: pl.Tile[[64, 1], pl.FP32, pl.Mem.Vec, pl.TileView(blayout=pl.TileLayout.row_major)] = pl.tile.exp(pl.tile.sub(m_i, m_new))
-            l_scaled: pl.Tile[[64, 1], pl.FP32, pl.Mem.Vec, pl.TileView(blayout=pl.TileLayout.row_major)] = pl.tile.mul(l_i, alpha)
-            l_sum: pl.Tile[[64, 1], pl.FP32, pl.Mem.Vec, pl.TileView(blayout=pl.TileLayout.row_major)] = pl.tile.add(l_scaled, l_cur)
-            m_next, l_next = pl.yield_(m_new, l_sum)
-        m_store: pl.Tensor[[64, 1], pl.FP32] = pl.tile.store(m_next, [0, 0], m_out)
-        l_store: pl.Tensor[[64, 1], pl.FP32] = pl.tile.store(l_next, [0, 0], l_out)
-        return m_store, l_store
-"""
-
-
-def test_pypto_form_of_the_online_softmax_compiles_and_validates(tmp_path):
+def test_pypto_form_of_the_online_softmax_compiles_and_validates():
     # Before the fix the pass left m_i a [64, 1] row and reshaped m_cur to [1, 64]: the maximum broadcast
     # to [64, 64] and ptoc stopped with an internal error (exit 3). Now every stage agrees numerically with
     # the front end's reference.
-    src = tmp_path / "after_InferTileMemorySpace.py"
-    src.write_text(PYPTO_FORM_13)
-    r = subprocess.run([str(PTOC), "passes", str(src), "--validate"], capture_output=True, text=True, timeout=300,
+    r = subprocess.run([str(PTOC), "passes", str(PYPTO_FORM_13), "--validate"], capture_output=True, text=True, timeout=300,
                        check=False)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "every stage agrees with the front end" in r.stdout
 
 
-def test_a_column_a_loop_adds_to_stays_in_its_buffer(tmp_path):
+def test_a_column_a_loop_adds_to_stays_in_its_buffer():
     # l = l + row_sum(...) on [64, 1] columns: the repaired add writes the carried buffer through a
     # [1, 64] row and yields its [64, 1] view. The emitter used to stop with an internal error (exit 3)
     # because that view is a new pto.treshape handle of the carried buffer; it is the same bytes and type.
-    src = tmp_path / "carry.ir"
-    src.write_text(textwrap.dedent("""\
-        import pypto.language as pl
-        @pl.program
-        class p:
-            @pl.function(type=pl.FunctionType.AIV)
-            def k(self, s: pl.Tensor[[64, 256], pl.FP32], l_out: pl.Out[pl.Tensor[[64, 1], pl.FP32]]) -> pl.Tensor[[64, 1], pl.FP32]:
-                tmp: pl.Tile[[64, 128], pl.FP32, pl.Mem.Vec] = pl.tile.create([64, 128], dtype=pl.FP32, target_memory=pl.Mem.Vec)
-                l0: pl.Tile[[64, 1], pl.FP32, pl.Mem.Vec] = pl.tile.full([64, 1], dtype=pl.FP32, value=0.0)
-                for j, (l_i,) in pl.range(2, init_values=(l0,)):
-                    c0: pl.Scalar[pl.INDEX] = j * 128
-                    s_j: pl.Tile[[64, 128], pl.FP32, pl.Mem.Vec] = pl.tile.load(s, [0, c0], [64, 128], [64, 128], target_memory=pl.Mem.Vec)
-                    l_cur: pl.Tile[[64, 1], pl.FP32, pl.Mem.Vec] = pl.tile.row_sum(s_j, tmp)
-                    l_sum: pl.Tile[[64, 1], pl.FP32, pl.Mem.Vec] = pl.tile.add(l_i, l_cur)
-                    l_next = pl.yield_(l_sum)
-                o: pl.Tensor[[64, 1], pl.FP32] = pl.tile.store(l_next, [0, 0], l_out)
-                return o
-        """))
+    src = Path(__file__).with_name("carried_column.ir")
     r = subprocess.run([str(PTOC), "passes", str(src), "--validate"], capture_output=True, text=True, timeout=300,
                        check=False)
     assert r.returncode == 0, r.stdout + r.stderr

@@ -30,41 +30,15 @@ def test_online_softmax_columns_match_on_the_simulator(sim_env):
     assert "every stage agrees with the front end" in r.stdout
 
 
-CARRIED_COLUMN = """\
-import pypto.language as pl
-@pl.program
-class p:
-    @pl.function(type=pl.FunctionType.AIV)
-    def k(self, s: pl.Tensor[[64, 256], pl.FP32], l_out: pl.Out[pl.Tensor[[64, 1], pl.FP32]]) -> pl.Tensor[[64, 1], pl.FP32]:
-        tmp: pl.Tile[[64, 128], pl.FP32, pl.Mem.Vec] = pl.tile.create([64, 128], dtype=pl.FP32, target_memory=pl.Mem.Vec)
-        l0: pl.Tile[[64, 1], pl.FP32, pl.Mem.Vec] = pl.tile.full([64, 1], dtype=pl.FP32, value=0.0)
-        for j, (l_i,) in pl.range(2, init_values=(l0,)):
-            c0: pl.Scalar[pl.INDEX] = j * 128
-            s_j: pl.Tile[[64, 128], pl.FP32, pl.Mem.Vec] = pl.tile.load(s, [0, c0], [64, 128], [64, 128], target_memory=pl.Mem.Vec)
-            l_cur: pl.Tile[[64, 1], pl.FP32, pl.Mem.Vec] = pl.tile.row_sum(s_j, tmp)
-            l_sum: pl.Tile[[64, 1], pl.FP32, pl.Mem.Vec] = pl.tile.add(l_i, l_cur)
-            l_next = pl.yield_(l_sum)
-        o: pl.Tensor[[64, 1], pl.FP32] = pl.tile.store(l_next, [0, 0], l_out)
-        return o
-"""
-
-
-def _pypto_form_13() -> str:
-    sys.path.insert(0, str(ROOT / "tests" / "passes"))
-    try:
-        from test_ResolveBackendOpLayouts import PYPTO_FORM_13
-    finally:
-        sys.path.pop(0)
-    return PYPTO_FORM_13
+PROGRAMS = {"carried_column": ROOT / "tests" / "passes" / "carried_column.ir",
+            "pypto_form_13": ROOT / "tests" / "passes" / "online_softmax_pypto_form.ir"}
 
 
 @pytest.mark.parametrize("which", ["carried_column", "pypto_form_13"])
-def test_row_major_columns_and_carried_views_match_on_the_simulator(which, sim_env, tmp_path):
+def test_row_major_columns_and_carried_views_match_on_the_simulator(which, sim_env):
     # A loop that yields the [64, 1] view of a repaired add, and PyPTO's form of the online softmax (columns
     # declared row-major): PTOAS assembles the kernel and pto-isa's simulator agrees with the reference.
-    src = tmp_path / f"{which}.py"
-    src.write_text(CARRIED_COLUMN if which == "carried_column" else _pypto_form_13())
-    r = subprocess.run([str(PTOC), "passes", str(src), "--validate", "--sim"], capture_output=True, text=True,
+    r = subprocess.run([str(PTOC), "passes", str(PROGRAMS[which]), "--validate", "--sim"], capture_output=True, text=True,
                        env=sim_env, timeout=900, check=False)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "simulator (PTOAS + pto-isa)  ok" in r.stdout and "every stage agrees with the front end" in r.stdout
