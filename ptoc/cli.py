@@ -360,13 +360,19 @@ cli.params.append(click.Option(["--version"], is_flag=True, expose_value=False, 
               "compile (default: the pin in toolchain/versions.env).")
 @click.option("--pto-level", type=click.Choice(["level3", "level2"]), default="level3", show_default=True,
               help="As for compile: level3 also checks that on-chip memory can be planned.")
+@click.option("--syntax-only", is_flag=True,
+              help="Stop after the front end: syntax, names, annotations, types and the operator rules of the "
+              "program as written (like a C compiler's -fsyntax-only). No pass runs and nothing is emitted, so "
+              "errors that only lowering finds (layouts, memory planning, emission) are not reported. About 3x "
+              "faster on large files; for editors.")
 @diagnostics_option
-def check(files: tuple[str, ...], arch: str, ptoas_version: str | None, pto_level: str, diag_fmt: str) -> None:
+def check(files: tuple[str, ...], arch: str, ptoas_version: str | None, pto_level: str, syntax_only: bool,
+          diag_fmt: str) -> None:
     """Check IR FILES (`-`: standard input) as compile would; report every error found.
 
     Runs every check `ptoc compile` runs with the same options (front end, the whole pass pipeline and
-    the emitters, in memory) and writes nothing. Exits 0 when every file compiles, 1 when any file
-    has errors.
+    the emitters, in memory) and writes nothing; `--syntax-only` runs the front end alone. Exits 0 when
+    every file passes, 1 when any file has errors.
     """
     if files.count("-") > 1:
         raise click.UsageError("standard input (-) can be checked only once")
@@ -393,6 +399,8 @@ def check(files: tuple[str, ...], arch: str, ptoas_version: str | None, pto_leve
                 name = _source_name(path)
                 prog = frontend(text, name, ctx, warned)
                 reporter.emit(warned, text)
+                if syntax_only:
+                    continue
                 art = compile_program(prog, ctx, os.path.basename(name), pto_level=pto_level)
             except CompileError as e:
                 reporter.emit(e.diagnostics, text)
@@ -403,7 +411,8 @@ def check(files: tuple[str, ...], arch: str, ptoas_version: str | None, pto_leve
                                           Span(name, 0, 0, 0, 0), severity="info")], None)
         if status == EXIT_OK and diag_fmt == "text":
             n = len(files)
-            click.echo(f"ok: {n} file{'s' if n != 1 else ''} checked, no errors", err=True)
+            what = " (front end only)" if syntax_only else ""
+            click.echo(f"ok: {n} file{'s' if n != 1 else ''} checked{what}, no errors", err=True)
         return status
 
     sys.exit(_run_guarded(run))

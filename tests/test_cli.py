@@ -532,3 +532,28 @@ def test_bad_input_exits_1_without_traceback(tmp_path, text):
         p = run(*args)
         assert p.returncode == 1, (args, p.stderr[-2000:])
         assert "internal error" not in p.stderr
+
+
+# ------------------------------------------------------------------ check --syntax-only
+
+
+def test_check_syntax_only_reports_the_front_end_errors_at_their_lines(invalid):
+    p = run("check", "--syntax-only", "--diagnostics", "json", str(invalid))
+    assert p.returncode == 1
+    found = sorted((d["code"], d["line"], d["column"]) for d in map(json.loads, p.stdout.splitlines()))
+    full = run("check", "--diagnostics", "json", str(invalid))
+    assert found == sorted((d["code"], d["line"], d["column"]) for d in map(json.loads, full.stdout.splitlines()))
+    assert [(line, col) for _, line, col in found] == [(4, 34), (5, 8)]  # INVALID's two errors, as written there
+
+
+def test_check_syntax_only_stops_before_lowering(tmp_path, kernel):
+    # VALID has no kernel: only the pipeline finds that (PTOC-E0405); the front end accepts it.
+    f = tmp_path / "no_kernel.ir"
+    f.write_text(VALID)
+    quick = run("check", "--syntax-only", str(f))
+    assert quick.returncode == 0 and "checked (front end only), no errors" in quick.stderr
+    full = run("check", str(f))
+    assert full.returncode == 1 and "PTOC-E0405" in full.stderr
+    ok = run("check", "--syntax-only", str(kernel))
+    assert ok.returncode == 0 and "(front end only)" in ok.stderr
+    assert "--syntax-only" in run("check", "--help").stdout
