@@ -363,8 +363,8 @@ cli.params.append(click.Option(["--version"], is_flag=True, expose_value=False, 
 @click.option("--syntax-only", is_flag=True,
               help="Stop after the front end: syntax, names, annotations, types and the operator rules of the "
               "program as written (like a C compiler's -fsyntax-only). No pass runs and nothing is emitted, so "
-              "errors that only lowering finds (layouts, memory planning, emission) are not reported. About 3x "
-              "faster on large files; for editors.")
+              "errors that only lowering finds (layouts, memory planning, emission) are not reported. Much faster "
+              "on large files; for editors.")
 @diagnostics_option
 def check(files: tuple[str, ...], arch: str, ptoas_version: str | None, pto_level: str, syntax_only: bool,
           diag_fmt: str) -> None:
