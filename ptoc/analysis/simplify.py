@@ -14,6 +14,10 @@ branch knows its condition) and uses it to drop work that can never run. In orde
   identities (`x + 0`, `0 + x`, `x - 0`, `x * 1`, `1 * x` -> x; `x * 0`, `x % 1` -> 0; `x // 1` -> x),
   sums that cancel (`k + 0 - k + 8` -> 8) and range facts (`i // 8` -> 0 and `i % 8` -> i for a loop
   variable of `pl.range(8)`; a comparison whose outcome the ranges decide -> True/False).
+- PyPTO's rewrite rules for integer `+`, `-`, `*` and unary `-`, in PyPTO's order (`_RULES`): constants
+  gathered and moved to the right (`32 + i * 16` -> `i * 16 + 32`, `(i + 3) + 5` -> `i + 8`),
+  `(i + 1) * 64` -> `i * 64 + 64`, equal terms cancelled, coefficients collected (`i * 4 + i` ->
+  `i * 5`), so the folded expressions are the ones PyPTO prints.
 - An `if` whose condition the ranges decide keeps only the branch that runs (its `pl.yield_` values
   replace the `if`'s results), or vanishes when that branch is an absent `else`. A `pl.range` loop
   without keyword options that provably runs once becomes its body with the loop variable replaced by
@@ -36,9 +40,10 @@ After::
     with pl.at(level=pl.Level.CORE_GROUP):
         t: pl.Tile[[512, 64], pl.FP32] = pl.load(x, [0, 0], [512, 64])
 
-Deliberate differences from PyPTO: ptoc's rewriting is a small set of rules, not PyPTO's full
-arithmetic simplifier, so an expression that folds only by deeper algebra (reassociation of non-linear
-terms) stays as written; floating-point operands are not folded. Like PyPTO, a `pl.tensor.view(x,
+Deliberate differences from PyPTO: ptoc has PyPTO's rewrite rules for `+`, `-`, `*` and unary `-` but
+not its rules for `//`, `%`, min/max and comparisons (ptoc's range facts fold the common cases of
+those), so an expression only those rules fold stays as written; floating-point operands are not
+folded. Like PyPTO, a `pl.tensor.view(x,
 layout=L)` of a tensor that already has layout L becomes `x`.
 """
 
@@ -167,9 +172,26 @@ class _Ranges:
             return self.int_expr(e.lhs) and self.int_expr(e.rhs)
         if isinstance(e, Abs):
             return self.int_expr(e.operand)
+        if isinstance(e, MinMax):
+            return self.int_expr(e.lhs) and self.int_expr(e.rhs)
         if isinstance(e, UnaryOp):
             return e.op == "-" and self.int_expr(e.operand)
         return False
+
+    def int_dtype(self, e: Expr):
+        """The integer dtype of `e` (an `int_expr`): a constant operand takes the other operand's."""
+        while True:
+            if isinstance(e, ConstInt):
+                return e.dtype
+            if isinstance(e, Var):
+                t = self.types.get(e.name)
+                return t.dtype if isinstance(t, ScalarType) else dtypes.INDEX
+            if isinstance(e, (BinOp, MinMax)):
+                e = e.rhs if isinstance(e.lhs, ConstInt) and not isinstance(e.rhs, ConstInt) else e.lhs
+            elif isinstance(e, (UnaryOp, Abs)):
+                e = e.operand
+            else:
+                return dtypes.INDEX
 
     def default(self, name: str) -> Bound:
         t = self.types.get(name)
@@ -338,6 +360,186 @@ def _identity(e: BinOp) -> Expr | None:
     return None
 
 
+# ------------------------------------------------------------------------------------ PyPTO's rewrite rules
+# PyPTO's Simplify rewrites every integer `+`, `-`, `*` and unary `-` with an ordered list of pattern rules
+# (its arithmetic rewrite simplifier); the first rule that matches gives the result, which is rewritten
+# again (at most 5 levels deep). The same rules, in the same order, make ptoc's folded expressions the
+# ones PyPTO prints: constants reassociated and moved to the right of `+` and `*` (`32 + i * 16` ->
+# `i * 16 + 32`, `(i + 1) * 64` -> `i * 64 + 64`), equal terms cancelled and coefficients collected.
+#
+# A pattern is a tuple (operator, operands...): "+", "-", "*", "//", "%", "min", "max" take two, "neg"
+# one; a name matches any expression ("x", "y", "z"; a name seen twice must match equal expressions)
+# or an integer constant only ("c1", "c2"). A result is built the same way (an int is a constant) and
+# folds where its operands are constants, as PyPTO builds its results.
+_RULES: dict[str, list[tuple]] = {
+    "+": [
+        (("+", ("+", "x", "c1"), "c2"), ("+", "x", ("+", "c1", "c2"))),   # constants together
+        (("+", ("+", "c1", "x"), "c2"), ("+", "x", ("+", "c1", "c2"))),
+        (("+", ("-", "x", "y"), "y"), "x"),                                # cancellation
+        (("+", "x", ("-", "y", "x")), "y"),
+        (("+", ("-", "x", "y"), ("-", "y", "z")), ("-", "x", "z")),
+        (("+", ("-", "x", "y"), ("-", "z", "x")), ("-", "z", "y")),
+        (("+", "x", "x"), ("*", "x", 2)),                                  # coefficients
+        (("+", ("*", "x", "y"), "x"), ("*", ("+", "y", 1), "x")),
+        (("+", "x", ("*", "x", "y")), ("*", ("+", "y", 1), "x")),
+        (("+", ("*", "x", "y"), ("*", "x", "z")), ("*", ("+", "y", "z"), "x")),
+        (("+", ("*", "y", "x"), ("*", "x", "z")), ("*", ("+", "y", "z"), "x")),
+        (("+", ("*", "x", "y"), ("*", "z", "x")), ("*", ("+", "y", "z"), "x")),
+        (("+", ("*", "y", "x"), ("*", "z", "x")), ("*", ("+", "y", "z"), "x")),
+        (("+", ("*", ("//", "x", "y"), "y"), ("%", "x", "y")), "x"),       # x // y * y + x % y
+        (("+", ("%", "x", "y"), ("*", ("//", "x", "y"), "y")), "x"),
+        (("+", ("*", "y", ("//", "x", "y")), ("%", "x", "y")), "x"),
+        (("+", ("%", "x", "y"), ("*", "y", ("//", "x", "y"))), "x"),
+        (("+", ("min", "x", ("-", "y", "z")), "z"), ("min", ("+", "x", "z"), "y")),  # min/max
+        (("+", ("min", ("-", "x", "z"), "y"), "z"), ("min", "x", ("+", "y", "z"))),
+        (("+", "z", ("min", "x", ("-", "y", "z"))), ("min", ("+", "x", "z"), "y")),
+        (("+", ("max", "x", ("-", "y", "z")), "z"), ("max", ("+", "x", "z"), "y")),
+        (("+", ("max", ("-", "x", "z"), "y"), "z"), ("max", "x", ("+", "y", "z"))),
+        (("+", "z", ("max", "x", ("-", "y", "z"))), ("max", ("+", "x", "z"), "y")),
+        (("+", ("max", "x", "y"), ("min", "x", "y")), ("+", "x", "y")),
+        (("+", ("min", "x", "y"), ("max", "x", "y")), ("+", "x", "y")),
+        (("+", ("max", "x", "y"), ("min", "y", "x")), ("+", "x", "y")),
+        (("+", ("min", "x", "y"), ("max", "y", "x")), ("+", "x", "y")),
+        (("+", "c1", "x"), ("+", "x", "c1")),                              # constants to the right
+        (("+", "x", ("-", "c1", "y")), ("+", ("-", "x", "y"), "c1")),
+        (("+", ("-", "c1", "y"), "x"), ("+", ("-", "x", "y"), "c1")),
+        (("+", ("+", "x", "c1"), "y"), ("+", ("+", "x", "y"), "c1")),
+    ],
+    "-": [
+        (("-", "x", "x"), 0),
+        (("-", ("+", "x", "y"), "y"), "x"),                                # cancellation
+        (("-", ("+", "x", "y"), "x"), "y"),
+        (("-", ("+", "y", "x"), "x"), "y"),
+        (("-", "x", ("+", "x", "y")), ("neg", "y")),
+        (("-", "x", ("+", "y", "x")), ("neg", "y")),
+        (("-", ("+", "x", "c1"), "c2"), ("+", "x", ("-", "c1", "c2"))),   # constants together
+        (("-", ("+", "c1", "x"), "c2"), ("+", "x", ("-", "c1", "c2"))),
+        (("-", "c1", ("-", "c2", "x")), ("+", "x", ("-", "c1", "c2"))),
+        (("-", "c1", ("+", "x", "c2")), ("-", ("-", "c1", "c2"), "x")),
+        (("-", "c1", ("+", "c2", "x")), ("-", ("-", "c1", "c2"), "x")),
+        (("-", ("-", "c1", "x"), ("-", "c2", "y")), ("+", ("-", "y", "x"), ("-", "c1", "c2"))),
+        (("-", ("-", "x", "y"), ("-", "x", "z")), ("-", "z", "y")),
+        (("-", ("+", "x", "y"), ("+", "x", "z")), ("-", "y", "z")),
+        (("-", ("+", "y", "x"), ("+", "x", "z")), ("-", "y", "z")),
+        (("-", ("+", "x", "y"), ("+", "z", "x")), ("-", "y", "z")),
+        (("-", ("+", "y", "x"), ("+", "z", "x")), ("-", "y", "z")),
+        (("-", ("*", "x", "y"), "x"), ("*", ("-", "y", 1), "x")),         # coefficients
+        (("-", "x", ("*", "x", "y")), ("*", ("-", 1, "y"), "x")),
+        (("-", ("*", "x", "y"), ("*", "x", "z")), ("*", ("-", "y", "z"), "x")),
+        (("-", ("*", "y", "x"), ("*", "x", "z")), ("*", ("-", "y", "z"), "x")),
+        (("-", ("*", "x", "y"), ("*", "z", "x")), ("*", ("-", "y", "z"), "x")),
+        (("-", ("*", "y", "x"), ("*", "z", "x")), ("*", ("-", "y", "z"), "x")),
+        (("-", "x", ("*", ("//", "x", "c1"), "c1")), ("%", "x", "c1"), "c1 != 0"),
+        (("-", "x", ("*", "c1", ("//", "x", "c1"))), ("%", "x", "c1"), "c1 != 0"),
+        (("-", ("*", ("//", "x", "c1"), "c1"), "x"), ("-", 0, ("%", "x", "c1")), "c1 != 0"),
+        (("-", "x", ("*", ("//", ("+", "x", "y"), "c1"), "c1")), ("-", ("%", ("+", "x", "y"), "c1"), "y"), "c1 != 0"),
+        (("-", ("*", ("//", ("+", "x", "y"), "c1"), "c1"), "x"), ("-", "y", ("%", ("+", "x", "y"), "c1")), "c1 != 0"),
+        (("-", "x", ("*", ("//", ("-", "x", "y"), "c1"), "c1")), ("+", ("%", ("-", "x", "y"), "c1"), "y"), "c1 != 0"),
+        (("-", ("*", ("//", ("-", "x", "y"), "c1"), "c1"), "x"),
+         ("-", ("-", 0, ("%", ("-", "x", "y"), "c1")), "y"), "c1 != 0"),
+        (("-", ("min", "x", "y"), "x"), ("min", 0, ("-", "y", "x"))),     # min/max
+        (("-", ("min", "x", "y"), "y"), ("min", ("-", "x", "y"), 0)),
+        (("-", ("max", "x", "y"), "x"), ("max", 0, ("-", "y", "x"))),
+        (("-", ("max", "x", "y"), "y"), ("max", ("-", "x", "y"), 0)),
+        (("-", "x", ("min", "x", "y")), ("max", 0, ("-", "x", "y"))),
+        (("-", "x", ("max", "x", "y")), ("min", 0, ("-", "x", "y"))),
+        (("-", ("min", ("+", "x", "y"), "z"), "x"), ("min", "y", ("-", "z", "x"))),
+        (("-", ("min", ("+", "y", "x"), "z"), "x"), ("min", "y", ("-", "z", "x"))),
+        (("-", ("min", "z", ("+", "x", "y")), "x"), ("min", ("-", "z", "x"), "y")),
+        (("-", ("min", "z", ("+", "y", "x")), "x"), ("min", ("-", "z", "x"), "y")),
+        (("-", ("max", ("+", "x", "y"), "z"), "x"), ("max", "y", ("-", "z", "x"))),
+        (("-", ("max", ("+", "y", "x"), "z"), "x"), ("max", "y", ("-", "z", "x"))),
+        (("-", ("max", "z", ("+", "x", "y")), "x"), ("max", ("-", "z", "x"), "y")),
+        (("-", ("max", "z", ("+", "y", "x")), "x"), ("max", ("-", "z", "x"), "y")),
+        (("-", "x", ("min", ("+", "x", "y"), "z")), ("max", ("-", 0, "y"), ("-", "x", "z"))),
+        (("-", "x", ("min", ("+", "y", "x"), "z")), ("max", ("-", 0, "y"), ("-", "x", "z"))),
+        (("-", "x", ("min", "z", ("+", "x", "y"))), ("max", ("-", "x", "z"), ("-", 0, "y"))),
+        (("-", "x", ("min", "z", ("+", "y", "x"))), ("max", ("-", "x", "z"), ("-", 0, "y"))),
+        (("-", "x", ("max", ("+", "x", "y"), "z")), ("min", ("-", 0, "y"), ("-", "x", "z"))),
+        (("-", "x", ("max", ("+", "y", "x"), "z")), ("min", ("-", 0, "y"), ("-", "x", "z"))),
+        (("-", "x", ("max", "z", ("+", "x", "y"))), ("min", ("-", "x", "z"), ("-", 0, "y"))),
+        (("-", "x", ("max", "z", ("+", "y", "x"))), ("min", ("-", "x", "z"), ("-", 0, "y"))),
+        (("-", ("min", "x", "y"), ("min", "y", "x")), 0),
+        (("-", ("max", "x", "y"), ("max", "y", "x")), 0),
+        (("-", "x", ("+", "y", "c1")), ("+", ("-", "x", "y"), ("-", 0, "c1"))),  # constants to the right
+        (("-", ("+", "x", "c1"), "y"), ("+", ("-", "x", "y"), "c1")),
+        (("-", "x", ("-", "y", "z")), ("-", ("+", "x", "z"), "y")),
+    ],
+    "*": [
+        (("*", ("*", "x", "c1"), "c2"), ("*", "x", ("*", "c1", "c2"))),   # constants together
+        (("*", ("*", "c1", "x"), "c2"), ("*", "x", ("*", "c1", "c2"))),
+        (("*", ("min", "x", "y"), ("max", "x", "y")), ("*", "x", "y")),
+        (("*", ("max", "x", "y"), ("min", "x", "y")), ("*", "x", "y")),
+        (("*", "c1", "x"), ("*", "x", "c1")),                              # constants to the right
+        (("*", "x", ("*", "c1", "y")), ("*", ("*", "x", "y"), "c1")),
+        (("*", ("+", "x", "c1"), "c2"), ("+", ("*", "x", "c2"), ("*", "c1", "c2"))),  # distribute
+        (("*", ("-", "x", "y"), "c1"), ("*", ("-", "y", "x"), ("-", 0, "c1")), "c1 < 0"),
+    ],
+    "neg": [
+        (("neg", ("neg", "x")), "x"),
+        (("neg", ("-", "x", "y")), ("-", "y", "x")),
+    ],
+}
+_MAX_REWRITE_DEPTH = 5  # PyPTO's limit on rewriting a rule's result again
+
+
+def _match(p, e: Expr, env: dict) -> bool:
+    """`e` matches pattern `p`; the names it binds go into `env`."""
+    if p.__class__ is str:
+        if p[0] == "c" and e.__class__ is not ConstInt:
+            return False
+        seen = env.get(p)
+        if seen is None:
+            env[p] = e
+            return True
+        return seen == e
+    op = p[0]
+    if op == "neg":
+        return e.__class__ is UnaryOp and e.op == "-" and _match(p[1], e.operand, env)
+    cls = MinMax if op in ("min", "max") else BinOp
+    return (e.__class__ is cls and e.op == op and _match(p[1], e.lhs, env)
+            and _match(p[2], e.rhs, env))
+
+
+def _build(t, env: dict, like: Expr, dtype) -> Expr:
+    """The result `t` with `env`'s expressions put in (an int: a constant of `dtype`, the rewritten
+    expression's); operators whose operands are constants fold."""
+    if t.__class__ is str:
+        return env[t]
+    if t.__class__ is int:
+        return ConstInt(t, dtype, span=like.span)
+    parts = [_build(x, env, like, dtype) for x in t[1:]]
+    if t[0] == "neg":
+        x = parts[0]
+        return _int(-x.value, x) if x.__class__ is ConstInt else UnaryOp("-", x, span=like.span)
+    if t[0] in ("min", "max"):
+        a, b = parts
+        if a.__class__ is ConstInt and b.__class__ is ConstInt:
+            return _int(min(a.value, b.value) if t[0] == "min" else max(a.value, b.value), a)
+        return a if a == b else MinMax(t[0], a, b, span=like.span)
+    e = BinOp(t[0], parts[0], parts[1], span=like.span)
+    return fold_constants(e) or _identity(e) or e
+
+
+def _holds(cond: str, env: dict) -> bool:
+    c = env["c1"].value
+    return c != 0 if cond == "c1 != 0" else c < 0
+
+
+def rewrite(e: Expr, dtype=dtypes.INDEX) -> Expr | None:
+    """The result of the first of PyPTO's rules for `e`'s operator that matches `e` (an integer
+    expression of `dtype` whose operands are already simplified), not yet rewritten again; None when
+    none does."""
+    rules = _RULES.get("neg" if e.__class__ is UnaryOp else e.op)
+    if rules is None:
+        return None
+    for rule in rules:
+        env: dict = {}
+        if _match(rule[0], e, env) and (len(rule) == 2 or _holds(rule[2], env)):
+            return _build(rule[1], env, e, dtype)
+    return None
+
+
 # Nodes without parts that `_Fold` has no rule for: they stay as they are.
 _UNFOLDED = frozenset({ConstInt, ConstFloat, ConstBool, EnumLit, StrLit, DTypeLit, str, int, float, bool, type(None)})
 
@@ -348,6 +550,7 @@ class _Fold(Mutator):
     def __init__(self, values: dict[str, Expr], ranges: _Ranges):
         self.values = values
         self.ranges = ranges
+        self.depth = 0  # how many rule results deep `rewritten` is
 
     def mutate(self, node):
         """`Mutator.mutate`, with the nodes no rule rewrites (literals) and names answered at once."""
@@ -384,7 +587,7 @@ class _Fold(Mutator):
         if e.op in ("+", "-"):
             lin = _linear(e, self.ranges.is_int)
             if lin is not None and not lin[0]:
-                return _int(lin[1], e.lhs if isinstance(e.lhs, ConstInt) else e.rhs)
+                return ConstInt(lin[1], self.ranges.int_dtype(e), span=e.span)
             if lin is not None and lin[1] == 0 and list(lin[0].values()) == [1]:
                 return Var(next(iter(lin[0])), span=e.span)
         if e.op in ("//", "%") and isinstance(e.rhs, ConstInt) and e.rhs.value > 0:
@@ -399,6 +602,8 @@ class _Fold(Mutator):
             d = self.ranges.decide(e)
             if d is not None:
                 return ConstBool(d, span=e.span)
+        if e.op in ("+", "-", "*") and self.ranges.int_expr(e):
+            return self.rewritten(e)
         return e
 
     def mutate_UnaryOp(self, e: UnaryOp) -> Expr:
@@ -407,7 +612,21 @@ class _Fold(Mutator):
             return ConstBool(not x.value, span=e.span)
         if e.op == "-" and isinstance(x, ConstInt):
             return _int(-x.value, x)
+        if e.op == "-" and self.ranges.int_expr(x):
+            return self.rewritten(e)
         return e
+
+    def rewritten(self, e: Expr) -> Expr:
+        """`e` after the first of PyPTO's rules that matches it, the result simplified again (as PyPTO
+        does, at most `_MAX_REWRITE_DEPTH` results deep)."""
+        r = rewrite(e, self.ranges.int_dtype(e))
+        if r is None or self.depth >= _MAX_REWRITE_DEPTH:
+            return e if r is None else r
+        self.depth += 1
+        try:
+            return self.mutate(r)
+        finally:
+            self.depth -= 1
 
     def mutate_MinMax(self, e: MinMax) -> Expr:
         if isinstance(e.lhs, ConstInt) and isinstance(e.rhs, ConstInt):
