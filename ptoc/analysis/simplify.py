@@ -14,10 +14,11 @@ branch knows its condition) and uses it to drop work that can never run. In orde
   identities (`x + 0`, `0 + x`, `x - 0`, `x * 1`, `1 * x` -> x; `x * 0`, `x % 1` -> 0; `x // 1` -> x),
   sums that cancel (`k + 0 - k + 8` -> 8) and range facts (`i // 8` -> 0 and `i % 8` -> i for a loop
   variable of `pl.range(8)`; a comparison whose outcome the ranges decide -> True/False).
-- PyPTO's rewrite rules for integer `+`, `-`, `*` and unary `-`, in PyPTO's order (`_RULES`): constants
-  gathered and moved to the right (`32 + i * 16` -> `i * 16 + 32`, `(i + 3) + 5` -> `i + 8`),
-  `(i + 1) * 64` -> `i * 64 + 64`, equal terms cancelled, coefficients collected (`i * 4 + i` ->
-  `i * 5`), so the folded expressions are the ones PyPTO prints.
+- PyPTO's rewrite rules for integer `+`, `-`, `*`, unary `-` and comparisons and for `not`, `and`, `or`,
+  in PyPTO's order (`_RULES`): constants gathered and moved to the right (`32 + i * 16` -> `i * 16 + 32`,
+  `(i + 3) + 5` -> `i + 8`, `i + 4 < 9` -> `i < 5`), `(i + 1) * 64` -> `i * 64 + 64`, equal terms
+  cancelled, coefficients collected (`i * 4 + i` -> `i * 5`), `a > b` -> `b < a`, so the folded
+  expressions are the ones PyPTO prints.
 - An `if` whose condition the ranges decide keeps only the branch that runs (its `pl.yield_` values
   replace the `if`'s results), or vanishes when that branch is an absent `else`. A `pl.range` loop
   without keyword options that provably runs once becomes its body with the loop variable replaced by
@@ -40,10 +41,11 @@ After::
     with pl.at(level=pl.Level.CORE_GROUP):
         t: pl.Tile[[512, 64], pl.FP32] = pl.load(x, [0, 0], [512, 64])
 
-Deliberate differences from PyPTO: ptoc has PyPTO's rewrite rules for `+`, `-`, `*` and unary `-` but
-not its rules for `//`, `%`, min/max and comparisons (ptoc's range facts fold the common cases of
-those), so an expression only those rules fold stays as written; floating-point operands are not
-folded. Like PyPTO, a `pl.tensor.view(x,
+Deliberate differences from PyPTO: ptoc has PyPTO's rewrite rules for `+`, `-`, `*`, unary `-`,
+comparisons, `not`, `and` and `or` but not its rules for `//`, `%`, min and max (ptoc's range facts fold
+the common cases of those), so an expression only those rules fold stays as written; floating-point
+operands are not folded, and `not (a < b)` on floats stays (PyPTO makes it `b <= a`, which a NaN
+contradicts). Like PyPTO, a `pl.tensor.view(x,
 layout=L)` of a tensor that already has layout L becomes `x`.
 """
 
@@ -361,16 +363,36 @@ def _identity(e: BinOp) -> Expr | None:
 
 
 # ------------------------------------------------------------------------------------ PyPTO's rewrite rules
-# PyPTO's Simplify rewrites every integer `+`, `-`, `*` and unary `-` with an ordered list of pattern rules
-# (its arithmetic rewrite simplifier); the first rule that matches gives the result, which is rewritten
-# again (at most 5 levels deep). The same rules, in the same order, make ptoc's folded expressions the
-# ones PyPTO prints: constants reassociated and moved to the right of `+` and `*` (`32 + i * 16` ->
-# `i * 16 + 32`, `(i + 1) * 64` -> `i * 64 + 64`), equal terms cancelled and coefficients collected.
+def _C1_NONZERO(c):  # noqa: N802  (the conditions of rules, named like the constants they test)
+    return c["c1"] != 0
+
+
+def _C1_NEGATIVE(c):  # noqa: N802
+    return c["c1"] < 0
+
+
+def _C1_POSITIVE(c):  # noqa: N802
+    return c["c1"] > 0
+
+
+def _C2_POSITIVE(c):  # noqa: N802
+    return c["c2"] > 0
+
+
+# PyPTO's Simplify rewrites every integer `+`, `-`, `*`, unary `-` and comparison, and every `not`, `and`
+# and `or`, with an ordered list of pattern rules per operator (its arithmetic rewrite simplifier); the
+# first rule that matches gives the result, which is rewritten again (at most 5 levels deep). The same
+# rules, in the same order, make ptoc's folded expressions the ones PyPTO prints: constants reassociated
+# and moved to the right of `+`, `*` and `==` (`32 + i * 16` -> `i * 16 + 32`, `(i + 1) * 64` ->
+# `i * 64 + 64`, `i + 4 < 9` -> `i < 5`), equal terms cancelled, coefficients collected, `a > b` written
+# `b < a`. PyPTO's rules for `//`, `%`, min and max themselves are not here.
 #
-# A pattern is a tuple (operator, operands...): "+", "-", "*", "//", "%", "min", "max" take two, "neg"
-# one; a name matches any expression ("x", "y", "z"; a name seen twice must match equal expressions)
-# or an integer constant only ("c1", "c2"). A result is built the same way (an int is a constant) and
-# folds where its operands are constants, as PyPTO builds its results.
+# A pattern is a tuple (operator, operands...): "+", "-", "*", "//", "%", "min", "max", comparisons,
+# "and", "or" take two, "neg" (unary `-`) and "not" one; a name matches any expression ("x", "y", "z";
+# a name seen twice must match equal expressions) or an integer constant only ("c1", "c2"). A result is
+# built the same way (an int is a constant of the expression's type, a bool a boolean) and folds where
+# its operands are constants, as PyPTO builds its results. A third element is a condition on the
+# constants' values.
 _RULES: dict[str, list[tuple]] = {
     "+": [
         (("+", ("+", "x", "c1"), "c2"), ("+", "x", ("+", "c1", "c2"))),   # constants together
@@ -429,14 +451,14 @@ _RULES: dict[str, list[tuple]] = {
         (("-", ("*", "y", "x"), ("*", "x", "z")), ("*", ("-", "y", "z"), "x")),
         (("-", ("*", "x", "y"), ("*", "z", "x")), ("*", ("-", "y", "z"), "x")),
         (("-", ("*", "y", "x"), ("*", "z", "x")), ("*", ("-", "y", "z"), "x")),
-        (("-", "x", ("*", ("//", "x", "c1"), "c1")), ("%", "x", "c1"), "c1 != 0"),
-        (("-", "x", ("*", "c1", ("//", "x", "c1"))), ("%", "x", "c1"), "c1 != 0"),
-        (("-", ("*", ("//", "x", "c1"), "c1"), "x"), ("-", 0, ("%", "x", "c1")), "c1 != 0"),
-        (("-", "x", ("*", ("//", ("+", "x", "y"), "c1"), "c1")), ("-", ("%", ("+", "x", "y"), "c1"), "y"), "c1 != 0"),
-        (("-", ("*", ("//", ("+", "x", "y"), "c1"), "c1"), "x"), ("-", "y", ("%", ("+", "x", "y"), "c1")), "c1 != 0"),
-        (("-", "x", ("*", ("//", ("-", "x", "y"), "c1"), "c1")), ("+", ("%", ("-", "x", "y"), "c1"), "y"), "c1 != 0"),
+        (("-", "x", ("*", ("//", "x", "c1"), "c1")), ("%", "x", "c1"), _C1_NONZERO),
+        (("-", "x", ("*", "c1", ("//", "x", "c1"))), ("%", "x", "c1"), _C1_NONZERO),
+        (("-", ("*", ("//", "x", "c1"), "c1"), "x"), ("-", 0, ("%", "x", "c1")), _C1_NONZERO),
+        (("-", "x", ("*", ("//", ("+", "x", "y"), "c1"), "c1")), ("-", ("%", ("+", "x", "y"), "c1"), "y"), _C1_NONZERO),
+        (("-", ("*", ("//", ("+", "x", "y"), "c1"), "c1"), "x"), ("-", "y", ("%", ("+", "x", "y"), "c1")), _C1_NONZERO),
+        (("-", "x", ("*", ("//", ("-", "x", "y"), "c1"), "c1")), ("+", ("%", ("-", "x", "y"), "c1"), "y"), _C1_NONZERO),
         (("-", ("*", ("//", ("-", "x", "y"), "c1"), "c1"), "x"),
-         ("-", ("-", 0, ("%", ("-", "x", "y"), "c1")), "y"), "c1 != 0"),
+         ("-", ("-", 0, ("%", ("-", "x", "y"), "c1")), "y"), _C1_NONZERO),
         (("-", ("min", "x", "y"), "x"), ("min", 0, ("-", "y", "x"))),     # min/max
         (("-", ("min", "x", "y"), "y"), ("min", ("-", "x", "y"), 0)),
         (("-", ("max", "x", "y"), "x"), ("max", 0, ("-", "y", "x"))),
@@ -473,11 +495,120 @@ _RULES: dict[str, list[tuple]] = {
         (("*", "c1", "x"), ("*", "x", "c1")),                              # constants to the right
         (("*", "x", ("*", "c1", "y")), ("*", ("*", "x", "y"), "c1")),
         (("*", ("+", "x", "c1"), "c2"), ("+", ("*", "x", "c2"), ("*", "c1", "c2"))),  # distribute
-        (("*", ("-", "x", "y"), "c1"), ("*", ("-", "y", "x"), ("-", 0, "c1")), "c1 < 0"),
+        (("*", ("-", "x", "y"), "c1"), ("*", ("-", "y", "x"), ("-", 0, "c1")), _C1_NEGATIVE),
     ],
     "neg": [
         (("neg", ("neg", "x")), "x"),
         (("neg", ("-", "x", "y")), ("-", "y", "x")),
+    ],
+    # comparisons of integers (`>` and `>=` are first written as `<` and `<=` with the sides swapped)
+    "==": [
+        (("==", "x", "x"), True),
+        (("==", ("+", "x", "y"), ("+", "x", "z")), ("==", "y", "z")),
+        (("==", ("+", "y", "x"), ("+", "x", "z")), ("==", "y", "z")),
+        (("==", ("+", "x", "y"), ("+", "z", "x")), ("==", "y", "z")),
+        (("==", ("+", "y", "x"), ("+", "z", "x")), ("==", "y", "z")),
+        (("==", ("-", "x", "c1"), "c2"), ("==", "x", ("+", "c1", "c2"))),
+        (("==", ("+", "x", "c1"), "c2"), ("==", "x", ("-", "c2", "c1"))),
+        (("==", ("-", "c1", "x"), "c2"), ("==", "x", ("-", "c1", "c2"))),
+        (("==", "c1", "x"), ("==", "x", "c1")),
+    ],
+    "!=": [
+        (("!=", "x", "x"), False),
+        (("!=", ("+", "x", "y"), ("+", "x", "z")), ("!=", "y", "z")),
+        (("!=", ("+", "y", "x"), ("+", "x", "z")), ("!=", "y", "z")),
+        (("!=", ("+", "x", "y"), ("+", "z", "x")), ("!=", "y", "z")),
+        (("!=", ("+", "y", "x"), ("+", "z", "x")), ("!=", "y", "z")),
+        (("!=", ("-", "x", "c1"), "c2"), ("!=", "x", ("+", "c1", "c2"))),
+        (("!=", ("+", "x", "c1"), "c2"), ("!=", "x", ("-", "c2", "c1"))),
+        (("!=", "c1", "x"), ("!=", "x", "c1")),
+    ],
+    "<": [
+        (("<", "x", "x"), False),
+        (("<", ("+", "x", "y"), ("+", "x", "z")), ("<", "y", "z")),
+        (("<", ("+", "y", "x"), ("+", "x", "z")), ("<", "y", "z")),
+        (("<", ("+", "x", "y"), ("+", "z", "x")), ("<", "y", "z")),
+        (("<", ("+", "y", "x"), ("+", "z", "x")), ("<", "y", "z")),
+        (("<", ("-", "y", "x"), ("-", "z", "x")), ("<", "y", "z")),
+        (("<", ("-", "x", "y"), ("-", "x", "z")), ("<", "z", "y")),
+        (("<", "x", ("+", "x", "z")), ("<", 0, "z")),
+        (("<", "x", ("+", "z", "x")), ("<", 0, "z")),
+        (("<", "x", ("-", "x", "z")), ("<", "z", 0)),
+        (("<", ("+", "x", "c1"), "c2"), ("<", "x", ("-", "c2", "c1"))),
+        (("<", ("-", "x", "c1"), "c2"), ("<", "x", ("+", "c2", "c1"))),
+        (("<", ("-", "c1", "x"), "c2"), ("<", ("-", "c1", "c2"), "x")),
+        (("<", "c1", ("+", "x", "c2")), ("<", ("-", "c1", "c2"), "x")),
+        (("<", "c1", ("-", "x", "c2")), ("<", ("+", "c1", "c2"), "x")),
+        (("<", ("*", "x", "c1"), ("*", "y", "c1")), ("<", "x", "y"), _C1_POSITIVE),
+        (("<", ("*", "x", "c1"), ("*", "y", "c1")), ("<", "y", "x"), _C1_NEGATIVE),
+        (("<", ("//", "x", "c1"), "c2"), ("<", "x", ("*", "c1", "c2")), _C1_POSITIVE),
+        (("<", "c1", ("//", "x", "c2")), ("<", ("-", ("*", ("+", "c1", 1), "c2"), 1), "x"), _C2_POSITIVE),
+        (("<", ("*", ("//", "x", "c1"), "c1"), "x"), ("<", 0, ("%", "x", "c1")), _C1_POSITIVE),
+        (("<", ("*", ("//", "x", "c1"), "c1"), ("+", "x", "y")), ("<", 0, ("+", ("%", "x", "c1"), "y")), _C1_POSITIVE),
+        (("<", ("*", ("//", "x", "c1"), "c1"), ("-", "x", "y")), ("<", "y", ("%", "x", "c1")), _C1_POSITIVE),
+        (("<", ("min", "x", "y"), "z"), ("or", ("<", "x", "z"), ("<", "y", "z"))),
+        (("<", ("max", "x", "y"), "z"), ("and", ("<", "x", "z"), ("<", "y", "z"))),
+        (("<", "z", ("min", "x", "y")), ("and", ("<", "z", "x"), ("<", "z", "y"))),
+        (("<", "z", ("max", "x", "y")), ("or", ("<", "z", "x"), ("<", "z", "y"))),
+    ],
+    "<=": [
+        (("<=", "x", "x"), True),
+        (("<=", ("+", "x", "y"), ("+", "x", "z")), ("<=", "y", "z")),
+        (("<=", ("+", "y", "x"), ("+", "x", "z")), ("<=", "y", "z")),
+        (("<=", ("+", "x", "y"), ("+", "z", "x")), ("<=", "y", "z")),
+        (("<=", ("+", "y", "x"), ("+", "z", "x")), ("<=", "y", "z")),
+        (("<=", ("-", "y", "x"), ("-", "z", "x")), ("<=", "y", "z")),
+        (("<=", ("-", "x", "y"), ("-", "x", "z")), ("<=", "z", "y")),
+        (("<=", ("+", "x", "c1"), "c2"), ("<=", "x", ("-", "c2", "c1"))),
+        (("<=", ("-", "x", "c1"), "c2"), ("<=", "x", ("+", "c2", "c1"))),
+        (("<=", "c1", ("+", "x", "c2")), ("<=", ("-", "c1", "c2"), "x")),
+        (("<=", "c1", ("-", "x", "c2")), ("<=", ("+", "c1", "c2"), "x")),
+        (("<=", ("-", "c1", "x"), "c2"), ("<=", ("-", "c1", "c2"), "x")),
+        (("<=", ("*", "x", "c1"), ("*", "y", "c1")), ("<=", "x", "y"), _C1_POSITIVE),
+        (("<=", ("*", "x", "c1"), ("*", "y", "c1")), ("<=", "y", "x"), _C1_NEGATIVE),
+    ],
+    # `not`, `and`, `or`
+    "not": [
+        (("not", ("not", "x")), "x"),
+        (("not", ("<", "x", "y")), ("<=", "y", "x")),
+        (("not", ("<=", "x", "y")), ("<", "y", "x")),
+        (("not", ("==", "x", "y")), ("!=", "x", "y")),
+        (("not", ("!=", "x", "y")), ("==", "x", "y")),
+        (("not", ("or", "x", "y")), ("and", ("not", "x"), ("not", "y"))),
+        (("not", ("and", "x", "y")), ("or", ("not", "x"), ("not", "y"))),
+    ],
+    "and": [
+        (("and", "x", "x"), "x"),
+        (("and", "x", ("not", "x")), False),
+        (("and", ("not", "x"), "x"), False),
+        (("and", ("==", "x", "y"), ("!=", "x", "y")), False),
+        (("and", ("!=", "x", "y"), ("==", "x", "y")), False),
+        (("and", ("<=", "x", "y"), ("<", "y", "x")), False),
+        (("and", ("<", "y", "x"), ("<=", "x", "y")), False),
+        (("and", ("<", "x", "c1"), ("<", "c2", "x")), False, lambda c: c["c2"] + 1 >= c["c1"]),
+        (("and", ("<", "c2", "x"), ("<", "x", "c1")), False, lambda c: c["c2"] + 1 >= c["c1"]),
+        (("and", ("<=", "x", "c1"), ("<=", "c2", "x")), False, lambda c: c["c2"] > c["c1"]),
+        (("and", ("<=", "c2", "x"), ("<=", "x", "c1")), False, lambda c: c["c2"] > c["c1"]),
+        (("and", "x", ("and", "y", "z")), ("and", ("and", "x", "y"), "z")),
+    ],
+    "or": [
+        (("or", "x", "x"), "x"),
+        (("or", "x", ("not", "x")), True),
+        (("or", ("not", "x"), "x"), True),
+        (("or", ("==", "x", "y"), ("!=", "x", "y")), True),
+        (("or", ("!=", "x", "y"), ("==", "x", "y")), True),
+        (("or", ("<=", "x", "y"), ("<", "y", "x")), True),
+        (("or", ("<", "y", "x"), ("<=", "x", "y")), True),
+        (("or", ("<", "x", "y"), ("<", "y", "x")), ("!=", "x", "y")),
+        (("or", ("<", "x", "c1"), ("<", "c2", "x")), True, lambda c: c["c2"] < c["c1"]),
+        (("or", ("<", "c2", "x"), ("<", "x", "c1")), True, lambda c: c["c2"] < c["c1"]),
+        (("or", ("<=", "x", "c1"), ("<=", "c2", "x")), True, lambda c: c["c2"] <= c["c1"] + 1),
+        (("or", ("<=", "c2", "x"), ("<=", "x", "c1")), True, lambda c: c["c2"] <= c["c1"] + 1),
+        (("or", ("<", "x", "y"), ("==", "x", "y")), ("<=", "x", "y")),
+        (("or", ("<", "x", "y"), ("==", "y", "x")), ("<=", "x", "y")),
+        (("or", ("==", "x", "y"), ("<", "x", "y")), ("<=", "x", "y")),
+        (("or", ("==", "y", "x"), ("<", "x", "y")), ("<=", "x", "y")),
+        (("or", "x", ("or", "y", "z")), ("or", ("or", "x", "y"), "z")),
     ],
 }
 _MAX_REWRITE_DEPTH = 5  # PyPTO's limit on rewriting a rule's result again
@@ -494,8 +625,9 @@ def _match(p, e: Expr, env: dict) -> bool:
             return True
         return seen == e
     op = p[0]
-    if op == "neg":
-        return e.__class__ is UnaryOp and e.op == "-" and _match(p[1], e.operand, env)
+    if op == "neg" or op == "not":
+        return (e.__class__ is UnaryOp and e.op == ("-" if op == "neg" else "not")
+                and _match(p[1], e.operand, env))
     cls = MinMax if op in ("min", "max") else BinOp
     return (e.__class__ is cls and e.op == op and _match(p[1], e.lhs, env)
             and _match(p[2], e.rhs, env))
@@ -508,10 +640,15 @@ def _build(t, env: dict, like: Expr, dtype) -> Expr:
         return env[t]
     if t.__class__ is int:
         return ConstInt(t, dtype, span=like.span)
+    if t.__class__ is bool:
+        return ConstBool(t, span=like.span)
     parts = [_build(x, env, like, dtype) for x in t[1:]]
     if t[0] == "neg":
         x = parts[0]
         return _int(-x.value, x) if x.__class__ is ConstInt else UnaryOp("-", x, span=like.span)
+    if t[0] == "not":
+        x = parts[0]
+        return ConstBool(not x.value, span=like.span) if x.__class__ is ConstBool else UnaryOp("not", x, span=like.span)
     if t[0] in ("min", "max"):
         a, b = parts
         if a.__class__ is ConstInt and b.__class__ is ConstInt:
@@ -521,21 +658,17 @@ def _build(t, env: dict, like: Expr, dtype) -> Expr:
     return fold_constants(e) or _identity(e) or e
 
 
-def _holds(cond: str, env: dict) -> bool:
-    c = env["c1"].value
-    return c != 0 if cond == "c1 != 0" else c < 0
-
-
 def rewrite(e: Expr, dtype=dtypes.INDEX) -> Expr | None:
     """The result of the first of PyPTO's rules for `e`'s operator that matches `e` (an integer
     expression of `dtype` whose operands are already simplified), not yet rewritten again; None when
     none does."""
-    rules = _RULES.get("neg" if e.__class__ is UnaryOp else e.op)
+    rules = _RULES.get(("neg" if e.op == "-" else e.op) if e.__class__ is UnaryOp else e.op)
     if rules is None:
         return None
     for rule in rules:
         env: dict = {}
-        if _match(rule[0], e, env) and (len(rule) == 2 or _holds(rule[2], env)):
+        if _match(rule[0], e, env) and (len(rule) == 2 or rule[2]({k: v.value for k, v in env.items()
+                                                                    if k[0] == "c"})):
             return _build(rule[1], env, e, dtype)
     return None
 
@@ -604,6 +737,10 @@ class _Fold(Mutator):
                 return ConstBool(d, span=e.span)
         if e.op in ("+", "-", "*") and self.ranges.int_expr(e):
             return self.rewritten(e)
+        if e.op in (">", ">="):  # PyPTO writes `a > b` as `b < a`, `a >= b` as `b <= a`, whatever the type
+            return self.mutate(BinOp("<" if e.op == ">" else "<=", e.rhs, e.lhs, span=e.span))
+        if (e.op in ("==", "!=", "<", "<=") and self.ranges.int_expr(e.lhs)) or e.op in ("and", "or"):
+            return self.rewritten(e)
         return e
 
     def mutate_UnaryOp(self, e: UnaryOp) -> Expr:
@@ -613,6 +750,9 @@ class _Fold(Mutator):
         if e.op == "-" and isinstance(x, ConstInt):
             return _int(-x.value, x)
         if e.op == "-" and self.ranges.int_expr(x):
+            return self.rewritten(e)
+        if e.op == "not" and not (isinstance(x, BinOp) and x.op in _NEGATE and not self.ranges.int_expr(x.lhs)):
+            # (`not (a < b)` is `b <= a` for integers only: not for a NaN)
             return self.rewritten(e)
         return e
 

@@ -414,3 +414,45 @@ def test_float_arithmetic_keeps_its_order():
     """, "f: pl.Scalar[pl.FP32], out: pl.Tensor[[16], pl.FP32]")
     prog = parse_program(text, "t.ir", ctx=CTX)
     assert Simplify().run(prog, CTX) == prog
+
+
+CONDITIONS = [  # (written, as PyPTO's Simplify leaves it; None: decided False, the `if` goes)
+    ("i > k", "k < i"),
+    ("i + 4 < 9", "i < 5"),
+    ("3 == k", "k == 3"),
+    ("k >= i + 2", "i + 2 <= k"),
+    ("k - 2 <= 5", "k <= 7"),
+    ("pl.min(k, i) < 3", "k < 3 or i < 3"),
+    ("i // 4 < 2", "i < 8"),
+    ("k * 2 < i * 2", "k < i"),
+    ("not k < m", "m <= k"),
+    ("k < m or m < k", "k != m"),
+    ("k < 4 or k == 4", "k <= 4"),
+    ("k > 2 and k < 3", None),
+    ("not (k == m or k < 2)", "k != m and 2 <= k"),
+    ("10 - k <= 4", "6 <= k"),
+    ("k + m == m + 5", "k == 5"),
+    ("pl.max(k, m) < 6", "k < 6 and m < 6"),
+    ("k >= 1 and (m < 2 and k < m)", "(1 <= k and m < 2) and k < m"),
+]
+
+
+def test_conditions_take_pypto_canonical_order():
+    params = f"k: pl.Scalar[pl.INDEX], m: pl.Scalar[pl.INDEX], {OUT}"
+
+    def ifs(conds):
+        return "\n".join(f"if {c}:\n    pl.tensor.write(out, [{n}], k)" for n, c in enumerate(conds) if c)
+
+    loop = "for i in pl.range(m):\n"
+    assert_simplifies(fn(loop + textwrap.indent(ifs(w for w, _ in CONDITIONS), "    "), params),
+                      fn(loop + textwrap.indent(ifs(c for _, c in CONDITIONS), "    "), params))
+
+
+def test_a_float_comparison_under_not_keeps_its_form():
+    # `not (f < g)` is not `g <= f` when f is a NaN
+    text = fn("""
+        if not f < g:
+            pl.tensor.write(out, [0], f)
+    """, "f: pl.Scalar[pl.FP32], g: pl.Scalar[pl.FP32], out: pl.Tensor[[16], pl.FP32]")
+    prog = parse_program(text, "t.ir", ctx=CTX)
+    assert Simplify().run(prog, CTX) == prog
