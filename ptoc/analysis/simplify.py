@@ -14,6 +14,11 @@ branch knows its condition) and uses it to drop work that can never run. In orde
   identities (`x + 0`, `0 + x`, `x - 0`, `x * 1`, `1 * x` -> x; `x * 0`, `x % 1` -> 0; `x // 1` -> x),
   sums that cancel (`k + 0 - k + 8` -> 8) and range facts (`i // 8` -> 0 and `i % 8` -> i for a loop
   variable of `pl.range(8)`; a comparison whose outcome the ranges decide -> True/False).
+- PyPTO's rewrite rules for integer `+`, `-`, `*`, unary `-` and comparisons and for `not`, `and`, `or`,
+  in PyPTO's order (`_RULES`): constants gathered and moved to the right (`32 + i * 16` -> `i * 16 + 32`,
+  `(i + 3) + 5` -> `i + 8`, `i + 4 < 9` -> `i < 5`), `(i + 1) * 64` -> `i * 64 + 64`, equal terms
+  cancelled, coefficients collected (`i * 4 + i` -> `i * 5`), `a > b` -> `b < a`, so the folded
+  expressions are the ones PyPTO prints.
 - An `if` whose condition the ranges decide keeps only the branch that runs (its `pl.yield_` values
   replace the `if`'s results), or vanishes when that branch is an absent `else`. A `pl.range` loop
   without keyword options that provably runs once becomes its body with the loop variable replaced by
@@ -36,9 +41,11 @@ After::
     with pl.at(level=pl.Level.CORE_GROUP):
         t: pl.Tile[[512, 64], pl.FP32] = pl.load(x, [0, 0], [512, 64])
 
-Deliberate differences from PyPTO: ptoc's rewriting is a small set of rules, not PyPTO's full
-arithmetic simplifier, so an expression that folds only by deeper algebra (reassociation of non-linear
-terms) stays as written; floating-point operands are not folded. Like PyPTO, a `pl.tensor.view(x,
+Deliberate differences from PyPTO: ptoc has PyPTO's rewrite rules for `+`, `-`, `*`, unary `-`,
+comparisons, `not`, `and` and `or` but not its rules for `//`, `%`, min and max (ptoc's range facts fold
+the common cases of those), so an expression only those rules fold stays as written; floating-point
+operands are not folded, and `not (a < b)` on floats stays (PyPTO makes it `b <= a`, which a NaN
+contradicts). Like PyPTO, a `pl.tensor.view(x,
 layout=L)` of a tensor that already has layout L becomes `x`.
 """
 
@@ -167,9 +174,26 @@ class _Ranges:
             return self.int_expr(e.lhs) and self.int_expr(e.rhs)
         if isinstance(e, Abs):
             return self.int_expr(e.operand)
+        if isinstance(e, MinMax):
+            return self.int_expr(e.lhs) and self.int_expr(e.rhs)
         if isinstance(e, UnaryOp):
             return e.op == "-" and self.int_expr(e.operand)
         return False
+
+    def int_dtype(self, e: Expr):
+        """The integer dtype of `e` (an `int_expr`): a constant operand takes the other operand's."""
+        while True:
+            if isinstance(e, ConstInt):
+                return e.dtype
+            if isinstance(e, Var):
+                t = self.types.get(e.name)
+                return t.dtype if isinstance(t, ScalarType) else dtypes.INDEX
+            if isinstance(e, (BinOp, MinMax)):
+                e = e.rhs if isinstance(e.lhs, ConstInt) and not isinstance(e.rhs, ConstInt) else e.lhs
+            elif isinstance(e, (UnaryOp, Abs)):
+                e = e.operand
+            else:
+                return dtypes.INDEX
 
     def default(self, name: str) -> Bound:
         t = self.types.get(name)
@@ -338,6 +362,317 @@ def _identity(e: BinOp) -> Expr | None:
     return None
 
 
+# ------------------------------------------------------------------------------------ PyPTO's rewrite rules
+def _C1_NONZERO(c):  # noqa: N802  (the conditions of rules, named like the constants they test)
+    return c["c1"] != 0
+
+
+def _C1_NEGATIVE(c):  # noqa: N802
+    return c["c1"] < 0
+
+
+def _C1_POSITIVE(c):  # noqa: N802
+    return c["c1"] > 0
+
+
+def _C2_POSITIVE(c):  # noqa: N802
+    return c["c2"] > 0
+
+
+# PyPTO's Simplify rewrites every integer `+`, `-`, `*`, unary `-` and comparison, and every `not`, `and`
+# and `or`, with an ordered list of pattern rules per operator (its arithmetic rewrite simplifier); the
+# first rule that matches gives the result, which is rewritten again (at most 5 levels deep). The same
+# rules, in the same order, make ptoc's folded expressions the ones PyPTO prints: constants reassociated
+# and moved to the right of `+`, `*` and `==` (`32 + i * 16` -> `i * 16 + 32`, `(i + 1) * 64` ->
+# `i * 64 + 64`, `i + 4 < 9` -> `i < 5`), equal terms cancelled, coefficients collected, `a > b` written
+# `b < a`. PyPTO's rules for `//`, `%`, min and max themselves are not here.
+#
+# A pattern is a tuple (operator, operands...): "+", "-", "*", "//", "%", "min", "max", comparisons,
+# "and", "or" take two, "neg" (unary `-`) and "not" one; a name matches any expression ("x", "y", "z";
+# a name seen twice must match equal expressions) or an integer constant only ("c1", "c2"). A result is
+# built the same way (an int is a constant of the expression's type, a bool a boolean) and folds where
+# its operands are constants, as PyPTO builds its results. A third element is a condition on the
+# constants' values.
+_RULES: dict[str, list[tuple]] = {
+    "+": [
+        (("+", ("+", "x", "c1"), "c2"), ("+", "x", ("+", "c1", "c2"))),   # constants together
+        (("+", ("+", "c1", "x"), "c2"), ("+", "x", ("+", "c1", "c2"))),
+        (("+", ("-", "x", "y"), "y"), "x"),                                # cancellation
+        (("+", "x", ("-", "y", "x")), "y"),
+        (("+", ("-", "x", "y"), ("-", "y", "z")), ("-", "x", "z")),
+        (("+", ("-", "x", "y"), ("-", "z", "x")), ("-", "z", "y")),
+        (("+", "x", "x"), ("*", "x", 2)),                                  # coefficients
+        (("+", ("*", "x", "y"), "x"), ("*", ("+", "y", 1), "x")),
+        (("+", "x", ("*", "x", "y")), ("*", ("+", "y", 1), "x")),
+        (("+", ("*", "x", "y"), ("*", "x", "z")), ("*", ("+", "y", "z"), "x")),
+        (("+", ("*", "y", "x"), ("*", "x", "z")), ("*", ("+", "y", "z"), "x")),
+        (("+", ("*", "x", "y"), ("*", "z", "x")), ("*", ("+", "y", "z"), "x")),
+        (("+", ("*", "y", "x"), ("*", "z", "x")), ("*", ("+", "y", "z"), "x")),
+        (("+", ("*", ("//", "x", "y"), "y"), ("%", "x", "y")), "x"),       # x // y * y + x % y
+        (("+", ("%", "x", "y"), ("*", ("//", "x", "y"), "y")), "x"),
+        (("+", ("*", "y", ("//", "x", "y")), ("%", "x", "y")), "x"),
+        (("+", ("%", "x", "y"), ("*", "y", ("//", "x", "y"))), "x"),
+        (("+", ("min", "x", ("-", "y", "z")), "z"), ("min", ("+", "x", "z"), "y")),  # min/max
+        (("+", ("min", ("-", "x", "z"), "y"), "z"), ("min", "x", ("+", "y", "z"))),
+        (("+", "z", ("min", "x", ("-", "y", "z"))), ("min", ("+", "x", "z"), "y")),
+        (("+", ("max", "x", ("-", "y", "z")), "z"), ("max", ("+", "x", "z"), "y")),
+        (("+", ("max", ("-", "x", "z"), "y"), "z"), ("max", "x", ("+", "y", "z"))),
+        (("+", "z", ("max", "x", ("-", "y", "z"))), ("max", ("+", "x", "z"), "y")),
+        (("+", ("max", "x", "y"), ("min", "x", "y")), ("+", "x", "y")),
+        (("+", ("min", "x", "y"), ("max", "x", "y")), ("+", "x", "y")),
+        (("+", ("max", "x", "y"), ("min", "y", "x")), ("+", "x", "y")),
+        (("+", ("min", "x", "y"), ("max", "y", "x")), ("+", "x", "y")),
+        (("+", "c1", "x"), ("+", "x", "c1")),                              # constants to the right
+        (("+", "x", ("-", "c1", "y")), ("+", ("-", "x", "y"), "c1")),
+        (("+", ("-", "c1", "y"), "x"), ("+", ("-", "x", "y"), "c1")),
+        (("+", ("+", "x", "c1"), "y"), ("+", ("+", "x", "y"), "c1")),
+    ],
+    "-": [
+        (("-", "x", "x"), 0),
+        (("-", ("+", "x", "y"), "y"), "x"),                                # cancellation
+        (("-", ("+", "x", "y"), "x"), "y"),
+        (("-", ("+", "y", "x"), "x"), "y"),
+        (("-", "x", ("+", "x", "y")), ("neg", "y")),
+        (("-", "x", ("+", "y", "x")), ("neg", "y")),
+        (("-", ("+", "x", "c1"), "c2"), ("+", "x", ("-", "c1", "c2"))),   # constants together
+        (("-", ("+", "c1", "x"), "c2"), ("+", "x", ("-", "c1", "c2"))),
+        (("-", "c1", ("-", "c2", "x")), ("+", "x", ("-", "c1", "c2"))),
+        (("-", "c1", ("+", "x", "c2")), ("-", ("-", "c1", "c2"), "x")),
+        (("-", "c1", ("+", "c2", "x")), ("-", ("-", "c1", "c2"), "x")),
+        (("-", ("-", "c1", "x"), ("-", "c2", "y")), ("+", ("-", "y", "x"), ("-", "c1", "c2"))),
+        (("-", ("-", "x", "y"), ("-", "x", "z")), ("-", "z", "y")),
+        (("-", ("+", "x", "y"), ("+", "x", "z")), ("-", "y", "z")),
+        (("-", ("+", "y", "x"), ("+", "x", "z")), ("-", "y", "z")),
+        (("-", ("+", "x", "y"), ("+", "z", "x")), ("-", "y", "z")),
+        (("-", ("+", "y", "x"), ("+", "z", "x")), ("-", "y", "z")),
+        (("-", ("*", "x", "y"), "x"), ("*", ("-", "y", 1), "x")),         # coefficients
+        (("-", "x", ("*", "x", "y")), ("*", ("-", 1, "y"), "x")),
+        (("-", ("*", "x", "y"), ("*", "x", "z")), ("*", ("-", "y", "z"), "x")),
+        (("-", ("*", "y", "x"), ("*", "x", "z")), ("*", ("-", "y", "z"), "x")),
+        (("-", ("*", "x", "y"), ("*", "z", "x")), ("*", ("-", "y", "z"), "x")),
+        (("-", ("*", "y", "x"), ("*", "z", "x")), ("*", ("-", "y", "z"), "x")),
+        (("-", "x", ("*", ("//", "x", "c1"), "c1")), ("%", "x", "c1"), _C1_NONZERO),
+        (("-", "x", ("*", "c1", ("//", "x", "c1"))), ("%", "x", "c1"), _C1_NONZERO),
+        (("-", ("*", ("//", "x", "c1"), "c1"), "x"), ("-", 0, ("%", "x", "c1")), _C1_NONZERO),
+        (("-", "x", ("*", ("//", ("+", "x", "y"), "c1"), "c1")), ("-", ("%", ("+", "x", "y"), "c1"), "y"), _C1_NONZERO),
+        (("-", ("*", ("//", ("+", "x", "y"), "c1"), "c1"), "x"), ("-", "y", ("%", ("+", "x", "y"), "c1")), _C1_NONZERO),
+        (("-", "x", ("*", ("//", ("-", "x", "y"), "c1"), "c1")), ("+", ("%", ("-", "x", "y"), "c1"), "y"), _C1_NONZERO),
+        (("-", ("*", ("//", ("-", "x", "y"), "c1"), "c1"), "x"),
+         ("-", ("-", 0, ("%", ("-", "x", "y"), "c1")), "y"), _C1_NONZERO),
+        (("-", ("min", "x", "y"), "x"), ("min", 0, ("-", "y", "x"))),     # min/max
+        (("-", ("min", "x", "y"), "y"), ("min", ("-", "x", "y"), 0)),
+        (("-", ("max", "x", "y"), "x"), ("max", 0, ("-", "y", "x"))),
+        (("-", ("max", "x", "y"), "y"), ("max", ("-", "x", "y"), 0)),
+        (("-", "x", ("min", "x", "y")), ("max", 0, ("-", "x", "y"))),
+        (("-", "x", ("max", "x", "y")), ("min", 0, ("-", "x", "y"))),
+        (("-", ("min", ("+", "x", "y"), "z"), "x"), ("min", "y", ("-", "z", "x"))),
+        (("-", ("min", ("+", "y", "x"), "z"), "x"), ("min", "y", ("-", "z", "x"))),
+        (("-", ("min", "z", ("+", "x", "y")), "x"), ("min", ("-", "z", "x"), "y")),
+        (("-", ("min", "z", ("+", "y", "x")), "x"), ("min", ("-", "z", "x"), "y")),
+        (("-", ("max", ("+", "x", "y"), "z"), "x"), ("max", "y", ("-", "z", "x"))),
+        (("-", ("max", ("+", "y", "x"), "z"), "x"), ("max", "y", ("-", "z", "x"))),
+        (("-", ("max", "z", ("+", "x", "y")), "x"), ("max", ("-", "z", "x"), "y")),
+        (("-", ("max", "z", ("+", "y", "x")), "x"), ("max", ("-", "z", "x"), "y")),
+        (("-", "x", ("min", ("+", "x", "y"), "z")), ("max", ("-", 0, "y"), ("-", "x", "z"))),
+        (("-", "x", ("min", ("+", "y", "x"), "z")), ("max", ("-", 0, "y"), ("-", "x", "z"))),
+        (("-", "x", ("min", "z", ("+", "x", "y"))), ("max", ("-", "x", "z"), ("-", 0, "y"))),
+        (("-", "x", ("min", "z", ("+", "y", "x"))), ("max", ("-", "x", "z"), ("-", 0, "y"))),
+        (("-", "x", ("max", ("+", "x", "y"), "z")), ("min", ("-", 0, "y"), ("-", "x", "z"))),
+        (("-", "x", ("max", ("+", "y", "x"), "z")), ("min", ("-", 0, "y"), ("-", "x", "z"))),
+        (("-", "x", ("max", "z", ("+", "x", "y"))), ("min", ("-", "x", "z"), ("-", 0, "y"))),
+        (("-", "x", ("max", "z", ("+", "y", "x"))), ("min", ("-", "x", "z"), ("-", 0, "y"))),
+        (("-", ("min", "x", "y"), ("min", "y", "x")), 0),
+        (("-", ("max", "x", "y"), ("max", "y", "x")), 0),
+        (("-", "x", ("+", "y", "c1")), ("+", ("-", "x", "y"), ("-", 0, "c1"))),  # constants to the right
+        (("-", ("+", "x", "c1"), "y"), ("+", ("-", "x", "y"), "c1")),
+        (("-", "x", ("-", "y", "z")), ("-", ("+", "x", "z"), "y")),
+    ],
+    "*": [
+        (("*", ("*", "x", "c1"), "c2"), ("*", "x", ("*", "c1", "c2"))),   # constants together
+        (("*", ("*", "c1", "x"), "c2"), ("*", "x", ("*", "c1", "c2"))),
+        (("*", ("min", "x", "y"), ("max", "x", "y")), ("*", "x", "y")),
+        (("*", ("max", "x", "y"), ("min", "x", "y")), ("*", "x", "y")),
+        (("*", "c1", "x"), ("*", "x", "c1")),                              # constants to the right
+        (("*", "x", ("*", "c1", "y")), ("*", ("*", "x", "y"), "c1")),
+        (("*", ("+", "x", "c1"), "c2"), ("+", ("*", "x", "c2"), ("*", "c1", "c2"))),  # distribute
+        (("*", ("-", "x", "y"), "c1"), ("*", ("-", "y", "x"), ("-", 0, "c1")), _C1_NEGATIVE),
+    ],
+    "neg": [
+        (("neg", ("neg", "x")), "x"),
+        (("neg", ("-", "x", "y")), ("-", "y", "x")),
+    ],
+    # comparisons of integers (`>` and `>=` are first written as `<` and `<=` with the sides swapped)
+    "==": [
+        (("==", "x", "x"), True),
+        (("==", ("+", "x", "y"), ("+", "x", "z")), ("==", "y", "z")),
+        (("==", ("+", "y", "x"), ("+", "x", "z")), ("==", "y", "z")),
+        (("==", ("+", "x", "y"), ("+", "z", "x")), ("==", "y", "z")),
+        (("==", ("+", "y", "x"), ("+", "z", "x")), ("==", "y", "z")),
+        (("==", ("-", "x", "c1"), "c2"), ("==", "x", ("+", "c1", "c2"))),
+        (("==", ("+", "x", "c1"), "c2"), ("==", "x", ("-", "c2", "c1"))),
+        (("==", ("-", "c1", "x"), "c2"), ("==", "x", ("-", "c1", "c2"))),
+        (("==", "c1", "x"), ("==", "x", "c1")),
+    ],
+    "!=": [
+        (("!=", "x", "x"), False),
+        (("!=", ("+", "x", "y"), ("+", "x", "z")), ("!=", "y", "z")),
+        (("!=", ("+", "y", "x"), ("+", "x", "z")), ("!=", "y", "z")),
+        (("!=", ("+", "x", "y"), ("+", "z", "x")), ("!=", "y", "z")),
+        (("!=", ("+", "y", "x"), ("+", "z", "x")), ("!=", "y", "z")),
+        (("!=", ("-", "x", "c1"), "c2"), ("!=", "x", ("+", "c1", "c2"))),
+        (("!=", ("+", "x", "c1"), "c2"), ("!=", "x", ("-", "c2", "c1"))),
+        (("!=", "c1", "x"), ("!=", "x", "c1")),
+    ],
+    "<": [
+        (("<", "x", "x"), False),
+        (("<", ("+", "x", "y"), ("+", "x", "z")), ("<", "y", "z")),
+        (("<", ("+", "y", "x"), ("+", "x", "z")), ("<", "y", "z")),
+        (("<", ("+", "x", "y"), ("+", "z", "x")), ("<", "y", "z")),
+        (("<", ("+", "y", "x"), ("+", "z", "x")), ("<", "y", "z")),
+        (("<", ("-", "y", "x"), ("-", "z", "x")), ("<", "y", "z")),
+        (("<", ("-", "x", "y"), ("-", "x", "z")), ("<", "z", "y")),
+        (("<", "x", ("+", "x", "z")), ("<", 0, "z")),
+        (("<", "x", ("+", "z", "x")), ("<", 0, "z")),
+        (("<", "x", ("-", "x", "z")), ("<", "z", 0)),
+        (("<", ("+", "x", "c1"), "c2"), ("<", "x", ("-", "c2", "c1"))),
+        (("<", ("-", "x", "c1"), "c2"), ("<", "x", ("+", "c2", "c1"))),
+        (("<", ("-", "c1", "x"), "c2"), ("<", ("-", "c1", "c2"), "x")),
+        (("<", "c1", ("+", "x", "c2")), ("<", ("-", "c1", "c2"), "x")),
+        (("<", "c1", ("-", "x", "c2")), ("<", ("+", "c1", "c2"), "x")),
+        (("<", ("*", "x", "c1"), ("*", "y", "c1")), ("<", "x", "y"), _C1_POSITIVE),
+        (("<", ("*", "x", "c1"), ("*", "y", "c1")), ("<", "y", "x"), _C1_NEGATIVE),
+        (("<", ("//", "x", "c1"), "c2"), ("<", "x", ("*", "c1", "c2")), _C1_POSITIVE),
+        (("<", "c1", ("//", "x", "c2")), ("<", ("-", ("*", ("+", "c1", 1), "c2"), 1), "x"), _C2_POSITIVE),
+        (("<", ("*", ("//", "x", "c1"), "c1"), "x"), ("<", 0, ("%", "x", "c1")), _C1_POSITIVE),
+        (("<", ("*", ("//", "x", "c1"), "c1"), ("+", "x", "y")), ("<", 0, ("+", ("%", "x", "c1"), "y")), _C1_POSITIVE),
+        (("<", ("*", ("//", "x", "c1"), "c1"), ("-", "x", "y")), ("<", "y", ("%", "x", "c1")), _C1_POSITIVE),
+        (("<", ("min", "x", "y"), "z"), ("or", ("<", "x", "z"), ("<", "y", "z"))),
+        (("<", ("max", "x", "y"), "z"), ("and", ("<", "x", "z"), ("<", "y", "z"))),
+        (("<", "z", ("min", "x", "y")), ("and", ("<", "z", "x"), ("<", "z", "y"))),
+        (("<", "z", ("max", "x", "y")), ("or", ("<", "z", "x"), ("<", "z", "y"))),
+    ],
+    "<=": [
+        (("<=", "x", "x"), True),
+        (("<=", ("+", "x", "y"), ("+", "x", "z")), ("<=", "y", "z")),
+        (("<=", ("+", "y", "x"), ("+", "x", "z")), ("<=", "y", "z")),
+        (("<=", ("+", "x", "y"), ("+", "z", "x")), ("<=", "y", "z")),
+        (("<=", ("+", "y", "x"), ("+", "z", "x")), ("<=", "y", "z")),
+        (("<=", ("-", "y", "x"), ("-", "z", "x")), ("<=", "y", "z")),
+        (("<=", ("-", "x", "y"), ("-", "x", "z")), ("<=", "z", "y")),
+        (("<=", ("+", "x", "c1"), "c2"), ("<=", "x", ("-", "c2", "c1"))),
+        (("<=", ("-", "x", "c1"), "c2"), ("<=", "x", ("+", "c2", "c1"))),
+        (("<=", "c1", ("+", "x", "c2")), ("<=", ("-", "c1", "c2"), "x")),
+        (("<=", "c1", ("-", "x", "c2")), ("<=", ("+", "c1", "c2"), "x")),
+        (("<=", ("-", "c1", "x"), "c2"), ("<=", ("-", "c1", "c2"), "x")),
+        (("<=", ("*", "x", "c1"), ("*", "y", "c1")), ("<=", "x", "y"), _C1_POSITIVE),
+        (("<=", ("*", "x", "c1"), ("*", "y", "c1")), ("<=", "y", "x"), _C1_NEGATIVE),
+    ],
+    # `not`, `and`, `or`
+    "not": [
+        (("not", ("not", "x")), "x"),
+        (("not", ("<", "x", "y")), ("<=", "y", "x")),
+        (("not", ("<=", "x", "y")), ("<", "y", "x")),
+        (("not", ("==", "x", "y")), ("!=", "x", "y")),
+        (("not", ("!=", "x", "y")), ("==", "x", "y")),
+        (("not", ("or", "x", "y")), ("and", ("not", "x"), ("not", "y"))),
+        (("not", ("and", "x", "y")), ("or", ("not", "x"), ("not", "y"))),
+    ],
+    "and": [
+        (("and", "x", "x"), "x"),
+        (("and", "x", ("not", "x")), False),
+        (("and", ("not", "x"), "x"), False),
+        (("and", ("==", "x", "y"), ("!=", "x", "y")), False),
+        (("and", ("!=", "x", "y"), ("==", "x", "y")), False),
+        (("and", ("<=", "x", "y"), ("<", "y", "x")), False),
+        (("and", ("<", "y", "x"), ("<=", "x", "y")), False),
+        (("and", ("<", "x", "c1"), ("<", "c2", "x")), False, lambda c: c["c2"] + 1 >= c["c1"]),
+        (("and", ("<", "c2", "x"), ("<", "x", "c1")), False, lambda c: c["c2"] + 1 >= c["c1"]),
+        (("and", ("<=", "x", "c1"), ("<=", "c2", "x")), False, lambda c: c["c2"] > c["c1"]),
+        (("and", ("<=", "c2", "x"), ("<=", "x", "c1")), False, lambda c: c["c2"] > c["c1"]),
+        (("and", "x", ("and", "y", "z")), ("and", ("and", "x", "y"), "z")),
+    ],
+    "or": [
+        (("or", "x", "x"), "x"),
+        (("or", "x", ("not", "x")), True),
+        (("or", ("not", "x"), "x"), True),
+        (("or", ("==", "x", "y"), ("!=", "x", "y")), True),
+        (("or", ("!=", "x", "y"), ("==", "x", "y")), True),
+        (("or", ("<=", "x", "y"), ("<", "y", "x")), True),
+        (("or", ("<", "y", "x"), ("<=", "x", "y")), True),
+        (("or", ("<", "x", "y"), ("<", "y", "x")), ("!=", "x", "y")),
+        (("or", ("<", "x", "c1"), ("<", "c2", "x")), True, lambda c: c["c2"] < c["c1"]),
+        (("or", ("<", "c2", "x"), ("<", "x", "c1")), True, lambda c: c["c2"] < c["c1"]),
+        (("or", ("<=", "x", "c1"), ("<=", "c2", "x")), True, lambda c: c["c2"] <= c["c1"] + 1),
+        (("or", ("<=", "c2", "x"), ("<=", "x", "c1")), True, lambda c: c["c2"] <= c["c1"] + 1),
+        (("or", ("<", "x", "y"), ("==", "x", "y")), ("<=", "x", "y")),
+        (("or", ("<", "x", "y"), ("==", "y", "x")), ("<=", "x", "y")),
+        (("or", ("==", "x", "y"), ("<", "x", "y")), ("<=", "x", "y")),
+        (("or", ("==", "y", "x"), ("<", "x", "y")), ("<=", "x", "y")),
+        (("or", "x", ("or", "y", "z")), ("or", ("or", "x", "y"), "z")),
+    ],
+}
+_MAX_REWRITE_DEPTH = 5  # PyPTO's limit on rewriting a rule's result again
+
+
+def _match(p, e: Expr, env: dict) -> bool:
+    """`e` matches pattern `p`; the names it binds go into `env`."""
+    if p.__class__ is str:
+        if p[0] == "c" and e.__class__ is not ConstInt:
+            return False
+        seen = env.get(p)
+        if seen is None:
+            env[p] = e
+            return True
+        return seen == e
+    op = p[0]
+    if op == "neg" or op == "not":
+        return (e.__class__ is UnaryOp and e.op == ("-" if op == "neg" else "not")
+                and _match(p[1], e.operand, env))
+    cls = MinMax if op in ("min", "max") else BinOp
+    return (e.__class__ is cls and e.op == op and _match(p[1], e.lhs, env)
+            and _match(p[2], e.rhs, env))
+
+
+def _build(t, env: dict, like: Expr, dtype) -> Expr:
+    """The result `t` with `env`'s expressions put in (an int: a constant of `dtype`, the rewritten
+    expression's); operators whose operands are constants fold."""
+    if t.__class__ is str:
+        return env[t]
+    if t.__class__ is int:
+        return ConstInt(t, dtype, span=like.span)
+    if t.__class__ is bool:
+        return ConstBool(t, span=like.span)
+    parts = [_build(x, env, like, dtype) for x in t[1:]]
+    if t[0] == "neg":
+        x = parts[0]
+        return _int(-x.value, x) if x.__class__ is ConstInt else UnaryOp("-", x, span=like.span)
+    if t[0] == "not":
+        x = parts[0]
+        return ConstBool(not x.value, span=like.span) if x.__class__ is ConstBool else UnaryOp("not", x, span=like.span)
+    if t[0] in ("min", "max"):
+        a, b = parts
+        if a.__class__ is ConstInt and b.__class__ is ConstInt:
+            return _int(min(a.value, b.value) if t[0] == "min" else max(a.value, b.value), a)
+        return a if a == b else MinMax(t[0], a, b, span=like.span)
+    e = BinOp(t[0], parts[0], parts[1], span=like.span)
+    return fold_constants(e) or _identity(e) or e
+
+
+def rewrite(e: Expr, dtype=dtypes.INDEX) -> Expr | None:
+    """The result of the first of PyPTO's rules for `e`'s operator that matches `e` (an integer
+    expression of `dtype` whose operands are already simplified), not yet rewritten again; None when
+    none does."""
+    rules = _RULES.get(("neg" if e.op == "-" else e.op) if e.__class__ is UnaryOp else e.op)
+    if rules is None:
+        return None
+    for rule in rules:
+        env: dict = {}
+        if _match(rule[0], e, env) and (len(rule) == 2 or rule[2]({k: v.value for k, v in env.items()
+                                                                    if k[0] == "c"})):
+            return _build(rule[1], env, e, dtype)
+    return None
+
+
 # Nodes without parts that `_Fold` has no rule for: they stay as they are.
 _UNFOLDED = frozenset({ConstInt, ConstFloat, ConstBool, EnumLit, StrLit, DTypeLit, str, int, float, bool, type(None)})
 
@@ -348,6 +683,7 @@ class _Fold(Mutator):
     def __init__(self, values: dict[str, Expr], ranges: _Ranges):
         self.values = values
         self.ranges = ranges
+        self.depth = 0  # how many rule results deep `rewritten` is
 
     def mutate(self, node):
         """`Mutator.mutate`, with the nodes no rule rewrites (literals) and names answered at once."""
@@ -384,7 +720,7 @@ class _Fold(Mutator):
         if e.op in ("+", "-"):
             lin = _linear(e, self.ranges.is_int)
             if lin is not None and not lin[0]:
-                return _int(lin[1], e.lhs if isinstance(e.lhs, ConstInt) else e.rhs)
+                return ConstInt(lin[1], self.ranges.int_dtype(e), span=e.span)
             if lin is not None and lin[1] == 0 and list(lin[0].values()) == [1]:
                 return Var(next(iter(lin[0])), span=e.span)
         if e.op in ("//", "%") and isinstance(e.rhs, ConstInt) and e.rhs.value > 0:
@@ -399,6 +735,12 @@ class _Fold(Mutator):
             d = self.ranges.decide(e)
             if d is not None:
                 return ConstBool(d, span=e.span)
+        if e.op in ("+", "-", "*") and self.ranges.int_expr(e):
+            return self.rewritten(e)
+        if e.op in (">", ">="):  # PyPTO writes `a > b` as `b < a`, `a >= b` as `b <= a`, whatever the type
+            return self.mutate(BinOp("<" if e.op == ">" else "<=", e.rhs, e.lhs, span=e.span))
+        if (e.op in ("==", "!=", "<", "<=") and self.ranges.int_expr(e.lhs)) or e.op in ("and", "or"):
+            return self.rewritten(e)
         return e
 
     def mutate_UnaryOp(self, e: UnaryOp) -> Expr:
@@ -407,7 +749,24 @@ class _Fold(Mutator):
             return ConstBool(not x.value, span=e.span)
         if e.op == "-" and isinstance(x, ConstInt):
             return _int(-x.value, x)
+        if e.op == "-" and self.ranges.int_expr(x):
+            return self.rewritten(e)
+        if e.op == "not" and not (isinstance(x, BinOp) and x.op in _NEGATE and not self.ranges.int_expr(x.lhs)):
+            # (`not (a < b)` is `b <= a` for integers only: not for a NaN)
+            return self.rewritten(e)
         return e
+
+    def rewritten(self, e: Expr) -> Expr:
+        """`e` after the first of PyPTO's rules that matches it, the result simplified again (as PyPTO
+        does, at most `_MAX_REWRITE_DEPTH` results deep)."""
+        r = rewrite(e, self.ranges.int_dtype(e))
+        if r is None or self.depth >= _MAX_REWRITE_DEPTH:
+            return e if r is None else r
+        self.depth += 1
+        try:
+            return self.mutate(r)
+        finally:
+            self.depth -= 1
 
     def mutate_MinMax(self, e: MinMax) -> Expr:
         if isinstance(e.lhs, ConstInt) and isinstance(e.rhs, ConstInt):

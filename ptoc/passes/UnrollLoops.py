@@ -4,11 +4,11 @@
 iteration, in iteration order, each with the loop variable replaced by that iteration's value (an
 INDEX constant). A loop without iterations disappears. Nested `pl.unroll` loops expand too (inner copies
 inside each outer copy); other loop kinds are left alone. The pass runs first among ptoc's passes, on
-the program as written: a name the body shares with the code around the loop (`x = pl.add(x, 1.0)`)
-is reassigned by each copy and ConvertToSSA later gives every copy's value its own name; a name bound
-only inside the body gets a fresh name in each copy after the first (`r0`, `r0_1`, ...), so a program
-already in single assignment stays in it, unless the name is read after the loop: then every copy
-assigns it, and the read after the loop sees the last copy's value (ConvertToSSA names the copies apart).
+the program as written, and every copy keeps the names the body binds, as PyPTO's pass does: a
+name the body assigns (`x = pl.add(x, 1.0)`, or a name bound only inside the body) is assigned
+again by each copy, a read after the loop sees the last copy's value, and ConvertToSSA (which always
+runs after this pass) gives every copy's value its own name. The output of a program written in
+single assignment is therefore not in it until ConvertToSSA (`invalidates`).
 
 Before::
 
@@ -33,32 +33,25 @@ CtrlFlowTransform then reports it (PTOC-E0291), as it did before this pass exist
 from __future__ import annotations
 
 import dataclasses
-from collections import Counter
 
 from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir import dtypes
-from ptoc.ir.names import fresh_name
 from ptoc.ir.nodes import (
-    AssignStmt,
     BreakStmt,
     ConstInt,
     ContinueStmt,
     Expr,
     ForStmt,
-    Function,
     IfStmt,
     PassStmt,
     Program,
     ScopeStmt,
     Stmt,
     UnaryOp,
-    Var,
-    WhileStmt,
-    YieldStmt,
 )
 from ptoc.ir.substitute import substitute
-from ptoc.ir.visitor import Mutator, rebuild_bodies, walk
+from ptoc.ir.visitor import rebuild_bodies
 from ptoc.passes.manager import Pass
 
 MAX_UNROLL = 1024
@@ -107,60 +100,17 @@ def iterations(s: ForStmt) -> list[int]:
     return list(values)
 
 
-def _definitions(node) -> Counter[str]:
-    """How often each name is bound under `node` (assignments, yields, loop variables, iter_args)."""
-    count: Counter[str] = Counter()
-    for n in (x for root in (node if isinstance(node, tuple) else (node,)) for x in walk(root)):
-        if isinstance(n, AssignStmt):
-            count[n.target.name] += 1
-        elif isinstance(n, YieldStmt):
-            count.update(t.name for t in n.targets)
-        elif isinstance(n, ForStmt):
-            count.update([n.var.name, *(a.name for a in n.iter_args)])
-        elif isinstance(n, WhileStmt):
-            count.update(a.name for a in n.iter_args)
-        elif isinstance(n, ScopeStmt) and n.var is not None:
-            count[n.var.name] += 1
-    return count
-
-
-class _Rename(Mutator):
-    def __init__(self, mapping: dict[str, str]):
-        self.mapping = mapping
-
-    def pre_Var(self, v: Var):
-        new = self.mapping.get(v.name)
-        return v if new is None else dataclasses.replace(v, name=new)
-
-
 class _Unroller:
-    """One function's unrolling. Names bound only inside an unrolled body are local to each copy: the
-    copies after the first get fresh names for them (`r0`, `r0_1`, ...), so a program in single
-    assignment stays so. A name the body assigns that is also bound outside it (a program as written,
-    `x = pl.add(x, 1.0)`) keeps its name in every copy: each copy updates it, as the loop did."""
+    """One function's unrolling. Every copy keeps the names the body binds, as PyPTO's pass does (it
+    clones the body keeping its variables): the copies assign the same names one after another and
+    ConvertToSSA, which always runs after this pass, names each copy's values apart. A read after the
+    loop sees the last copy's value, as it saw the last iteration's."""
 
-    def __init__(self, f: Function):
-        self.defs = _definitions(f)
-        self.defs.update(p.name for p in f.params)
-        self.occurrences = Counter(n.name for n in walk(f) if n.__class__ is Var)
-        self.taken = set(self.occurrences) | {p.name for p in f.params}
-
-    def expand(self, loop: ForStmt, original: ForStmt) -> list[Stmt]:
-        """`loop` (its inner unroll loops already expanded) as copies; `original` as it was in the
-        function, whose bindings decide which names are local to it."""
-        inner = _definitions(original.body)
-        # bound only inside the loop as written, or made by expanding an unroll loop nested in it
-        local = sorted(n for n in _definitions(loop.body) if n not in self.defs or self.defs[n] == inner[n])
-        # a local name read after the loop keeps its name in every copy: the read after it sees the last
-        # copy's value (ConvertToSSA then names each copy's value apart), as the loop as written meant
-        inside = Counter(n.name for n in walk(original) if n.__class__ is Var)
-        local = [n for n in local if self.occurrences[n] <= inside[n]]
+    def expand(self, loop: ForStmt) -> list[Stmt]:
+        """`loop` (its inner unroll loops already expanded) as copies."""
         out: list[Stmt] = []
-        for k, i in enumerate(iterations(loop)):
-            body = substitute(loop.body, {loop.var.name: ConstInt(i, dtypes.INDEX, span=loop.var.span)})
-            if k and local:
-                body = _Rename({n: fresh_name(n, self.taken) for n in local}).mutate(body)
-            out.extend(body)
+        for i in iterations(loop):
+            out.extend(substitute(loop.body, {loop.var.name: ConstInt(i, dtypes.INDEX, span=loop.var.span)}))
         return out
 
     def block(self, body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
@@ -169,7 +119,7 @@ class _Unroller:
         for s in body:
             new = rebuild_bodies(s, self.block)
             if isinstance(new, ForStmt) and new.kind == "unroll" and not _own_exit(new.body):
-                out.extend(self.expand(new, s))
+                out.extend(self.expand(new))
                 changed = True
                 continue
             changed |= new is not s
@@ -184,6 +134,7 @@ class UnrollLoops(Pass):
     stage = "ssa"
     summary = "expand pl.unroll loops with constant bounds into one body copy per iteration"
     accepts_non_ssa = True
+    invalidates = frozenset({"ssa"})  # the copies assign the same names (until ConvertToSSA)
 
     def applies(self, program: Program, ctx: CompileContext) -> bool:
         return any("unroll" in self.index(f).for_kinds() for f in program.functions)
@@ -194,7 +145,7 @@ class UnrollLoops(Pass):
             if "unroll" not in self.index(f).for_kinds():  # no unroll loop: the function stays as it is
                 funcs.append(f)
                 continue
-            body = _Unroller(f).block(f.body)
+            body = _Unroller().block(f.body)
             funcs.append(f if body is f.body else dataclasses.replace(f, body=body))
         if all(a is b for a, b in zip(funcs, program.functions)):
             return program

@@ -92,6 +92,9 @@ class Pass:
     # Every pass needs the `ssa` property (each name assigned once) unless it sets this (CtrlFlowTransform,
     # ConvertToSSA: they run on the program as written).
     accepts_non_ssa: bool = False
+    # Properties the pass's output may no longer have when it changed the program (UnrollLoops: the
+    # copies of a loop body assign the same names, as PyPTO's do, until ConvertToSSA names them apart).
+    invalidates: frozenset[str] = frozenset()
     # The pipeline run's verifier cache (`ptoc.ir.verifier.VerifyCache`), set by `run_pipeline`; None
     # when the pass runs on its own. Passes hand it to `function_types` (see `types`).
     cache = None
@@ -461,6 +464,7 @@ def _run_passes(program: Program, ctx: CompileContext, passes: list[type[Pass]],
         for ins in instruments:
             ins.before_pass(i, p, program)
         t0 = time.perf_counter()
+        before = program
         try:
             if p.applies(program, ctx):
                 program = p.run(program, ctx)
@@ -470,6 +474,8 @@ def _run_passes(program: Program, ctx: CompileContext, passes: list[type[Pass]],
             raise InternalError(f"pass {p.name} recursed too deeply") from e
         seconds = time.perf_counter() - t0
         have |= p.produces
+        if program is not before:
+            have -= p.invalidates
         if verify and each:
             check_invariants(program, ctx, p, cache, ssa="ssa" in have)
         elif verify:

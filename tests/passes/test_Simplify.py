@@ -345,3 +345,114 @@ def test_min_and_max_narrow_ranges_even_with_an_unbounded_side():
             d: pl.Scalar[pl.INDEX] = 0
             pl.tensor.write(out, [a + b], c + d)
     """, params))  # n is an INDEX (0 or more) without an upper bound: max(n, 5) // 8 is unknown
+
+
+# ------------------------------------------------------------------ PyPTO's canonical order
+# PyPTO's Simplify rewrites integer `+`, `-`, `*` and unary `-` by an ordered list of rules: constants
+# gathered and written to the right of `+` and `*`, `(x + c1) * c2` distributed, equal terms cancelled,
+# coefficients collected. The expected forms are what PyPTO's Simplify prints for the same program.
+CANON = [  # (written, as PyPTO's Simplify leaves it)
+    ("32 + i * 16", "i * 16 + 32"),
+    ("16 * i", "i * 16"),
+    ("(i + 1) * 64", "i * 64 + 64"),
+    ("(i + 3) + 5", "i + 8"),
+    ("(i + 4) - k", "(i - k) + 4"),
+    ("i - (k + 4)", "(i - k) + -4"),
+    ("i + i", "i * 2"),
+    ("i * 4 + i", "i * 5"),
+    ("10 - (i + 4)", "6 - i"),
+    ("-(i - k)", "k - i"),
+    ("(i - k) * -2", "(k - i) * 2"),
+    ("k + (3 - i)", "(k - i) + 3"),
+    ("(k + 2) + i", "(k + i) + 2"),
+    ("i * k + k * 3", "(i + 3) * k"),
+    ("i - (k - 5)", "(i - k) + 5"),
+    ("2 * (3 * i)", "i * 6"),
+    ("(i + k) - i", "k"),
+]
+
+
+def test_integer_arithmetic_takes_pypto_canonical_order():
+    params = f"k: pl.Scalar[pl.INDEX], {OUT}"
+    before = "\n".join(f"pl.tensor.write(out, [{n}], {w})" for n, (w, _) in enumerate(CANON))
+    after = "\n".join(f"pl.tensor.write(out, [{n}], {c})" for n, (_, c) in enumerate(CANON))
+    assert_simplifies(fn("for i in pl.range(16):\n" + textwrap.indent(before, "    "), params),
+                      fn("for i in pl.range(16):\n" + textwrap.indent(after, "    "), params))
+
+
+def test_canonical_order_keeps_the_values():
+    from ptoc.reference.interp import run_function
+
+    params = f"i: pl.Scalar[pl.INDEX], k: pl.Scalar[pl.INDEX], {OUT}"
+    body = "\n".join(f"pl.tensor.write(out, [{n}], {w})" for n, (w, _) in enumerate(CANON[:16]))
+    before = run_pipeline(parse_program(fn(body, params), "k.ir", ctx=CTX), CTX, passes=[ConvertToSSA])
+    after = run_pipeline(before, CTX, passes=[Simplify])
+    assert "i * 16 + 32" in print_program(after) and "32 + i * 16" in print_program(before)
+    i, k = 3, 7
+    want = [eval(w, {"i": i, "k": k}) for w, _ in CANON[:16]]  # Python's own arithmetic
+    for prog in (before, after):
+        got = np.asarray(run_function(prog, "main", {"i": i, "k": k, "out": np.zeros(16, np.int64)})["out"])
+        assert got.tolist() == want
+
+
+def test_constants_a_rule_makes_take_the_expressions_integer_type():
+    params = "k: pl.Scalar[pl.INT32], out: pl.Tensor[[16], pl.INT32]"
+    assert_simplifies(fn("""
+        pl.tensor.write(out, [0], k + k)
+        pl.tensor.write(out, [1], k - k)
+    """, params), fn("""
+        pl.tensor.write(out, [0], k * pl.const(2, pl.INT32))
+        pl.tensor.write(out, [1], pl.const(0, pl.INT32))
+    """, params))
+
+
+def test_float_arithmetic_keeps_its_order():
+    # PyPTO applies its rewrite rules to integer expressions only
+    text = fn("""
+        pl.tensor.write(out, [0], 1.0 + f * 2.0)
+        pl.tensor.write(out, [1], 3.0 * f)
+    """, "f: pl.Scalar[pl.FP32], out: pl.Tensor[[16], pl.FP32]")
+    prog = parse_program(text, "t.ir", ctx=CTX)
+    assert Simplify().run(prog, CTX) == prog
+
+
+CONDITIONS = [  # (written, as PyPTO's Simplify leaves it; None: decided False, the `if` goes)
+    ("i > k", "k < i"),
+    ("i + 4 < 9", "i < 5"),
+    ("3 == k", "k == 3"),
+    ("k >= i + 2", "i + 2 <= k"),
+    ("k - 2 <= 5", "k <= 7"),
+    ("pl.min(k, i) < 3", "k < 3 or i < 3"),
+    ("i // 4 < 2", "i < 8"),
+    ("k * 2 < i * 2", "k < i"),
+    ("not k < m", "m <= k"),
+    ("k < m or m < k", "k != m"),
+    ("k < 4 or k == 4", "k <= 4"),
+    ("k > 2 and k < 3", None),
+    ("not (k == m or k < 2)", "k != m and 2 <= k"),
+    ("10 - k <= 4", "6 <= k"),
+    ("k + m == m + 5", "k == 5"),
+    ("pl.max(k, m) < 6", "k < 6 and m < 6"),
+    ("k >= 1 and (m < 2 and k < m)", "(1 <= k and m < 2) and k < m"),
+]
+
+
+def test_conditions_take_pypto_canonical_order():
+    params = f"k: pl.Scalar[pl.INDEX], m: pl.Scalar[pl.INDEX], {OUT}"
+
+    def ifs(conds):
+        return "\n".join(f"if {c}:\n    pl.tensor.write(out, [{n}], k)" for n, c in enumerate(conds) if c)
+
+    loop = "for i in pl.range(m):\n"
+    assert_simplifies(fn(loop + textwrap.indent(ifs(w for w, _ in CONDITIONS), "    "), params),
+                      fn(loop + textwrap.indent(ifs(c for _, c in CONDITIONS), "    "), params))
+
+
+def test_a_float_comparison_under_not_keeps_its_form():
+    # `not (f < g)` is not `g <= f` when f is a NaN
+    text = fn("""
+        if not f < g:
+            pl.tensor.write(out, [0], f)
+    """, "f: pl.Scalar[pl.FP32], g: pl.Scalar[pl.FP32], out: pl.Tensor[[16], pl.FP32]")
+    prog = parse_program(text, "t.ir", ctx=CTX)
+    assert Simplify().run(prog, CTX) == prog

@@ -176,8 +176,9 @@ def test_the_unrolled_program_computes_what_the_loop_computes():
     np.testing.assert_allclose(got, want, rtol=1e-6)
 
 
-def test_names_local_to_the_body_get_a_fresh_name_in_each_later_copy():
-    # r0 is bound only inside the loop: the program is in single assignment and stays so
+def test_names_bound_in_the_body_keep_their_name_in_every_copy():
+    # PyPTO clones the body keeping its variables: r0 is assigned by each copy in turn (the program is
+    # not in single assignment again until ConvertToSSA)
     assert_unrolls(fn("""
         for i in pl.unroll(3):
             r0: pl.Scalar[pl.INDEX] = i * 16
@@ -186,24 +187,51 @@ def test_names_local_to_the_body_get_a_fresh_name_in_each_later_copy():
     """), fn("""
         r0: pl.Scalar[pl.INDEX] = 0 * 16
         pl.tensor.write(x, [r0], 1.0)
-        r0_1: pl.Scalar[pl.INDEX] = 1 * 16
-        pl.tensor.write(x, [r0_1], 1.0)
-        r0_2: pl.Scalar[pl.INDEX] = 2 * 16
-        pl.tensor.write(x, [r0_2], 1.0)
+        r0: pl.Scalar[pl.INDEX] = 1 * 16
+        pl.tensor.write(x, [r0], 1.0)
+        r0: pl.Scalar[pl.INDEX] = 2 * 16
+        pl.tensor.write(x, [r0], 1.0)
         return x
     """))
+
+
+def test_convert_to_ssa_names_the_copies_apart():
     from ptoc.passes.ConvertToSSA import ssa_violations
 
-    assert ssa_violations(unroll(fn("""
-        for i in pl.unroll(3):
+    text = fn("""
+        for i in pl.unroll(2):
             r0: pl.Scalar[pl.INDEX] = i * 16
-            pl.tensor.write(x, [r0], 1.0)
+            t = pl.tensor.read(x, [r0])
+            pl.tensor.write(x, [r0 + 32], t)
         return x
-    """))) == []
+    """)
+    prog = parse_program(text, "k.ir", ctx=CTX)
+    assert ssa_violations(prog) == []
+    assert ssa_violations(UnrollLoops().run(prog, CTX)) != []
+    low = run_pipeline(prog, CTX, passes=[UnrollLoops, ConvertToSSA])
+    assert ssa_violations(low) == []
+    # four distinct names for the two copies' r0 and t, each assigned once
+    names = [s.target.name for s in low.functions[0].body if hasattr(s, "target")]
+    assert len(names) == 4 and len(set(names)) == 4
 
 
-def test_nested_unrolls_with_local_names_stay_in_single_assignment_and_compute_the_same():
+def test_the_whole_pipeline_takes_a_program_written_in_single_assignment_with_an_unroll_loop():
+    # the input has the `ssa` property, which UnrollLoops' copies lose: the checks after it must not
+    # ask for single assignment, and ConvertToSSA must run (not be skipped as already satisfied)
+    text = fn("""
+        for i in pl.unroll(2):
+            r0: pl.Scalar[pl.INDEX] = i * 16
+            t = pl.tensor.read(x, [r0])
+            pl.tensor.write(x, [r0 + 32], t)
+        return x
+    """)
     from ptoc.passes.ConvertToSSA import ssa_violations
+
+    low = run_pipeline(parse_program(text, "k.ir", ctx=CTX), CTX, stop_after="Simplify")
+    assert ssa_violations(low) == []
+
+
+def test_nested_unrolls_with_names_bound_in_the_body_compute_the_same():
     from ptoc.reference.interp import run_function
 
     text = fn("""
@@ -215,13 +243,12 @@ def test_nested_unrolls_with_local_names_stay_in_single_assignment_and_compute_t
         return x
     """)
     prog = parse_program(text, "k.ir", ctx=CTX)
-    assert ssa_violations(prog) == []
     out = UnrollLoops().run(prog, CTX)
-    assert ssa_violations(out) == []
     printed = print_program(out)
     assert printed.count("pl.tensor.write(") == 6 and "unroll" not in printed
+    low = run_pipeline(prog, CTX, passes=[UnrollLoops, ConvertToSSA])
     x = np.arange(64, dtype=np.float32)
-    got = np.asarray(run_function(out, "main", {"x": x.copy(), "n": 0})["return[0]"])
+    got = np.asarray(run_function(low, "main", {"x": x.copy(), "n": 0})["return[0]"])
     want = x.copy()
     want[32:38] = x[0:6] * 2  # k = 3a + b runs over 0..5
     np.testing.assert_array_equal(got, want)

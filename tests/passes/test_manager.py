@@ -104,6 +104,31 @@ def test_pass_breaking_ssa_is_an_internal_error_naming_it():
         run_pipeline(prog, CompileContext(), passes=[_BreaksSSA])
 
 
+class _DeclaresBreakingSSA(_BreaksSSA):
+    name = "DeclaresBreakingSSA"
+    accepts_non_ssa = True
+    invalidates = frozenset({"ssa"})
+
+
+class _NeedsSSA(Pass):
+    name = "NeedsSSA"
+    stage = "tile"
+    summary = "test-only: needs single assignment, changes nothing"
+
+    def run(self, program, ctx):
+        return program
+
+
+def test_a_pass_that_declares_it_breaks_ssa_is_checked_without_it_and_conversion_must_follow():
+    from ptoc.passes.ConvertToSSA import ConvertToSSA, ssa_violations
+
+    prog = parse_program(TENSOR_KERNEL, "k.ir")
+    out = run_pipeline(prog, CompileContext(), passes=[_DeclaresBreakingSSA, ConvertToSSA, _NeedsSSA])
+    assert ssa_violations(out) == [] and len(out.functions[0].body) == len(prog.functions[0].body) + 1
+    with pytest.raises(InternalError, match=r"NeedsSSA requires \['ssa'\]"):
+        run_pipeline(prog, CompileContext(), passes=[_DeclaresBreakingSSA, _NeedsSSA])
+
+
 def test_pass_claiming_a_property_it_does_not_produce_is_caught():
     prog = parse_program(TENSOR_KERNEL, "k.ir")
     with pytest.raises(InternalError, match="ClaimsTooMuch.*tile_ops"):
