@@ -673,6 +673,31 @@ class _Rebind(Mutator):
             out.append(s)
         return tuple(out)
 
+    def mutate(self, node):
+        # `Mutator.mutate` with the nodes most statements are made of done here directly (names, constants,
+        # calls and their argument tuples); the rest goes to the generic traversal
+        cls = node.__class__
+        if cls is Var:
+            new = self.remap.get(node.name)
+            return replace(node, name=new) if new is not None else node
+        if cls in _NAMELESS:
+            return node
+        if cls is Call:
+            args = self._items(node.args)
+            kwargs = node.kwargs
+            if kwargs:
+                kwargs = tuple([kv if (v := self.mutate(kv[1])) is kv[1] else (kv[0], v) for kv in kwargs])
+                if all(a is b for a, b in zip(kwargs, node.kwargs)):
+                    kwargs = node.kwargs
+            if args is not node.args or kwargs is not node.kwargs:
+                node = replace(node, args=args, kwargs=kwargs)
+            return self.mutate_Call(node)
+        return super().mutate(node)
+
+    def _items(self, items: tuple) -> tuple:
+        new = tuple([self.mutate(x) for x in items])
+        return items if all(a is b for a, b in zip(new, items)) else new
+
     def pre_Var(self, v: Var):
         new = self.remap.get(v.name)
         return replace(v, name=new) if new is not None else v
