@@ -121,7 +121,7 @@ def stage_times(text: str) -> dict[str, float]:
     indexes it is the first to ask for (later passes get them from the pipeline's cache); "pipeline
     checks" is the rest of the pipeline: its input properties, the checks at the end, skipped passes."""
     from ptoc import __version__
-    from ptoc.codegen.global_tensor import emit_header
+    from ptoc.codegen.global_tensor import emit_header, kernel_types
     from ptoc.codegen.manifest import emit_manifest, has_orchestration
     from ptoc.codegen.pto import emit_module
     from ptoc.context import CompileContext
@@ -144,10 +144,13 @@ def stage_times(text: str) -> dict[str, float]:
         t3 = time.process_time()
         emit_module(low.program, ctx, types=types)
         t4 = time.process_time()
-        emit_header(low.program, ctx, "bench.ir", __version__, types)
+        # as `compile_program`: the kernels' GlobalTensor types are worked out once, for the header, and
+        # `ptoc compile` hands them on to the manifest
+        kernels = kernel_types(low.program, ctx, types)
+        emit_header(low.program, ctx, "bench.ir", __version__, kernels=kernels)
         t5 = time.process_time()
     if has_orchestration(low.program, low.verified):
-        emit_manifest(low.program, ctx, "bench.ir", low.verified)
+        emit_manifest(low.program, ctx, "bench.ir", low.verified, kernels)
     t6 = time.process_time()
     out = {"frontend": t1 - t0}
     out.update(sorted(acc.items(), key=lambda kv: -kv[1]))

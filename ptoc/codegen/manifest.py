@@ -193,4 +193,62 @@ def _manifest(program: Program, ctx, source_name: str, cache, known=None) -> str
                           for f in program.functions
                           if f.func_type not in KERNEL_TYPES and (calls := _calls(f, names, launches, groups, cache))],
     }
-    return json.dumps(doc, indent=2, sort_keys=True) + "\n"
+    return json_text(doc) + "\n"
+
+
+_STR = json.encoder.encode_basestring_ascii
+
+
+def json_text(doc) -> str:
+    """`json.dumps(doc, indent=2, sort_keys=True)` for a document of dicts with string keys, lists,
+    strings, integers, booleans and None: the same text, with the standard library's C string encoder
+    and none of its pure-Python indenting encoder. Anything else goes to `json.dumps` itself."""
+    out: list[str] = []
+    try:
+        _json_value(doc, "\n", out)
+    except TypeError:
+        return json.dumps(doc, indent=2, sort_keys=True)
+    return "".join(out)
+
+
+def _json_value(o, nl: str, out: list[str]) -> None:
+    """Append the indented JSON text of `o` to `out`; `nl`: a line end and the indent of `o`'s line."""
+    cls = o.__class__
+    if cls is str:
+        out.append(_STR(o))
+    elif o is None:
+        out.append("null")
+    elif o is True:
+        out.append("true")
+    elif o is False:
+        out.append("false")
+    elif cls is int:
+        out.append(int.__repr__(o))
+    elif cls is dict:
+        if not o:
+            out.append("{}")
+            return
+        inner = nl + "  "
+        sep = "{" + inner
+        for k in sorted(o):
+            if k.__class__ is not str:
+                raise TypeError(k)
+            out.append(sep)
+            out.append(_STR(k))
+            out.append(": ")
+            _json_value(o[k], inner, out)
+            sep = "," + inner
+        out.append(nl + "}")
+    elif cls is list or cls is tuple:
+        if not o:
+            out.append("[]")
+            return
+        inner = nl + "  "
+        sep = "[" + inner
+        for x in o:
+            out.append(sep)
+            _json_value(x, inner, out)
+            sep = "," + inner
+        out.append(nl + "]")
+    else:
+        raise TypeError(o)  # floats and the rest: the standard library's spelling

@@ -109,7 +109,7 @@ from ptoc.codegen.cross_core import POP_OPS, CrossCoreEmitter, cross_core_op
 def dynamic_dims(program: Program, fn: Function, defined: set[str] | None = None) -> list[str]:
     """The dynamic dimension symbols of kernel `fn`, in the order of its trailing `index` arguments:
     first seen in the parameter types, then in the body. `defined`: names the body binds itself."""
-    from ptoc.ir.verifier import function_types, iter_type_exprs
+    from ptoc.ir.verifier import _KEPT, NodeIndex, function_types, iter_type_exprs
     from ptoc.ir.visitor import walk
 
     if defined is None:
@@ -130,6 +130,13 @@ def dynamic_dims(program: Program, fn: Function, defined: set[str] | None = None
     open_dims = declared - defined - params  # what the body may read without binding it
     if not open_dims:
         return seen
+    kept = program.__dict__.get(_KEPT)
+    if kept is not None:
+        # the pipeline's node index of `fn` (no walk): when no name it lists is an open dimension not
+        # seen yet, the body adds none
+        open_dims = open_dims.difference(seen)
+        if not open_dims.intersection([v.name for v in NodeIndex.get(fn, kept).of(Var)]):
+            return seen
     for s in fn.body:
         for node in walk(s):
             if isinstance(node, Var) and node.name in open_dims and node.name not in seen:

@@ -119,7 +119,6 @@ def translate(text: str, file: str) -> tuple[SN, ...] | None:
 # `_parse_by_method` parses the text one method at a time, each with its true line numbers and columns,
 # and `_Reader.block` drops each method's tree once it has read it: the peak is one method's tree.
 _CLASS_LINE = re.compile(r"class \w+\s*:\s*(#.*)?$")
-_OPEN = dict.fromkeys("([{", 1) | dict.fromkeys(")]}", -1)
 
 
 def _parse_by_method(text: str, ascii_only: bool):
@@ -138,7 +137,7 @@ def _parse_by_method(text: str, ascii_only: bool):
     after_decorator = False
     for i in range(top + 1, len(lines)):
         line = lines[i]
-        code = _STRINGS_AND_COMMENTS.sub("", line)
+        code = _STRINGS_AND_COMMENTS.sub("", line) if "#" in line or '"' in line or "'" in line else line
         if depth == 0 and code.strip():
             if not line.startswith("    ") or line.startswith("     "):
                 if not line.startswith("    "):
@@ -148,10 +147,10 @@ def _parse_by_method(text: str, ascii_only: bool):
                 if not after_decorator:
                     starts.append(i)
                 after_decorator = decorator
-        for ch in code:
-            d = _OPEN.get(ch)
-            if d is not None:
-                depth += d
+        if "(" in code or ")" in code or "[" in code or "]" in code or "{" in code or "}" in code:
+            # the depth is checked at the end of each line only: the counts do what a walk would
+            depth += (code.count("(") + code.count("[") + code.count("{")
+                      - code.count(")") - code.count("]") - code.count("}"))
         if depth < 0:
             return None
     if depth != 0 or len(starts) < 2:

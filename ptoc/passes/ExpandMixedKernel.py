@@ -170,7 +170,7 @@ class ExpandMixedKernel(Pass):
         out: list[Function] = []
         changed = False
         split_names: dict[str, tuple[str, str]] = {}  # split kernel -> (aic, aiv)
-        called: dict[int, frozenset[str]] | None = None  # id(function) -> the functions it calls, found once
+        callers_of: dict[str, list[Function]] | None = None  # function -> its callers in program order, found once
         for f in program.functions:
             if f.func_type != "InCore":
                 out.append(f)
@@ -178,9 +178,12 @@ class ExpandMixedKernel(Pass):
             splitter = _Splitter(f, types.get(f.name, {}), arch)
             split = splitter.run()
             if split is not None:
-                if called is None:
-                    called = {id(g): _callees(g, self.index(g).of(Call)) for g in program.functions}
-                callers = [g for g in program.functions if g.name != f.name and f.name in called[id(g)]]
+                if callers_of is None:
+                    callers_of = {}
+                    for g in program.functions:
+                        for name in _callees(g, self.index(g).of(Call)):
+                            callers_of.setdefault(name, []).append(g)
+                callers = [g for g in callers_of.get(f.name, ()) if g.name != f.name]
                 if callers and all(g.func_type == "Group" for g in callers):
                     split = split[:2]  # its Groups launch the pair themselves
                     split_names[f.name] = (split[0].name, split[1].name)
@@ -711,6 +714,7 @@ def _free_pops(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
         elif isinstance(s, IfStmt):
             s = replace(s, then_body=_free_pops(s.then_body), else_body=_free_pops(s.else_body))
         out.append(s)
+    uses: dict[int, set[str]] = {}  # id(statement of `out`) -> its `_uses`, worked out once
     for i in range(len(out) - 1, -1, -1):
         s = out[i]
         if not (isinstance(s, AssignStmt) and _is(s.value, "tile.tpop_from_aic", "tile.tpop_from_aiv")):
@@ -721,7 +725,10 @@ def _free_pops(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
         for j in range(i + 1, len(out)):
             if isinstance(out[j], (YieldStmt, ReturnStmt)):
                 break
-            if name in _uses(out[j]):
+            u = uses.get(id(out[j]))
+            if u is None:
+                u = uses[id(out[j])] = _uses(out[j])
+            if name in u:
                 last = j
         out.insert(last + 1, EvalStmt(Call(free, (Var(name),)), span=s.span))
     return tuple(out)
@@ -736,13 +743,16 @@ def _pure(s: AssignStmt) -> bool:
 
 def _dce(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
     """Remove assignments (and loops) whose results nothing reads, until nothing changes."""
+    known: dict[int, tuple[Stmt, set[str]]] = {}  # id(statement) -> (it, what it reads): a statement the
+    # last round kept is not walked again (the entry holds it, so its id names no other statement)
     while True:
         used: set[str] = set()
         for s in walk_stmts(body):
-            if isinstance(s, (ForStmt, IfStmt, WhileStmt, ScopeStmt)):
-                used |= _head_uses(s)
-            else:
-                used |= _uses(s)
+            hit = known.get(id(s))
+            if hit is None or hit[0] is not s:
+                hit = known[id(s)] = (s, _head_uses(s) if isinstance(s, (ForStmt, IfStmt, WhileStmt, ScopeStmt))
+                                      else _uses(s))
+            used |= hit[1]
         new = _dce_block(body, used)
         if new == body:
             return body
@@ -792,11 +802,20 @@ def _dce_block(body: tuple[Stmt, ...], used: set[str]) -> tuple[Stmt, ...]:
                 results = inner[-1].targets if inner and isinstance(inner[-1], YieldStmt) else ()
                 if not any(r.name in used for r in results):
                     continue
-            s = replace(s, body=inner)
+            if not _same(inner, s.body):
+                s = replace(s, body=inner)
         elif isinstance(s, IfStmt):
-            s = replace(s, then_body=_dce_block(s.then_body, used), else_body=_dce_block(s.else_body, used))
+            then_body, else_body = _dce_block(s.then_body, used), _dce_block(s.else_body, used)
+            if not (_same(then_body, s.then_body) and _same(else_body, s.else_body)):
+                s = replace(s, then_body=then_body, else_body=else_body)
         out.append(s)
     return tuple(out)
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    """The two statement tuples hold the identical statements (a rebuilt statement would compare equal:
+    keeping the old one spares `_dce` comparing whole bodies field by field)."""
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
 
 
 __all__ = ["ExpandMixedKernel"]

@@ -91,7 +91,10 @@ from ptoc.analysis.pipeline_stages import membership_pairs, reserved_end_by_spac
 from ptoc.ir.nodes import (
     AssignStmt,
     Call,
+    ConstBool,
+    ConstFloat,
     ConstInt,
+    DTypeLit,
     EnumLit,
     EvalStmt,
     Expr,
@@ -100,10 +103,12 @@ from ptoc.ir.nodes import (
     GetItem,
     IfStmt,
     MemRef,
+    NoneLit,
     Program,
     ReturnStmt,
     ScopeStmt,
     Stmt,
+    StrLit,
     TileType,
     TupleType,
     Var,
@@ -210,10 +215,25 @@ def _unplaced(f: Function, cache=None) -> bool:
                    for n in NodeIndex.get(f, cache).of(MemRef))
 
 
-def _names(e: Expr | None) -> list[str]:
+# expressions with no node below them that names a value
+_NAMELESS = (ConstInt, ConstFloat, ConstBool, StrLit, NoneLit, DTypeLit, EnumLit)
+
+
+def _names(e: Expr | None, out: list[str]) -> None:
+    """Append the name of every variable under `e` to `out` (a call's arguments and keywords by hand, the
+    rarer expressions by `walk`; the order is not walk order)."""
     if e is None:
-        return []
-    return [n.name for n in walk(e) if isinstance(n, Var)]
+        return
+    cls = e.__class__
+    if cls is Var:
+        out.append(e.name)  # type: ignore[union-attr]
+    elif cls is Call:
+        for a in e.args:  # type: ignore[union-attr]
+            _names(a, out)
+        for _, v in e.kwargs:  # type: ignore[union-attr]
+            _names(v, out)
+    elif cls not in _NAMELESS:
+        out.extend(n.name for n in walk(e) if n.__class__ is Var)
 
 
 @dataclass
@@ -249,7 +269,10 @@ class _Walk:
             self.raw[name] = max(self.raw.get(name, pos), pos)
 
     def reads(self, e: Expr | None, pos: int) -> None:
-        for n in _names(e):
+        # the order of the reads does not matter: a read keeps the latest position
+        names: list[str] = []
+        _names(e, names)
+        for n in names:
             self.read(n, pos)
 
     def block(self, body: tuple[Stmt, ...]) -> None:
@@ -649,6 +672,31 @@ class _Rebind(Mutator):
                 s = self.mutate(s)
             out.append(s)
         return tuple(out)
+
+    def mutate(self, node):
+        # `Mutator.mutate` with the nodes most statements are made of done here directly (names, constants,
+        # calls and their argument tuples); the rest goes to the generic traversal
+        cls = node.__class__
+        if cls is Var:
+            new = self.remap.get(node.name)
+            return replace(node, name=new) if new is not None else node
+        if cls in _NAMELESS:
+            return node
+        if cls is Call:
+            args = self._items(node.args)
+            kwargs = node.kwargs
+            if kwargs:
+                kwargs = tuple([kv if (v := self.mutate(kv[1])) is kv[1] else (kv[0], v) for kv in kwargs])
+                if all(a is b for a, b in zip(kwargs, node.kwargs)):
+                    kwargs = node.kwargs
+            if args is not node.args or kwargs is not node.kwargs:
+                node = replace(node, args=args, kwargs=kwargs)
+            return self.mutate_Call(node)
+        return super().mutate(node)
+
+    def _items(self, items: tuple) -> tuple:
+        new = tuple([self.mutate(x) for x in items])
+        return items if all(a is b for a, b in zip(new, items)) else new
 
     def pre_Var(self, v: Var):
         new = self.remap.get(v.name)
