@@ -108,6 +108,7 @@ CODES: dict[str, str] = {
     # codegen: .pto module (PTOC-E0400..E0409)
     "PTOC-E0400": "operation the .pto emitter cannot emit yet",
     "PTOC-E0405": "nothing to emit: the program has no kernel",
+    "PTOC-E0406": "tile work in a host function, outside every kernel",
     # mixed kernels: ExpandMixedKernel, InjectGmPipeBuffer, cross-core codegen (PTOC-E0620..E0639)
     "PTOC-E0620": "cross-core slot buffer does not fit beside the kernel's tiles",
     "PTOC-E0621": "a2a3 cross-core pipe without a GM slot buffer",

@@ -162,6 +162,9 @@ def emit_module(program: Program, ctx, pto_level: str = "level3", types: dict | 
         raise InternalError(f"unknown PTO level {pto_level!r}")
     from ptoc.ir.verifier import function_types
 
+    from ptoc.codegen.host_work import require_no_host_tile_work
+
+    require_no_host_tile_work(program)
     arch = getattr(ctx, "arch", "a2a3")
     if types is None:
         types = function_types(program, ctx)

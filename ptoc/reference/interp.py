@@ -310,7 +310,7 @@ class _Frame:
             if self.m.block_num > 1:
                 return self.m.kernel_runner(callee, args, c.span, block=(self.m.block_idx, self.m.block_num))
             return self.m.kernel_runner(callee, args, c.span)
-        if callee.func_type == "Group":
+        if callee.func_type == "Group" and _launches_members(callee):
             return self.call_group(callee, args, c)
         if callee.func_type == "InCore" and _split_aiv(callee) and self.m.lane_loop is None:
             # a kernel written per lane (LowerAutoVectorSplit) runs once per vector lane; its cube work is
@@ -757,6 +757,14 @@ def _split_aiv(fn: Function) -> bool:
     v = fn.attr("split_aiv")
     return isinstance(v, ConstBool) and v.value
 
+
+
+def _launches_members(group: Function) -> bool:
+    """A Group whose body calls its member kernels. Before OutlineIncoreScopes a cluster's Group still holds
+    the cube and vector work itself (no member call): it runs as one ordinary function body."""
+    return any(isinstance(v, Call) and v.kind == "func"
+               for s in group.body if isinstance(s, (AssignStmt, EvalStmt))
+               for v in ((s.value if isinstance(s, AssignStmt) else s.expr),))
 
 def _dual_lane(fn: Function) -> bool:
     """An AIV kernel SplitVectorKernel marked `dual_aiv_dispatch`: the runtime launches it on both lanes."""
