@@ -34,7 +34,7 @@ Rules
      the loop body (the iter_arg's old value is still needed), or it is a view (its buffer is its
      operand's);
    - a destination-passing result written in place (tile.matmul_acc, tile.write, tile.scatter, ...:
-     InitMemRef's `TIED_OPS`, in its destination operand's buffer) moves with that operand: the operand
+     `ptoc.passes.common.TIED_OPS`, in its destination operand's buffer) moves with that operand: the operand
      is retargeted by these same rules (an if's result, a seed matmul, the iter_arg itself), as PyPTO's
      MemoryReuse pushes a carried buffer through an in-place accumulator onto its input
      (`PropagateFromForStmt`, `CoalesceAccumulatorIfPhis`); one in another buffer than its operand is
@@ -76,9 +76,7 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.visitor import walk
-from ptoc.passes.common import allocs, forbidden_operands, memref_bases, resolve_op
-from ptoc.passes.InitMemRef import TIED_OPS
-from ptoc.passes.InitMemRef import _operand as tied_operand
+from ptoc.passes.common import TIED_OPS, allocs, forbidden_operands, memref_bases, operand_named, resolve_op
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 
@@ -229,7 +227,7 @@ class _Retarget:
             # written in place into its destination operand: that operand moves with it (PyPTO's
             # MemoryReuse pushes a carried buffer through an in-place accumulator onto its input, and
             # through an if onto both branches' values)
-            dst = tied_operand(resolved, call, TIED_OPS[op])
+            dst = operand_named(resolved, call, TIED_OPS[op])
             if not isinstance(dst, Var) or self.base_of(dst.name) != self.base_of(name) \
                     or not self.plan(dst.name, target, loop, plan):
                 return False
