@@ -151,9 +151,24 @@ def pto_kernels(out: Path) -> dict[str, str]:
     """function name -> the `func.func` text of every kernel in the `.pto` files under `out`."""
     funcs: dict[str, str] = {}
     for f in sorted(out.glob("**/*.pto")):
-        # a function ends at a line that is only its closing brace (`  } do {` of an scf.while is not one)
-        for name, body in re.findall(r"func\.func @(\w+)(.*?)\n  \}[ \t]*(?=\n|$)", f.read_text(), re.S):
-            funcs[name] = body
+        funcs.update(pto_functions(f.read_text()))
+    return funcs
+
+
+def pto_functions(text: str) -> dict[str, str]:
+    """function name -> the text of each `func.func` of a `.pto` text, from its name to its closing brace
+    (excluded). The brace is found by counting braces: PyPTO writes the regions of an `scf.while` or
+    `scf.if` at the function's own indentation, so no line of the text marks a function's end."""
+    funcs: dict[str, str] = {}
+    for m in re.finditer(r"func\.func @(\w+)", text):
+        body = re.compile(r"\{[ \t]*\n").search(text, m.end())  # the brace ending the signature's line
+        if body is None:
+            continue
+        depth, k = 1, body.end()
+        while k < len(text) and depth:
+            depth += {"{": 1, "}": -1}.get(text[k], 0)
+            k += 1
+        funcs[m.group(1)] = text[m.end():k - 1].rstrip()
     return funcs
 
 
@@ -329,7 +344,7 @@ def their_dumps_compiled(p_out: Path) -> dict:
             out["internal_errors"].append(f"{f.name}: {e}")
             continue
         out["compiled"] += 1
-        ours = {k: alloc_addresses(v) for k, v in re.findall(r"func\.func @(\w+)(.*?)\n  }", pto, re.S)}
+        ours = {k: alloc_addresses(v) for k, v in pto_functions(pto).items()}
         if ours == theirs:
             out["same_addresses"] += 1
             out["first_same"] = out["first_same"] or f.stem

@@ -2,6 +2,7 @@
 README): set PTOC_PYPTO_PYTHON to the Python of its venv. Without it they are skipped (CI has no PyPTO)."""
 
 import importlib.util
+import json
 import os
 import re
 import subprocess
@@ -165,8 +166,67 @@ def test_pyptos_membership_tags_read_back_plan_its_l0_buffers(pypto_runs):
     assert "pipeline_membership" not in ours
 
 
+def test_the_dead_copy_of_a_store_makes_scoped_matmul_relu_equal_after_every_shared_pass(tmp_path):
+    """PyPTO's outliner follows the cube kernel's named store with a copy of its value (`prod__store =
+    prod__ssa_v1`) that nothing reads and that stays to its last pass; ptoc writes the same copy, so the
+    normalised dumps are equal after every shared pass, and PyPTO's last dump still has it."""
+    d = _diff_module()
+    path = ROOT / "examples" / "scoped_matmul_relu.ir"
+    ok, _, err = d.pypto_compile(PYPTO, path, tmp_path)
+    assert ok, err
+    theirs = d.pypto_dumps(tmp_path)
+    ours, err = d.ptoc_dumps(path)
+    assert err is None, err
+    shared = [p for p in ours if p and p in theirs]
+    assert len(shared) >= 39
+    assert [p for p in shared if d.normalise_ir(ours[p]) != d.normalise_ir(theirs[p])] == []
+    assert re.search(r"prod__store: pl\.Tensor\[.*\] = prod__ssa_v1", theirs[shared[-1]])
+    assert re.search(r"prod_store = prod_1", ours[shared[-1]])
+
+
+THEIR_DUMPS_EXACT = [ROOT / "examples" / "matmul_l0_tiled.ir", ROOT / "tests" / "corpus" / "raw" / "15_while_chunks.ir",
+                     ROOT / "tests" / "corpus" / "raw" / "21_tuple_return_layernorm.ir"]
+
+
+@pytest.mark.parametrize("path", THEIR_DUMPS_EXACT, ids=lambda p: p.stem)
+def test_every_pypto_dump_compiles_to_pyptos_own_tile_addresses(path, tmp_path):
+    """PyPTO's IR after each of its passes, compiled by ptoc, gives kernels whose alloc_tile addresses are
+    those of PyPTO's own `.pto`: matmul_l0_tiled's dump after InitMemRef (a peeled K step's seed matmul in
+    a buffer of its own, which ptoc now moves onto the carried accumulator, as PyPTO's MemoryReuse), corpus
+    21's dumps before AllocateMemoryAddr (buffers laid out in the order of their names as strings, PyPTO's
+    OrderMemRefs) and corpus 15 (a kernel with scf.while, whose regions PyPTO does not indent)."""
+    d = _diff_module()
+    ok, _, err = d.pypto_compile(PYPTO, path, tmp_path)
+    assert ok, err
+    got = d.their_dumps_compiled(tmp_path)
+    assert got["dumps"] >= 50 and got["internal_errors"] == []
+    assert got["compiled"] == got["same_addresses"] == got["dumps"], got
+
+
+def test_attention_block_addresses_differ_from_pyptos_only_by_the_pipe_ring(tmp_path):
+    """ptoc reserves the 8 slots the toolchain's PTOAS builds for a pipe whatever slot_num says; PyPTO
+    reserves slot_num (2). With ptoc's 8, none of PyPTO's dumps of attention_block compiles to PyPTO's
+    addresses (the tiles after the ring move up by 6 slots); with a ring of 2 slots (in a process of its
+    own: the compiler keeps what it derived of a function), every one does."""
+    d = _diff_module()
+    ok, _, err = d.pypto_compile(PYPTO, ROOT / "examples" / "attention_block.ir", tmp_path)
+    assert ok, err
+    got = d.their_dumps_compiled(tmp_path)
+    assert got["compiled"] == got["dumps"] >= 50 and got["same_addresses"] == 0, got
+    script = ("import importlib.util, json, sys; import ptoc.analysis.pipeline_stages as s; s.PTOAS_SLOTS = 2; "
+              "spec = importlib.util.spec_from_file_location('d', sys.argv[1]); d = importlib.util.module_from_spec(spec); "
+              "spec.loader.exec_module(d); from pathlib import Path; print(json.dumps(d.their_dumps_compiled(Path(sys.argv[2]))))")
+    r = subprocess.run([sys.executable, "-c", script, str(ROOT / "benchmarks" / "pypto_diff.py"), str(tmp_path)],
+                       capture_output=True, text=True, timeout=600, check=False)
+    assert r.returncode == 0, r.stderr[-2000:]
+    got = json.loads(r.stdout.strip().splitlines()[-1])
+    assert got["compiled"] == got["same_addresses"] == got["dumps"], got
+
+
 CORPUS = ROOT / "tests" / "corpus" / "raw"
-CORPUS_EQUAL = ["21_tuple_return_layernorm", "24_concise_short_names", "28_orchestration_batched"]
+CORPUS_EQUAL = ["01_vector_add_fp32", "02_row_softmax", "03_bf16_matmul_kloop", "15_while_chunks", "20_inline_swiglu",
+                "21_tuple_return_layernorm", "24_concise_short_names", "27_pass_and_no_return",
+                "28_orchestration_batched"]
 
 
 @pytest.mark.parametrize("name", CORPUS_EQUAL)

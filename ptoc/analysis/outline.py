@@ -37,7 +37,7 @@ from ptoc.ir.nodes import (
     WhileStmt,
     YieldStmt,
 )
-from ptoc.ir.visitor import Mutator, walk
+from ptoc.ir.visitor import Mutator, rebuild_bodies, walk
 
 # ops whose first argument is a destination the result is another name of (besides the stores)
 ASSEMBLE_OPS = ("tensor.assemble", "assemble")
@@ -166,6 +166,29 @@ class _NameEachStore(Mutator):
         if dst in self.tensors:
             return AssignStmt(Var(fresh_name(f"{dst}_store", self.taken), span=s.span), s.expr, span=s.span)
         return None
+
+
+def _copy_store_values(body: tuple[Stmt, ...], outside: set[str], named: set[str],
+                       taken: set[str]) -> tuple[Stmt, ...]:
+    """After each `v = store(..., t)` the user wrote (`v` in `named`, `t` an outside tensor named as it
+    is, at any depth), the copy `t_store = v`: PyPTO's outliner binds every store into a captured tensor
+    to a result name of its own (`StoreEvalToAssignMutator`; a bare store is given that name directly)
+    and keeps it although the function returns the parameter. The copy is dead; it is another name of
+    `t`'s buffer (`tensor_aliases`), not a buffer of its own."""
+
+    def block(stmts: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+        out: list[Stmt] = []
+        for s in stmts:
+            s = rebuild_bodies(s, block)
+            out.append(s)
+            if isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.op in STORE_OPS:
+                dst = store_destination(s.value)
+                if dst in outside and s.target.name in named and s.target.name != dst:
+                    copy = Var(fresh_name(f"{dst}_store", taken), span=s.span)
+                    out.append(AssignStmt(copy, Var(s.target.name, span=s.span), s.annotation, span=s.span))
+        return tuple(out) if len(out) != len(stmts) or any(a is not b for a, b in zip(out, stmts)) else stmts
+
+    return block(body)
 
 
 def scope_kwarg(s: ScopeStmt, key: str, position: int | None = None) -> Expr | None:
@@ -373,11 +396,15 @@ class ScopeOutliner:
                     store_value[dst] = fresh_name(f"{dst}_store", local | self.names)
                 continue
             store_value[dst] = st.target.name if isinstance(st, AssignStmt) else fresh_name(f"{dst}_store", local)
+        copies = self.style.return_params and self.style.return_stores  # PyPTO's dead copies of store values
+        named = {st.target.name for st, _ in store_calls(body) if isinstance(st, AssignStmt)} if copies else set()
         body = _NameStores(store_value).mutate(body)
         if self.style.return_params and self.style.return_stores:  # every other bare store gets a name too
             body = _NameEachStore(written, local).mutate(body)
         outputs += [n for n in store_value.values() if n not in outputs]
         params = tuple(self.param(n, body, alias, n in written) for n in inputs)
+        if named:  # after the directions: PyPTO derives them from the body as written, without the copies
+            body = _copy_store_values(body, {n for n in inputs if n not in defined}, named, local)
         if not fname:
             fname = self.name(scope)
         value_of = {v: d for d, v in store_value.items()}

@@ -33,9 +33,12 @@ Rules
    if results). A read inside a loop of a buffer allocated outside that loop keeps the buffer live to the
    end of the loop, so loop-carried buffers live across the whole loop. An operand and the result of one
    statement overlap: a result never takes its operand's address.
-2. First fit, per memory space, buffers in alloc order: the lowest address, a multiple of the target's
-   alignment (32 bytes), where the buffer does not overlap any placed buffer whose lifetime overlaps its
-   own. Same input, same addresses.
+2. First fit, per memory space, buffers in the order of their names as strings (PyPTO's
+   `DefaultMemoryAllocatorPolicy::OrderMemRefs`: `mem_vec_10` before `mem_vec_6`): the lowest address, a
+   multiple of the target's alignment (32 bytes), where the buffer does not overlap any placed buffer
+   whose lifetime overlaps its own. Same input, same addresses. PyPTO lays the buffers one after another
+   (its MemoryReuse has already merged the ones that may share); on the buffers MemoryReuse leaves, all
+   live at once, first fit in that order gives PyPTO's addresses.
 3. The peak (highest end address) of a space must fit its capacity (`ptoc.target.arch`, through the
    context's arch: A2/A3 Vec 184 KiB usable, Acc 128 KiB; A5 Vec 240 KiB, Acc 256 KiB; ...), else
    PTOC-E0390 names the space, the bytes needed, the line of the buffer that reaches the peak and the
@@ -167,7 +170,7 @@ def _place(f: Function, env: dict[str, Type | None], arch) -> Function:
     reserved = reserved_buffers(f, arch)
     floor = reserved_end_by_space(f, arch)
     by_space: dict[str, list[_Buffer]] = {}
-    for b in sorted(buffers.values(), key=lambda b: b.start):
+    for b in sorted(buffers.values(), key=lambda b: b.name):
         by_space.setdefault(b.space, []).append(b)
     diags: list[Diagnostic] = []
     for space, bs in by_space.items():

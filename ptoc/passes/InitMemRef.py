@@ -111,7 +111,8 @@ from ptoc.ir.nodes import (
 from ptoc.ir.types import normalize_tile_view
 from ptoc.ir.verifier import NodeIndex
 from ptoc.analysis.flow import Flow, Site, nested_blocks
-from ptoc.passes.common import NOT_IN_PLACE, align_up
+from ptoc.passes.common import NOT_IN_PLACE, TIED_OPS, align_up
+from ptoc.passes.common import operand_named as _operand
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target.arch import get_arch
@@ -125,9 +126,7 @@ TILE_FUNCTION_TYPES = (*KERNEL_TYPES, "Opaque")
 # Results that are views of an operand's buffer (no data moves): op -> the operand's parameter name.
 VIEW_OPS = {"tile.set_validshape": "tile", "tile.reshape": "tile", "tile.reinterpret_view": "tile",
             "tile.slice": "tile"}
-# Destination-passing ops: the result is written into this operand's buffer, in place.
-TIED_OPS = {"tile.matmul_acc": "acc", "tile.write": "tile", "tile.scatter": "dst", "tile.scatter_mask": "dst",
-             "tile.gather_row": "dst"}
+# Destination-passing ops (the result is written into one operand's buffer, in place): TIED_OPS, in common.
 # Ops whose result may never share its source's buffer, even when the source dies there: a move (OP-7)
 # and every op the hardware runs reading its sources while it writes (ptoc.passes.common.NOT_IN_PLACE).
 NO_IN_PLACE = NOT_IN_PLACE
@@ -919,9 +918,3 @@ def _other_branch(u: Site, d: Site) -> bool:
     return any(k in mine and mine[k] != b for k, b in u.branches)
 
 
-def _operand(op, call: Call, pname: str) -> Expr | None:
-    names = op.param_names
-    for i, a in enumerate(call.args):
-        if i < len(names) and names[i] == pname:
-            return a
-    return call.kwarg(pname)

@@ -31,8 +31,14 @@ Rules
    - a value computed by an op inside the loop takes the MemRef, unless the op may not write over one
      of its operands living in that buffer (`ptoc.passes.common.NOT_IN_PLACE` / `forbidden_operands`,
      e.g. tile.mrgsort_format1 reading the iter_arg), the carried buffer is read or written after it in
-     the loop body (the iter_arg's old value is still needed), or it is a view or destination-passing
-     result (its buffer is its operand's);
+     the loop body (the iter_arg's old value is still needed), or it is a view (its buffer is its
+     operand's);
+   - a destination-passing result written in place (tile.matmul_acc, tile.write, tile.scatter, ...:
+     `ptoc.passes.common.TIED_OPS`, in its destination operand's buffer) moves with that operand: the operand
+     is retargeted by these same rules (an if's result, a seed matmul, the iter_arg itself), as PyPTO's
+     MemoryReuse pushes a carried buffer through an in-place accumulator onto its input
+     (`PropagateFromForStmt`, `CoalesceAccumulatorIfPhis`); one in another buffer than its operand is
+     declined;
    - an if's result is retargeted when the values both branches yield for it can be (all or nothing),
      and then takes the MemRef itself.
    All or nothing per carried tile: it is declined (stays where it is) also when a computed tile not
@@ -45,8 +51,9 @@ Where this pass deliberately differs from PyPTO
 - A declined value keeps its buffer and no copy is inserted here: ptoc's InitMemRef inserts the
   same-space move (`pl.tile.move` before the `pl.yield_`) where a carried value cannot be written in
   place, PyPTO's MemoryReuse does it afterwards (YieldFixup).
-- A destination-passing producer (tile.matmul_acc) is not followed onto its accumulator operand; ptoc's
-  InitMemRef binds those chains itself.
+- PyPTO does this in its MemoryReuse, after its own MaterializeSemanticAliases; here it is one pass, so a
+  dump after PyPTO's InitMemRef of a loop whose first K step is peeled into an if (matmul_l0_tiled) keeps
+  one Acc buffer per loop, as PyPTO's MemoryReuse does (before, two: past the Acc capacity, PTOC-E0390).
 """
 
 from __future__ import annotations
@@ -69,7 +76,7 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.visitor import walk
-from ptoc.passes.common import allocs, forbidden_operands, memref_bases, resolve_op
+from ptoc.passes.common import TIED_OPS, allocs, forbidden_operands, memref_bases, operand_named, resolve_op
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 
@@ -214,8 +221,17 @@ class _Retarget:
         if not isinstance(stmt, AssignStmt) or not isinstance(stmt.value, Call) or stmt.value.kind != "op":
             return False
         call = stmt.value
-        op = call.op if call.op.startswith("tile.") else getattr(resolve_op(call, self.env), "name", call.op)
-        if op in NOT_RETARGETED:
+        resolved = resolve_op(call, self.env)
+        op = call.op if call.op.startswith("tile.") else getattr(resolved, "name", call.op)
+        if op in TIED_OPS and resolved is not None:
+            # written in place into its destination operand: that operand moves with it (PyPTO's
+            # MemoryReuse pushes a carried buffer through an in-place accumulator onto its input, and
+            # through an if onto both branches' values)
+            dst = operand_named(resolved, call, TIED_OPS[op])
+            if not isinstance(dst, Var) or self.base_of(dst.name) != self.base_of(name) \
+                    or not self.plan(dst.name, target, loop, plan):
+                return False
+        elif op in NOT_RETARGETED:
             return False
         tb = target.base.name  # type: ignore[union-attr]
         if any(self.base_of(o) == tb for o in forbidden_operands(op, call.args, self.env.get(name), self.env)):

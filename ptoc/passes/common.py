@@ -184,3 +184,17 @@ def runs_a_lane_replay(f) -> bool:
     dual, aiv_split = f.attr("dual_aiv_dispatch"), f.attr("split_aiv")
     return (f.func_type == "AIV" and isinstance(dual, ConstBool) and dual.value
             and not split_mode_code(f.attr("split")) and not (isinstance(aiv_split, ConstBool) and aiv_split.value))
+
+
+# Destination-passing ops: the result is written into this operand's buffer (parameter name), in place.
+TIED_OPS = {"tile.matmul_acc": "acc", "tile.write": "tile", "tile.scatter": "dst", "tile.scatter_mask": "dst",
+            "tile.gather_row": "dst"}
+
+
+def operand_named(op, call: Call, pname: str) -> Expr | None:
+    """The argument of `call` (of the resolved op `op`) for its parameter `pname`, positional or keyword."""
+    names = op.param_names
+    for i, a in enumerate(call.args):
+        if i < len(names) and names[i] == pname:
+            return a
+    return call.kwarg(pname)

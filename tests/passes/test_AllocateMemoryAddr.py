@@ -138,6 +138,26 @@ def test_overlapping_lifetimes_do_not_share():
     check(before, {"mem_vec_0": 0, "mem_vec_1": 16384, "mem_vec_2": 32768})
 
 
+def test_buffers_are_placed_in_the_order_of_their_names_as_strings():
+    # PyPTO sorts a space's buffers by name before laying them out (DefaultMemoryAllocatorPolicy::
+    # OrderMemRefs, a string comparison): mem_vec_10, mem_vec_11, then mem_vec_9. All three are live at the
+    # col_expand_mul (its operands and its result): mem_vec_10 (256 bytes) at 0, mem_vec_11 (16384) at 256,
+    # mem_vec_9 at 256 + 16384 = 16640.
+    params = VEC_PARAMS + ", g: pl.Tensor[[1, 64], pl.FP32]"
+    row = "pl.Tile[[1, 64], pl.FP32, pl.MemRef(mem_vec_10, 0, 256), pl.Mem.Vec]"
+    before = kernel(f"""
+        mem_vec_9: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        mem_vec_10: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 256)
+        mem_vec_11: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        ta: {vt("mem_vec_9")} = pl.tile.load(a, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
+        tg: {row} = pl.tile.load(g, [0, 0], [1, 64], target_memory=pl.Mem.Vec)
+        tc: {vt("mem_vec_11")} = pl.tile.col_expand_mul(ta, tg)
+        o: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(tc, [0, 0], out)
+        return o
+    """, params)
+    check(before, {"mem_vec_9": 16640, "mem_vec_10": 0, "mem_vec_11": 256})
+
+
 def test_first_fit_skips_a_hole_too_small_for_the_buffer():
     # a0 is dead when c0 (32768 bytes) is allocated, but its 16384-byte hole at 0 is too small while
     # b0 occupies [16384, 32768): c0 goes to 32768. d0 (16384) then fits the hole at 0.

@@ -100,6 +100,62 @@ def test_both_branches_of_an_if_are_retargeted_or_neither():
     assert after is before
 
 
+ACC = "pl.Tile[[16, 32], pl.FP32, pl.MemRef({m}, 0, 2048), pl.Mem.Acc]"
+LEFT = "pl.Tile[[16, 32], pl.BF16, pl.MemRef(mem_left_6, 0, 1024), pl.Mem.Left]"
+RIGHT = "pl.Tile[[32, 32], pl.BF16, pl.MemRef(mem_right_7, 0, 2048), pl.Mem.Right]"
+MM_PARAMS = ("a: pl.Tensor[[16, 64], pl.BF16], b: pl.Tensor[[64, 32], pl.BF16], "
+             "out: pl.Out[pl.Tensor[[16, 32], pl.FP32]]")
+
+
+def peeled_accumulator(seed: str, inner: str) -> str:
+    """PyPTO's InitMemRef output for a K loop whose first step is peeled into an if (LowerPipelineLoops,
+    matmul_l0_tiled): the seed matmul of the `ko == 0` branch gets a buffer of its own (`seed`), the if's
+    result and the matmul_acc after it (in place, on its accumulator operand) are in it too (`inner`);
+    only the carried value (iter_arg, loop result) is in mem_acc_5."""
+    return (f"@pl.program\nclass p:\n    @pl.function(type=pl.FunctionType.AIC)\n"
+            f"    def k(self, {MM_PARAMS}) -> pl.Tensor[[16, 32], pl.FP32]:\n" + textwrap.indent(textwrap.dedent(f"""
+        mem_acc_5: pl.Ptr = pl.tile.alloc(pl.Mem.Acc, 2048)
+        mem_left_6: pl.Ptr = pl.tile.alloc(pl.Mem.Left, 1024)
+        mem_right_7: pl.Ptr = pl.tile.alloc(pl.Mem.Right, 2048)
+        mem_acc_10: pl.Ptr = pl.tile.alloc(pl.Mem.Acc, 2048)
+        init: {ACC.format(m="mem_acc_5")} = pl.tile.create([16, 32], dtype=pl.FP32, target_memory=pl.Mem.Acc)
+        for ko, (c,) in pl.range(0, 64, 32, init_values=(init,)):
+            xa: {LEFT} = pl.tile.load(a, [0, ko], [16, 32], target_memory=pl.Mem.Left)
+            xb: {RIGHT} = pl.tile.load(b, [ko, 0], [32, 32], target_memory=pl.Mem.Right)
+            if ko == 0:
+                first: {ACC.format(m=seed)} = pl.tile.matmul(xa, xb)
+                phi: {ACC.format(m=inner)} = pl.yield_(first)
+            else:
+                step: {ACC.format(m="mem_acc_5")} = pl.tile.matmul_acc(c, xa, xb)
+                phi: {ACC.format(m=inner)} = pl.yield_(step)
+            nxt: {ACC.format(m=inner)} = pl.tile.matmul_acc(phi, xa, xb)
+            res: {ACC.format(m="mem_acc_5")} = pl.yield_(nxt)
+        out_1: pl.Tensor[[16, 32], pl.FP32] = pl.tile.store(res, [0, 0], out)
+        return out_1
+    """).strip("\n"), " " * 8) + "\n")
+
+
+def test_an_in_place_accumulator_carries_its_buffer_onto_its_operand_and_through_an_if():
+    # PyPTO's MemoryReuse pushes the carried buffer onto the yielded value and, the value being written in
+    # place (matmul_acc, "output reuses input 0"), onto its accumulator operand; that operand is an if's
+    # result, so onto both branches' values: the seed matmul moves to mem_acc_5 and mem_acc_10 is left
+    # without tiles. One L0C buffer: PyPTO keeps one Acc buffer for this loop after its MemoryReuse.
+    before, after = run(peeled_accumulator("mem_acc_10", "mem_acc_10"))
+    expected = parse_program(peeled_accumulator("mem_acc_5", "mem_acc_5"), "expected.ir", ctx=CTX)
+    assert after == expected, print_program(after)
+
+
+def test_an_in_place_accumulator_not_in_its_operands_buffer_is_declined():
+    # `nxt` claims to be a matmul_acc into its operand, but sits elsewhere (mem_acc_11): not in place, so
+    # nothing is moved
+    text = peeled_accumulator("mem_acc_10", "mem_acc_10").replace(
+        "mem_acc_10: pl.Ptr = pl.tile.alloc(pl.Mem.Acc, 2048)",
+        "mem_acc_10: pl.Ptr = pl.tile.alloc(pl.Mem.Acc, 2048)\n        mem_acc_11: pl.Ptr = pl.tile.alloc(pl.Mem.Acc, 2048)")
+    text = text.replace("nxt: " + ACC.format(m="mem_acc_10"), "nxt: " + ACC.format(m="mem_acc_11"))
+    before, after = run(text)
+    assert after is before
+
+
 def test_ptocs_own_memory_plan_is_left_alone():
     # InitMemRef already computes carried values in the carried buffer: nothing to retarget
     from ptoc.driver import frontend

@@ -164,6 +164,36 @@ def test_pypto_a_stored_outside_tensor_is_an_out_parameter_returned_and_read_thr
     """))
 
 
+def test_a_named_store_into_an_outside_tensor_keeps_a_dead_copy_and_the_parameter_stays_out():
+    # PyPTO's outliner (StoreEvalToAssignMutator) keeps `y = store(..., buf)` and adds `buf_store = y`; the
+    # copy is not a read of `buf`, which stays Out (PyPTO derives directions from the body as written).
+    # Expected: PyPTO's own dump after OutlineClusterScopes for this program, names aside.
+    t = "pl.Tensor[[16, 128], pl.FP32]"
+    assert_outlines(program(f"""
+        @pl.function
+        def main(self, x: {t}) -> {t}:
+            buf: {t} = pl.create_tensor([16, 128], dtype=pl.FP32)
+            with pl.cluster():
+                tile = pl.tile.full([16, 128], dtype=pl.FP32, value=0.0)
+                y: {t} = pl.tile.store(tile, [0, 0], buf)
+            result: {t} = pl.add(buf, x)
+            return result
+    """), program(f"""
+        @pl.function(type=pl.FunctionType.Group)
+        def main_cluster_0(self, buf: pl.Out[{t}]) -> {t}:
+            tile = pl.tile.full([16, 128], dtype=pl.FP32, value=0.0)
+            y: {t} = pl.tile.store(tile, [0, 0], buf)
+            buf_store: {t} = y
+            return buf
+        @pl.function
+        def main(self, x: {t}) -> {t}:
+            buf: {t} = pl.create_tensor([16, 128], dtype=pl.FP32)
+            y: {t} = self.main_cluster_0(buf)
+            result: {t} = pl.add(y, x)
+            return result
+    """))
+
+
 def test_pypto_a_repeated_name_hint_gets_a_numeric_suffix():
     assert_outlines(program(f"""
         @pl.function
