@@ -2,8 +2,9 @@
 
 Host functions (orchestration, Group, Spmd) only launch kernels and the `.pto` module holds kernels only.
 Corpus 17 writes tile ops directly in a `with pl.spmd(4):` scope and in a `with pl.cluster():` scope; ptoc
-outlines those scopes into an Spmd and a Group function with the tile ops inside, and once compiled them to a
-module without that work (exit 0, the two results never computed).
+outlined those scopes into an Spmd and a Group function with the tile ops inside, and compiled them to a
+module without that work (exit 0, the two results never computed). The spmd body reads the block index, so
+it is now the per-block kernel, as in PyPTO; the cluster's work is an error.
 """
 
 from __future__ import annotations
@@ -65,12 +66,52 @@ def test_tile_ops_in_each_kind_of_host_function_are_an_error_at_the_first_op(tmp
         assert not out.exists() and not out.with_suffix(".h").exists()  # nothing written
 
 
-def test_corpus_17_reports_both_scopes_whose_tile_work_has_no_kernel(tmp_path):
+def test_corpus_17_reports_the_cluster_scope_whose_tile_work_has_no_kernel(tmp_path):
     p = ptoc("check", CORPUS_17, "--diagnostics", "json")
     assert p.returncode == 1
     errors = [(d["code"], d["line"]) for d in diags(p) if d["severity"] == "error"]
-    # line 33: the first tile op of the cluster scope; line 27: the first of the inline `with pl.spmd(4):` body
-    assert sorted(errors) == [("PTOC-E0406", 27), ("PTOC-E0406", 33)]
+    # line 33: the first tile op of `with pl.cluster():`, which holds no `pl.at(level=CORE_GROUP)` region.
+    # (Its inline `with pl.spmd(4):` body, line 26, reads the block index: that body becomes a kernel.)
+    assert errors == [("PTOC-E0406", 33)]
+
+
+INLINE_SPMD = """\
+import pypto.language as pl
+@pl.program
+class p:
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def main(self, a: pl.Tensor[[128, 64], pl.FP32], out: pl.Out[pl.Tensor[[128, 64], pl.FP32]]) -> pl.Tensor[[128, 64], pl.FP32]:
+        with pl.spmd(4):
+            b: pl.Scalar[pl.INDEX] = pl.tile.get_block_idx()
+            r: pl.Scalar[pl.INDEX] = b * 32
+            t: pl.Tile[[32, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(a, [r, 0], [32, 64], target_memory=pl.Mem.Vec)
+            u: pl.Tile[[32, 64], pl.FP32, pl.Mem.Vec] = pl.tile.exp(t)
+            out_1: pl.Tensor[[128, 64], pl.FP32] = pl.tile.store(u, [r, 0], out)
+        return out_1
+"""
+
+
+def test_an_inline_spmd_body_that_reads_the_block_index_becomes_the_per_block_kernel(tmp_path):
+    """PyPTO's parser wraps a `with pl.spmd(n):` body that calls get_block_idx() in a kernel scope, as for
+    `for b in pl.spmd(n):`; the launch runs that kernel on n blocks, each block its own 32 rows."""
+    src = tmp_path / "inline.ir"
+    src.write_text(INLINE_SPMD)
+    out = tmp_path / "inline.pto"
+    p = ptoc("compile", src, "-o", out)
+    assert p.returncode == 0, p.stderr
+    assert [ln.split("(")[0].strip() for ln in out.read_text().splitlines() if "func.func @" in ln] == \
+        ["func.func @main_incore_0"]
+    manifest = json.loads(out.with_suffix(".kernels.json").read_text())
+    assert [k["name"] for k in manifest["kernels"]] == ["main_incore_0"]
+    v = ptoc("passes", src, "--validate")
+    assert v.returncode == 0, v.stdout + v.stderr
+    (row,) = [ln for ln in v.stdout.splitlines() if ln.strip().startswith(".pto (emitted)")]
+    assert row.split("kernels run: ")[1].split(", ") == ["main_incore_0"] * 4  # one run per block
+    # the same body without the block index would run the same work on every block: no kernel, an error
+    same = tmp_path / "same.ir"
+    same.write_text(INLINE_SPMD.replace("pl.tile.get_block_idx()", "0"))
+    q = ptoc("check", same, "--diagnostics", "json")
+    assert q.returncode == 1 and [d["code"] for d in diags(q) if d["severity"] == "error"] == ["PTOC-E0406"]
 
 
 def test_validate_names_the_missing_kernels_instead_of_agreeing(tmp_path):

@@ -33,6 +33,10 @@ Rules
 - Which scopes: `pl.at` with `level=pl.Level.CORE_GROUP`, in Opaque and Orchestration functions, at any
   depth of loops, branches and other scopes (those stay where they are). Other functions and other scope
   kinds (`pl.spmd`, `pl.cluster`, other levels) are left as they are.
+- A `with pl.spmd(n):` scope whose body does the per-block work itself (it calls `get_block_idx()`, and
+  is not one kernel scope already) first gets a CORE_GROUP scope around its body, as PyPTO's parser
+  builds it (`Spmd(InCore(body))`, the form `for b in pl.spmd(n):` has too): that body is the kernel the
+  launch runs on n blocks. ptoc reads the source as written, so `ptoc fmt` keeps the `with` form.
 - Name: `name_hint=` when the scope gives one, else `<function>_incore_<n>`, n counting the function's
   scopes from 0 in program order (a scope nested in an outlined one counts within it); a name that is
   taken becomes `<function>_<name>`, then `_0`, `_1`, ... while that is taken too (PyPTO's rule).
@@ -70,7 +74,8 @@ from dataclasses import replace
 
 from ptoc.analysis.outline import OutlineStyle, ScopeOutliner, has_scope
 from ptoc.context import CompileContext
-from ptoc.ir.nodes import Function, Program, Stmt
+from ptoc.ir.nodes import Call, EnumLit, Function, Program, ScopeStmt, Stmt
+from ptoc.ir.visitor import rebuild_bodies, walk
 from ptoc.passes.common import is_incore_scope
 from ptoc.passes.manager import Pass
 
@@ -87,6 +92,7 @@ class OutlineIncoreScopes(Pass):
     produces = frozenset({"outlined"})
 
     def run(self, program: Program, ctx: CompileContext) -> Program:
+        program = _wrap_inline_spmd_bodies(program)
         if not any(f.func_type in OUTER_KINDS and _has_scope(f.body) for f in program.functions):
             return program
         types = self.types(program, ctx)
@@ -106,3 +112,37 @@ class OutlineIncoreScopes(Pass):
 
 def _has_scope(body: tuple[Stmt, ...]) -> bool:
     return has_scope(body, is_incore_scope)
+
+
+def _wrap_inline_spmd_bodies(program: Program) -> Program:
+    """Each `with pl.spmd(n):` body that reads the block index itself gets a CORE_GROUP scope around it, the
+    per-block kernel this pass then outlines (the form `for b in pl.spmd(n):` parses to)."""
+    def block(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+        out = tuple(_wrapped(rebuild_bodies(s, block)) for s in body)
+        return body if all(a is b for a, b in zip(out, body)) else out
+
+    funcs = []
+    for f in program.functions:
+        body = block(f.body) if f.func_type in OUTER_KINDS else f.body
+        funcs.append(f if body is f.body else replace(f, body=body))
+    if all(a is b for a, b in zip(funcs, program.functions)):
+        return program
+    return replace(program, functions=tuple(funcs))
+
+
+def _wrapped(s: Stmt) -> Stmt:
+    if not is_inline_spmd_scope(s):
+        return s
+    at = ScopeStmt("at", (), s.body, (("level", EnumLit("Level", "CORE_GROUP", span=s.span)),), span=s.span)
+    return replace(s, body=(at,))
+
+
+def is_inline_spmd_scope(s) -> bool:
+    """A `with pl.spmd(n):` whose body calls `get_block_idx()` (at any depth) and is not one kernel scope
+    already: PyPTO's parser makes such a body the per-block kernel. A body that only dispatches a kernel
+    (which reads the index itself) stays the launch."""
+    if not (isinstance(s, ScopeStmt) and s.kind == "spmd"):
+        return False
+    if len(s.body) == 1 and is_incore_scope(s.body[0]):
+        return False
+    return any(isinstance(x, Call) and x.op.rsplit(".", 1)[-1] == "get_block_idx" for b in s.body for x in walk(b))

@@ -82,10 +82,12 @@ def _outlined(program: Program, ctx: CompileContext, cache=None) -> list[str]:
     """No `pl.at(level=CORE_GROUP)` scope is left in an orchestration (or Opaque) function: each is a kernel."""
     from ptoc.ir.visitor import walk
     from ptoc.passes.common import is_incore_scope
-    from ptoc.passes.OutlineIncoreScopes import OUTER_KINDS
+    from ptoc.passes.OutlineIncoreScopes import OUTER_KINDS, is_inline_spmd_scope
 
-    return [f"{f.name}: a pl.at(level=CORE_GROUP) scope at line {n.span.line}" for f in program.functions
-            if f.func_type in OUTER_KINDS for s in f.body for n in walk(s) if is_incore_scope(n)]
+    return [f"{f.name}: a pl.at(level=CORE_GROUP) scope at line {n.span.line}" if is_incore_scope(n) else
+            f"{f.name}: a pl.spmd scope doing the per-block work inline at line {n.span.line}"
+            for f in program.functions if f.func_type in OUTER_KINDS for s in f.body for n in walk(s)
+            if is_incore_scope(n) or is_inline_spmd_scope(n)]
 
 
 @property_check("tile_ops")

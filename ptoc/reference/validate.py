@@ -60,11 +60,12 @@ def kernels(program: Program) -> list[Function]:
 
 def entries(program: Program) -> list[Function]:
     """The whole programs to validate: each function, not a kernel and called by no other, whose body
-    holds a `pl.at(level=CORE_GROUP)` scope or calls a kernel. Validation runs it at every stage (the
-    scopes inline before OutlineIncoreScopes, the kernels it calls after) and, last, with every kernel
-    call executing the kernel's emitted .pto."""
+    holds a `pl.at(level=CORE_GROUP)` scope (or an spmd scope doing the per-block work inline) or calls a
+    kernel. Validation runs it at every stage (the scopes inline before OutlineIncoreScopes, the kernels it
+    calls after) and, last, with every kernel call executing the kernel's emitted .pto."""
     from ptoc.ir.visitor import walk
     from ptoc.passes.common import is_incore_scope
+    from ptoc.passes.OutlineIncoreScopes import is_inline_spmd_scope
 
     kernel_names = {f.name for f in kernels(program)}
     called = {n.op for f in program.functions for n in walk(f) if isinstance(n, Call) and n.kind == "func"}
@@ -74,8 +75,8 @@ def entries(program: Program) -> list[Function]:
     def reaches_kernel(f: Function, seen: set[str]) -> bool:
         # an Inline function's body is its caller's (InlineFunctions copies it there)
         for n in walk(f):
-            if is_incore_scope(n) or isinstance(n, Call) and n.kind == "func" and (n.op in kernel_names
-                                                                                  or n.op in groups):
+            if is_incore_scope(n) or is_inline_spmd_scope(n) or (
+                    isinstance(n, Call) and n.kind == "func" and (n.op in kernel_names or n.op in groups)):
                 return True
             if isinstance(n, Call) and n.kind == "func" and n.op in inline and n.op not in seen:
                 seen.add(n.op)
