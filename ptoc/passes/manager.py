@@ -121,6 +121,15 @@ class Pass:
         if self.cache is not None:
             self.__dict__.setdefault("_handed", []).append((f, types))
 
+    def known_types(self, program: Program, f) -> dict | None:
+        """The value types of `f`, a function of `program`, when this pipeline run knows them already (it
+        inferred them, or a pass handed them over); None when it would have to infer them. For a pass
+        that derives its output's types from its input's (`hand_over`) only when that costs no inference."""
+        if self.cache is None:
+            return None
+        known = self.cache.lookup(f, program, self.cache.token(program))
+        return known[0] if known is not None else None
+
     def index(self, f):
         """The `ptoc.ir.verifier.NodeIndex` of function `f` (its nodes by class, its census of operators and
         loop kinds), shared through this pipeline run's cache by every pass that sees the same function."""
@@ -508,7 +517,7 @@ CHECK_HANDED = "PTOC_CHECK_HANDED_TYPES"  # set: every hand-over of types is com
 def _take_types(program: Program, cache, p: Pass, handed: list, check: bool) -> None:
     """The value types `p` handed over (`Pass.hand_over`) for functions of its output `program` go into the
     pipeline's cache; with `check`, each is first compared with a fresh inference (an `InternalError` when
-    they differ). A hand-over for a function the output does not hold (the pass changed it again) is dropped."""
+    they differ: names, their order, any type). A hand-over for a function the output does not hold (the pass changed it again) is dropped."""
     output = {f.name: f for f in program.functions}
     for f, types in handed:
         if output.get(f.name) is not f:
@@ -517,8 +526,9 @@ def _take_types(program: Program, cache, p: Pass, handed: list, check: bool) -> 
             why = cache.handed_mismatch(f, program, types)
             if why is not None:
                 raise InternalError(f"pass {p.name} handed over wrong value types for {f.name!r}: {why}")
-        else:
-            cache.hand_over(f, program, types)
+        # (checked, the handed objects still replace the inferred ones: the passes after, and the types they
+        # derive in turn, see what they see in a run that does not check)
+        cache.hand_over(f, program, types)
 
 
 def _skip(i: int, p: Pass, program: Program, ctx: CompileContext, cache, instruments, verify: bool,

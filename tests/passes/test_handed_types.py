@@ -109,7 +109,8 @@ def test_definitions_are_in_the_order_of_the_inferred_types(path):
 
 
 @pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
-def test_init_memref_hands_over_the_types_a_fresh_inference_gives(path):
+def test_the_types_handed_over_up_to_init_memref_are_those_a_fresh_inference_gives(path):
+    # MaterializeTensorStrides (where it knows its input's types) and InitMemRef (every kernel it plans)
     from ptoc.ir.verifier import Verifier
 
     ctx = CompileContext()
@@ -127,8 +128,9 @@ def test_init_memref_hands_over_the_types_a_fresh_inference_gives(path):
         out = run_pipeline(prog, ctx, stop_after="InitMemRef", check_once=True, cache=cache)
     kernels = [f for f in out.functions if any(s.__class__.__name__ == "AssignStmt" and getattr(s.value, "op", "")
                                                  == "tile.alloc" for s in f.body)]
-    assert {f.name for f, _ in handed} == {f.name for f in kernels} and kernels
-    for f, types in handed:
+    final = [(f, types) for f, types in handed if any(g is f for g in out.functions)]  # (not those replaced since)
+    assert {f.name for f in kernels} <= {f.name for f, _ in final} and kernels
+    for f, types in final:
         fresh = Verifier(out, ctx, cache.op_typer).function_types(f)  # no cache: inferred from scratch
         assert list(types.items()) == list(fresh.items()), f.name
     # and the statements remembered from the hand-over give what a check without them gives
