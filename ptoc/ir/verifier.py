@@ -29,6 +29,8 @@ from ptoc.ir.nodes import (
     ConstFloat,
     ConstInt,
     DictExpr,
+    DTypeLit,
+    EnumLit,
     EvalStmt,
     Expr,
     ForStmt,
@@ -39,16 +41,19 @@ from ptoc.ir.nodes import (
     MemRef,
     MinMax,
     Node,
+    NoneLit,
     Program,
     ReturnStmt,
     ScalarType,
     ScopeStmt,
     Stmt,
+    StrLit,
     TensorType,
     TileType,
     TupleExpr,
     TupleType,
     Type,
+    TypeLit,
     UnaryOp,
     Var,
     WhileStmt,
@@ -307,6 +312,7 @@ class VerifyCache:
         # returns, returns_tuple, name, dynamic dims, signature token or None (no calls), value types,
         # verified clean)
         self._sigs: list[tuple[tuple, int]] = []  # the signatures seen so far, each with its token
+        self._last_token: tuple[Program, int] | None = None  # the program asked last and its token
         self.checked = 0  # functions checked (not served from the cache): for tests and profiling
         self.op_hits = 0  # operator typer answers given again
         self._memos: dict[str, _FunctionMemo] = {}  # function name -> what its checks found (`memo`)
@@ -424,12 +430,16 @@ class VerifyCache:
     def token(self, program: Program) -> int:
         """A number for the program's function signatures, the same for every program whose signatures
         are the identical objects (compared by identity: conservative)."""
+        last = self._last_token
+        if last is not None and last[0] is program:
+            return last[1]
         sig = tuple(x for f in program.functions for x in (f.name, f.params, f.returns, f.returns_tuple))
-        for known, tok in self._sigs:
-            if len(known) == len(sig) and all(a is b for a, b in zip(known, sig)):
-                return tok
-        tok = len(self._sigs)
-        self._sigs.append((sig, tok))
+        tok = next((t for known, t in self._sigs
+                    if len(known) == len(sig) and all(a is b for a, b in zip(known, sig))), None)
+        if tok is None:
+            tok = len(self._sigs)
+            self._sigs.append((sig, tok))
+        self._last_token = (program, tok)  # (a pass asks once per function it hands over: not a walk each time)
         return tok
 
     def lookup(self, f: Function, program: Program, token: int) -> tuple[dict[str, Type | None], bool] | None:
@@ -1081,16 +1091,29 @@ def _assignments(body: tuple[Stmt, ...]) -> Iterator[AssignStmt]:
             yield from _assignments(s.body)  # type: ignore[attr-defined]
 
 
+_NO_READS = frozenset({ConstInt, ConstFloat, ConstBool, StrLit, EnumLit, DTypeLit, NoneLit, TypeLit})
+
+
 def _value_reads(e: Expr, names: list[str]) -> bool:
-    """Append the names the check of expression `e` reads (`Verifier.expr`); False when `e` calls a function
-    of the program (a check that does is not remembered)."""
-    cls = e.__class__
-    if cls is Var:
-        names.append(e.name)  # type: ignore[attr-defined]
-        return True
-    if cls is Call and e.kind != "op":  # type: ignore[attr-defined]
-        return False
-    return all(_value_reads(x, names) for x in iter_subexprs(e))
+    """Append the names the check of expression `e` reads (`Verifier.expr`: a name inside a literal type
+    is not one); False when `e` calls a function of the program (a check that does is not remembered)."""
+    stack = [e]
+    pop, push = stack.pop, stack.extend
+    while stack:
+        x = pop()
+        cls = x.__class__
+        if cls is Var:
+            names.append(x.name)  # type: ignore[attr-defined]
+        elif cls is Call:
+            if x.kind != "op":  # type: ignore[attr-defined]
+                return False
+            push(x.args)  # type: ignore[attr-defined]
+            push(v for _, v in x.kwargs)  # type: ignore[attr-defined]
+        elif cls is ListExpr or cls is TupleExpr:
+            push(x.items)  # type: ignore[attr-defined]
+        elif cls not in _NO_READS:
+            push(iter_subexprs(x))
+    return True
 
 
 def definitions(f: Function) -> dict[str, Type | None]:
