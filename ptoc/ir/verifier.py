@@ -29,6 +29,8 @@ from ptoc.ir.nodes import (
     ConstFloat,
     ConstInt,
     DictExpr,
+    DTypeLit,
+    EnumLit,
     EvalStmt,
     Expr,
     ForStmt,
@@ -39,16 +41,19 @@ from ptoc.ir.nodes import (
     MemRef,
     MinMax,
     Node,
+    NoneLit,
     Program,
     ReturnStmt,
     ScalarType,
     ScopeStmt,
     Stmt,
+    StrLit,
     TensorType,
     TileType,
     TupleExpr,
     TupleType,
     Type,
+    TypeLit,
     UnaryOp,
     Var,
     WhileStmt,
@@ -307,6 +312,7 @@ class VerifyCache:
         # returns, returns_tuple, name, dynamic dims, signature token or None (no calls), value types,
         # verified clean)
         self._sigs: list[tuple[tuple, int]] = []  # the signatures seen so far, each with its token
+        self._last_token: tuple[Program, int] | None = None  # the program asked last and its token
         self.checked = 0  # functions checked (not served from the cache): for tests and profiling
         self.op_hits = 0  # operator typer answers given again
         self._memos: dict[str, _FunctionMemo] = {}  # function name -> what its checks found (`memo`)
@@ -424,12 +430,16 @@ class VerifyCache:
     def token(self, program: Program) -> int:
         """A number for the program's function signatures, the same for every program whose signatures
         are the identical objects (compared by identity: conservative)."""
+        last = self._last_token
+        if last is not None and last[0] is program:
+            return last[1]
         sig = tuple(x for f in program.functions for x in (f.name, f.params, f.returns, f.returns_tuple))
-        for known, tok in self._sigs:
-            if len(known) == len(sig) and all(a is b for a, b in zip(known, sig)):
-                return tok
-        tok = len(self._sigs)
-        self._sigs.append((sig, tok))
+        tok = next((t for known, t in self._sigs
+                    if len(known) == len(sig) and all(a is b for a, b in zip(known, sig))), None)
+        if tok is None:
+            tok = len(self._sigs)
+            self._sigs.append((sig, tok))
+        self._last_token = (program, tok)  # (a pass asks once per function it hands over: not a walk each time)
         return tok
 
     def lookup(self, f: Function, program: Program, token: int) -> tuple[dict[str, Type | None], bool] | None:
@@ -443,6 +453,41 @@ class VerifyCache:
                 or (e[6] is not None and e[6] != token)):
             return None
         return e[7], e[8]
+
+    def hand_over(self, f: Function, program: Program, types: dict[str, Type | None]) -> None:
+        """Take `types` as the value types of `f`, a function of `program`, without inferring them: a pass
+        that rewrote `f` derived them from the types of its input (`Pass.hand_over`). They serve
+        `function_types`, and each assignment is remembered as its check would remember it
+        (`remember_assign`: the types of the names it reads, its target's type), so a later check of a
+        function holding the same statement, reading values of the same types, takes its target's type
+        from here. An assignment that reads a name `types` does not hold (a dynamic dimension) or calls a
+        function of the program is not remembered; `verify_program` still checks `f` (not marked clean)."""
+        self.store(f, program, self.token(program), types, False)
+        memo = self.memo(f.name)
+        for s in _assignments(f.body):
+            names: list[str] = []
+            if not _value_reads(s.value, names) or not all(
+                    e.__class__ in _QUIET_IN_TYPE or _value_reads(e, names) for e in iter_type_exprs(s.annotation)):
+                continue
+            if s.target.name in types and all(n in types for n in names):
+                memo.cur[id(s)] = (s, [(n, types[n]) for n in names], types[s.target.name])
+
+    def handed_mismatch(self, f: Function, program: Program, types: dict[str, Type | None]) -> str | None:
+        """What a fresh inference of `f` (a function of `program`) finds different from the handed-over
+        `types` (names, their order or a type), or None; the inference replaces the hand-over in the cache."""
+        fresh = Verifier(program, self.ctx, self.op_typer, self).checked_function(f)
+        if list(fresh) != list(types):
+            missing = [n for n in fresh if n not in types]
+            extra = [n for n in types if n not in fresh]
+            if missing or extra:
+                return (f"values {missing} not handed over" if missing else "") + \
+                    ("; " if missing and extra else "") + (f"values {extra} not in the function" if extra else "")
+            return f"the values are handed over in the order {list(types)}, defined in the order {list(fresh)}"
+        for name, t in fresh.items():
+            if types[name] != t:
+                shown = [print_type(x) if x is not None else "no type" for x in (types[name], t)]
+                return f"value {name!r} handed over as {shown[0]}, inferred {shown[1]}"
+        return None
 
     def store(self, f: Function, program: Program, token: int | None, types: dict[str, Type | None],
               clean: bool) -> None:
@@ -1031,6 +1076,84 @@ def tensor_index_as_slice(e: GetItem, base: TensorType) -> Call:
 def tensor_index_as_read(e: GetItem) -> Call:
     """`t[i]` of a rank-1 tensor as PyPTO's parser makes it: the element read `pl.tensor.read(t, [i])`."""
     return Call("tensor.read", (e.value, ListExpr((e.index,), span=e.span)), span=e.span)
+
+
+def _assignments(body: tuple[Stmt, ...]) -> Iterator[AssignStmt]:
+    """The assignments of a body, those in nested bodies included."""
+    for s in body:
+        cls = s.__class__
+        if cls is AssignStmt:
+            yield s  # type: ignore[misc]
+        elif cls is IfStmt:
+            yield from _assignments(s.then_body)  # type: ignore[attr-defined]
+            yield from _assignments(s.else_body)  # type: ignore[attr-defined]
+        elif cls is ForStmt or cls is WhileStmt or cls is ScopeStmt:
+            yield from _assignments(s.body)  # type: ignore[attr-defined]
+
+
+_NO_READS = frozenset({ConstInt, ConstFloat, ConstBool, StrLit, EnumLit, DTypeLit, NoneLit, TypeLit})
+
+
+def _value_reads(e: Expr, names: list[str]) -> bool:
+    """Append the names the check of expression `e` reads (`Verifier.expr`: a name inside a literal type
+    is not one); False when `e` calls a function of the program (a check that does is not remembered)."""
+    stack = [e]
+    pop, push = stack.pop, stack.extend
+    while stack:
+        x = pop()
+        cls = x.__class__
+        if cls is Var:
+            names.append(x.name)  # type: ignore[attr-defined]
+        elif cls is Call:
+            if x.kind != "op":  # type: ignore[attr-defined]
+                return False
+            push(x.args)  # type: ignore[attr-defined]
+            push(v for _, v in x.kwargs)  # type: ignore[attr-defined]
+        elif cls is ListExpr or cls is TupleExpr:
+            push(x.items)  # type: ignore[attr-defined]
+        elif cls not in _NO_READS:
+            push(iter_subexprs(x))
+    return True
+
+
+def definitions(f: Function) -> dict[str, Type | None]:
+    """The names of `f` in the order the verifier defines them, which is the order of `function_types`'s
+    dict (the parameters, then each statement's in turn: a loop's variable and carried names before its
+    body, its results after; an if's results after both branches; an assignment's target), each with the
+    type written where it is defined: a parameter's, an assignment's annotation, a result's `pl.yield_`
+    annotation; None when none is written. For a pass that hands its output's value types over
+    (`Pass.hand_over`)."""
+    out: dict[str, Type | None] = {p.name: p.type for p in f.params}
+
+    def results(s: Stmt, last: tuple[Stmt, ...]) -> None:
+        y = last[-1] if last else None
+        ann = y.annotation if isinstance(y, YieldStmt) and len(y.targets) == 1 else None
+        for r in s.results:  # type: ignore[attr-defined]
+            out.setdefault(r.name, ann)
+
+    def block(body: tuple[Stmt, ...]) -> None:
+        for s in body:
+            cls = s.__class__
+            if cls is AssignStmt:
+                out.setdefault(s.target.name, s.annotation)  # type: ignore[attr-defined]
+            elif cls is ForStmt or cls is WhileStmt:
+                if cls is ForStmt:
+                    out.setdefault(s.var.name, None)  # type: ignore[attr-defined]
+                for a in s.iter_args:  # type: ignore[attr-defined]
+                    out.setdefault(a.name, None)
+                block(s.body)  # type: ignore[attr-defined]
+                results(s, s.body)  # type: ignore[attr-defined]
+            elif cls is IfStmt:
+                block(s.then_body)  # type: ignore[attr-defined]
+                block(s.else_body)  # type: ignore[attr-defined]
+                results(s, s.then_body)  # type: ignore[attr-defined]
+            elif cls is ScopeStmt:
+                if s.var is not None:  # type: ignore[attr-defined]
+                    out.setdefault(s.var.name, None)  # type: ignore[attr-defined]
+                block(s.body)  # type: ignore[attr-defined]
+
+    block(f.body)
+    return out
 
 
 def function_types(program: Program, ctx=None,

@@ -109,7 +109,7 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.types import normalize_tile_view
-from ptoc.ir.verifier import NodeIndex
+from ptoc.ir.verifier import NodeIndex, definitions
 from ptoc.analysis.flow import Flow, Site, nested_blocks
 from ptoc.passes.common import NOT_IN_PLACE, TIED_OPS, align_up
 from ptoc.passes.common import operand_named as _operand
@@ -195,8 +195,10 @@ class InitMemRef(Pass):
         for f in todo:
             try:
                 known = names.get(id(f))
-                new[f.name] = _Planner(f, env[f.name], arch, ctx, known[1] if known and known[0] is f else None,
-                                       self.cache).run()
+                planner = _Planner(f, env[f.name], arch, ctx, known[1] if known and known[0] is f else None,
+                                   self.cache)
+                new[f.name] = planner.run()
+                self.hand_over(new[f.name], _output_types(planner, new[f.name]))
             except CompileError as e:
                 diags.extend(e.diagnostics)
         if diags:
@@ -918,3 +920,31 @@ def _other_branch(u: Site, d: Site) -> bool:
     return any(k in mine and mine[k] != b for k, b in u.branches)
 
 
+def _output_types(planner: _Planner, f: Function) -> dict[str, Type | None]:
+    """The value types of `f`, the planned function, from those of its input (`planner.env`, with the
+    copies' types): a tile bound to a buffer has its MemRef (`_Planner.bind`), a parameter its new type,
+    a buffer the pointer type its `pl.tile.alloc` is annotated with. A value without an annotation that
+    had a parameter's type (the very object: a loop carrying the parameter, a plain copy of it) has the
+    parameter's new type; every other value keeps its type."""
+    old: dict[int, Type | None] = {}  # id(a parameter's type before) -> its type now
+    for p in f.params:
+        t = planner.env.get(p.name)
+        if t is not None and t is not p.type:
+            old[id(t)] = p.type
+    allocs = {s.target.name: s.annotation for stmts in planner.allocs.values() for s in stmts}
+    out: dict[str, Type | None] = {}
+    for name, ann in definitions(f).items():
+        if name in allocs:
+            out[name] = allocs[name]
+            continue
+        t = planner.env.get(name)
+        bound = planner.bind(name, t)
+        if bound is not t:
+            out[name] = bound
+        elif ann is None and t is not None:
+            out[name] = old.get(id(t), t)
+        else:
+            out[name] = t
+    for p in f.params:
+        out[p.name] = p.type
+    return out

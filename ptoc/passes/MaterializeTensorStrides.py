@@ -49,9 +49,10 @@ from ptoc.ir.nodes import (
     TensorType,
     TensorView,
     TileType,
+    TupleType,
     Var,
 )
-from ptoc.ir.verifier import FastMutator
+from ptoc.ir.verifier import FastMutator, definitions
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 
@@ -122,6 +123,41 @@ class MaterializeTensorStrides(Pass):
         funcs: list[Function] = []
         for f in program.functions:
             funcs.append(m.mutate(f) if f.func_type in (*KERNEL_TYPES, "Opaque") else f)
+            if funcs[-1] is not f:
+                handed = _output_types(f, self.known_types(program, f), m)
+                if handed is not None:
+                    self.hand_over(funcs[-1], handed)
         if all(a is b for a, b in zip(funcs, program.functions)):
             return program
         return replace(program, functions=tuple(funcs))
+
+
+def _output_types(f: Function, types: dict | None, m: _Strides) -> dict | None:
+    """The value types of `f` once its tensor types have strides, from its value types before (`types`;
+    None: not known, and nothing is derived): a type written in `f` (a parameter's, an annotation) gains
+    the strides, and so does a value that carries one of those very types (a loop carrying a parameter).
+    None when a value's tensor type comes from elsewhere (an operator's result, a call's): what the
+    operator makes of strided arguments is the operator rules' to say."""
+    if types is None:
+        return None
+    written = definitions(f)
+    own = {id(types[n]) for n, ann in written.items() if ann is not None and n in types}
+    for n, t in types.items():
+        if written.get(n) is None and t is not None and id(t) not in own and _has_tensor(t):
+            return None
+    done: dict[int, object] = {}  # id(type before) -> after: a type two values share stays shared
+
+    def strided(t):
+        if t is None:
+            return None
+        if id(t) not in done:
+            done[id(t)] = m.mutate(t)
+        return done[id(t)]
+
+    return {n: strided(t) for n, t in types.items()}
+
+
+def _has_tensor(t) -> bool:
+    if isinstance(t, TupleType):
+        return any(_has_tensor(x) for x in t.types)
+    return isinstance(t, TensorType)

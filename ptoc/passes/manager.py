@@ -112,6 +112,27 @@ class Pass:
 
         return ProgramTypes(program, ctx, cache=self.cache)
 
+    def hand_over(self, f, types: dict) -> None:
+        """Tell the pipeline the value types of `f`, a function this pass returns, so that nothing infers
+        them again: a pass that rewrites a function in a way whose effect on the types it knows (it gives
+        tiles their MemRefs, say) derives them from the types of its input (`types`). The order is the
+        verifier's: the order the names are defined in. In the checked modes (`PTOC_VERIFY_EACH_PASS`, a
+        run checked after every pass, `PTOC_CHECK_HANDED_TYPES` which the tests set) the manager compares
+        them with a fresh inference and a difference is an `InternalError` naming the pass; otherwise they
+        stand for `f`'s types until the pipeline's check of `f` infers them. Without the pipeline's cache
+        (the pass run on its own) nothing is handed over."""
+        if self.cache is not None:
+            self.__dict__.setdefault("_handed", []).append((f, types))
+
+    def known_types(self, program: Program, f) -> dict | None:
+        """The value types of `f`, a function of `program`, when this pipeline run knows them already (it
+        inferred them, or a pass handed them over); None when it would have to infer them. For a pass
+        that derives its output's types from its input's (`hand_over`) only when that costs no inference."""
+        if self.cache is None:
+            return None
+        known = self.cache.lookup(f, program, self.cache.token(program))
+        return known[0] if known is not None else None
+
     def index(self, f):
         """The `ptoc.ir.verifier.NodeIndex` of function `f` (its nodes by class, its census of operators and
         loop kinds), shared through this pipeline run's cache by every pass that sees the same function."""
@@ -473,6 +494,9 @@ def _run_passes(program: Program, ctx: CompileContext, passes: list[type[Pass]],
         except RecursionError as e:
             raise InternalError(f"pass {p.name} recursed too deeply") from e
         seconds = time.perf_counter() - t0
+        handed = p.__dict__.pop("_handed", None)
+        if handed:
+            _take_types(program, cache, p, handed, check=(verify and each) or bool(os.environ.get(CHECK_HANDED)))
         have |= p.produces
         if program is not before:
             have -= p.invalidates
@@ -491,6 +515,26 @@ def _run_passes(program: Program, ctx: CompileContext, passes: list[type[Pass]],
         _check_claims(program, ctx, cache, claimed, "the pipeline's passes claim")
     cache.age(program)  # keep only what the last check used and the final program's
     return program
+
+
+CHECK_HANDED = "PTOC_CHECK_HANDED_TYPES"  # set: every hand-over of types is compared with a fresh inference
+
+
+def _take_types(program: Program, cache, p: Pass, handed: list, check: bool) -> None:
+    """The value types `p` handed over (`Pass.hand_over`) for functions of its output `program` go into the
+    pipeline's cache; with `check`, each is first compared with a fresh inference (an `InternalError` when
+    they differ: names, their order, any type). A hand-over for a function the output does not hold (the pass changed it again) is dropped."""
+    output = {f.name: f for f in program.functions}
+    for f, types in handed:
+        if output.get(f.name) is not f:
+            continue
+        if check:
+            why = cache.handed_mismatch(f, program, types)
+            if why is not None:
+                raise InternalError(f"pass {p.name} handed over wrong value types for {f.name!r}: {why}")
+        # (checked, the handed objects still replace the inferred ones: the passes after, and the types they
+        # derive in turn, see what they see in a run that does not check)
+        cache.hand_over(f, program, types)
 
 
 def _skip(i: int, p: Pass, program: Program, ctx: CompileContext, cache, instruments, verify: bool,
