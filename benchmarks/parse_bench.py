@@ -4,7 +4,8 @@ Generates realistic PyPTO IR programs (many kernels: loads, elementwise and matm
 loop-carried values, if/else with yields, scalar arithmetic) of about 1k, 10k and 100k lines, writes
 them to a temporary directory and measures, for each size:
 
-- `ptoc check` wall time, best of N runs of the real CLI in a subprocess, as lines per second;
+- `ptoc check` wall time, best of N runs of the real CLI in a subprocess, as lines per second, and the
+  same for `ptoc check --syntax-only` (the front end alone: no passes, no emission);
 - the peak resident memory of that child process (`ru_maxrss` from `os.wait4`);
 - the ratio of that time to CPython's `ast.parse` of the same text (in-process, best of N), and to a
   `python -c "ast.parse(...)"` subprocess (both pay interpreter start-up; shown for context);
@@ -174,10 +175,10 @@ def run_child(cmd: list[str]) -> tuple[float, int, int, str]:
     return elapsed, proc.returncode, kib, err.decode("utf-8", "replace")
 
 
-def bench_check(path: str, repeat: int) -> dict:
+def bench_check(path: str, repeat: int, extra: tuple[str, ...] = ()) -> dict:
     times, rss, cpu = [], [], []
     for _ in range(repeat):
-        t, rc, kib, err = run_child(_ptoc_cmd() + ["check", path])
+        t, rc, kib, err = run_child(_ptoc_cmd() + ["check", *extra, path])
         if rc != 0:
             raise SystemExit(f"ptoc check {path} failed (exit {rc}):\n{err[:3000]}")
         times.append(t)
@@ -248,6 +249,7 @@ def main(argv: list[str] | None = None) -> int:
                 fh.write(text)
             nlines = text.count("\n")
             chk = bench_check(path, args.repeat)
+            front = bench_check(path, args.repeat, ("--syntax-only",))
             ref = bench_ast(text, path, args.repeat)
             row = {
                 "lines": nlines,
@@ -262,6 +264,11 @@ def main(argv: list[str] | None = None) -> int:
                 "check_cpu_s": chk["cpu_s"],
                 "ratio_cpu_vs_ast": chk["cpu_s"] / ref["inproc_cpu_s"],
                 "ratio_vs_ast_subprocess": chk["best_s"] / ref["subprocess_s"],
+                "syntax_only_s": front["best_s"],
+                "syntax_only_cpu_s": front["cpu_s"],
+                "syntax_only_ratio_vs_ast": front["best_s"] / ref["inproc_s"],
+                "syntax_only_ratio_cpu_vs_ast": front["cpu_s"] / ref["inproc_cpu_s"],
+                "syntax_only_peak_rss_mib": front["peak_rss_kib"] / 1024,
             }
             results["sizes"].append(row)
             print(f"  measured {nlines} lines: check {row['check_s']:.3f} s", file=sys.stderr)
@@ -271,13 +278,15 @@ def main(argv: list[str] | None = None) -> int:
 
     # ---- table
     hdr = (f"{'lines':>8} {'check s':>9} {'lines/s':>10} {'peak MiB':>9} {'ast.parse s':>12} "
-           f"{'x ast':>7} {'ast subproc s':>14} {'x subproc':>10} {'check cpu s':>12} {'x ast (cpu)':>12}")
+           f"{'x ast':>7} {'ast subproc s':>14} {'x subproc':>10} {'check cpu s':>12} {'x ast (cpu)':>12} "
+           f"{'syntax-only s':>14} {'x ast':>7}")
     print(hdr)
     print("-" * len(hdr))
     for r in results["sizes"]:
         print(f"{r['lines']:>8} {r['check_s']:>9.3f} {r['lines_per_s']:>10.0f} {r['peak_rss_mib']:>9.1f} "
               f"{r['ast_parse_s']:>12.4f} {r['ratio_vs_ast']:>7.1f} {r['ast_subprocess_s']:>14.3f} "
-              f"{r['ratio_vs_ast_subprocess']:>10.1f} {r['check_cpu_s']:>12.3f} {r['ratio_cpu_vs_ast']:>12.1f}")
+              f"{r['ratio_vs_ast_subprocess']:>10.1f} {r['check_cpu_s']:>12.3f} {r['ratio_cpu_vs_ast']:>12.1f} "
+              f"{r['syntax_only_s']:>14.3f} {r['syntax_only_ratio_vs_ast']:>7.1f}")
     print(f"\nptoc --version: {results['version_median_s'] * 1000:.0f} ms (median of 10)")
 
     # ---- goals
@@ -296,6 +305,9 @@ def main(argv: list[str] | None = None) -> int:
         goals.append(("check within 2x of ast.parse at 10k lines", ratio <= 2.0,
                       f"{ratio:.1f}x (CPU time: {r10['ratio_cpu_vs_ast']:.1f}x; vs ast.parse in a subprocess: "
                       f"{r10['ratio_vs_ast_subprocess']:.1f}x)"))
+        ratio = r10["syntax_only_ratio_vs_ast"]
+        goals.append(("check --syntax-only (the front end alone) within 2x of ast.parse at 10k lines", ratio <= 2.0,
+                      f"{ratio:.1f}x (CPU time: {r10['syntax_only_ratio_cpu_vs_ast']:.1f}x)"))
     else:
         goals.append(("check within 2x of ast.parse at 10k lines", None, "needs size 10000"))
     v = results["version_median_s"]

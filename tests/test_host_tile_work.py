@@ -143,3 +143,21 @@ def test_the_same_work_inside_a_core_group_region_compiles(tmp_path):
     assert len(funcs) == 2  # k and the outlined region
     v = ptoc("passes", src, "--validate")
     assert v.returncode == 0 and "every stage agrees with the front end" in v.stdout
+
+
+def test_corpus_17_with_the_hint_applied_reaches_memory_planning_and_its_error_names_the_kernel(tmp_path):
+    """The cluster body inside `with pl.at(level=pl.Level.CORE_GROUP):`, as the hint says, is a cube + vector
+    kernel; its 128 x 128 FP32 hand-over needs a 512 KiB ring that Vec (192 KiB) cannot hold: PTOC-E0620,
+    located at the kernel's scope (the ring is made by the compiler, so it has no line of its own)."""
+    lines = CORPUS_17.read_text().splitlines()
+    at = lines.index("        with pl.cluster():")
+    ret = next(i for i in range(at + 1, len(lines)) if not lines[i].startswith("            "))
+    fixed = lines[:at + 1] + ["            with pl.at(level=pl.Level.CORE_GROUP):"] + \
+        ["    " + ln for ln in lines[at + 1:ret]] + lines[ret:]
+    src = tmp_path / "fixed.ir"
+    src.write_text("\n".join(fixed) + "\n")
+    p = ptoc("check", src, "--diagnostics", "json")
+    assert p.returncode == 1
+    (d,) = [d for d in diags(p) if d["severity"] == "error"]
+    assert d["code"] == "PTOC-E0620" and "524288 bytes" in d["message"]
+    assert (d["line"], d["column"]) == (at + 2, 13)  # the `with pl.at(...)` line just added

@@ -549,8 +549,9 @@ class _Splitter:
                 continue
             name = f"{f.name}_{tag}_slot_buffer"
             res, imp = Var(name), Var(f"{name}_import")
+            # the ring is the kernel's: a diagnostic about it (PTOC-E0620) points at the kernel
             order["aiv" if consumer is aiv else "aic"].append(AssignStmt(res, Call("system.reserve_buffer", (), (
-                ("name", StrLit(name)), ("size", _i(size)), ("base", _i(-1)))), _INT32))
+                ("name", StrLit(name)), ("size", _i(size)), ("base", _i(-1))), span=f.span), _INT32, span=f.span))
             order["aic" if producer is aic else "aiv"].append(AssignStmt(imp, Call("system.import_peer_buffer", (), (
                 ("name", StrLit(name)), ("peer_func", StrLit(peer)))), _INT32))
             pos = 0 if d == C2V else 1
