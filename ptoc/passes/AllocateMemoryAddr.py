@@ -138,6 +138,8 @@ class AllocateMemoryAddr(Pass):
                     # the slot ring this target builds is larger than the one the offsets leave room
                     # for: keep the MemRefs' offsets within their buffers, and place the buffers anew
                     new[f.name] = _drop_addrs(new[f.name])
+                # (the MemRefs rebased; addr= on the allocs changes no value's type)
+                self.hand_over_remapped(new[f.name], env[f.name], _Rebase(placed).mutate_MemRef)
         return replace(program, functions=tuple(new.get(f.name, f) for f in program.functions)) if new else program
 
     def run(self, program: Program, ctx) -> Program:
@@ -152,6 +154,7 @@ class AllocateMemoryAddr(Pass):
         for f in todo:
             try:
                 new[f.name] = _place(f, env[f.name], arch)
+                self.hand_over(new[f.name], env[f.name])  # (addr= and base= on calls: no value's type changes)
             except CompileError as e:
                 diags.extend(e.diagnostics)
         if diags:

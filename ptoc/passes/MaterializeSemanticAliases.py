@@ -101,7 +101,7 @@ class MaterializeSemanticAliases(Pass):
         env = self.types(program, ctx)
         new = {}
         for f in todo:
-            nf = materialize(f, env.get(f.name, {}))
+            nf = materialize(f, env.get(f.name, {}), self.hand_over)
             if nf is not f:
                 new[f.name] = nf
         if not new:
@@ -268,26 +268,36 @@ class _Retarget:
         return False
 
 
-def materialize(f: Function, env) -> Function:
+def materialize(f: Function, env, hand=None) -> Function:
+    """`f` with its yielded tiles retargeted. `hand`: `Pass.hand_over`, told the value types of the result
+    (those of `env`, each retargeted value's its new annotation) when `f` changed."""
     r = _Retarget(f, env)
     r.visit(f.body)
     if not r.memref:
         return f
-    return replace(f, body=_retype(f.body, r.memref, env))
+    retyped: dict[str, TileType] = {}
+    out = replace(f, body=_retype(f.body, r.memref, env, retyped))
+    if hand is not None:
+        hand(out, {name: retyped.get(name, t) for name, t in env.items()})
+    return out
 
 
-def _retype(body: tuple[Stmt, ...], memref: dict[str, MemRef], env) -> tuple[Stmt, ...]:
+def _retype(body: tuple[Stmt, ...], memref: dict[str, MemRef], env, retyped: dict) -> tuple[Stmt, ...]:
+    """`body` with the values of `memref` annotated with their new MemRef (each new annotation in `retyped`)."""
     out = []
     for s in body:
         if isinstance(s, AssignStmt) and s.target.name in memref:
             t = s.annotation if isinstance(s.annotation, TileType) else env.get(s.target.name)
             s = replace(s, annotation=replace(t, memref=memref[s.target.name]))
+            retyped[s.target.name] = s.annotation
         elif isinstance(s, YieldStmt) and len(s.targets) == 1 and s.targets[0].name in memref:
             t = s.annotation if isinstance(s.annotation, TileType) else env.get(s.targets[0].name)
             s = replace(s, annotation=replace(t, memref=memref[s.targets[0].name]))
+            retyped[s.targets[0].name] = s.annotation
         elif isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
-            s = replace(s, body=_retype(s.body, memref, env))
+            s = replace(s, body=_retype(s.body, memref, env, retyped))
         elif isinstance(s, IfStmt):
-            s = replace(s, then_body=_retype(s.then_body, memref, env), else_body=_retype(s.else_body, memref, env))
+            s = replace(s, then_body=_retype(s.then_body, memref, env, retyped),
+                        else_body=_retype(s.else_body, memref, env, retyped))
         out.append(s)
     return tuple(out)

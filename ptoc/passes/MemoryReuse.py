@@ -154,11 +154,14 @@ class MemoryReuse(Pass):
         arch = get_arch(ctx.arch)
         new: dict[str, Function] = {}
         for f in todo:
-            nf = coalesce(f, env.get(f.name, {}), arch)
+            nf = coalesce(f, env.get(f.name, {}), arch, hand=self.hand_over_remapped)
             if nf is not f:
                 new[f.name] = nf
         for f in tagged:
             new[f.name] = _Rebind({}, set()).function(f)
+            known = self.known_types(program, f)
+            if known is not None:  # (the membership tags dropped: no value's type changes)
+                self.hand_over(new[f.name], known)
         if not new:
             return program
         return replace(program, functions=tuple(new.get(f.name, f) for f in program.functions))
@@ -635,7 +638,10 @@ class _Stages:
         return out
 
 
-def coalesce(f: Function, env, arch=None) -> Function:
+def coalesce(f: Function, env, arch=None, hand=None) -> Function:
+    """`f` with its coalesced buffers merged. `hand`: `Pass.hand_over_remapped`, told the value types of the
+    result (those of `env` with every MemRef on a merged buffer naming its survivor, the dropped allocs'
+    names gone) when `f` changed."""
     separated: set[frozenset] = set()
     remap = plan(f, env, arch=arch, separated=separated)
     used = {b for t in env.values() for b in memref_bases(t)}
@@ -645,7 +651,17 @@ def coalesce(f: Function, env, arch=None) -> Function:
     out = _Rebind(remap, unused).function(f)
     if separated:
         _remember(out, separated)
+    if hand is not None:
+        hand(out, env, lambda m: _renamed(m, remap), unused.union(remap))
     return out
+
+
+def _renamed(m: MemRef, remap: dict[str, str]) -> MemRef:
+    """`m` naming the survivor of its buffer when that was merged (as `_Rebind` renames it)."""
+    base = m.base
+    if base.__class__ is Var and base.name in remap:  # type: ignore[attr-defined]
+        return replace(m, base=replace(base, name=remap[base.name]))  # type: ignore[attr-defined]
+    return m
 
 
 class _Rebind(Mutator):

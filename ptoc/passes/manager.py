@@ -28,11 +28,11 @@ import importlib
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError, InternalError
-from ptoc.ir.nodes import Program
+from ptoc.ir.nodes import MemRef, Program, TileType, TupleType
 from ptoc.ops import registry as _op_rules  # noqa: F401  (installs the type rules the verifier asks)
 
 # The pipeline: (stage, pass name). The module ptoc.passes.<name> defines class <name>.
@@ -124,6 +124,15 @@ class Pass:
         if self.cache is not None:
             self.__dict__.setdefault("_handed", []).append((f, types))
 
+    def hand_over_remapped(self, f, types: dict, new_ref: Callable[[MemRef], MemRef],
+                           dropped: frozenset[str] | set[str] = frozenset()) -> None:
+        """`hand_over` for a pass whose rewrite of `f` changes only the tiles' MemRefs (MemoryReuse renames
+        merged buffers, AllocateMemoryAddr rebases offsets, MaterializeSemanticAliases retargets yielded
+        tiles) and drops the definitions named in `dropped`: `f`'s value types are `types` (its input's,
+        in their order) with every tile's MemRef `m` replaced by `new_ref(m)` (`remap_memrefs`)."""
+        if self.cache is not None:
+            self.hand_over(f, remap_memrefs(types, new_ref, dropped))
+
     def known_types(self, program: Program, f) -> dict | None:
         """The value types of `f`, a function of `program`, when this pipeline run knows them already (it
         inferred them, or a pass handed them over); None when it would have to infer them. For a pass
@@ -154,6 +163,40 @@ class Pass:
         property it produces: bring a form of those products ptoc reads but does not print (PyPTO's)
         to ptoc's own. By default the program unchanged."""
         return program
+
+
+def remap_memrefs(types: dict, new_ref: Callable[[MemRef], MemRef],
+                  dropped: frozenset[str] | set[str] = frozenset()) -> dict:
+    """`types` (value name -> type) without the names in `dropped`, each tile's MemRef `m` (a tuple's
+    elements' too) replaced by `new_ref(m)`. A type whose MemRefs `new_ref` returns unchanged (the very
+    object) stays the very object, so what the pipeline's cache remembers of the statements reading it
+    still holds."""
+    done: dict[int, object] = {}
+
+    def remap(t):
+        cls = t.__class__
+        if cls is TileType:
+            m = t.memref
+            if m is None:
+                return t
+            n = new_ref(m)
+            return t if n is m else replace(t, memref=n)
+        if cls is TupleType:
+            xs = tuple([remap(x) for x in t.types])
+            return t if all(a is b for a, b in zip(xs, t.types)) else replace(t, types=xs)
+        return t
+
+    out = {}
+    for name, t in types.items():
+        if name in dropped:
+            continue
+        if t is not None:
+            r = done.get(id(t))
+            if r is None:
+                r = done[id(t)] = remap(t)
+            t = r
+        out[name] = t
+    return out
 
 
 def load_pass(name: str) -> type[Pass]:
@@ -541,6 +584,9 @@ def _skip(i: int, p: Pass, program: Program, ctx: CompileContext, cache, instrum
           ssa: bool) -> Program:
     """`p` skipped: its products are there; `adopt` them, check, tell the instruments."""
     adopted = p.adopt(program, ctx)
+    handed = p.__dict__.pop("_handed", None)
+    if handed and adopted is not program:
+        _take_types(adopted, cache, p, handed, check=verify or bool(os.environ.get(CHECK_HANDED)))
     if adopted is not program and verify:
         check_invariants(adopted, ctx, p, cache, ssa=ssa)
     reason = "the input already has " + ", ".join(repr(x) for x in sorted(p.produces))

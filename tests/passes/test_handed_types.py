@@ -17,7 +17,7 @@ from ptoc.frontend.parser import parse_program
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import ScalarType
 from ptoc.ir.verifier import VerifyCache, definitions, function_types
-from ptoc.passes.manager import CHECK_HANDED, Pass, run_pipeline
+from ptoc.passes.manager import CHECK_HANDED, Instrument, Pass, run_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = sorted((ROOT / "examples").glob("*.ir"))
@@ -136,3 +136,144 @@ def test_the_types_handed_over_up_to_init_memref_are_those_a_fresh_inference_giv
     # and the statements remembered from the hand-over give what a check without them gives
     again = run_pipeline(prog, ctx, check_once=True, cache=VerifyCache(ctx))
     assert again == run_pipeline(prog, ctx, check_once=True, cache=cache)
+
+
+class _Programs(Instrument):
+    """Each pass's input and output program, by pass name (the last run of a name)."""
+
+    keeps_check_once = True
+
+    def __init__(self):
+        self.seen: dict[str, tuple] = {}
+        self._before = None
+
+    def before_pass(self, index, p, program):
+        self._before = program
+
+    def after_pass(self, index, p, program, seconds):
+        self.seen[p.name] = (self._before, program)
+
+
+def _spied_run(prog, ctx, cache, **kw):
+    """`run_pipeline` (unchecked: nothing compares the hand-overs) with every hand-over the pipeline takes
+    recorded as (function, program it is a function of, types), and each pass's input and output."""
+    handed = []
+    original = VerifyCache.hand_over
+
+    def spy(self, f, program, types):
+        handed.append((f, program, types))
+        return original(self, f, program, types)
+
+    programs = _Programs()
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(VerifyCache, "hand_over", spy)
+        out = run_pipeline(prog, ctx, check_once=True, cache=cache, instruments=[programs], **kw)
+    return out, handed, programs.seen
+
+
+def _assert_fresh(handed, ctx, cache) -> None:
+    from ptoc.ir.verifier import Verifier
+
+    for f, program, types in handed:
+        fresh = Verifier(program, ctx, cache.op_typer).function_types(f)  # no cache: inferred from scratch
+        assert list(types.items()) == list(fresh.items()), f.name
+
+
+def _changed(seen, name) -> set[str]:
+    before, after = seen[name]
+    old = {f.name: f for f in before.functions}
+    return {f.name for f in after.functions if old.get(f.name) is not f}
+
+
+MEMORY_PASSES = ("MemoryReuse", "AllocateMemoryAddr")
+
+
+@pytest.mark.parametrize("path", EXAMPLES, ids=lambda p: p.name)
+def test_the_memory_passes_hand_over_every_function_they_change_with_the_types_a_fresh_inference_gives(path):
+    ctx = CompileContext()
+    cache = VerifyCache(ctx)
+    prog = parse_program(path.read_text(encoding="utf-8"), path.name)
+    out, handed, seen = _spied_run(prog, ctx, cache)
+    _assert_fresh(handed, ctx, cache)
+    for name in MEMORY_PASSES:
+        after = seen[name][1]
+        assert _changed(seen, name) <= {f.name for f, program, _ in handed if program is after}, name
+    assert _changed(seen, "AllocateMemoryAddr")  # every example has a kernel to place
+    assert out == run_pipeline(prog, ctx, check_once=True, cache=VerifyCache(ctx))
+
+
+ALIAS_KERNEL = """
+@pl.program
+class p:
+    @pl.function(type=pl.FunctionType.AIV)
+    def k(self, x: pl.Tensor[[64, 64], pl.FP32], out: pl.Out[pl.Tensor[[64, 64], pl.FP32]]) -> pl.Tensor[[64, 64], pl.FP32]:
+        mem_vec_2: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        mem_vec_3: pl.Ptr = pl.tile.alloc(pl.Mem.Vec, 16384)
+        x0: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_2, 0, 16384), pl.Mem.Vec] = pl.tile.load(x, [0, 0], [64, 64], target_memory=pl.Mem.Vec)
+        for i, (acc,) in pl.range(0, 4, 1, init_values=(x0,)):
+            nxt: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_3, 0, 16384), pl.Mem.Vec] = pl.tile.add(acc, acc)
+            carried: pl.Tile[[64, 64], pl.FP32, pl.MemRef(mem_vec_2, 0, 16384), pl.Mem.Vec] = pl.yield_(nxt)
+        out_1: pl.Tensor[[64, 64], pl.FP32] = pl.tile.store(carried, [0, 0], out)
+        return out_1
+"""
+
+
+def _alias_passes():
+    from ptoc.passes.manager import load_pass
+
+    return [load_pass(n) for n in ("MaterializeSemanticAliases", *MEMORY_PASSES)]
+
+
+def test_the_aliases_retargeted_are_handed_over_with_the_types_a_fresh_inference_gives():
+    # (PyPTO's form after its InitMemRef: the loop's yielded tile in a buffer of its own)
+    ctx = CompileContext()
+    cache = VerifyCache(ctx)
+    out, handed, seen = _spied_run(parse_program(ALIAS_KERNEL, "k.ir"), ctx, cache, passes=_alias_passes())
+    _assert_fresh(handed, ctx, cache)
+    for name in ("MaterializeSemanticAliases", *MEMORY_PASSES):
+        after = seen[name][1]
+        assert _changed(seen, name) == {"k"}, name
+        assert any(program is after for _, program, _ in handed), name
+
+
+def _corrupt_memory_reuse(m):
+    import ptoc.passes.MemoryReuse as mod
+
+    m.setattr(mod, "_renamed", lambda ref, remap: ref)  # the merged buffers' names left in the types
+
+
+def _corrupt_allocate_memory_addr(m):
+    import ptoc.passes.AllocateMemoryAddr as mod
+
+    place = mod._place
+
+    def moved(f, env, arch):  # a placement that also moves a tile's MemRef, which the hand-over ignores
+        g = place(f, env, arch)
+        return mod._Rebase({b: -32 for b in {s.target.name for s in mod.allocs(g.body)}}).mutate(g)
+
+    m.setattr(mod, "_place", moved)
+
+
+def _corrupt_materialize_semantic_aliases(m):
+    import ptoc.passes.MaterializeSemanticAliases as mod
+
+    retype = mod._retype
+    m.setattr(mod, "_retype", lambda body, memref, env, retyped: retype(body, memref, env, {}))
+
+
+@pytest.mark.parametrize(("name", "corrupt", "text"), [
+    ("MemoryReuse", _corrupt_memory_reuse, (ROOT / "examples" / "vector_add.ir").read_text(encoding="utf-8")),
+    ("AllocateMemoryAddr", _corrupt_allocate_memory_addr,
+     (ROOT / "examples" / "vector_add.ir").read_text(encoding="utf-8")),
+    ("MaterializeSemanticAliases", _corrupt_materialize_semantic_aliases, ALIAS_KERNEL),
+])
+@pytest.mark.parametrize("checked", ["each pass", "environment"])
+def test_a_wrong_hand_over_from_a_memory_pass_is_caught(monkeypatch, name, corrupt, text, checked):
+    corrupt(monkeypatch)
+    passes = _alias_passes() if text is ALIAS_KERNEL else None
+    if checked == "environment":
+        monkeypatch.setenv(CHECK_HANDED, "1")
+    with pytest.raises(InternalError, match=rf"pass {name} handed over wrong value types for '\w+': value '\w+' "
+                       r"handed over as pl.Tile\["):
+        run_pipeline(parse_program(text, "k.ir"), CompileContext(), passes=passes,
+                     check_once=checked == "environment")
