@@ -151,3 +151,19 @@ def test_pypto_dumps_of_such_an_if_compile_validate_and_reuse_as_pypto(tmp_path)
     assert ours.returncode == 0, ours.stderr
     assert any(n.endswith("_mv") for n in theirs)
     assert _bases(ours.stdout) == theirs
+
+
+THROUGH = ROOT / "tests" / "passes" / "if_pass_through_after_initmemref.py"
+
+
+@pytest.mark.parametrize("flag", [1, 0])
+def test_a_passed_through_value_is_copied_not_overwritten(flag):
+    """The then branch yields t, computed before the if and stored again after it: copying b into t's
+    buffer would overwrite t, so t is copied into b's buffer in the then branch (out2 is always x)."""
+    ctx = CompileContext(arch="a2a3", ptoas_version="v0.61")
+    pto = compile_program(frontend(THROUGH.read_text(), THROUGH.name, ctx), ctx, THROUGH.name, header=False).pto
+    x = np.random.default_rng(11).standard_normal((64, 64)).astype(np.float32)
+    zeros = np.zeros((64, 64), np.float32)
+    out = run_pto_logical(pto, "k", {0: (x, "ND"), 1: (zeros, "ND"), 2: (zeros.copy(), "ND")}, scalars=[flag])
+    np.testing.assert_allclose(out[1], x if flag > 0 else x + 1.0, rtol=1e-6)
+    np.testing.assert_array_equal(out[2], x)
