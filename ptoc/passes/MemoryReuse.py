@@ -77,7 +77,7 @@ Where this pass deliberately differs from PyPTO
 - No Ascend910B load + tpop in-place guard; loop and if values already share one buffer from InitMemRef
   and MaterializeSemanticAliases, so no `tile.move` is inserted at a yield afterwards, except where
   PyPTO's own dump after InitMemRef gives the two branches of an if two buffers: then the else value is
-  copied into the then value's buffer as PyPTO does (ptoc/passes/if_yield_moves.py).
+  copied into the then value's buffer as PyPTO does (ptoc/analysis/if_yield_moves.py).
 - Rule 8 reports nothing when a region gets less depth than it asked for (PyPTO's PH-MR-001 hint and
   its fallback warning). The property `coalesced` of this pass's own output remembers the pairs rule 8
   kept apart (the tags are gone); a dump printed after this pass and read back has lost them, so the
@@ -89,6 +89,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field, replace
 
+from ptoc.analysis.if_yield_moves import align_if_yields, split_if_yields
 from ptoc.analysis.pipeline_stages import membership_pairs, reserved_end_by_space, without_membership
 from ptoc.ir.nodes import (
     AssignStmt,
@@ -118,7 +119,6 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.visitor import Mutator, walk
-from ptoc.passes.if_yield_moves import align_if_yields, split_if_yields
 from ptoc.passes.common import align_up, allocs, forbidden_operands, is_alloc, memref_bases, resolve_op
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
