@@ -168,6 +168,8 @@ CODES: dict[str, str] = {
     "PTOC-E0810": "an automatic scope placed by hand in a function whose scopes the compiler places",
     "PTOC-E0811": "a manual scope nested inside another manual scope",
     "PTOC-E0812": "an automatic scope nested inside a manual scope",
+    # reading PyPTO's dumps at any stage (PTOC-E0870..E0874)
+    "PTOC-E0870": "the branches of an if yield a tile result from two placed buffers",
     # internal
     "PTOC-I0001": "internal error",
     "PTOC-I0100": "function not emitted",

@@ -47,7 +47,7 @@ from __future__ import annotations
 import math
 
 from ptoc.ir.names import fresh_name
-from ptoc.diagnostics import CompileError, InternalError, Span
+from ptoc.diagnostics import CompileError, Diagnostic, InternalError, Span
 from ptoc.ir import dtypes
 from ptoc.ir.dtypes import DType
 from ptoc.ir.nodes import (
@@ -741,8 +741,17 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
         if len(yields) > 1 and yields[1] is not None:
             else_v = self.value_of(yields[1].values[i], span)
             if isinstance(then_v, _Handle) and isinstance(else_v, _Handle) and then_v.ssa != else_v.ssa:
-                raise InternalError(f"if result {name} comes from two different buffers "
-                                    f"({then_v.ssa}, {else_v.ssa}); InitMemRef must give it one buffer")
+                # ptoc's InitMemRef and MemoryReuse never leave this; an input whose buffers are already
+                # placed can (a hand-written or edited dump): `scf.if` yields no tiles, so nothing copies
+                a, b = (getattr(y.values[i], "name", "?") for y in yields)
+                raise CompileError([Diagnostic(
+                    "PTOC-E0870", f"the if yields its tile result {name!r} from two buffers ({a!r} in the "
+                    f"then branch, {b!r} in the else branch), but its buffers are placed already and the "
+                    f"generated code has no copy at the join", span,
+                    hint=f"put both in one buffer: before the else branch's pl.yield_ add "
+                         f"`{b}_mv: <{b}'s tile type with {a}'s pl.MemRef> = pl.tile.move({b}, "
+                         f"target_memory=...)` and yield {b}_mv (what PyPTO's MemoryReuse adds), or "
+                         f"compile the program from a dump taken before MemoryReuse")])
         return then_v
 
     def value_of(self, e: Expr, span: Span | None):

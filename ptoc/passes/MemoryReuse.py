@@ -75,7 +75,9 @@ Where this pass deliberately differs from PyPTO
 - A tile moved onto a larger survivor keeps its own MemRef size (PyPTO writes the survivor's size into
   the tile that joins); the alloc carries the buffer's size either way.
 - No Ascend910B load + tpop in-place guard; loop and if values already share one buffer from InitMemRef
-  and MaterializeSemanticAliases, so no `tile.move` is inserted at a yield afterwards.
+  and MaterializeSemanticAliases, so no `tile.move` is inserted at a yield afterwards, except where
+  PyPTO's own dump after InitMemRef gives the two branches of an if two buffers: then the else value is
+  copied into the then value's buffer as PyPTO does (ptoc/analysis/if_yield_moves.py).
 - Rule 8 reports nothing when a region gets less depth than it asked for (PyPTO's PH-MR-001 hint and
   its fallback warning). The property `coalesced` of this pass's own output remembers the pairs rule 8
   kept apart (the tags are gone); a dump printed after this pass and read back has lost them, so the
@@ -87,6 +89,7 @@ from __future__ import annotations
 import weakref
 from dataclasses import dataclass, field, replace
 
+from ptoc.analysis.if_yield_moves import align_if_yields, split_if_yields
 from ptoc.analysis.pipeline_stages import membership_pairs, reserved_end_by_space, without_membership
 from ptoc.ir.nodes import (
     AssignStmt,
@@ -202,6 +205,7 @@ def uncoalesced(program: Program, ctx, cache=None) -> list[str]:
     for f in todo:
         remap = plan(f, types.get(f.name, {}), arch=arch, apart=_kept_apart(f))
         bad += [f"{f.name}: buffer {m} could share {h}" for m, h in sorted(remap.items())]
+        bad += split_if_yields(f, types.get(f.name, {}))
     return bad
 
 
@@ -646,9 +650,12 @@ def coalesce(f: Function, env, arch=None, hand=None) -> Function:
     remap = plan(f, env, arch=arch, separated=separated)
     used = {b for t in env.values() for b in memref_bases(t)}
     unused = {s.target.name for s in allocs(f.body)} - used  # type: ignore[union-attr]
-    if not remap and not unused and not _has_membership(f):
+    split = split_if_yields(f, env)
+    if not remap and not unused and not split and not _has_membership(f):
         return f
     out = _Rebind(remap, unused).function(f)
+    if split:  # PyPTO's form after InitMemRef: copy one branch's value into the other's buffer
+        out = align_if_yields(out, env, remap, lambda space: arch is None or arch.tmov.legal(space, space))
     if separated:
         _remember(out, separated)
     if hand is not None:
