@@ -645,7 +645,8 @@ class _Stages:
 def coalesce(f: Function, env, arch=None, hand=None) -> Function:
     """`f` with its coalesced buffers merged. `hand`: `Pass.hand_over_remapped`, told the value types of the
     result (those of `env` with every MemRef on a merged buffer naming its survivor, the dropped allocs'
-    names gone) when `f` changed."""
+    names gone) when `f` changed, unless if-yield copies were added (their values are new: the pipeline
+    infers that function's types)."""
     separated: set[frozenset] = set()
     remap = plan(f, env, arch=arch, separated=separated)
     used = {b for t in env.values() for b in memref_bases(t)}
@@ -658,7 +659,7 @@ def coalesce(f: Function, env, arch=None, hand=None) -> Function:
         out = align_if_yields(out, env, remap, lambda space: arch is None or arch.tmov.legal(space, space))
     if separated:
         _remember(out, separated)
-    if hand is not None:
+    if hand is not None and not split:  # (the copies align_if_yields adds are new values: typed afresh)
         hand(out, env, lambda m: _renamed(m, remap), unused.union(remap))
     return out
 
