@@ -173,7 +173,6 @@ def compile_program(program: Program, ctx: CompileContext, source_name: str, pto
     """Lower a checked program and emit the .pto module (and the GlobalTensor header)."""
     from ptoc import __version__
     from ptoc.codegen.global_tensor import emit_header, kernel_types
-    from ptoc.codegen.host_work import require_no_host_tile_work
     from ptoc.codegen.pto import emit_module
 
     from ptoc.passes.manager import gc_paused
@@ -183,10 +182,10 @@ def compile_program(program: Program, ctx: CompileContext, source_name: str, pto
     skip = frozenset({"MemoryReuse", "AllocateMemoryAddr"}) if pto_level == "level2" else frozenset()
     with gc_paused():
         low = lower(program, ctx, dumps=dumps, timings=timings, skip=skip)
-        require_no_host_tile_work(low.program)  # (before require_kernel: it is the reason when nothing is left)
-        require_kernel(low.program, program)
         types = low.function_types(ctx)  # what the pipeline's last check inferred: not inferred again
+        # (emission first: its PTOC-E0406, tile work left in a host function, is the reason when no kernel is left)
         text, skipped = emit_module(low.program, ctx, pto_level=pto_level, types=types)
+        require_kernel(low.program, program)
         kernels = kernel_types(low.program, ctx, types) if header else None
         hdr = emit_header(low.program, ctx, source_name, __version__, kernels=kernels) if header else None
     return Artifacts(text, hdr, list(skipped), low, kernels)
