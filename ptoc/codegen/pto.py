@@ -564,15 +564,7 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
         lb = self.index_value(s.start, s.span)
         ub = self.index_value(s.stop, s.span)
         st = self.index_value(s.step, s.span)
-        carried: list[tuple[int, DType]] = []
-        inits: list[str] = []
-        for i, (a, init) in enumerate(zip(s.iter_args, s.init_values)):
-            t = self.types.get(a.name)
-            if isinstance(t, ScalarType):
-                carried.append((i, t.dtype))
-                inits.append(self.expr(init, want=t.dtype).ssa)
-            else:
-                self.env[a.name] = self.value_of(init, s.span)
+        carried, inits = self._loop_inits(s)
         iv = self.fresh(s.var.name)
         header = f"scf.for %{iv} = %{lb} to %{ub} step %{st}"
         results = s.results
@@ -604,13 +596,10 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
         self.emit("}")
         self._bind_loop_results(s, results, res_names, carried, y, "loop")
 
-    def while_stmt(self, s: WhileStmt) -> None:
-        """`pl.while_` -> `scf.while`. The loop-carried scalars are the op's operands: the "before" region
-        receives them, computes `pl.cond` and passes them on unchanged with `scf.condition`; the "do"
-        region receives them again as block arguments, runs the body and yields the next values. The op's
-        results are the values the condition last saw, which is what the loop's results hold (the final
-        iter_args; the inits when the body never runs). Carried tiles and tensors stay out of the
-        signature, as in `scf.for`: they are written in place through their handle / view."""
+    def _loop_inits(self, s) -> tuple[list[tuple[int, DType]], list[str]]:
+        """A loop's carried scalars ((index, dtype) of each, and the SSA values of their initial values), the
+        operands of its `scf.for` / `scf.while`; a carried tile or tensor is bound to its initial value's handle
+        or view instead (written in place, outside the op's signature)."""
         carried: list[tuple[int, DType]] = []
         inits: list[str] = []
         for i, (a, init) in enumerate(zip(s.iter_args, s.init_values)):
@@ -620,6 +609,16 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
                 inits.append(self.expr(init, want=t.dtype).ssa)
             else:
                 self.env[a.name] = self.value_of(init, s.span)
+        return carried, inits
+
+    def while_stmt(self, s: WhileStmt) -> None:
+        """`pl.while_` -> `scf.while`. The loop-carried scalars are the op's operands: the "before" region
+        receives them, computes `pl.cond` and passes them on unchanged with `scf.condition`; the "do"
+        region receives them again as block arguments, runs the body and yields the next values. The op's
+        results are the values the condition last saw, which is what the loop's results hold (the final
+        iter_args; the inits when the body never runs). Carried tiles and tensors stay out of the
+        signature, as in `scf.for`: they are written in place through their handle / view."""
+        carried, inits = self._loop_inits(s)
         types = ", ".join(scalar_type(dt) for _, dt in carried)
         before = [self.fresh(s.iter_args[i].name) for i, _ in carried]
         results = s.results
