@@ -169,8 +169,10 @@ def require_kernel(lowered: Program, source: Program) -> None:
 
 
 def compile_program(program: Program, ctx: CompileContext, source_name: str, pto_level: str = "level3",
-                    header: bool = True, dumps: bool = False, timings: bool = False) -> Artifacts:
-    """Lower a checked program and emit the .pto module (and the GlobalTensor header)."""
+                    header: bool = True, dumps: bool = False, timings: bool = False, jobs: int = 1) -> Artifacts:
+    """Lower a checked program and emit the .pto module (and the GlobalTensor header). `jobs` > 1: lower
+    and emit the program's independent groups of functions in up to that many processes (`ptoc.parallel`;
+    not with `dumps` or `timings`, which follow the whole program pass by pass)."""
     from ptoc import __version__
     from ptoc.codegen.global_tensor import emit_header, kernel_types
     from ptoc.codegen.pto import emit_module
@@ -181,11 +183,20 @@ def compile_program(program: Program, ctx: CompileContext, source_name: str, pto
     # level2: PTOAS plans memory (addresses and lifetime reuse), as PyPTO's memory_planner=PTOAS drops both
     skip = frozenset({"MemoryReuse", "AllocateMemoryAddr"}) if pto_level == "level2" else frozenset()
     with gc_paused():
-        low = lower(program, ctx, dumps=dumps, timings=timings, skip=skip)
-        types = low.function_types(ctx)  # what the pipeline's last check inferred: not inferred again
-        # (emission first: its PTOC-E0406, tile work left in a host function, is the reason when no kernel is left)
-        text, skipped = emit_module(low.program, ctx, pto_level=pto_level, types=types)
-        require_kernel(low.program, program)
-        kernels = kernel_types(low.program, ctx, types) if header else None
+        sharded = None
+        if jobs > 1 and not dumps and not timings:
+            from ptoc.parallel import compile_in_shards
+
+            sharded = compile_in_shards(program, ctx, jobs, skip, pto_level, header)
+        if sharded is not None:  # lowered and emitted shard by shard (`ptoc.parallel`)
+            low, text, skipped, kernels = sharded
+            require_kernel(low.program, program)
+        else:
+            low = lower(program, ctx, dumps=dumps, timings=timings, skip=skip)
+            types = low.function_types(ctx)  # what the pipeline's last check inferred: not inferred again
+            # (emission first: its PTOC-E0406, tile work left in a host function, is the reason when no kernel is left)
+            text, skipped = emit_module(low.program, ctx, pto_level=pto_level, types=types)
+            require_kernel(low.program, program)
+            kernels = kernel_types(low.program, ctx, types) if header else None
         hdr = emit_header(low.program, ctx, source_name, __version__, kernels=kernels) if header else None
     return Artifacts(text, hdr, list(skipped), low, kernels)

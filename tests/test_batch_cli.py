@@ -122,7 +122,6 @@ def test_batch_failed_file_leaves_its_old_outputs_untouched(tmp_path):
 @pytest.mark.parametrize("args, words", [
     (["a.ir", "b.ir", "-o", "x.pto"], "--output-dir"),
     (["a.ir"], "-o OUTPUT.pto"),
-    (["a.ir", "-o", "x.pto", "-j", "2"], "-j needs --output-dir"),
     (["a.ir", "--output-dir", "d", "-o", "x.pto"], "cannot be used together"),
     (["a.ir", "--output-dir", "d", "--header", "x.h"], "--header"),
     (["-", "--output-dir", "d"], "standard input"),

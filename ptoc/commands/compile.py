@@ -31,7 +31,10 @@ from ptoc.cli import (
               help="Compile every FILE to DIR/<stem>.pto and DIR/<stem>.h instead (one output set per FILE, "
               "each written all or nothing; two FILEs with the same stem are refused before anything is written).")
 @click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
-              help="With --output-dir: compile N files at a time in worker processes.")
+              help="Use up to N processes. With --output-dir: compile N files at a time. With one FILE: lower "
+              "its independent groups of kernels (functions that do not call one another) in up to N processes; "
+              "the output is the same as with -j 1. A small program, or one whose functions all call one another, or "
+              "a compile with --dump-dir or --timings, runs in one process.")
 @click.option("--depfile", type=click.Path(dir_okay=False), metavar="FILE",
               help="Also write a make/ninja dependency file: each output depends on its input and on the "
               "PTOAS pin file (toolchain/versions.env).")
@@ -78,8 +81,6 @@ def compile_cmd(files, output, output_dir, jobs, depfile, header_path, no_header
             raise click.UsageError("give -o OUTPUT.pto for one FILE, or --output-dir DIR for one or more FILEs")
         if len(files) != 1:
             raise click.UsageError("several FILEs need --output-dir DIR (-o names the output of one FILE)")
-        if jobs != 1:
-            raise click.UsageError("-j needs --output-dir")
         if depfile and output == "-":
             raise click.UsageError("--depfile needs the .pto in a file; give -o FILE.pto")
     if header_path and no_header:
@@ -119,7 +120,8 @@ def compile_cmd(files, output, output_dir, jobs, depfile, header_path, no_header
             prog = frontend(text, name, ctx, warned)
             reporter.emit(warned, text)
             art = compile_program(prog, ctx, os.path.basename(name), pto_level=pto_level,
-                                  header=hdr_path is not None, dumps=dump_dir is not None, timings=timings)
+                                  header=hdr_path is not None, dumps=dump_dir is not None, timings=timings,
+                                  jobs=jobs)
         except CompileError as e:
             reporter.emit(e.diagnostics, text)
             return EXIT_USER

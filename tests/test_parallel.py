@@ -1,0 +1,260 @@
+"""`ptoc compile -j N FILE`: a program's independent groups of kernels lowered and emitted in several
+processes (ptoc/parallel.py) give exactly the serial compile's output.
+
+The expected outputs are the serial compile's (`-j 1`), which the rest of the suite pins (goldens, the
+toolchain tests); here both ways run on every example and corpus program that splits and on generated
+many-kernel programs, and are compared byte for byte. `PTOC_MIN_SHARD_WORK=0` makes even a small program
+split."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from ptoc.context import CompileContext
+from ptoc.diagnostics import CompileError
+from ptoc.driver import compile_program, frontend
+from ptoc.ir.verifier import kept_types
+from ptoc.parallel import compile_in_shards, plan_shards
+
+ROOT = Path(__file__).resolve().parents[1]
+PTOC = Path(sys.executable).with_name("ptoc")
+sys.path.insert(0, str(ROOT / "benchmarks"))
+
+fork_only = pytest.mark.skipif(not hasattr(os, "fork"), reason="sharded compiles need os.fork")
+
+# --------------------------------------------------------------------------------------------------
+# The plan: contiguous ranges of functions that share no call
+# --------------------------------------------------------------------------------------------------
+
+_KERNEL = """\
+    @pl.function(type=pl.FunctionType.InCore)
+    def {name}(self, x: pl.Tensor[[16, 64], pl.FP32], y: pl.Out[pl.Tensor[[16, 64], pl.FP32]]) -> pl.Tensor[[16, 64], pl.FP32]:
+        t: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [16, 64], target_memory=pl.Mem.Vec)
+        y_1: pl.Tensor[[16, 64], pl.FP32] = pl.tile.store(t, [0, 0], y)
+        return y_1
+"""
+
+_ORCH = """\
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def {name}(self, x: pl.Tensor[[16, 64], pl.FP32], y: pl.Out[pl.Tensor[[16, 64], pl.FP32]]) -> pl.Tensor[[16, 64], pl.FP32]:
+{calls}        return y
+"""
+
+
+def _program(*parts: str) -> str:
+    return "import pypto.language as pl\n\n@pl.program\nclass p:\n" + "".join(parts)
+
+
+def _orch(name: str, *callees: str) -> str:
+    calls = "".join(f"        y: pl.Tensor[[16, 64], pl.FP32] = self.{c}(x, y)\n" for c in callees)
+    return _ORCH.format(name=name, calls=calls)
+
+
+def _plan(text: str, jobs: int, min_work: int = 0):
+    ctx = CompileContext()
+    prog = frontend(text, "p.ir", ctx)
+    return plan_shards(prog, jobs, kept_types(prog, ctx), min_work=min_work)
+
+
+def test_independent_kernels_split_evenly():
+    text = _program(*(_KERNEL.format(name=f"k{i}") for i in range(4)))
+    assert _plan(text, 2) == [(0, 2), (2, 4)]
+    assert _plan(text, 4) == [(0, 1), (1, 2), (2, 3), (3, 4)]
+    assert _plan(text, 8) == [(0, 1), (1, 2), (2, 3), (3, 4)]  # no more shards than functions
+
+
+def test_no_split_with_one_job_or_too_little_work():
+    text = _program(*(_KERNEL.format(name=f"k{i}") for i in range(4)))
+    assert _plan(text, 1) == [(0, 4)]
+    # each kernel is 2 calls (load, store) + 1 = 3 units of work: 12 in all, less than two shards of 7
+    assert _plan(text, 2, min_work=7) == [(0, 4)]
+    assert _plan(text, 2, min_work=6) == [(0, 2), (2, 4)]
+
+
+def test_a_caller_ties_every_function_between_it_and_its_callees():
+    # o (index 4) calls k0 and k3: k0..o are one group; nothing can be cut
+    text = _program(*(_KERNEL.format(name=f"k{i}") for i in range(4)), _orch("o", "k0", "k3"))
+    assert _plan(text, 2) == [(0, 5)]
+    # o (index 2) calls k1 only: cuts are allowed before k1 and after o
+    text = _program(_KERNEL.format(name="k0"), _KERNEL.format(name="k1"), _orch("o", "k1"),
+                    _KERNEL.format(name="k2"), _KERNEL.format(name="k3"))
+    assert _plan(text, 8) == [(0, 1), (1, 3), (3, 4), (4, 5)]
+
+
+def test_a_string_naming_another_function_ties_them():
+    text = _program(_KERNEL.format(name="k0"), _KERNEL.format(name="k1"), _KERNEL.format(name="k2"))
+    assert _plan(text, 8) == [(0, 1), (1, 2), (2, 3)]
+    # the same program with a literal "k2" in k0 (a function attribute): k0..k2 stay together
+    attr = _KERNEL.format(name="k0").replace(
+        "    @pl.function(type=pl.FunctionType.InCore)\n",
+        '    @pl.function(type=pl.FunctionType.InCore, attrs={"peer": "k2"})\n')
+    text = _program(attr, _KERNEL.format(name="k1"), _KERNEL.format(name="k2"))
+    assert _plan(text, 8) == [(0, 3)]
+
+
+# --------------------------------------------------------------------------------------------------
+# Sharded compiles give the serial output
+# --------------------------------------------------------------------------------------------------
+
+
+def _compile(text: str, name: str, jobs: int):
+    """(pto, header, skipped, kernels, manifest) or ("error", diagnostics) of `text`."""
+    from ptoc.codegen.manifest import emit_manifest, has_orchestration
+
+    ctx = CompileContext()
+    try:
+        prog = frontend(text, name, ctx)
+        art = compile_program(prog, ctx, os.path.basename(name), jobs=jobs)
+    except CompileError as e:
+        return ("error", [str(d) for d in e.diagnostics])
+    low = art.lowered
+    manifest = emit_manifest(low.program, ctx, "p", low.verified, art.kernel_types) \
+        if has_orchestration(low.program, low.verified) else None
+    return art.pto, art.header, art.skipped, art.kernel_types, manifest
+
+
+def _splitting_sources() -> list[Path]:
+    out = []
+    for path in sorted((ROOT / "examples").glob("*.ir")) + sorted((ROOT / "tests" / "corpus" / "raw").glob("*.ir")):
+        ctx = CompileContext()
+        try:
+            prog = frontend(path.read_text(), str(path), ctx)
+        except CompileError:
+            continue
+        if len(plan_shards(prog, 3, kept_types(prog, ctx), min_work=0)) > 1:
+            out.append(path)
+    return out
+
+
+SPLITTING = _splitting_sources()
+
+
+def test_some_bundled_programs_split():
+    # (else the comparison below would compare nothing)
+    assert len(SPLITTING) >= 3, [p.name for p in SPLITTING]
+
+
+@fork_only
+@pytest.mark.parametrize("path", SPLITTING, ids=lambda p: p.name)
+def test_bundled_program_sharded_equals_serial(path, monkeypatch):
+    monkeypatch.setenv("PTOC_MIN_SHARD_WORK", "0")
+    text = path.read_text()
+    assert _compile(text, str(path), 3) == _compile(text, str(path), 1)
+
+
+def _generated() -> list[tuple[str, str]]:
+    import compile_bench
+    import parse_bench
+
+    return [("examples_copies", compile_bench.generate(1200)),
+            ("kernels_and_orchestrations", parse_bench.generate_program(1200))]
+
+
+@fork_only
+@pytest.mark.parametrize("name,text", _generated(), ids=lambda x: x if len(x) < 40 else "")
+def test_generated_program_sharded_equals_serial(name, text, monkeypatch):
+    monkeypatch.setenv("PTOC_MIN_SHARD_WORK", "0")
+    ctx = CompileContext()
+    prog = frontend(text, f"{name}.ir", ctx)
+    # it really splits, and the shards really merge (no fallback to the serial compile)
+    assert len(plan_shards(prog, 3, kept_types(prog, ctx))) == 3
+    assert compile_in_shards(prog, ctx, 3, frozenset(), "level3", True) is not None
+    serial = _compile(text, f"{name}.ir", 1)
+    assert serial[0].count("func.func") >= 20
+    assert _compile(text, f"{name}.ir", 3) == serial
+
+
+@fork_only
+def test_renamed_kernel_namespaces_are_worked_out_over_all_shards(monkeypatch):
+    # `k__a` and `k_a` are not usable C++ namespaces (a double underscore is reserved) and both become
+    # k_a_kernel...: the second must avoid the first even when they are compiled in different shards
+    monkeypatch.setenv("PTOC_MIN_SHARD_WORK", "0")
+    text = _program(_KERNEL.format(name="k__a"), _KERNEL.format(name="k_a__"), _KERNEL.format(name="k2"))
+    serial = _compile(text, "p.ir", 1)
+    assert [k.namespace for k in serial[3]] == ["k_a_kernel", "k_a_kernel_1", "k2"]
+    assert _compile(text, "p.ir", 3) == serial
+
+
+# --------------------------------------------------------------------------------------------------
+# The command line
+# --------------------------------------------------------------------------------------------------
+
+
+def _run(args: list[str], cwd: Path, shard_work: str = "0") -> subprocess.CompletedProcess:
+    env = dict(os.environ, PTOC_MIN_SHARD_WORK=shard_work)
+    return subprocess.run([str(PTOC), *args], cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
+
+
+@fork_only
+def test_cli_jobs_on_one_file_writes_the_serial_outputs(tmp_path):
+    import parse_bench
+
+    (tmp_path / "big.ir").write_text(parse_bench.generate_program(600))
+    one = _run(["compile", "big.ir", "-o", "one.pto", "-j", "1"], tmp_path)
+    two = _run(["compile", "big.ir", "-o", "two.pto", "-j", "2"], tmp_path)
+    assert one.returncode == 0 and two.returncode == 0, one.stderr + two.stderr
+    assert one.stderr == two.stderr == ""  # a successful compile is quiet
+    for suffix in (".pto", ".h", ".kernels.json"):
+        a, b = (tmp_path / f"one{suffix}").read_bytes(), (tmp_path / f"two{suffix}").read_bytes()
+        assert a == b, suffix
+    assert (tmp_path / "one.pto").read_text().count("func.func") >= 10
+
+
+BIG_AND_SMALL = _program(_KERNEL.format(name="small"), _KERNEL.format(name="big").replace("16, 64", "256, 256"))
+
+
+@fork_only
+def test_cli_error_in_one_shard_reports_what_the_serial_compile_reports(tmp_path):
+    # `big` holds a 256 KiB Vec tile (Vec holds 184 KiB): memory planning fails in its shard only
+    (tmp_path / "p.ir").write_text(BIG_AND_SMALL)
+    (tmp_path / "out.pto").write_text("old")
+    one = _run(["compile", "p.ir", "-o", "out.pto", "-j", "1"], tmp_path)
+    two = _run(["compile", "p.ir", "-o", "out.pto", "-j", "2"], tmp_path)
+    assert one.returncode == two.returncode == 1
+    assert "PTOC-E0390" in one.stderr and "p.ir:12:" in one.stderr
+    assert two.stderr == one.stderr
+    assert (tmp_path / "out.pto").read_text() == "old"  # nothing written on failure
+    assert not (tmp_path / "out.h").exists()
+
+
+def test_cli_jobs_help_explains_one_file():
+    out = subprocess.run([str(PTOC), "compile", "--help"], capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0
+    assert "independent groups of kernels" in " ".join(out.stdout.split())
+
+
+# --------------------------------------------------------------------------------------------------
+# What cannot be merged falls back to the serial compile
+# --------------------------------------------------------------------------------------------------
+
+
+@fork_only
+def test_a_worker_that_dies_gives_no_result():
+    from ptoc.parallel import _collect
+
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(r)
+        os.write(w, b"\x80\x05partial")
+        os._exit(3)
+    os.close(w)
+    assert _collect(pid, r) is None
+
+
+def test_shards_that_made_the_same_function_name_are_not_merged():
+    from ptoc.parallel import _merge
+
+    ctx = CompileContext()
+    prog = frontend(_program(_KERNEL.format(name="k0"), _KERNEL.format(name="k1")), "p.ir", ctx)
+    f0 = prog.functions[0]
+    opening = 'module attributes {pto.target_arch = "a2a3"} {'
+    one = ((f0,), {"k0": {}}, prog.dynamic_dims, (opening, []), [], None)
+    assert _merge(prog, ctx, [one, one]) is None
+    two = ((prog.functions[1],), {"k1": {}}, prog.dynamic_dims, (opening, []), [], None)
+    assert _merge(prog, ctx, [one, two]) is not None
