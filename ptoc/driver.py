@@ -168,6 +168,12 @@ def require_kernel(lowered: Program, source: Program) -> None:
         "@pl.function(type=pl.FunctionType.InCore); orchestration functions only call kernels")])
 
 
+def passes_skipped(pto_level: str) -> frozenset[str]:
+    """The passes a compile at `pto_level` leaves out. level2: PTOAS plans memory (addresses and lifetime
+    reuse), as PyPTO's memory_planner=PTOAS drops both."""
+    return frozenset({"MemoryReuse", "AllocateMemoryAddr"}) if pto_level == "level2" else frozenset()
+
+
 def compile_program(program: Program, ctx: CompileContext, source_name: str, pto_level: str = "level3",
                     header: bool = True, dumps: bool = False, timings: bool = False, jobs: int = 1) -> Artifacts:
     """Lower a checked program and emit the .pto module (and the GlobalTensor header). `jobs` > 1: lower
@@ -180,8 +186,7 @@ def compile_program(program: Program, ctx: CompileContext, source_name: str, pto
     from ptoc.passes.manager import gc_paused
 
     check_assembler_version(program, ctx)
-    # level2: PTOAS plans memory (addresses and lifetime reuse), as PyPTO's memory_planner=PTOAS drops both
-    skip = frozenset({"MemoryReuse", "AllocateMemoryAddr"}) if pto_level == "level2" else frozenset()
+    skip = passes_skipped(pto_level)
     with gc_paused():
         sharded = None
         if jobs > 1 and not dumps and not timings:

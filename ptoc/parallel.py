@@ -25,7 +25,8 @@ from __future__ import annotations
 import gc
 import os
 import pickle
-from dataclasses import replace
+import re
+from dataclasses import dataclass, replace
 
 from ptoc.ir.nodes import KERNEL_TYPES, Call, Program, StrLit
 
@@ -60,20 +61,26 @@ def plan_shards(program: Program, jobs: int, cache=None, min_work: int | None = 
     function of one range refers to a function of another), balanced by work, each with at least
     `min_work`; one range (the whole program) when it does not split."""
     fns = program.functions
-    n = len(fns)
-    if jobs < 2 or n < 2:
-        return [(0, n)]
-    min_work = min_shard_work() if min_work is None else min_work
-    positions: dict[str, list[int]] = {}
-    for i, f in enumerate(fns):
-        positions.setdefault(f.name, []).append(i)
+    if jobs < 2 or len(fns) < 2:
+        return [(0, len(fns))]
     links = _links(program, cache)
+    return _cut([f.name for f in fns], [names for names, _ in links], [w for _, w in links], jobs,
+                min_shard_work() if min_work is None else min_work)
+
+
+def _cut(names: list[str], refs: list[set[str]], works: list[int], jobs: int, min_work: int) -> list[tuple[int, int]]:
+    """The ranges of `plan_shards` for functions named `names`, each referring to the names in its `refs`
+    and costing its `works`."""
+    n = len(names)
+    positions: dict[str, list[int]] = {}
+    for i, name in enumerate(names):
+        positions.setdefault(name, []).append(i)
     # reach[i]: the last function tied to function i or to one before it (a function is tied to every
     # function it names, and to every other function of the same name); a cut before j is allowed when
     # no function before j is tied to one at or after j
     reach = list(range(n))
-    for i, (names, _) in enumerate(links):
-        for name in names | {fns[i].name}:
+    for i, named in enumerate(refs):
+        for name in named | {names[i]}:
             for j in positions.get(name, ()):
                 lo, hi = min(i, j), max(i, j)
                 if reach[lo] < hi:
@@ -82,12 +89,12 @@ def plan_shards(program: Program, jobs: int, cache=None, min_work: int | None = 
     start, far, work = 0, -1, 0
     for i in range(n):
         far = max(far, reach[i])
-        work += links[i][1]
+        work += works[i]
         if far <= i:
             segments.append((start, i + 1, work))
             start, work = i + 1, 0
     total = sum(w for _, _, w in segments)
-    shards = min(jobs, len(segments), max(1, total // max(min_work, 1)) if min_work else jobs)
+    shards = min(jobs, len(segments), max(1, total // min_work) if min_work > 0 else jobs)
     if shards < 2:
         return [(0, n)]
     ranges = []
@@ -100,6 +107,189 @@ def plan_shards(program: Program, jobs: int, cache=None, min_work: int | None = 
             begin, k = e, k + 1
     ranges.append((begin, n))
     return ranges
+
+
+# --------------------------------------------------------------------------------------------------
+# Splitting the text: the front end runs in the workers too
+# --------------------------------------------------------------------------------------------------
+
+_STRING_OR_COMMENT = re.compile(r"#.*|\"(?:\\.|[^\"\\])*\"|'(?:\\.|[^'\\])*'")
+_IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z_0-9]*")
+_DEF = re.compile(r"def\s+([A-Za-z_][A-Za-z_0-9]*)\s*\(")
+
+
+@dataclass(frozen=True)
+class TextShard:
+    """One shard of a program's text: the whole text with the lines of the other shards' functions
+    left empty (so every line keeps its number), and what the front end must find in it: the names of
+    its functions and the line of each `def`, in order."""
+
+    text: str
+    names: tuple[str, ...]
+    def_lines: tuple[int, ...]
+
+
+def _members(text: str):
+    """The program class's functions as (first line, `def` line, end line, name), 0-based line indexes
+    with the end exclusive, or None when the text is not the plain layout this reader is sure of: one
+    `class` at the top level whose body holds only decorated or plain `def`s, no triple-quoted string,
+    tab, carriage return or backslash continuation, brackets that balance."""
+    if '"""' in text or "'''" in text or "\t" in text or "\r" in text or "\\\n" in text:
+        return None
+    lines = text.split("\n")
+    logical = []  # (line, indent, code) of each line that starts a logical line and is not blank
+    depth = 0
+    for i, line in enumerate(lines):
+        code = _STRING_OR_COMMENT.sub("", line) if ("#" in line or '"' in line or "'" in line) else line
+        if depth == 0:
+            body = code.lstrip(" ")
+            if body.strip():
+                logical.append((i, len(code) - len(body), body.rstrip()))
+        depth += (code.count("(") + code.count("[") + code.count("{")
+                  - code.count(")") - code.count("]") - code.count("}"))
+        if depth < 0:
+            return None
+    if depth:
+        return None
+    classes = [k for k, (_, indent, code) in enumerate(logical) if indent == 0 and code.startswith("class ")]
+    if len(classes) != 1 or classes[0] + 1 >= len(logical):
+        return None
+    first = classes[0] + 1
+    member_indent = logical[first][1]
+    if member_indent == 0:
+        return None
+    end = next((logical[k][0] for k in range(first, len(logical)) if logical[k][1] == 0), len(lines))
+    members: list[list] = []  # [first line, def line, name]
+    for i, indent, code in logical[first:]:
+        if i >= end:
+            break
+        if indent > member_indent:
+            if not members or members[-1][1] is None:
+                return None
+            continue
+        if indent < member_indent:
+            return None
+        if code.startswith("@"):
+            if not members or members[-1][1] is not None:
+                members.append([i, None, None])
+        elif code.startswith("def "):
+            m = _DEF.match(code)
+            if m is None:
+                return None
+            if not members or members[-1][1] is not None:
+                members.append([i, None, None])
+            members[-1][1], members[-1][2] = i, m.group(1)
+        else:
+            return None  # a statement of the class body itself: not split
+    if not members or members[-1][1] is None:
+        return None
+    stops = [m[0] for m in members[1:]] + [end]
+    return lines, [(a, d, stop, name) for (a, d, name), stop in zip(members, stops)]
+
+
+def plan_text_shards(text: str, jobs: int, min_work: int | None = None) -> list[TextShard] | None:
+    """The text of each shard (`plan_shards`, read from the text itself: a function is tied to every
+    function whose name appears in its text, as an identifier or in a string), or None when the text does
+    not split (or `_members` cannot read its layout)."""
+    if jobs < 2:
+        return None
+    found = _members(text)
+    if found is None:
+        return None
+    lines, members = found
+    if len(members) < 2:
+        return None
+    names = [name for _, _, _, name in members]
+    known = set(names)
+    refs, works = [], []
+    for a, _, stop, _ in members:
+        body = "\n".join(lines[a:stop])
+        refs.append(known.intersection(_IDENTIFIER.findall(body)))
+        works.append(body.count("(") + 1)  # (about one call per bracket: the pipeline's work is per op)
+    ranges = _cut(names, refs, works, jobs, min_shard_work() if min_work is None else min_work)
+    if len(ranges) < 2:
+        return None
+    shards = []
+    for lo, hi in ranges:
+        out = list(lines)
+        for k, (a, _, stop, _) in enumerate(members):
+            if not lo <= k < hi:
+                out[a:stop] = [""] * (stop - a)
+        shards.append(TextShard("\n".join(out), tuple(names[lo:hi]), tuple(d + 1 for _, d, _, _ in members[lo:hi])))
+    return shards
+
+
+# A sharded compile that was tried and did not work out: compile in one process.
+FAILED = "failed"
+
+
+def compile_text_in_shards(text: str, file: str, ctx, jobs: int, source_name: str, pto_level: str, header: bool):
+    """`ptoc.driver.Artifacts` of compiling `text` (named `file`) with its shards' front ends, pipelines and
+    emitters in up to `jobs` processes; None when the text does not split (`plan_text_shards`) or the
+    platform cannot fork, `FAILED` when a shard had an error or a warning, or could not be merged: the
+    caller then compiles the whole text in one process (which reports exactly what it would have)."""
+    if jobs < 2 or not hasattr(os, "fork"):
+        return None
+    shards = plan_text_shards(text, jobs)
+    if shards is None:
+        return None
+    skip = _skip(pto_level)
+    job = (ctx, skip, pto_level, header)
+    workers = [_fork(_front_and_compile, (shard, file, job)) for shard in shards[1:]]
+    results = [_front_and_compile(shards[0], file, job)]
+    for pid, fd in workers:
+        results.append(_collect(pid, fd))
+    if any(r is None for r in results):
+        return FAILED
+    merged = _merge(results[-1][6], ctx, [r[:6] for r in results])
+    if merged is None:
+        return FAILED
+    return _artifacts(merged, ctx, source_name, header)
+
+
+def _front_and_compile(shard: TextShard, file: str, job):
+    """`_compile_shard` of the program in `shard.text` (and that program, last), or None when its front end
+    finds an error or a warning, or functions other than the plan's."""
+    from ptoc.diagnostics import CompileError
+    from ptoc.driver import check_assembler_version, frontend
+
+    ctx = job[0]
+    warned: list = []
+    try:
+        prog = frontend(shard.text, file, ctx, warned)
+        check_assembler_version(prog, ctx)
+    except CompileError:
+        return None
+    if warned or tuple(f.name for f in prog.functions) != shard.names or \
+            tuple(f.span.line for f in prog.functions) != shard.def_lines:
+        return None
+    out = _compile_shard(prog, job)
+    return None if out is None else (*out, prog)
+
+
+def _skip(pto_level: str) -> frozenset[str]:
+    from ptoc.driver import passes_skipped
+
+    return passes_skipped(pto_level)
+
+
+def _artifacts(merged, ctx, source_name: str, header: bool):
+    """The driver's `Artifacts` of a merged sharded compile, or FAILED when it has no kernel (the serial
+    compile reports that)."""
+    from ptoc import __version__
+    from ptoc.codegen.global_tensor import emit_header
+    from ptoc.driver import Artifacts
+
+    low, text, skipped, kernels = merged
+    if not any(f.func_type in KERNEL_TYPES for f in low.program.functions):
+        return FAILED
+    hdr = emit_header(low.program, ctx, source_name, __version__, kernels=kernels) if header else None
+    return Artifacts(text, hdr, list(skipped), low, kernels)
+
+
+# --------------------------------------------------------------------------------------------------
+# Splitting the checked program
+# --------------------------------------------------------------------------------------------------
 
 
 def compile_in_shards(program: Program, ctx, jobs: int, skip: frozenset[str], pto_level: str, header: bool):
@@ -122,7 +312,7 @@ def compile_in_shards(program: Program, ctx, jobs: int, skip: frozenset[str], pt
             keep_types(shard, front)  # what the front end inferred serves every shard's first passes
         shards.append(shard)
     job = (ctx, skip, pto_level, header)
-    workers = [_fork(shard, job) for shard in shards[1:]]
+    workers = [_fork(_compile_shard, (shard, job)) for shard in shards[1:]]
     results = [_compile_shard(shards[0], job)]
     for pid, fd in workers:
         results.append(_collect(pid, fd))
@@ -157,7 +347,8 @@ def _compile_shard(shard: Program, job):
     return low.program.functions, types, low.program.dynamic_dims, (lines[0], lines[1:-2]), skipped, kernels
 
 
-def _fork(shard: Program, job) -> tuple[int, int]:
+def _fork(work, args) -> tuple[int, int]:
+    """Run `work(*args)` in a forked worker; (its pid, the read end of the pipe its pickled result comes on)."""
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the worker: compile, send, and leave without running the parent's exit handlers
@@ -165,7 +356,7 @@ def _fork(shard: Program, job) -> tuple[int, int]:
         try:
             gc.disable()  # (it exits when done; a collection during pickling would cost more than the pickling)
             os.close(r)
-            result = _compile_shard(shard, job)
+            result = work(*args)
             data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
             with os.fdopen(w, "wb") as out:
                 out.write(data)

@@ -258,3 +258,120 @@ def test_shards_that_made_the_same_function_name_are_not_merged():
     assert _merge(prog, ctx, [one, one]) is None
     two = ((prog.functions[1],), {"k1": {}}, prog.dynamic_dims, (opening, []), [], None)
     assert _merge(prog, ctx, [one, two]) is not None
+
+
+# --------------------------------------------------------------------------------------------------
+# Splitting the text: each worker runs the front end on its functions' lines
+# --------------------------------------------------------------------------------------------------
+
+from ptoc.parallel import FAILED, compile_text_in_shards, plan_text_shards  # noqa: E402
+
+
+def test_text_shards_keep_every_line_number():
+    text = _program(*(_KERNEL.format(name=f"k{i}") for i in range(4)))
+    shards = plan_text_shards(text, 2, min_work=0)
+    assert [s.names for s in shards] == [("k0", "k1"), ("k2", "k3")]
+    lines = text.split("\n")
+    # the kernels' `def` lines, counted by hand: the class is on line 4, each kernel takes 5 lines
+    assert [s.def_lines for s in shards] == [(6, 11), (16, 21)]
+    for shard in shards:
+        got = shard.text.split("\n")
+        assert len(got) == len(lines)
+        for i, (a, b) in enumerate(zip(lines, got)):
+            mine = any(d - 2 <= i < d + 3 for d in shard.def_lines)  # decorator line .. return line
+            assert b == (a if mine or i < 4 else ""), (i, a, b)
+
+
+@fork_only
+def test_text_shards_read_brackets_strings_and_comments(monkeypatch):
+    monkeypatch.setenv("PTOC_MIN_SHARD_WORK", "0")
+    # a call spread over lines, a comment at the members' indentation with an unbalanced bracket and a
+    # quote, and a string holding `#` and a bracket: none of them starts or ends a member
+    k1 = _KERNEL.format(name="k1").replace(
+        "pl.tile.load(x, [0, 0], [16, 64], target_memory=pl.Mem.Vec)",
+        "pl.tile.load(\n            x, [0, 0],\n    [16, 64], target_memory=pl.Mem.Vec)")
+    comment = "    # a comment ( with ' an open bracket\n"
+    k2 = _KERNEL.format(name="k2").replace("    @pl.function(type=pl.FunctionType.InCore)",
+                                           '    @pl.function(type=pl.FunctionType.InCore, attrs={"note": "a # ["})')
+    text = _program(_KERNEL.format(name="k0"), k1, comment, k2)
+    shards = plan_text_shards(text, 3, min_work=0)
+    assert [s.names for s in shards] == [("k0",), ("k1",), ("k2",)]
+    ctx = CompileContext()
+    serial = _compile(text, "p.ir", 1)
+    art = compile_text_in_shards(text, "p.ir", ctx, 3, "p.ir", "level3", True)
+    assert art not in (None, FAILED)
+    assert (art.pto, art.header, art.skipped, art.kernel_types) == serial[:4]
+
+
+@pytest.mark.parametrize("change", [
+    ("    def k1(", '    """doc"""\n    def k1('),  # a triple-quoted string
+    ("        t: pl.Tile", "\tt: pl.Tile"),  # a tab
+    ("    def k1(", "    X = 1\n    def k1("),  # a statement of the class body
+])
+def test_text_not_split_where_the_layout_is_unusual(change):
+    text = _program(*(_KERNEL.format(name=f"k{i}") for i in range(3))).replace(*change, 1)
+    assert plan_text_shards(text, 3, min_work=0) is None
+
+
+def test_text_shards_tie_a_function_named_anywhere_in_another():
+    kernels = [_KERNEL.format(name=f"k{i}") for i in range(3)]
+    assert [s.names for s in plan_text_shards(_program(*kernels), 3, min_work=0)] == [("k0",), ("k1",), ("k2",)]
+    # k0 names k2 in a comment: k0..k2 stay together, and nothing is left to split
+    kernels[0] = kernels[0].replace("        return y_1\n", "        # see k2\n        return y_1\n")
+    assert plan_text_shards(_program(*kernels), 3, min_work=0) is None
+
+
+@fork_only
+@pytest.mark.parametrize("path", SPLITTING, ids=lambda p: p.name)
+def test_bundled_program_text_shards_equal_serial(path, monkeypatch):
+    monkeypatch.setenv("PTOC_MIN_SHARD_WORK", "0")
+    text = path.read_text()
+    serial = _compile(text, str(path), 1)
+    ctx = CompileContext()
+    art = compile_text_in_shards(text, str(path), ctx, 3, path.name, "level3", True)
+    if serial[0] == "error":
+        assert art is FAILED or art is None
+        return
+    assert art is not None, "the bundled programs that split as IR split as text too"
+    assert art is not FAILED
+    assert (art.pto, art.header, art.skipped, art.kernel_types) == serial[:4]
+
+
+@fork_only
+@pytest.mark.parametrize("name,text", _generated(), ids=lambda x: x if len(x) < 40 else "")
+def test_generated_program_text_shards_equal_serial(name, text, monkeypatch):
+    from ptoc.codegen.manifest import emit_manifest, has_orchestration
+
+    monkeypatch.setenv("PTOC_MIN_SHARD_WORK", "0")
+    assert len(plan_text_shards(text, 3)) == 3
+    ctx = CompileContext()
+    art = compile_text_in_shards(text, f"{name}.ir", ctx, 3, f"{name}.ir", "level3", True)
+    assert art not in (None, FAILED)
+    low = art.lowered
+    manifest = emit_manifest(low.program, ctx, "p", low.verified, art.kernel_types) \
+        if has_orchestration(low.program, low.verified) else None
+    assert (art.pto, art.header, art.skipped, art.kernel_types, manifest) == _compile(text, f"{name}.ir", 1)
+
+
+WARNS = """\
+    @pl.function(type=pl.FunctionType.Orchestration)
+    def main(self, x: pl.Tensor[[16, 64], pl.FP32], y: pl.Out[pl.Tensor[[16, 64], pl.FP32]]) -> pl.Tensor[[16, 64], pl.FP32]:
+        with pl.scope():
+            r: pl.Tensor[[16, 64], pl.FP32] = self.k0(x, y)
+        return r
+"""
+
+
+@fork_only
+def test_cli_warning_in_one_shard_is_reported_as_the_serial_compile_reports_it(tmp_path):
+    # `main` places an automatic scope by hand (warning PTOC-E0810) and calls k0; k1 and k2 are apart
+    text = _program(*(_KERNEL.format(name=f"k{i}") for i in (1, 2, 0)), WARNS)
+    (tmp_path / "p.ir").write_text(text)
+    assert [s.names for s in plan_text_shards(text, 3, min_work=0)] == [("k1",), ("k2",), ("k0", "main")]
+    one = _run(["compile", "p.ir", "-o", "one.pto", "-j", "1"], tmp_path)
+    three = _run(["compile", "p.ir", "-o", "three.pto", "-j", "3"], tmp_path)
+    assert one.returncode == three.returncode == 0
+    assert "warning[PTOC-E0810]" in one.stderr
+    assert three.stderr == one.stderr
+    for suffix in (".pto", ".h", ".kernels.json"):
+        assert (tmp_path / f"one{suffix}").read_bytes() == (tmp_path / f"three{suffix}").read_bytes()
