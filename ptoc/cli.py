@@ -365,9 +365,12 @@ cli.params.append(click.Option(["--version"], is_flag=True, expose_value=False, 
               "program as written (like a C compiler's -fsyntax-only). No pass runs and nothing is emitted, so "
               "errors that only lowering finds (layouts, memory planning, emission) are not reported. Much faster "
               "on large files; for editors.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+              help="Check each FILE's independent groups of kernels in up to N processes, as `compile -j N` "
+              "compiles them (the same diagnostics as -j 1).")
 @diagnostics_option
 def check(files: tuple[str, ...], arch: str, ptoas_version: str | None, pto_level: str, syntax_only: bool,
-          diag_fmt: str) -> None:
+          jobs: int, diag_fmt: str) -> None:
     """Check IR FILES (`-`: standard input) as compile would; report every error found.
 
     Runs every check `ptoc compile` runs with the same options (front end, the whole pass pipeline and
@@ -397,11 +400,13 @@ def check(files: tuple[str, ...], arch: str, ptoas_version: str | None, pto_leve
             warned: list = []
             try:
                 name = _source_name(path)
-                prog = frontend(text, name, ctx, warned)
-                reporter.emit(warned, text)
-                if syntax_only:
-                    continue
-                art = compile_program(prog, ctx, os.path.basename(name), pto_level=pto_level)
+                art = _check_in_shards(text, name, ctx, jobs, pto_level) if not syntax_only else None
+                if art is None:
+                    prog = frontend(text, name, ctx, warned)
+                    reporter.emit(warned, text)
+                    if syntax_only:
+                        continue
+                    art = compile_program(prog, ctx, os.path.basename(name), pto_level=pto_level)
             except CompileError as e:
                 reporter.emit(e.diagnostics, text)
                 status = EXIT_USER
@@ -416,6 +421,20 @@ def check(files: tuple[str, ...], arch: str, ptoas_version: str | None, pto_leve
         return status
 
     sys.exit(_run_guarded(run))
+
+
+def _check_in_shards(text: str, name: str, ctx, jobs: int, pto_level: str):
+    """`check -j N`: the compile of `text` split between processes (`ptoc.parallel`), or None when it did not
+    split or a part of it had an error or a warning (the whole text is then checked in one process, which
+    reports them)."""
+    import os.path
+
+    if jobs < 2:
+        return None
+    from ptoc.parallel import FAILED, compile_text_in_shards
+
+    art = compile_text_in_shards(text, name, ctx, jobs, os.path.basename(name), pto_level, header=True)
+    return None if art is FAILED else art
 
 
 @cli.command()

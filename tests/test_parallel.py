@@ -375,3 +375,18 @@ def test_cli_warning_in_one_shard_is_reported_as_the_serial_compile_reports_it(t
     assert three.stderr == one.stderr
     for suffix in (".pto", ".h", ".kernels.json"):
         assert (tmp_path / f"one{suffix}").read_bytes() == (tmp_path / f"three{suffix}").read_bytes()
+
+
+@fork_only
+def test_cli_check_jobs_reports_what_check_reports(tmp_path):
+    import parse_bench
+
+    (tmp_path / "good.ir").write_text(parse_bench.generate_program(400))
+    (tmp_path / "bad.ir").write_text(BIG_AND_SMALL)
+    one = _run(["check", "good.ir", "bad.ir", "-j", "1"], tmp_path)
+    two = _run(["check", "good.ir", "bad.ir", "-j", "2"], tmp_path)
+    assert one.returncode == two.returncode == 1
+    assert "bad.ir:12:" in one.stderr and "good.ir" not in one.stderr
+    assert two.stderr == one.stderr
+    ok = _run(["check", "good.ir", "-j", "2"], tmp_path)
+    assert ok.returncode == 0 and "ok: 1 file checked" in ok.stderr
