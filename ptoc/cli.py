@@ -365,12 +365,12 @@ cli.params.append(click.Option(["--version"], is_flag=True, expose_value=False, 
               "program as written (like a C compiler's -fsyntax-only). No pass runs and nothing is emitted, so "
               "errors that only lowering finds (layouts, memory planning, emission) are not reported. Much faster "
               "on large files; for editors.")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
               help="Check each FILE's independent groups of kernels in up to N processes, as `compile -j N` "
-              "compiles them (the same diagnostics as -j 1).")
+              "compiles them (the same diagnostics as -j 1); by default as many as there are CPUs (at most 8).")
 @diagnostics_option
 def check(files: tuple[str, ...], arch: str, ptoas_version: str | None, pto_level: str, syntax_only: bool,
-          jobs: int, diag_fmt: str) -> None:
+          jobs: int | None, diag_fmt: str) -> None:
     """Check IR FILES (`-`: standard input) as compile would; report every error found.
 
     Runs every check `ptoc compile` runs with the same options (front end, the whole pass pipeline and
@@ -423,15 +423,18 @@ def check(files: tuple[str, ...], arch: str, ptoas_version: str | None, pto_leve
     sys.exit(_run_guarded(run))
 
 
-def _check_in_shards(text: str, name: str, ctx, jobs: int, pto_level: str):
+def _check_in_shards(text: str, name: str, ctx, jobs: int | None, pto_level: str):
     """`check -j N`: the compile of `text` split between processes (`ptoc.parallel`), or None when it did not
     split or a part of it had an error or a warning (the whole text is then checked in one process, which
     reports them)."""
     import os.path
 
+    from ptoc.parallel import FAILED, compile_text_in_shards, default_jobs
+
+    if jobs is None:
+        jobs = default_jobs()
     if jobs < 2:
         return None
-    from ptoc.parallel import FAILED, compile_text_in_shards
 
     art = compile_text_in_shards(text, name, ctx, jobs, os.path.basename(name), pto_level, header=True)
     return None if art is FAILED else art

@@ -36,6 +36,16 @@ from ptoc.ir.nodes import KERNEL_TYPES, Call, Program, StrLit
 MIN_SHARD_WORK = 600
 
 
+def default_jobs() -> int:
+    """The processes a one-file compile uses when `-j` is not given: the CPUs this process may run on, at
+    most 8 (past a few, the serial front and back of a compile dominate)."""
+    try:
+        cpus = len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        cpus = os.cpu_count() or 1
+    return max(1, min(cpus, 8))
+
+
 def min_shard_work() -> int:
     raw = os.environ.get("PTOC_MIN_SHARD_WORK", "")
     return int(raw) if raw.isdigit() else MIN_SHARD_WORK

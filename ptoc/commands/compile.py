@@ -30,11 +30,12 @@ from ptoc.cli import (
 @click.option("--output-dir", type=click.Path(file_okay=False), metavar="DIR",
               help="Compile every FILE to DIR/<stem>.pto and DIR/<stem>.h instead (one output set per FILE, "
               "each written all or nothing; two FILEs with the same stem are refused before anything is written).")
-@click.option("-j", "--jobs", type=click.IntRange(min=1), default=1, show_default=True, metavar="N",
-              help="Use up to N processes. With --output-dir: compile N files at a time. With one FILE: lower "
-              "its independent groups of kernels (functions that do not call one another) in up to N processes; "
-              "the output is the same as with -j 1. A small program, or one whose functions all call one another, or "
-              "a compile with --dump-dir or --timings, runs in one process.")
+@click.option("-j", "--jobs", type=click.IntRange(min=1), default=None, metavar="N",
+              help="Use up to N processes. With --output-dir: compile N files at a time (default 1). With one "
+              "FILE: compile its independent groups of kernels (functions that do not call one another) in up to "
+              "N processes, by default as many as there are CPUs (at most 8); the output is the same as with -j 1. "
+              "A small program, or one whose functions all call one another, or a compile with --dump-dir or "
+              "--timings, runs in one process.")
 @click.option("--depfile", type=click.Path(dir_okay=False), metavar="FILE",
               help="Also write a make/ninja dependency file: each output depends on its input and on the "
               "PTOAS pin file (toolchain/versions.env).")
@@ -99,7 +100,7 @@ def compile_cmd(files, output, output_dir, jobs, depfile, header_path, no_header
     version = ptoas_version_option(ptoas_version)
     if output_dir is not None:
         asm = (ptoas_path, not no_insert_sync, ptoas_timeout) if assemble else None
-        sys.exit(_run_guarded(lambda: _compile_batch(files, output_dir, jobs, depfile, no_header, arch, version,
+        sys.exit(_run_guarded(lambda: _compile_batch(files, output_dir, jobs or 1, depfile, no_header, arch, version,
                                                      pto_level, diag_fmt, dump_dir, asm)))
     file = files[0]
 
@@ -115,7 +116,9 @@ def compile_cmd(files, output, output_dir, jobs, depfile, header_path, no_header
         name = _source_name(file)
         ctx = CompileContext(arch=arch, ptoas_version=version)
         hdr_path = None if no_header else (header_path or os.path.splitext(output)[0] + ".h")
-        procs = jobs
+        from ptoc.parallel import default_jobs
+
+        procs = jobs if jobs is not None else default_jobs()
         try:
             art = None
             if procs > 1 and dump_dir is None and not timings:
