@@ -243,18 +243,21 @@ def compile_text_in_shards(text: str, file: str, ctx, jobs: int, source_name: st
     shards = plan_text_shards(text, jobs)
     if shards is None:
         return None
+    from ptoc.passes.manager import gc_paused
+
     skip = _skip(pto_level)
     job = (ctx, skip, pto_level, header)
     workers = [_fork(_front_and_compile, (shard, file, job)) for shard in shards[1:]]
-    results = [_front_and_compile(shards[0], file, job)]
-    for pid, fd in workers:
-        results.append(_collect(pid, fd))
-    if any(r is None for r in results):
-        return FAILED
-    merged = _merge(results[-1][6], ctx, [r[:6] for r in results])
-    if merged is None:
-        return FAILED
-    return _artifacts(merged, ctx, source_name, header)
+    with gc_paused():  # (as `compile_program`: the stages build a large heap with next to no cycles)
+        results = [_front_and_compile(shards[0], file, job)]
+        for pid, fd in workers:
+            results.append(_collect(pid, fd))
+        if any(r is None for r in results):
+            return FAILED
+        merged = _merge(results[-1][6], ctx, [r[:6] for r in results])
+        if merged is None:
+            return FAILED
+        return _artifacts(merged, ctx, source_name, header)
 
 
 def _front_and_compile(shard: TextShard, file: str, job):
