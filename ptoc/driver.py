@@ -102,10 +102,15 @@ class Artifacts:
     pto: str
     header: str | None
     skipped: list[str]  # functions that are not kernels (orchestration, ...): reported, not emitted
-    lowered: LowerResult
+    # the pipeline's result; None when the program was compiled in shards (`ptoc.parallel`), whose workers
+    # send back only their outputs
+    lowered: LowerResult | None
     # the GlobalTensor types of the kernels (`ptoc.codegen.global_tensor.kernel_types`) the header was made
-    # from, for the kernels manifest; None without a header
+    # from; None without a header
     kernel_types: list | None = None
+    # the kernels manifest (`ptoc.codegen.manifest`), when it was asked for and the program is a whole
+    # program (a function that is not a kernel calls one)
+    manifest: str | None = None
 
 
 def parse_version(text: str) -> tuple[int, ...]:
@@ -175,10 +180,12 @@ def passes_skipped(pto_level: str) -> frozenset[str]:
 
 
 def compile_program(program: Program, ctx: CompileContext, source_name: str, pto_level: str = "level3",
-                    header: bool = True, dumps: bool = False, timings: bool = False, jobs: int = 1) -> Artifacts:
-    """Lower a checked program and emit the .pto module (and the GlobalTensor header). `jobs` > 1: lower
-    and emit the program's independent groups of functions in up to that many processes (`ptoc.parallel`;
-    not with `dumps` or `timings`, which follow the whole program pass by pass)."""
+                    header: bool = True, dumps: bool = False, timings: bool = False, jobs: int = 1,
+                    manifest: bool = False) -> Artifacts:
+    """Lower a checked program and emit the .pto module (and the GlobalTensor header, and with `manifest`
+    the kernels manifest of a whole program). `jobs` > 1: lower and emit the program's independent groups
+    of functions in up to that many processes (`ptoc.parallel`; not with `dumps` or `timings`, which
+    follow the whole program pass by pass)."""
     from ptoc import __version__
     from ptoc.codegen.global_tensor import emit_header, kernel_types
     from ptoc.codegen.pto import emit_module
@@ -188,20 +195,23 @@ def compile_program(program: Program, ctx: CompileContext, source_name: str, pto
     check_assembler_version(program, ctx)
     skip = passes_skipped(pto_level)
     with gc_paused():
-        sharded = None
         if jobs > 1 and not dumps and not timings:
             from ptoc.parallel import compile_in_shards
 
-            sharded = compile_in_shards(program, ctx, jobs, skip, pto_level, header)
-        if sharded is not None:  # lowered and emitted shard by shard (`ptoc.parallel`)
-            low, text, skipped, kernels = sharded
-            require_kernel(low.program, program)
-        else:
-            low = lower(program, ctx, dumps=dumps, timings=timings, skip=skip)
-            types = low.function_types(ctx)  # what the pipeline's last check inferred: not inferred again
-            # (emission first: its PTOC-E0406, tile work left in a host function, is the reason when no kernel is left)
-            text, skipped = emit_module(low.program, ctx, pto_level=pto_level, types=types)
-            require_kernel(low.program, program)
-            kernels = kernel_types(low.program, ctx, types) if header else None
+            art = compile_in_shards(program, ctx, jobs, skip, pto_level, header, manifest, source_name)
+            if art is not None:  # lowered and emitted shard by shard
+                return art
+        low = lower(program, ctx, dumps=dumps, timings=timings, skip=skip)
+        types = low.function_types(ctx)  # what the pipeline's last check inferred: not inferred again
+        # (emission first: its PTOC-E0406, tile work left in a host function, is the reason when no kernel is left)
+        text, skipped = emit_module(low.program, ctx, pto_level=pto_level, types=types)
+        require_kernel(low.program, program)
+        kernels = kernel_types(low.program, ctx, types) if header or manifest else None
         hdr = emit_header(low.program, ctx, source_name, __version__, kernels=kernels) if header else None
-    return Artifacts(text, hdr, list(skipped), low, kernels)
+        doc = None
+        if manifest:
+            from ptoc.codegen.manifest import emit_manifest, has_orchestration
+
+            if has_orchestration(low.program, low.verified):
+                doc = emit_manifest(low.program, ctx, source_name, low.verified, kernels)
+    return Artifacts(text, hdr, list(skipped), low, kernels if header else None, doc)

@@ -233,51 +233,39 @@ def plan_text_shards(text: str, jobs: int, min_work: int | None = None) -> list[
 FAILED = "failed"
 
 
-def compile_text_in_shards(text: str, file: str, ctx, jobs: int, source_name: str, pto_level: str, header: bool):
+def compile_text_in_shards(text: str, file: str, ctx, jobs: int, source_name: str, pto_level: str, header: bool,
+                           manifest: bool = False):
     """`ptoc.driver.Artifacts` of compiling `text` (named `file`) with its shards' front ends, pipelines and
-    emitters in up to `jobs` processes; None when the text does not split (`plan_text_shards`) or the
-    platform cannot fork, `FAILED` when a shard had an error or a warning, or could not be merged: the
-    caller then compiles the whole text in one process (which reports exactly what it would have)."""
+    emitters in up to `jobs` processes (as `compile_program(..., header=header, manifest=manifest)`, without
+    the lowered program); None when the text does not split (`plan_text_shards`) or the platform cannot
+    fork, `FAILED` when a shard had an error or a warning, or could not be merged: the caller then
+    compiles the whole text in one process (which reports exactly what it would have)."""
     if jobs < 2 or not hasattr(os, "fork"):
         return None
     shards = plan_text_shards(text, jobs)
     if shards is None:
         return None
-    from ptoc.passes.manager import gc_paused
-
-    skip = _skip(pto_level)
-    job = (ctx, skip, pto_level, header)
-    workers = [_fork(_front_and_compile, (shard, file, job)) for shard in shards[1:]]
-    with gc_paused():  # (as `compile_program`: the stages build a large heap with next to no cycles)
-        results = [_front_and_compile(shards[0], file, job)]
-        for pid, fd in workers:
-            results.append(_collect(pid, fd))
-        if any(r is None for r in results):
-            return FAILED
-        merged = _merge(results[-1][6], ctx, [r[:6] for r in results])
-        if merged is None:
-            return FAILED
-        return _artifacts(merged, ctx, source_name, header)
+    job = _Job(ctx, _skip(pto_level), pto_level, header, manifest, source_name)
+    art = _run(job, _front_and_compile, [(shard, file, job) for shard in shards])
+    return FAILED if art is None else art
 
 
-def _front_and_compile(shard: TextShard, file: str, job):
-    """`_compile_shard` of the program in `shard.text` (and that program, last), or None when its front end
-    finds an error or a warning, or functions other than the plan's."""
+def _front_and_compile(shard: TextShard, file: str, job: _Job):
+    """`_compile_shard` of the program in `shard.text`, or None when its front end finds an error or a
+    warning, or functions other than the plan's."""
     from ptoc.diagnostics import CompileError
     from ptoc.driver import check_assembler_version, frontend
 
-    ctx = job[0]
     warned: list = []
     try:
-        prog = frontend(shard.text, file, ctx, warned)
-        check_assembler_version(prog, ctx)
+        prog = frontend(shard.text, file, job.ctx, warned)
+        check_assembler_version(prog, job.ctx)
     except CompileError:
         return None
     if warned or tuple(f.name for f in prog.functions) != shard.names or \
             tuple(f.span.line for f in prog.functions) != shard.def_lines:
         return None
-    out = _compile_shard(prog, job)
-    return None if out is None else (*out, prog)
+    return _compile_shard(prog, job)
 
 
 def _skip(pto_level: str) -> frozenset[str]:
@@ -286,30 +274,16 @@ def _skip(pto_level: str) -> frozenset[str]:
     return passes_skipped(pto_level)
 
 
-def _artifacts(merged, ctx, source_name: str, header: bool):
-    """The driver's `Artifacts` of a merged sharded compile, or FAILED when it has no kernel (the serial
-    compile reports that)."""
-    from ptoc import __version__
-    from ptoc.codegen.global_tensor import emit_header
-    from ptoc.driver import Artifacts
-
-    low, text, skipped, kernels = merged
-    if not any(f.func_type in KERNEL_TYPES for f in low.program.functions):
-        return FAILED
-    hdr = emit_header(low.program, ctx, source_name, __version__, kernels=kernels) if header else None
-    return Artifacts(text, hdr, list(skipped), low, kernels)
-
-
 # --------------------------------------------------------------------------------------------------
 # Splitting the checked program
 # --------------------------------------------------------------------------------------------------
 
 
-def compile_in_shards(program: Program, ctx, jobs: int, skip: frozenset[str], pto_level: str, header: bool):
-    """What `ptoc.driver.compile_program` makes of `program` (the lowered program, the `.pto` text, the
-    functions not emitted, the kernels' GlobalTensor types or None without `header`), each shard lowered
-    and emitted in a process of its own; None when the program does not split, the platform cannot
-    fork, or anything in a shard went wrong (the caller then compiles serially)."""
+def compile_in_shards(program: Program, ctx, jobs: int, skip: frozenset[str], pto_level: str, header: bool,
+                      manifest: bool = False, source_name: str = ""):
+    """`ptoc.driver.Artifacts` of `compile_program(program, ...)` (without the lowered program), each shard
+    lowered and emitted in a process of its own; None when the program does not split, the platform
+    cannot fork, or anything in a shard went wrong (the caller then compiles serially)."""
     if jobs < 2 or not hasattr(os, "fork"):
         return None
     from ptoc.ir.verifier import keep_types, kept_types
@@ -324,40 +298,82 @@ def compile_in_shards(program: Program, ctx, jobs: int, skip: frozenset[str], pt
         if front is not None:
             keep_types(shard, front)  # what the front end inferred serves every shard's first passes
         shards.append(shard)
-    job = (ctx, skip, pto_level, header)
-    workers = [_fork(_compile_shard, (shard, job)) for shard in shards[1:]]
-    results = [_compile_shard(shards[0], job)]
-    for pid, fd in workers:
-        results.append(_collect(pid, fd))
-    if any(r is None for r in results):
-        return None
-    return _merge(program, ctx, results)
+    job = _Job(ctx, skip, pto_level, header, manifest, source_name)
+    return _run(job, _compile_shard, [(shard, job) for shard in shards])
+
+
+# --------------------------------------------------------------------------------------------------
+# The workers and the join
+# --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Job:
+    ctx: object
+    skip: frozenset[str]
+    pto_level: str
+    header: bool
+    manifest: bool
+    source_name: str
+
+
+@dataclass(frozen=True)
+class _ShardOutput:
+    """What a worker sends back: its outputs, no IR."""
+
+    functions: tuple[tuple[str, str], ...]  # (name, kind) of each lowered function, in order
+    dynamic_dims: tuple
+    module_opening: str  # the `.pto` module's first line
+    pto_lines: tuple[str, ...]  # the `.pto` lines of its kernels
+    skipped: tuple[str, ...]
+    kernels: tuple | None  # GlobalTensor types of its kernels (`kernel_types`), with header or manifest
+    whole_program: bool  # a function that is not a kernel calls a kernel (`has_orchestration`)
+    manifest: dict | None  # its part of the manifest (`manifest_doc`), when asked for
+
+
+def _run(job: _Job, work, args: list[tuple]):
+    """`work(*a)` for every `a` of `args`, the first in this process and the others in forked workers, joined
+    (`_join`); None when any of them failed or they cannot be joined."""
+    from ptoc.passes.manager import gc_paused
+
+    workers = [_fork(work, a) for a in args[1:]]
+    with gc_paused():  # (as `compile_program`: the stages build a large heap with next to no cycles)
+        results = [work(*args[0])]
+        for pid, fd in workers:
+            results.append(_collect(pid, fd))
+        if any(r is None for r in results):
+            return None
+        return _join(job, results)
 
 
 _MODULE_END = "}"
 
 
-def _compile_shard(shard: Program, job):
-    """(lowered functions, their value types, dynamic dims, the `.pto` lines of its kernels, functions not
-    emitted, GlobalTensor types or None) of one shard; None on any error."""
+def _compile_shard(shard: Program, job: _Job) -> _ShardOutput | None:
+    """The outputs of compiling one shard; None on any error."""
     from ptoc.codegen.global_tensor import kernel_types
+    from ptoc.codegen.manifest import has_orchestration, manifest_doc
     from ptoc.codegen.pto import emit_module
     from ptoc.diagnostics import CompileError, InternalError
     from ptoc.driver import lower
 
-    ctx, skip, pto_level, header = job
+    ctx = job.ctx
     try:
-        low = lower(shard, ctx, skip=skip)
+        low = lower(shard, ctx, skip=job.skip)
         types = low.function_types(ctx)
-        text, skipped = emit_module(low.program, ctx, pto_level=pto_level, types=types)
-        kernels = kernel_types(low.program, ctx, types) if header else None
+        text, skipped = emit_module(low.program, ctx, pto_level=job.pto_level, types=types)
+        kernels = kernel_types(low.program, ctx, types) if job.header or job.manifest else None
+        whole = has_orchestration(low.program, low.verified)
+        doc = manifest_doc(low.program, ctx, job.source_name, low.verified, kernels) if job.manifest else None
     except (CompileError, InternalError, RecursionError):
         return None
     lines = text.split("\n")
     # the module is `module attributes {...} {`, the kernels, `}` and a final newline
     if len(lines) < 3 or lines[-1] != "" or lines[-2] != _MODULE_END:
         return None
-    return low.program.functions, types, low.program.dynamic_dims, (lines[0], lines[1:-2]), skipped, kernels
+    return _ShardOutput(tuple((f.name, f.func_type) for f in low.program.functions), low.program.dynamic_dims,
+                        lines[0], tuple(lines[1:-2]), tuple(skipped), None if kernels is None else tuple(kernels),
+                        whole, doc)
 
 
 def _fork(work, args) -> tuple[int, int]:
@@ -367,7 +383,7 @@ def _fork(work, args) -> tuple[int, int]:
     if pid == 0:  # the worker: compile, send, and leave without running the parent's exit handlers
         status = 1
         try:
-            gc.disable()  # (it exits when done; a collection during pickling would cost more than the pickling)
+            gc.disable()  # (it exits when done: no collection is worth its time)
             os.close(r)
             result = work(*args)
             data = pickle.dumps(result, protocol=pickle.HIGHEST_PROTOCOL)
@@ -389,46 +405,48 @@ def _collect(pid: int, fd: int):
         _, status = os.waitpid(pid, 0)
     if status != 0 or not data:
         return None
-    enabled = gc.isenabled()
-    gc.disable()  # (unpickling makes many objects that all live on: no collection can free any)
     try:
         return pickle.loads(data)
     except Exception:  # noqa: BLE001  (a damaged result: compile serially instead)
         return None
-    finally:
-        if enabled:
-            gc.enable()
 
 
-def _merge(program: Program, ctx, results):
-    """The shards' results as one compile's, or None when they cannot be joined as the serial compile
-    would have made them."""
-    from ptoc.codegen.global_tensor import _namespace_names as namespace_names
-    from ptoc.driver import LowerResult
-    from ptoc.ir.verifier import VerifyCache, keep_types
+def _join(job: _Job, results: list[_ShardOutput]):
+    """The shards' outputs as one compile's `Artifacts`, or None when they cannot be joined into what the
+    serial compile makes: two functions of one name (a name a pass made in one shard, which the serial
+    pipeline would have made unique), shards that disagree on the module or the dynamic dimensions, no
+    kernel at all (the serial compile reports that), or a renamed kernel's namespace that changes (below)
+    when the manifest, which names it, is written."""
+    from ptoc import __version__
+    from ptoc.codegen.global_tensor import emit_header, namespace_names
+    from ptoc.codegen.manifest import json_text
+    from ptoc.driver import Artifacts
 
-    functions = tuple(f for r in results for f in r[0])
-    names = [f.name for f in functions]
-    dims = results[0][2]
-    opening = results[0][3][0]
-    if len(set(names)) != len(names) or any(r[2] != dims or r[3][0] != opening for r in results[1:]):
+    first = results[0]
+    names = [name for r in results for name, _ in r.functions]
+    if len(set(names)) != len(names) or any(
+            r.dynamic_dims != first.dynamic_dims or r.module_opening != first.module_opening for r in results[1:]):
         return None
-    merged = replace(program, functions=functions, dynamic_dims=dims)
-    cache = VerifyCache(ctx)
-    token = cache.token(merged)
-    for fs, types, *_ in results:
-        for f in fs:
-            t = types.get(f.name)
-            if t is not None:
-                cache.store(f, merged, token, t, True)
-    keep_types(merged, cache)
-    text = "\n".join([opening, *(line for r in results for line in r[3][1]), _MODULE_END]) + "\n"
-    skipped = [name for r in results for name in r[4]]
+    if not any(kind in KERNEL_TYPES for r in results for _, kind in r.functions):
+        return None
+    text = "\n".join([first.module_opening, *(line for r in results for line in r.pto_lines), _MODULE_END]) + "\n"
+    skipped = [name for r in results for name in r.skipped]
     kernels = None
-    if results[0][5] is not None:
+    renamed = False
+    if first.kernels is not None:
         # a kernel's C++ namespace depends on the names of all kernels (a renamed one avoids them all)
-        kernels = [k for r in results for k in r[5]]
-        spaces = namespace_names([f for f in functions if f.func_type in KERNEL_TYPES])
-        kernels = [k if k.namespace == spaces[k.function] else replace(k, namespace=spaces[k.function])
+        kernels = [k for r in results for k in r.kernels]
+        spaces = namespace_names([k.function for k in kernels])
+        renamed = any(k.namespace != spaces[k.function] for k in kernels)
+        kernels = [replace(k, namespace=spaces[k.function]) if k.namespace != spaces[k.function] else k
                    for k in kernels]
-    return LowerResult(merged, verified=cache), text, skipped, kernels
+    manifest = None
+    if job.manifest and any(r.whole_program for r in results):
+        if renamed:
+            return None
+        doc = dict(first.manifest)
+        doc["kernels"] = [e for r in results for e in r.manifest["kernels"]]
+        doc["orchestration"] = [e for r in results for e in r.manifest["orchestration"]]
+        manifest = json_text(doc) + "\n"
+    header = emit_header(None, job.ctx, job.source_name, __version__, kernels=kernels) if job.header else None
+    return Artifacts(text, header, skipped, None, kernels if job.header else None, manifest)

@@ -104,18 +104,17 @@ def test_a_string_naming_another_function_ties_them():
 
 def _compile(text: str, name: str, jobs: int):
     """(pto, header, skipped, kernels, manifest) or ("error", diagnostics) of `text`."""
-    from ptoc.codegen.manifest import emit_manifest, has_orchestration
-
     ctx = CompileContext()
     try:
         prog = frontend(text, name, ctx)
-        art = compile_program(prog, ctx, os.path.basename(name), jobs=jobs)
+        art = compile_program(prog, ctx, os.path.basename(name), jobs=jobs, manifest=True)
     except CompileError as e:
         return ("error", [str(d) for d in e.diagnostics])
-    low = art.lowered
-    manifest = emit_manifest(low.program, ctx, "p", low.verified, art.kernel_types) \
-        if has_orchestration(low.program, low.verified) else None
-    return art.pto, art.header, art.skipped, art.kernel_types, manifest
+    return art.pto, art.header, art.skipped, art.kernel_types, art.manifest
+
+
+def _outputs(art):
+    return art.pto, art.header, art.skipped, art.kernel_types, art.manifest
 
 
 def _splitting_sources() -> list[Path]:
@@ -163,7 +162,8 @@ def test_generated_program_sharded_equals_serial(name, text, monkeypatch):
     prog = frontend(text, f"{name}.ir", ctx)
     # it really splits, and the shards really merge (no fallback to the serial compile)
     assert len(plan_shards(prog, 3, kept_types(prog, ctx))) == 3
-    assert compile_in_shards(prog, ctx, 3, frozenset(), "level3", True) is not None
+    art = compile_in_shards(prog, ctx, 3, frozenset(), "level3", True, True, f"{name}.ir")
+    assert art is not None and art.lowered is None
     serial = _compile(text, f"{name}.ir", 1)
     assert serial[0].count("func.func") >= 20
     assert _compile(text, f"{name}.ir", 3) == serial
@@ -247,17 +247,23 @@ def test_a_worker_that_dies_gives_no_result():
     assert _collect(pid, r) is None
 
 
-def test_shards_that_made_the_same_function_name_are_not_merged():
-    from ptoc.parallel import _merge
+def _shard_output(*functions: tuple[str, str], dims=()):
+    from ptoc.parallel import _ShardOutput
 
-    ctx = CompileContext()
-    prog = frontend(_program(_KERNEL.format(name="k0"), _KERNEL.format(name="k1")), "p.ir", ctx)
-    f0 = prog.functions[0]
-    opening = 'module attributes {pto.target_arch = "a2a3"} {'
-    one = ((f0,), {"k0": {}}, prog.dynamic_dims, (opening, []), [], None)
-    assert _merge(prog, ctx, [one, one]) is None
-    two = ((prog.functions[1],), {"k1": {}}, prog.dynamic_dims, (opening, []), [], None)
-    assert _merge(prog, ctx, [one, two]) is not None
+    return _ShardOutput(tuple(functions), dims, 'module attributes {pto.target_arch = "a2a3"} {', (), (), (),
+                        False, None)
+
+
+def test_shards_that_made_the_same_function_name_are_not_joined():
+    from ptoc.parallel import _Job, _join
+
+    job = _Job(CompileContext(), frozenset(), "level3", True, False, "p.ir")
+    k0, k1 = ("k0", "InCore"), ("k1", "InCore")
+    assert _join(job, [_shard_output(k0), _shard_output(k0)]) is None
+    assert _join(job, [_shard_output(k0), _shard_output(k1, dims=("M",))]) is None  # other dynamic dims
+    assert _join(job, [_shard_output(("o", "Orchestration")), _shard_output(("p", "Opaque"))]) is None  # no kernel
+    joined = _join(job, [_shard_output(k0), _shard_output(k1)])
+    assert joined is not None and joined.pto == 'module attributes {pto.target_arch = "a2a3"} {\n}\n'
 
 
 # --------------------------------------------------------------------------------------------------
@@ -298,9 +304,9 @@ def test_text_shards_read_brackets_strings_and_comments(monkeypatch):
     assert [s.names for s in shards] == [("k0",), ("k1",), ("k2",)]
     ctx = CompileContext()
     serial = _compile(text, "p.ir", 1)
-    art = compile_text_in_shards(text, "p.ir", ctx, 3, "p.ir", "level3", True)
+    art = compile_text_in_shards(text, "p.ir", ctx, 3, "p.ir", "level3", True, True)
     assert art not in (None, FAILED)
-    assert (art.pto, art.header, art.skipped, art.kernel_types) == serial[:4]
+    assert _outputs(art) == serial
 
 
 @pytest.mark.parametrize("change", [
@@ -328,29 +334,26 @@ def test_bundled_program_text_shards_equal_serial(path, monkeypatch):
     text = path.read_text()
     serial = _compile(text, str(path), 1)
     ctx = CompileContext()
-    art = compile_text_in_shards(text, str(path), ctx, 3, path.name, "level3", True)
+    art = compile_text_in_shards(text, str(path), ctx, 3, path.name, "level3", True, True)
     if serial[0] == "error":
         assert art is FAILED or art is None
         return
     assert art is not None, "the bundled programs that split as IR split as text too"
     assert art is not FAILED
-    assert (art.pto, art.header, art.skipped, art.kernel_types) == serial[:4]
+    assert _outputs(art) == serial
 
 
 @fork_only
 @pytest.mark.parametrize("name,text", _generated(), ids=lambda x: x if len(x) < 40 else "")
 def test_generated_program_text_shards_equal_serial(name, text, monkeypatch):
-    from ptoc.codegen.manifest import emit_manifest, has_orchestration
-
     monkeypatch.setenv("PTOC_MIN_SHARD_WORK", "0")
     assert len(plan_text_shards(text, 3)) == 3
     ctx = CompileContext()
-    art = compile_text_in_shards(text, f"{name}.ir", ctx, 3, f"{name}.ir", "level3", True)
+    art = compile_text_in_shards(text, f"{name}.ir", ctx, 3, f"{name}.ir", "level3", True, True)
     assert art not in (None, FAILED)
-    low = art.lowered
-    manifest = emit_manifest(low.program, ctx, "p", low.verified, art.kernel_types) \
-        if has_orchestration(low.program, low.verified) else None
-    assert (art.pto, art.header, art.skipped, art.kernel_types, manifest) == _compile(text, f"{name}.ir", 1)
+    serial = _compile(text, f"{name}.ir", 1)
+    assert _outputs(art) == serial
+    assert serial[4] is not None or name == "examples_copies"  # the orchestrations make a manifest
 
 
 WARNS = """\

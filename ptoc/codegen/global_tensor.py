@@ -121,25 +121,31 @@ def _pad(parent_shape: tuple[int | None, ...], parent_strides: tuple[int | None,
 
 
 def _namespace_names(kernels: list[Function]) -> dict[str, str]:
-    taken = {f.name for f in kernels}
+    return namespace_names([f.name for f in kernels])
+
+
+def namespace_names(kernels: list[str]) -> dict[str, str]:
+    """Kernel name -> its C++ namespace, for the kernels named `kernels` (all of a program's, in order): the
+    name itself when it is a usable C++ name, else `<stem>_kernel[_N]`, avoiding every kernel's name."""
+    taken = set(kernels)
     used: set[str] = set()
     out: dict[str, str] = {}
-    for f in kernels:
-        if not _IDENT.match(f.name):
-            raise InternalError(f"kernel name {f.name!r} is not an identifier")
-        ok = (f.name not in _CPP_KEYWORDS and f.name not in _RESERVED_GLOBALS and "__" not in f.name
-              and not re.match(r"_[A-Z]", f.name))
+    for kname in kernels:
+        if not _IDENT.match(kname):
+            raise InternalError(f"kernel name {kname!r} is not an identifier")
+        ok = (kname not in _CPP_KEYWORDS and kname not in _RESERVED_GLOBALS and "__" not in kname
+              and not re.match(r"_[A-Z]", kname))
         if ok:
-            name = f.name
+            name = kname
         else:
-            stem = re.sub(r"_+", "_", f.name).strip("_") or "k"
+            stem = re.sub(r"_+", "_", kname).strip("_") or "k"
             base = name = f"{stem}_kernel"
             k = 1
             while name in taken or name in used:
                 name = f"{base}_{k}"
                 k += 1
         used.add(name)
-        out[f.name] = name
+        out[kname] = name
     return out
 
 
@@ -297,11 +303,12 @@ def render_entry(e: GlobalTensorEntry) -> list[str]:
     ]
 
 
-def emit_header(program: Program, ctx, source_name: str, ptoc_version: str, types: dict | None = None,
+def emit_header(program: Program | None, ctx, source_name: str, ptoc_version: str, types: dict | None = None,
                 kernels: list[KernelTypes] | None = None) -> str:
     """The header text for `program` (lowered: kernels carry explicit strides, NZ views are rank 5).
     `types`: `function_types(program, ctx)` when the caller already has it; `kernels`: `kernel_types(program,
-    ctx)` when the caller already has it (the driver shares it with the kernels manifest)."""
+    ctx)` when the caller already has it (the driver shares it with the kernels manifest; then `program`
+    is not read and may be None)."""
     if kernels is None:
         kernels = kernel_types(program, ctx, types)
     lines = [

@@ -162,10 +162,12 @@ def emit_manifest(program: Program, ctx, source_name: str, cache=None, kernel_ty
     from ptoc.passes.manager import gc_paused
 
     with gc_paused():  # as the driver's emitters: a large acyclic heap the collector need not rescan
-        return _manifest(program, ctx, source_name, cache, kernel_types)
+        return json_text(manifest_doc(program, ctx, source_name, cache, kernel_types)) + "\n"
 
 
-def _manifest(program: Program, ctx, source_name: str, cache, known=None) -> str:
+def manifest_doc(program: Program, ctx, source_name: str, cache=None, known=None) -> dict:
+    """The manifest of `program` as the document `emit_manifest` writes (its "kernels" and "orchestration"
+    lists hold one entry per function, in the program's order)."""
     from ptoc.codegen.global_tensor import kernel_types
     from ptoc.ir.verifier import function_types
 
@@ -193,7 +195,7 @@ def _manifest(program: Program, ctx, source_name: str, cache, known=None) -> str
                           for f in program.functions
                           if f.func_type not in KERNEL_TYPES and (calls := _calls(f, names, launches, groups, cache))],
     }
-    return json_text(doc) + "\n"
+    return doc
 
 
 _STR = json.encoder.encode_basestring_ascii

@@ -126,7 +126,7 @@ def compile_cmd(files, output, output_dir, jobs, depfile, header_path, no_header
                 from ptoc.parallel import FAILED, compile_text_in_shards
 
                 art = compile_text_in_shards(text, name, ctx, procs, os.path.basename(name), pto_level,
-                                             header=hdr_path is not None)
+                                             header=hdr_path is not None, manifest=not is_stream(output))
                 if art is FAILED:  # (an error or a warning in a shard: the serial compile reports it)
                     art, procs = None, 1
             if art is None:
@@ -135,7 +135,7 @@ def compile_cmd(files, output, output_dir, jobs, depfile, header_path, no_header
                 reporter.emit(warned, text)
                 art = compile_program(prog, ctx, os.path.basename(name), pto_level=pto_level,
                                       header=hdr_path is not None, dumps=dump_dir is not None, timings=timings,
-                                      jobs=procs)
+                                      jobs=procs, manifest=not is_stream(output))
         except CompileError as e:
             reporter.emit(e.diagnostics, text)
             return EXIT_USER
@@ -144,13 +144,8 @@ def compile_cmd(files, output, output_dir, jobs, depfile, header_path, no_header
                                       Span(name, 0, 0, 0, 0), severity="info")], None)
         # Every output of the command goes into this one list, written together by _commit below.
         outputs = [(output, art.pto)] + ([(hdr_path, art.header)] if hdr_path else [])
-        from ptoc.codegen.manifest import emit_manifest, has_orchestration
-
-        if has_orchestration(art.lowered.program, art.lowered.verified) and not is_stream(output):
-            # a whole program: the kernels manifest beside the .pto
-            outputs.append((os.path.splitext(output)[0] + ".kernels.json",
-                            emit_manifest(art.lowered.program, ctx, os.path.basename(name), art.lowered.verified,
-                                          art.kernel_types)))
+        if art.manifest is not None:  # a whole program: the kernels manifest beside the .pto
+            outputs.append((os.path.splitext(output)[0] + ".kernels.json", art.manifest))
         if assemble:
             cpp = _assemble_for_compile(ptoas_path, art.pto, output, arch, pto_level, not no_insert_sync,
                                         ptoas_timeout, reporter)
@@ -167,7 +162,7 @@ def compile_cmd(files, output, output_dir, jobs, depfile, header_path, no_header
                          "and --dump-dir names that are neither the input nor each other")
         if status != EXIT_OK:
             return status
-        if art.lowered.timings_table is not None:
+        if art.lowered is not None and art.lowered.timings_table is not None:
             click.echo(art.lowered.timings_table, err=True)
         return EXIT_OK
 
@@ -249,14 +244,11 @@ def _batch_compile_one(job):
     warned: list = []
     try:
         prog = frontend(text, name, ctx, warned)
-        art = compile_program(prog, ctx, os.path.basename(name), pto_level=pto_level, header=header, dumps=dumps)
+        art = compile_program(prog, ctx, os.path.basename(name), pto_level=pto_level, header=header, dumps=dumps,
+                              manifest=True)
     except CompileError as e:
         return ("error", warned + list(e.diagnostics))
-    from ptoc.codegen.manifest import emit_manifest, has_orchestration
-
-    manifest = emit_manifest(art.lowered.program, ctx, os.path.basename(name), art.lowered.verified,
-                             art.kernel_types) \
-        if has_orchestration(art.lowered.program, art.lowered.verified) else None
+    manifest = art.manifest
     cpp = None
     held = _HeldDiagnostics()
     if asm is not None:
