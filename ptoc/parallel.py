@@ -1,23 +1,29 @@
-"""Lowering one program in several processes (`ptoc compile -j N FILE`).
+"""Compiling one program in several processes (`ptoc compile -j N FILE`, `ptoc check -j N`).
 
 Most passes look at one function at a time; the ones that look further (outlining, splitting mixed
 kernels, call directions, the order of a kernel's parameters) look only along calls. So a program whose
-functions fall into groups that never call one another lowers group by group to the same functions: a
-contiguous run of such groups (a *shard*) goes through the whole pipeline in a forked worker, and the
-shards' lowered functions, concatenated in order, are the program the serial pipeline makes.
+functions fall into groups that never call one another compiles group by group to the same functions: a
+contiguous run of such groups (a *shard*) goes through the whole pipeline and the emitters in a forked
+worker, and the shards' outputs (`.pto` lines, GlobalTensor types, parts of the kernels manifest),
+concatenated in order, are what the serial compile writes. Only a renamed kernel's C++ namespace depends
+on the names of the other kernels: it is worked out again over all of them.
 
-The merge is taken only when it is safe to: every shard lowered without an error, the merged function
-names are unique (a name a pass made in one shard may not collide with one of another shard, which the
-serial pipeline would have renamed) and the shards agree on the program's dynamic dimensions. Otherwise,
-or when anything else goes wrong in a worker, the serial pipeline runs on the whole program, so the
-diagnostics of a program with errors are exactly the serial ones. tests/test_parallel.py compares the
-outputs of both ways byte for byte on every example and corpus program.
+The split is made on the text when its layout is the plain one (`plan_text_shards`): each worker runs
+the front end too, on a copy of the text in which the other shards' functions are empty lines, so every
+line (and every location in a diagnostic) keeps its number, and checks that it found exactly the planned
+functions at the planned lines. Otherwise it is made on the checked program (`plan_shards`).
 
-Workers are forked after the front end (they start with the compiler loaded and the program parsed) and
-send back their results, pickled, through a pipe; the parent process compiles the first shard itself.
-The lowered functions come back too, with their value types, for what reads the whole lowered program
-afterwards (the kernels manifest, `--assemble`). Where `os.fork` does not
-exist, or the program is too small to pay for the workers (`MIN_SHARD_WORK`), lowering is serial.
+The join is taken only when it is what the serial compile makes (`_join`): every shard compiled without
+an error or a warning, the function names are unique (a name a pass made in one shard may not collide
+with one of another shard, which the serial pipeline would have renamed), and the shards agree on the
+module and the program's dynamic dimensions. Otherwise, or when anything else goes wrong in a worker, the
+whole program compiles in one process, so a program with errors reports exactly the serial diagnostics.
+tests/test_parallel.py compares the outputs of both ways byte for byte on every bundled program that
+splits and on generated many-kernel programs.
+
+Workers are forked (they start with the compiler loaded) and send back their outputs, pickled, through
+a pipe; the parent process compiles the first shard itself. Where `os.fork` does not exist, or the
+program is too small to pay for the workers (`MIN_SHARD_WORK`), the compile is serial.
 """
 
 from __future__ import annotations
