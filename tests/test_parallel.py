@@ -14,6 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError
@@ -393,3 +395,30 @@ def test_cli_check_jobs_reports_what_check_reports(tmp_path):
     assert two.stderr == one.stderr
     ok = _run(["check", "good.ir", "-j", "2"], tmp_path)
     assert ok.returncode == 0 and "ok: 1 file checked" in ok.stderr
+
+
+_TRICKY_COMMENTS = ["# (", "# ')", '# "[', "# def k9(self):", "# @pl.function", "#", "# }}"]
+
+
+@fork_only
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_text_split_holds_with_comments_and_broken_lines_anywhere(data, monkeypatch):
+    """Comments (with brackets, quotes, `def`) at any indentation between any two lines, and calls broken
+    over lines with any indentation, neither stop the text from splitting nor make the split wrong."""
+    monkeypatch.setenv("PTOC_MIN_SHARD_WORK", "0")
+    lines = _program(*(_KERNEL.format(name=f"k{i}") for i in range(3))).split("\n")
+    for _ in range(data.draw(st.integers(0, 3), label="breaks")):
+        i = data.draw(st.sampled_from([k for k, ln in enumerate(lines) if "pl.tile.load(x, " in ln]), label="line")
+        indent = " " * data.draw(st.sampled_from([0, 2, 4, 12]), label="indent")
+        lines[i] = lines[i].replace("pl.tile.load(x, ", "pl.tile.load(\n" + indent + "x, ", 1)
+        lines = "\n".join(lines).split("\n")
+    for _ in range(data.draw(st.integers(1, 5), label="comments")):
+        at = data.draw(st.integers(4, len(lines) - 1), label="at")
+        indent = " " * data.draw(st.sampled_from([0, 4, 8]), label="indent")
+        lines.insert(at, indent + data.draw(st.sampled_from(_TRICKY_COMMENTS), label="comment"))
+    text = "\n".join(lines)
+    serial = _compile(text, "p.ir", 1)
+    art = compile_text_in_shards(text, "p.ir", CompileContext(), 3, "p.ir", "level3", True, True)
+    assert art is not None and art is not FAILED
+    assert _outputs(art) == serial
