@@ -464,11 +464,19 @@ class VerifyCache:
         function of the program is not remembered; `verify_program` still checks `f` (not marked clean)."""
         self.store(f, program, self.token(program), types, False)
         memo = self.memo(f.name)
+        known = memo.cur.get
+        before = memo.old.get
         for s in _assignments(f.body):
-            names: list[str] = []
-            if not _value_reads(s.value, names) or not all(
-                    e.__class__ in _QUIET_IN_TYPE or _value_reads(e, names) for e in iter_type_exprs(s.annotation)):
-                continue
+            e = known(id(s)) or before(id(s))
+            if e is not None:
+                # the very statement was remembered before (checked, or handed over): the names it reads
+                # are those (a pass hands over many statements it kept as they were)
+                names = [n for n, _ in e[1]]
+            else:
+                names = []
+                if not _value_reads(s.value, names) or not all(e.__class__ in _QUIET_IN_TYPE or _value_reads(e, names)
+                                                               for e in iter_type_exprs(s.annotation)):
+                    continue
             if s.target.name in types and all(n in types for n in names):
                 memo.cur[id(s)] = (s, [(n, types[n]) for n in names], types[s.target.name])
 

@@ -9,8 +9,9 @@ pass that touches one load copies only the spine above it. Subclasses override `
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
+from ptoc.ir.dtypes import DType
 from ptoc.ir.nodes import Node
 
 # Field annotations that never hold a node: the traversal does not look into such fields.
@@ -77,40 +78,82 @@ class Mutator:
     def mutate(self, node):
         cls = node.__class__
         if cls is tuple:
-            new = tuple([self.mutate(x) for x in node])
-            for a, b in zip(new, node):
-                if a is not b:
-                    return new
-            return node
-        if not isinstance(node, Node):
-            return node
-        hooks = self.__dict__.get("_hooks")
-        if hooks is None:
-            hooks = self.__dict__["_hooks"] = {}
-        pair = hooks.get(cls)
-        if pair is None:
-            pair = hooks[cls] = (self._hook("pre", cls), self._hook("mutate", cls))
-        pre, post = pair
+            return self._mutate_tuple(node)
+        plans = self.__dict__.get("_plans")
+        if plans is None:
+            plans = self._start()
+        plan = plans.get(cls)
+        if plan is None:
+            if not isinstance(node, Node):
+                return node
+            plan = self._plan(cls)
+        pre, post, names, make = plan
         if pre is not None:
             r = pre(node)
             if r is not None:
                 return r
-        names = _NODE_FIELDS.get(cls)
-        if names is None:
-            names = child_fields(cls)
         changes = None
-        for name in names:
-            old = getattr(node, name)
-            if isinstance(old, (Node, tuple)):
-                new = self.mutate(old)
+        if names:
+            inert = self.__dict__["_inert"]
+            for name in names:
+                old = getattr(node, name)
+                c = old.__class__
+                if c in inert:  # (a leaf no hook changes, or no node: its mutation is itself)
+                    continue
+                if c is tuple:
+                    new = self._mutate_tuple(old)
+                elif isinstance(old, Node):
+                    new = self.mutate(old)
+                else:
+                    continue
                 if new is not old:
                     if changes is None:
                         changes = {}
                     changes[name] = new
         if changes:
-            node = dataclasses.replace(node, **changes)
+            node = make(node, changes)
         return post(node) if post is not None else node
 
+    def _mutate_tuple(self, node: tuple) -> tuple:
+        """The tuple with each element mutated; the very tuple when no element changed."""
+        inert = self.__dict__.get("_inert")
+        if inert is None:
+            self._start()
+            inert = self.__dict__["_inert"]
+        out = None
+        mutate = self.mutate
+        for i, x in enumerate(node):
+            if x.__class__ in inert:
+                continue
+            y = mutate(x)
+            if y is not x:
+                if out is None:
+                    out = list(node)
+                out[i] = y
+        return node if out is None else tuple(out)
+
+    def _start(self) -> dict:
+        """The per-class plans of this mutator, and the classes whose values it leaves as they are
+        without looking (`_inert`): when `mutate` is not overridden, values that are no node (names,
+        numbers, dtypes) and node classes with no hook and no fields holding nodes. The generic traversal
+        then does not call `mutate` for them (which would return them unchanged); a subclass that
+        overrides `mutate` sees every value, as before."""
+        plans: dict = {}
+        self.__dict__["_plans"] = plans
+        self.__dict__["_inert"] = set() if type(self).mutate is not Mutator.mutate else \
+            {str, int, float, bool, type(None), DType}
+        return plans
+
+    def _plan(self, cls: type) -> tuple:
+        pre, post = self._hook("pre", cls), self._hook("mutate", cls)
+        names = _NODE_FIELDS.get(cls)
+        if names is None:
+            names = child_fields(cls)
+        plan = (pre, post, names, node_replacer(cls))
+        self.__dict__["_plans"][cls] = plan
+        if pre is None and post is None and not names and type(self).mutate is Mutator.mutate:
+            self.__dict__["_inert"].add(cls)
+        return plan
 
     def _hook(self, kind: str, cls: type):
         """The hook for `cls`, else for its nearest node base class (`pld.DistributedTensor` is a tensor)."""
@@ -123,6 +166,26 @@ class Mutator:
         return None
 
 
+_REPLACERS: dict[type, Callable] = {}
+
+
+def node_replacer(cls: type) -> Callable:
+    """`dataclasses.replace` for node class `cls` as a function `(node, changes) -> node`, made once per
+    class: it calls the class with every field (the changed ones from the dict `changes`, which must name
+    fields), as `replace` does, without looking the fields up again on every call (a rebuild of the IR
+    replaces many nodes)."""
+    fn = _REPLACERS.get(cls)
+    if fn is None:
+        fields = dataclasses.fields(cls)
+        args = [f"c[{f.name!r}] if {f.name!r} in c else n.{f.name}" for f in fields if not f.kw_only]
+        args += [f"{f.name}=c[{f.name!r}] if {f.name!r} in c else n.{f.name}" for f in fields if f.kw_only]
+        src = f"def replace_{cls.__name__}(n, c):\n    return cls({', '.join(args)})\n"
+        ns: dict = {"cls": cls}
+        exec(compile(src, f"<replace {cls.__name__}>", "exec"), ns)  # noqa: S102
+        fn = _REPLACERS[cls] = ns[f"replace_{cls.__name__}"]
+    return fn
+
+
 def rebuild_bodies(s, block):
     """`s` with `block` (a function from a statement tuple to a statement tuple) applied to each of its
     nested bodies (loop, while, scope bodies; both if branches); the same object when nothing changed."""
@@ -130,10 +193,10 @@ def rebuild_bodies(s, block):
 
     if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
         body = block(s.body)
-        return s if body is s.body else dataclasses.replace(s, body=body)
+        return s if body is s.body else node_replacer(s.__class__)(s, {"body": body})
     if isinstance(s, IfStmt):
         then_body, else_body = block(s.then_body), block(s.else_body)
         if then_body is s.then_body and else_body is s.else_body:
             return s
-        return dataclasses.replace(s, then_body=then_body, else_body=else_body)
+        return node_replacer(IfStmt)(s, {"then_body": then_body, "else_body": else_body})
     return s
