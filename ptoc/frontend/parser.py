@@ -9,10 +9,10 @@ Every problem is a `Diagnostic` with the span it came from; all of a file's erro
 from __future__ import annotations
 
 import difflib
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from ptoc.diagnostics import CompileError, Diagnostic, DiagnosticSink, Span, sorted_diagnostics
-from ptoc.frontend.pyast import parse_syntax
+from ptoc.frontend.pyast import _span, parse_syntax
 from ptoc.frontend.sn import SN, gc_paused
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
@@ -43,6 +43,7 @@ from ptoc.ir.nodes import (
     ListExpr,
     MemRef,
     MinMax,
+    Node,
     NoneLit,
     Param,
     PassStmt,
@@ -163,6 +164,8 @@ class Builder:
         # (line, column, key) of every line the printer writes, when collected for the formatter: the
         # key names the printed line the way the printer finds it (see ptoc.ir.printer.SourceComments)
         self.anchors: list[tuple[int, int, tuple]] | None = None
+        # (what, annotation text) -> (what was built, the span it was built for, prefix, dprefix): see type()
+        self._built_types: dict[tuple[str, str], tuple] = {}
 
     # ------------------------------------------------------------------ helpers
     def fail(self, code: str, message: str, node, hint: str | None = None, rule: str | None = None):
@@ -437,6 +440,17 @@ class Builder:
         return stmts[1:], attrs
 
     def param_type(self, ann: SN) -> tuple[str, Type]:
+        key = ann.key
+        if key is not None:
+            done = self._reuse_type("param", ann)
+            if done is not None:
+                return done
+        direction, t = self._param_type(ann)
+        if key is not None:
+            self._keep_type("param", ann, (direction, t))
+        return direction, t
+
+    def _param_type(self, ann: SN) -> tuple[str, Type]:
         a = self._unparen(ann)
         if a.k == "getitem":
             path = self._pl_path(a.a[0])
@@ -448,6 +462,32 @@ class Builder:
 
     # ------------------------------------------------------------------ types
     def type(self, n: SN) -> Type:
+        # A program writes a few annotations thousands of times. An annotation the reader keyed by its text
+        # (one line, see pyast._TypeSN) is built once: the next ones with the same text get a copy of that
+        # type with their own spans (the same nodes a build would give; `_moved`).
+        key = n.key
+        if key is not None:
+            done = self._reuse_type("type", n)
+            if done is not None:
+                return done
+            t = self._type(n)
+            self._keep_type("type", n, t)
+            return t
+        return self._type(n)
+
+    def _reuse_type(self, what: str, n: SN):
+        hit = self._built_types.get((what, n.key))
+        if hit is None or hit[2] != self.prefix or hit[3] != self.dprefix:
+            return None
+        return _moved_value(hit[0], hit[1], n.span)
+
+    def _keep_type(self, what: str, n: SN, built) -> None:
+        """Keep what the annotation `n` built when it depends on nothing but its text: no call (pl.MemRef
+        declares allocations, pl.TileView checks its fields), only names, numbers and operators."""
+        if (what, n.key) not in self._built_types and _plain_type_syntax(n):
+            self._built_types[(what, n.key)] = (built, n.span, self.prefix, self.dprefix)
+
+    def _type(self, n: SN) -> Type:
         n = self._unparen(n)
         path = None
         args: tuple = ()
@@ -1407,6 +1447,62 @@ def _pipe_buffers_positional(args: tuple, kwargs: tuple, sp) -> tuple[tuple, tup
             else ConstInt(b.value, dtypes.INT32, span=b.span) if isinstance(b, ConstInt) and b.dtype == dtypes.INDEX
             else b for b in bufs]
     return tuple(bufs), tuple(kw for kw in kwargs if kw[0] not in _PIPE_BUFS)
+
+
+_PLAIN_TYPE_KINDS = frozenset({"getitem", "attr", "name", "list", "tuple", "int", "float", "bin", "unary", "paren"})
+
+
+def _plain_type_syntax(n) -> bool:
+    """Whether the syntax tree `n` holds only names, numbers, operators, lists and subscripts."""
+    stack = [n]
+    while stack:
+        x = stack.pop()
+        if type(x) is tuple:
+            stack.extend(x)
+        elif isinstance(x, SN):
+            if x.k not in _PLAIN_TYPE_KINDS:
+                return False
+            stack.extend(x.a)
+    return True
+
+
+def _moved(x, old: Span, new: Span):
+    """`x`, a node built from the one-line annotation at `old`, as built from the same text at `new`: a copy
+    whose spans on `old`'s line are moved to `new`'s place; other spans (unknown ones) are kept, and so
+    are the values that are not nodes (dtypes, names, numbers)."""
+    d = getattr(x, "__dict__", None)
+    if d is None:  # a node class with __slots__: through its constructor
+        return replace(x, **{f.name: _moved_value(getattr(x, f.name), old, new) for f in fields(x)})
+    c = _new(type(x))
+    fresh = c.__dict__
+    for k, v in d.items():
+        t = type(v)
+        if t is Span:
+            if v is old:
+                v = new
+            elif v.line == old.line and v.end_line == old.line and v.file == old.file:
+                dc = new.col - old.col
+                v = _span(new.file, new.line, v.col + dc, new.line, v.end_col + dc)
+        elif t is tuple:
+            v = tuple([_moved(e, old, new) if isinstance(e, Node) else _moved_value(e, old, new) for e in v])
+        elif isinstance(v, Node):
+            v = _moved(v, old, new)
+        fresh[k] = v
+    return c
+
+
+def _moved_value(v, old: Span, new: Span):
+    if isinstance(v, Node):
+        return _moved(v, old, new)
+    if type(v) is tuple:
+        return tuple([_moved_value(e, old, new) for e in v])
+    if type(v) is Span and v.line == old.line and v.end_line == old.line and v.file == old.file:
+        dc = new.col - old.col
+        return _span(new.file, new.line, v.col + dc, new.line, v.end_col + dc)
+    return v
+
+
+_new = object.__new__
 
 
 def _yield_out_of_trailing_scope(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:

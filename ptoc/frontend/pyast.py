@@ -66,6 +66,33 @@ class _SN(SN):
         return p
 
 
+class _TypeSN(_SN):
+    """The node of a type annotation written on one line, `pl.Tile[[32, 128], pl.FP32, pl.Mem.Vec]`, with
+    its text as `key`: the builder builds the type of each distinct text once per program and gives the
+    later ones a copy with their own spans (`Builder.type`). A program repeats its few annotations
+    thousands of times, so an annotation whose text the reader has seen before is not read at all: its
+    children (`a`) are read from its text only if something asks for them (a builder that could not
+    reuse the type, a test comparing nodes)."""
+
+    __slots__ = ("key", "_a", "_reader", "_at")
+
+    def __init__(self, k: str, a: tuple | None, p, key: str, reader=None, at=None):
+        self.k = k
+        self._a = a
+        self.p = p
+        self.key = key
+        self._reader = reader
+        self._at = at
+
+    @property
+    def a(self) -> tuple:
+        a = self._a
+        if a is None:
+            a = self._a = self._reader.reread(self.key, self._at).a
+            self._reader = None
+        return a
+
+
 def _pos(sn: _SN) -> tuple:
     """The position tuple of a node this reader built, whether or not its span was made yet."""
     p = sn.p
@@ -256,6 +283,7 @@ class _Reader:
         self.lines = lines = text.split("\n")
         self.starts = list(accumulate((len(x) + 1 for x in lines), initial=0))
         self.semicolons = ";" in text
+        self.types: dict[str, str] = {}  # the text of each one-line annotation read so far (see _TypeSN)
         self.readers = {
             ast.Attribute: self._attribute, ast.Call: self._call, ast.Subscript: self._getitem,
             ast.Constant: self._constant, ast.BinOp: self._binop, ast.UnaryOp: self._unary,
@@ -368,6 +396,42 @@ class _Reader:
         if own:
             raise _Unsupported
         return sn, e
+
+    def annotation(self, n, lo: int) -> tuple[SN, int]:
+        """`ex` for a type annotation: a subscript on one line (without parentheses, comments or strings)
+        becomes a `_TypeSN` keyed by its text, read only the first time that text appears."""
+        line = n.lineno
+        if type(n) is not ast.Subscript or n.end_lineno != line:
+            return self.ex(n, lo)
+        start = self.starts[line - 1]
+        s = start + n.col_offset
+        e = start + n.end_col_offset
+        text = self.text
+        if lo < s and text.find("(", lo, s) >= 0:
+            return self.ex(n, lo)
+        key = text[s:e]
+        pos = (self.file, line, n.col_offset + 1, line, n.end_col_offset + 1)
+        seen = self.types.get(key)
+        if seen is not None:
+            return _TypeSN("getitem", None, pos, seen, self, (line, n.col_offset, s)), e
+        sn, p = self.ex(n, lo)
+        if "#" in key or '"' in key or "'" in key or not key.isascii():
+            return sn, p
+        self.types[key] = key
+        return _TypeSN("getitem", sn.a, pos, key), p
+
+    def reread(self, key: str, at: tuple) -> SN:
+        """The node `ex` reads from the annotation `key` written at (line, column, offset) `at`: its text
+        parsed again, positions moved to where it stands."""
+        line, col, s = at
+        n = ast.parse(key, mode="eval").body
+        for x in ast.walk(n):
+            if hasattr(x, "lineno"):
+                x.lineno = x.end_lineno = line
+                x.col_offset += col
+                x.end_col_offset += col
+        sn, _ = self.ex(n, s)
+        return sn
 
     def _attribute(self, n, s: int, e: int, pos: tuple) -> SN:
         base, _ = self.ex(n.value, s)
@@ -592,7 +656,7 @@ class _Reader:
             if n.value is None:
                 raise _Unsupported
             target, p = self.ex(n.target, s)
-            ann, p = self.ex(n.annotation, p)
+            ann, p = self.annotation(n.annotation, p)
             value, _ = self.exprlist(n.value, p)
             a, b = _pos(target), _pos(value)
             return _SN("ann_assign", (target, ann, value), (self.file, a[1], a[2], b[3], b[4]))
@@ -776,7 +840,7 @@ class _Reader:
         for arg in a.args:
             ann = None
             if arg.annotation is not None:
-                ann, _ = self.ex(arg.annotation, self._start(arg))
+                ann, _ = self.annotation(arg.annotation, self._start(arg))
             params.append(_SN("param", (arg.arg, ann), self._pos(arg)))
             p = self._end(arg)
         ret = None
