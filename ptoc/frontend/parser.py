@@ -479,13 +479,16 @@ class Builder:
         hit = self._built_types.get((what, n.key))
         if hit is None or hit[2] != self.prefix or hit[3] != self.dprefix:
             return None
-        return _moved_value(hit[0], hit[1], n.span)
+        old = hit[1]
+        new = n.span
+        return _copy_moved(hit[0], old, new, new.col - old.col)
 
     def _keep_type(self, what: str, n: SN, built) -> None:
         """Keep what the annotation `n` built when it depends on nothing but its text: no call (pl.MemRef
         declares allocations, pl.TileView checks its fields), only names, numbers and operators."""
         if (what, n.key) not in self._built_types and _plain_type_syntax(n):
-            self._built_types[(what, n.key)] = (built, n.span, self.prefix, self.dprefix)
+            old = n.span
+            self._built_types[(what, n.key)] = (_copy_plan(built, old), old, self.prefix, self.dprefix)
 
     def _type(self, n: SN) -> Type:
         n = self._unparen(n)
@@ -1085,7 +1088,8 @@ class Builder:
         return tuple(out)
 
     def stmt(self, n: SN) -> Stmt | tuple[Stmt, ...] | None:
-        self._anchor(n.span, ("stmt", n.span.line, n.span.col))
+        if self.anchors is not None:  # (only the formatter collects them: the span is not made otherwise)
+            self._anchor(n.span, ("stmt", n.span.line, n.span.col))
         method = _STMT_BUILDERS.get(n.k)
         if method is not None:
             return getattr(self, method)(n)
@@ -1466,40 +1470,55 @@ def _plain_type_syntax(n) -> bool:
     return True
 
 
-def _moved(x, old: Span, new: Span):
-    """`x`, a node built from the one-line annotation at `old`, as built from the same text at `new`: a copy
-    whose spans on `old`'s line are moved to `new`'s place; other spans (unknown ones) are kept, and so
-    are the values that are not nodes (dtypes, names, numbers)."""
+# How `_copy_moved` copies a value built from a one-line annotation to another place where the same text
+# is written: ("keep", v) for a value that is not a node and holds no span of the annotation (dtypes,
+# names, numbers, unknown spans), ("span", span) for a span on the annotation's line, ("tuple", plans),
+# and ("node", class, fields, changes) for a node: `fields` is its __dict__, `changes` the (field, plan)
+# of the fields that differ in a copy. Planned once per distinct annotation, applied to each copy.
+def _copy_plan(x, old: Span) -> tuple:
+    if type(x) is Span:
+        if x.line == old.line and x.end_line == old.line and x.file == old.file:
+            return ("span", x)
+        return ("keep", x)
+    if type(x) is tuple:
+        plans = tuple(_copy_plan(v, old) for v in x)
+        if all(p[0] == "keep" for p in plans):
+            return ("keep", x)
+        return ("tuple", plans)
+    if not isinstance(x, Node):
+        return ("keep", x)
     d = getattr(x, "__dict__", None)
-    if d is None:  # a node class with __slots__: through its constructor
-        return replace(x, **{f.name: _moved_value(getattr(x, f.name), old, new) for f in fields(x)})
-    c = _new(type(x))
-    fresh = c.__dict__
+    if d is None:  # a node class with __slots__: copied through its constructor
+        return ("slots", x, tuple((f.name, _copy_plan(getattr(x, f.name), old)) for f in fields(x)))
+    changes = []
     for k, v in d.items():
-        t = type(v)
-        if t is Span:
-            if v is old:
-                v = new
-            elif v.line == old.line and v.end_line == old.line and v.file == old.file:
-                dc = new.col - old.col
-                v = _span(new.file, new.line, v.col + dc, new.line, v.end_col + dc)
-        elif t is tuple:
-            v = tuple([_moved(e, old, new) if isinstance(e, Node) else _moved_value(e, old, new) for e in v])
-        elif isinstance(v, Node):
-            v = _moved(v, old, new)
-        fresh[k] = v
-    return c
+        p = _copy_plan(v, old)
+        if p[0] != "keep":
+            changes.append((k, p))
+    return ("node", type(x), dict(d), tuple(changes))
 
 
-def _moved_value(v, old: Span, new: Span):
-    if isinstance(v, Node):
-        return _moved(v, old, new)
-    if type(v) is tuple:
-        return tuple([_moved_value(e, old, new) for e in v])
-    if type(v) is Span and v.line == old.line and v.end_line == old.line and v.file == old.file:
-        dc = new.col - old.col
-        return _span(new.file, new.line, v.col + dc, new.line, v.end_col + dc)
-    return v
+def _copy_moved(plan: tuple, old: Span, new: Span, dc: int):
+    """The value `plan` (see `_copy_plan`) describes, built for the text at `new` instead of `old`: a fresh
+    copy of each node, each span on `old`'s line moved by `dc` columns (and lines) to `new`'s place."""
+    kind = plan[0]
+    if kind == "node":
+        c = _new(plan[1])
+        fresh = c.__dict__
+        fresh.update(plan[2])
+        for k, p in plan[3]:
+            fresh[k] = _copy_moved(p, old, new, dc)
+        return c
+    if kind == "span":
+        x = plan[1]
+        if x is old:
+            return new
+        return _span(new.file, new.line, x.col + dc, new.line, x.end_col + dc)
+    if kind == "tuple":
+        return tuple([_copy_moved(p, old, new, dc) for p in plan[1]])
+    if kind == "keep":
+        return plan[1]
+    return replace(plan[1], **{k: _copy_moved(p, old, new, dc) for k, p in plan[2]})  # "slots"
 
 
 _new = object.__new__

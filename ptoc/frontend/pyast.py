@@ -434,7 +434,13 @@ class _Reader:
         return sn
 
     def _attribute(self, n, s: int, e: int, pos: tuple) -> SN:
-        base, _ = self.ex(n.value, s)
+        v = n.value
+        if type(v) is _Name and v.col_offset == n.col_offset and v.lineno == n.lineno:
+            # `pl.x`: the name starts where the attribute does, so no parenthesis can open before it;
+            # the node `ex` would make, without the call
+            base = _SN("name", (v.id,), (self.file, v.lineno, v.col_offset + 1, v.end_lineno, v.end_col_offset + 1))
+        else:
+            base, _ = self.ex(v, s)
         return _SN("attr", (base, n.attr), pos)
 
     def _getitem(self, n, s: int, e: int, pos: tuple) -> SN:
@@ -597,6 +603,8 @@ class _Reader:
             return _SN("none", (), pos)
         src = self.text[s:e]
         if t is int:
+            if src.isdigit() and len(src) <= 40 and (src[0] != "0" or len(src) == 1):
+                return _SN("int", (v,), pos)  # the common case of the checks below, without a regex
             if _DEC(src):
                 if len(src.replace("_", "")) > 40:
                     raise _Unsupported  # the Lark path reports it
