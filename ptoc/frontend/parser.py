@@ -1507,7 +1507,11 @@ def _copy_moved(plan: tuple, old: Span, new: Span, dc: int):
         fresh = c.__dict__
         fresh.update(plan[2])
         for k, p in plan[3]:
-            fresh[k] = _copy_moved(p, old, new, dc)
+            if p[0] == "span":  # (the "span" case below, inline: most changes are spans)
+                x = p[1]
+                fresh[k] = new if x is old else _span(new.file, new.line, x.col + dc, new.line, x.end_col + dc)
+            else:
+                fresh[k] = _copy_moved(p, old, new, dc)
         return c
     if kind == "span":
         x = plan[1]

@@ -391,8 +391,13 @@ class _Reader:
             if read is None:
                 raise _Unsupported
             sn = read(n, s, e, pos)
-        if lo < s and self.text.find("(", lo, s) >= 0:
-            return self._parens(sn, lo, s, e, own)
+        if lo < s:
+            text = self.text
+            i = text.find("(", lo, s)
+            if i >= 0:
+                if own == 1 and text.find("(", i + 1, s) < 0 and text.find("#", lo, s) < 0:
+                    return sn, e  # a call's first argument: the one parenthesis is the call's (`_parens` would agree)
+                return self._parens(sn, lo, s, e, own)
         if own:
             raise _Unsupported
         return sn, e
