@@ -1473,8 +1473,8 @@ def _plain_type_syntax(n) -> bool:
 # How `_copy_moved` copies a value built from a one-line annotation to another place where the same text
 # is written: ("keep", v) for a value that is not a node and holds no span of the annotation (dtypes,
 # names, numbers, unknown spans), ("span", span) for a span on the annotation's line, ("tuple", plans),
-# and ("node", class, fields, changes) for a node: `fields` is its __dict__, `changes` the (field, plan)
-# of the fields that differ in a copy. Planned once per distinct annotation, applied to each copy.
+# and ("node", class, ((field, plan), ...)) for a node. Planned once per distinct annotation, applied to
+# each copy.
 def _copy_plan(x, old: Span) -> tuple:
     if type(x) is Span:
         if x.line == old.line and x.end_line == old.line and x.file == old.file:
@@ -1487,31 +1487,27 @@ def _copy_plan(x, old: Span) -> tuple:
         return ("tuple", plans)
     if not isinstance(x, Node):
         return ("keep", x)
-    d = getattr(x, "__dict__", None)
-    if d is None:  # a node class with __slots__: copied through its constructor
-        return ("slots", x, tuple((f.name, _copy_plan(getattr(x, f.name), old)) for f in fields(x)))
-    changes = []
-    for k, v in d.items():
-        p = _copy_plan(v, old)
-        if p[0] != "keep":
-            changes.append((k, p))
-    return ("node", type(x), dict(d), tuple(changes))
+    # the fields through getattr, not __dict__ (reading __dict__ would slow every later attribute read)
+    return ("node", type(x), tuple((f.name, _copy_plan(getattr(x, f.name), old)) for f in fields(x)))
 
 
 def _copy_moved(plan: tuple, old: Span, new: Span, dc: int):
     """The value `plan` (see `_copy_plan`) describes, built for the text at `new` instead of `old`: a fresh
-    copy of each node, each span on `old`'s line moved by `dc` columns (and lines) to `new`'s place."""
+    copy of each node, each span on `old`'s line moved by `dc` columns to `new`'s place (the line too)."""
     kind = plan[0]
     if kind == "node":
+        # fields set one by one in order, as the dataclass's __init__ sets them (a node whose __dict__ was
+        # filled at once reads its attributes ~2x slower in CPython 3.11, and the passes read types a lot)
         c = _new(plan[1])
-        fresh = c.__dict__
-        fresh.update(plan[2])
-        for k, p in plan[3]:
-            if p[0] == "span":  # (the "span" case below, inline: most changes are spans)
+        for k, p in plan[2]:
+            pk = p[0]
+            if pk == "keep":
+                _setattr(c, k, p[1])
+            elif pk == "span":  # (the "span" case below, inline: the most common change)
                 x = p[1]
-                fresh[k] = new if x is old else _span(new.file, new.line, x.col + dc, new.line, x.end_col + dc)
+                _setattr(c, k, new if x is old else _span(new.file, new.line, x.col + dc, new.line, x.end_col + dc))
             else:
-                fresh[k] = _copy_moved(p, old, new, dc)
+                _setattr(c, k, _copy_moved(p, old, new, dc))
         return c
     if kind == "span":
         x = plan[1]
@@ -1520,11 +1516,10 @@ def _copy_moved(plan: tuple, old: Span, new: Span, dc: int):
         return _span(new.file, new.line, x.col + dc, new.line, x.end_col + dc)
     if kind == "tuple":
         return tuple([_copy_moved(p, old, new, dc) for p in plan[1]])
-    if kind == "keep":
-        return plan[1]
-    return replace(plan[1], **{k: _copy_moved(p, old, new, dc) for k, p in plan[2]})  # "slots"
+    return plan[1]  # "keep"
 
 
+_setattr = object.__setattr__
 _new = object.__new__
 
 
