@@ -9,10 +9,10 @@ Every problem is a `Diagnostic` with the span it came from; all of a file's erro
 from __future__ import annotations
 
 import difflib
-from dataclasses import replace
+from dataclasses import fields, replace
 
 from ptoc.diagnostics import CompileError, Diagnostic, DiagnosticSink, Span, sorted_diagnostics
-from ptoc.frontend.pyast import parse_syntax
+from ptoc.frontend.pyast import _span, parse_syntax
 from ptoc.frontend.sn import SN, gc_paused
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
@@ -43,6 +43,7 @@ from ptoc.ir.nodes import (
     ListExpr,
     MemRef,
     MinMax,
+    Node,
     NoneLit,
     Param,
     PassStmt,
@@ -163,6 +164,8 @@ class Builder:
         # (line, column, key) of every line the printer writes, when collected for the formatter: the
         # key names the printed line the way the printer finds it (see ptoc.ir.printer.SourceComments)
         self.anchors: list[tuple[int, int, tuple]] | None = None
+        # (what, annotation text) -> (what was built, the span it was built for, prefix, dprefix): see type()
+        self._built_types: dict[tuple[str, str], tuple] = {}
 
     # ------------------------------------------------------------------ helpers
     def fail(self, code: str, message: str, node, hint: str | None = None, rule: str | None = None):
@@ -437,6 +440,17 @@ class Builder:
         return stmts[1:], attrs
 
     def param_type(self, ann: SN) -> tuple[str, Type]:
+        key = ann.key
+        if key is not None:
+            done = self._reuse_type("param", ann)
+            if done is not None:
+                return done
+        direction, t = self._param_type(ann)
+        if key is not None:
+            self._keep_type("param", ann, (direction, t))
+        return direction, t
+
+    def _param_type(self, ann: SN) -> tuple[str, Type]:
         a = self._unparen(ann)
         if a.k == "getitem":
             path = self._pl_path(a.a[0])
@@ -448,6 +462,35 @@ class Builder:
 
     # ------------------------------------------------------------------ types
     def type(self, n: SN) -> Type:
+        # A program writes a few annotations thousands of times. An annotation the reader keyed by its text
+        # (one line, see pyast._TypeSN) is built once: the next ones with the same text get a copy of that
+        # type with their own spans (the same nodes a build would give; `_moved`).
+        key = n.key
+        if key is not None:
+            done = self._reuse_type("type", n)
+            if done is not None:
+                return done
+            t = self._type(n)
+            self._keep_type("type", n, t)
+            return t
+        return self._type(n)
+
+    def _reuse_type(self, what: str, n: SN):
+        hit = self._built_types.get((what, n.key))
+        if hit is None or hit[2] != self.prefix or hit[3] != self.dprefix:
+            return None
+        old = hit[1]
+        new = n.span
+        return _copy_moved(hit[0], old, new, new.col - old.col)
+
+    def _keep_type(self, what: str, n: SN, built) -> None:
+        """Keep what the annotation `n` built when it depends on nothing but its text: no call (pl.MemRef
+        declares allocations, pl.TileView checks its fields), only names, numbers and operators."""
+        if (what, n.key) not in self._built_types and _plain_type_syntax(n):
+            old = n.span
+            self._built_types[(what, n.key)] = (_copy_plan(built, old), old, self.prefix, self.dprefix)
+
+    def _type(self, n: SN) -> Type:
         n = self._unparen(n)
         path = None
         args: tuple = ()
@@ -1045,7 +1088,8 @@ class Builder:
         return tuple(out)
 
     def stmt(self, n: SN) -> Stmt | tuple[Stmt, ...] | None:
-        self._anchor(n.span, ("stmt", n.span.line, n.span.col))
+        if self.anchors is not None:  # (only the formatter collects them: the span is not made otherwise)
+            self._anchor(n.span, ("stmt", n.span.line, n.span.col))
         method = _STMT_BUILDERS.get(n.k)
         if method is not None:
             return getattr(self, method)(n)
@@ -1407,6 +1451,76 @@ def _pipe_buffers_positional(args: tuple, kwargs: tuple, sp) -> tuple[tuple, tup
             else ConstInt(b.value, dtypes.INT32, span=b.span) if isinstance(b, ConstInt) and b.dtype == dtypes.INDEX
             else b for b in bufs]
     return tuple(bufs), tuple(kw for kw in kwargs if kw[0] not in _PIPE_BUFS)
+
+
+_PLAIN_TYPE_KINDS = frozenset({"getitem", "attr", "name", "list", "tuple", "int", "float", "bin", "unary", "paren"})
+
+
+def _plain_type_syntax(n) -> bool:
+    """Whether the syntax tree `n` holds only names, numbers, operators, lists and subscripts."""
+    stack = [n]
+    while stack:
+        x = stack.pop()
+        if type(x) is tuple:
+            stack.extend(x)
+        elif isinstance(x, SN):
+            if x.k not in _PLAIN_TYPE_KINDS:
+                return False
+            stack.extend(x.a)
+    return True
+
+
+# How `_copy_moved` copies a value built from a one-line annotation to another place where the same text
+# is written: ("keep", v) for a value that is not a node and holds no span of the annotation (dtypes,
+# names, numbers, unknown spans), ("span", span) for a span on the annotation's line, ("tuple", plans),
+# and ("node", class, ((field, plan), ...)) for a node. Planned once per distinct annotation, applied to
+# each copy.
+def _copy_plan(x, old: Span) -> tuple:
+    if type(x) is Span:
+        if x.line == old.line and x.end_line == old.line and x.file == old.file:
+            return ("span", x)
+        return ("keep", x)
+    if type(x) is tuple:
+        plans = tuple(_copy_plan(v, old) for v in x)
+        if all(p[0] == "keep" for p in plans):
+            return ("keep", x)
+        return ("tuple", plans)
+    if not isinstance(x, Node):
+        return ("keep", x)
+    # the fields through getattr, not __dict__ (reading __dict__ would slow every later attribute read)
+    return ("node", type(x), tuple((f.name, _copy_plan(getattr(x, f.name), old)) for f in fields(x)))
+
+
+def _copy_moved(plan: tuple, old: Span, new: Span, dc: int):
+    """The value `plan` (see `_copy_plan`) describes, built for the text at `new` instead of `old`: a fresh
+    copy of each node, each span on `old`'s line moved by `dc` columns to `new`'s place (the line too)."""
+    kind = plan[0]
+    if kind == "node":
+        # fields set one by one in order, as the dataclass's __init__ sets them (a node whose __dict__ was
+        # filled at once reads its attributes ~2x slower in CPython 3.11, and the passes read types a lot)
+        c = _new(plan[1])
+        for k, p in plan[2]:
+            pk = p[0]
+            if pk == "keep":
+                _setattr(c, k, p[1])
+            elif pk == "span":  # (the "span" case below, inline: the most common change)
+                x = p[1]
+                _setattr(c, k, new if x is old else _span(new.file, new.line, x.col + dc, new.line, x.end_col + dc))
+            else:
+                _setattr(c, k, _copy_moved(p, old, new, dc))
+        return c
+    if kind == "span":
+        x = plan[1]
+        if x is old:
+            return new
+        return _span(new.file, new.line, x.col + dc, new.line, x.end_col + dc)
+    if kind == "tuple":
+        return tuple([_copy_moved(p, old, new, dc) for p in plan[1]])
+    return plan[1]  # "keep"
+
+
+_setattr = object.__setattr__
+_new = object.__new__
 
 
 def _yield_out_of_trailing_scope(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:

@@ -45,6 +45,60 @@ if not hasattr(Span, "__dict__") or hasattr(Span, "__slots__") or Span.__init__.
     _span = Span  # noqa: F811  (a Span made differently: its own constructor)
 
 
+class _SN(SN):
+    """A syntax node whose span is made when first read. The reader builds one node per expression, but
+    most of their spans are never read (the attribute chain of `pl.tile.load`, the dtype and memory space
+    of an annotation, keyword names): the node keeps its position as a tuple `(file, line, col, end_line,
+    end_col)`, much cheaper to make than a `Span`, and `span` turns it into one on first use."""
+
+    __slots__ = ("p",)
+
+    def __init__(self, k: str, a: tuple, p):
+        self.k = k
+        self.a = a
+        self.p = p
+
+    @property
+    def span(self) -> Span:
+        p = self.p
+        if type(p) is tuple:
+            p = self.p = _span(*p)
+        return p
+
+
+class _TypeSN(_SN):
+    """The node of a type annotation written on one line, `pl.Tile[[32, 128], pl.FP32, pl.Mem.Vec]`, with
+    its text as `key`: the builder builds the type of each distinct text once per program and gives the
+    later ones a copy with their own spans (`Builder.type`). A program repeats its few annotations
+    thousands of times, so an annotation whose text the reader has seen before is not read at all: its
+    children (`a`) are read from its text only if something asks for them (a builder that could not
+    reuse the type, a test comparing nodes)."""
+
+    __slots__ = ("key", "_a", "_reader", "_at")
+
+    def __init__(self, k: str, a: tuple | None, p, key: str, reader=None, at=None):
+        self.k = k
+        self._a = a
+        self.p = p
+        self.key = key
+        self._reader = reader
+        self._at = at
+
+    @property
+    def a(self) -> tuple:
+        a = self._a
+        if a is None:
+            a = self._a = self._reader.reread(self.key, self._at).a
+            self._reader = None
+        return a
+
+
+def _pos(sn: _SN) -> tuple:
+    """The position tuple of a node this reader built, whether or not its span was made yet."""
+    p = sn.p
+    return p if type(p) is tuple else (p.file, p.line, p.col, p.end_line, p.end_col)
+
+
 class _Unsupported(Exception):
     """The text uses something this reader does not translate: the Lark path reads it."""
 
@@ -229,6 +283,7 @@ class _Reader:
         self.lines = lines = text.split("\n")
         self.starts = list(accumulate((len(x) + 1 for x in lines), initial=0))
         self.semicolons = ";" in text
+        self.types: dict[str, str] = {}  # the text of each one-line annotation read so far (see _TypeSN)
         self.readers = {
             ast.Attribute: self._attribute, ast.Call: self._call, ast.Subscript: self._getitem,
             ast.Constant: self._constant, ast.BinOp: self._binop, ast.UnaryOp: self._unary,
@@ -292,11 +347,15 @@ class _Reader:
             line, col = self._at(o)
             end_line, end_col = self._at(p)
             p += 1
-            sn = SN("paren", (sn,), _span(file, line, col, end_line, end_col + 1))
+            sn = _SN("paren", (sn,), (file, line, col, end_line, end_col + 1))
         return sn, p
 
     def _span(self, n) -> Span:
         return _span(self.file, n.lineno, n.col_offset + 1, n.end_lineno, n.end_col_offset + 1)
+
+    def _pos(self, n) -> tuple:
+        """The position tuple (see `_SN`) of the Python node `n`."""
+        return (self.file, n.lineno, n.col_offset + 1, n.end_lineno, n.end_col_offset + 1)
 
     def _start(self, n) -> int:
         return self.starts[n.lineno - 1] + n.col_offset
@@ -320,76 +379,125 @@ class _Reader:
         """The node of the expression `n` whose parentheses may open after offset `lo`; and the offset
         after it (after its closing parentheses)."""
         starts = self.starts
-        s = starts[n.lineno - 1] + n.col_offset
-        e = starts[n.end_lineno - 1] + n.end_col_offset
+        line, col, end_line, end_col = n.lineno, n.col_offset, n.end_lineno, n.end_col_offset
+        s = starts[line - 1] + col
+        e = starts[end_line - 1] + end_col
+        pos = (self.file, line, col + 1, end_line, end_col + 1)
         t = type(n)
         if t is _Name:
-            sn = SN("name", (n.id,), _span(self.file, n.lineno, n.col_offset + 1, n.end_lineno, n.end_col_offset + 1))
+            sn = _SN("name", (n.id,), pos)
         else:
             read = self.readers.get(t)
             if read is None:
                 raise _Unsupported
-            sn = read(n, s, e)
-        if lo < s and self.text.find("(", lo, s) >= 0:
-            return self._parens(sn, lo, s, e, own)
+            sn = read(n, s, e, pos)
+        if lo < s:
+            text = self.text
+            i = text.find("(", lo, s)
+            if i >= 0:
+                if own == 1 and text.find("(", i + 1, s) < 0 and text.find("#", lo, s) < 0:
+                    return sn, e  # a call's first argument: the one parenthesis is the call's (`_parens` would agree)
+                return self._parens(sn, lo, s, e, own)
         if own:
             raise _Unsupported
         return sn, e
 
-    def _attribute(self, n, s: int, e: int) -> SN:
-        base, _ = self.ex(n.value, s)
-        return SN("attr", (base, n.attr), self._span(n))
+    def annotation(self, n, lo: int) -> tuple[SN, int]:
+        """`ex` for a type annotation: a subscript on one line (without parentheses, comments or strings)
+        becomes a `_TypeSN` keyed by its text, read only the first time that text appears."""
+        line = n.lineno
+        if type(n) is not ast.Subscript or n.end_lineno != line:
+            return self.ex(n, lo)
+        start = self.starts[line - 1]
+        s = start + n.col_offset
+        e = start + n.end_col_offset
+        text = self.text
+        if lo < s and text.find("(", lo, s) >= 0:
+            return self.ex(n, lo)
+        key = text[s:e]
+        pos = (self.file, line, n.col_offset + 1, line, n.end_col_offset + 1)
+        seen = self.types.get(key)
+        if seen is not None:
+            return _TypeSN("getitem", None, pos, seen, self, (line, n.col_offset, s)), e
+        sn, p = self.ex(n, lo)
+        if "#" in key or '"' in key or "'" in key or not key.isascii():
+            return sn, p
+        self.types[key] = key
+        return _TypeSN("getitem", sn.a, pos, key), p
 
-    def _getitem(self, n, s: int, e: int) -> SN:
+    def reread(self, key: str, at: tuple) -> SN:
+        """The node `ex` reads from the annotation `key` written at (line, column, offset) `at`: its text
+        parsed again, positions moved to where it stands."""
+        line, col, s = at
+        n = ast.parse(key, mode="eval").body
+        for x in ast.walk(n):
+            if hasattr(x, "lineno"):
+                x.lineno = x.end_lineno = line
+                x.col_offset += col
+                x.end_col_offset += col
+        sn, _ = self.ex(n, s)
+        return sn
+
+    def _attribute(self, n, s: int, e: int, pos: tuple) -> SN:
+        v = n.value
+        if type(v) is _Name and v.col_offset == n.col_offset and v.lineno == n.lineno:
+            # `pl.x`: the name starts where the attribute does, so no parenthesis can open before it;
+            # the node `ex` would make, without the call
+            base = _SN("name", (v.id,), (self.file, v.lineno, v.col_offset + 1, v.end_lineno, v.end_col_offset + 1))
+        else:
+            base, _ = self.ex(v, s)
+        return _SN("attr", (base, n.attr), pos)
+
+    def _getitem(self, n, s: int, e: int, pos: tuple) -> SN:
         base, p = self.ex(n.value, s)
-        return SN("getitem", (base, self._subscripts(n.slice, p)), self._span(n))
+        return _SN("getitem", (base, self._subscripts(n.slice, p)), pos)
 
-    def _binop(self, n, s: int, e: int) -> SN:
+    def _binop(self, n, s: int, e: int, pos: tuple) -> SN:
         op = _BINOPS.get(type(n.op))
         if op is None:
             raise _Unsupported  # `@`
         lhs, p = self.ex(n.left, s)
         rhs, _ = self.ex(n.right, p)
-        return SN("bin", (op, lhs, rhs), self._span(n))
+        return _SN("bin", (op, lhs, rhs), pos)
 
-    def _unary(self, n, s: int, e: int) -> SN:
+    def _unary(self, n, s: int, e: int, pos: tuple) -> SN:
         x, _ = self.ex(n.operand, s)
-        return SN("unary", (_UNARY[type(n.op)], x), self._span(n))
+        return _SN("unary", (_UNARY[type(n.op)], x), pos)
 
-    def _compare(self, n, s: int, e: int) -> SN:
+    def _compare(self, n, s: int, e: int, pos: tuple) -> SN:
         """`a < b < c` reads as the grammar's left-nested `(a < b) < c`, each part spanning its operands."""
         sn, p = self.ex(n.left, s)
-        start = sn.span
+        start = _pos(sn)
         for op, right in zip(n.ops, n.comparators):
             o = _CMPOPS.get(type(op))
             if o is None:
                 raise _Unsupported  # `in`, `is`
             rhs, p = self.ex(right, p)
-            end = rhs.span
-            sn = SN("cmp", (o, sn, rhs), _span(self.file, start.line, start.col, end.end_line, end.end_col))
+            end = _pos(rhs)
+            sn = _SN("cmp", (o, sn, rhs), (self.file, start[1], start[2], end[3], end[4]))
         return sn
 
-    def _boolop(self, n, s: int, e: int) -> SN:
+    def _boolop(self, n, s: int, e: int, pos: tuple) -> SN:
         """`a and b and c` reads as the grammar's left-nested `(a and b) and c`."""
         op = _BOOLOPS[type(n.op)]
         values = n.values
         sn, p = self.ex(values[0], s)
-        start = sn.span
+        start = _pos(sn)
         for v in values[1:]:
             rhs, p = self.ex(v, p)
-            end = rhs.span
-            sn = SN("bin", (op, sn, rhs), _span(self.file, start.line, start.col, end.end_line, end.end_col))
+            end = _pos(rhs)
+            sn = _SN("bin", (op, sn, rhs), (self.file, start[1], start[2], end[3], end[4]))
         return sn
 
-    def _tuple_expr(self, n, s: int, e: int) -> SN:
+    def _tuple_expr(self, n, s: int, e: int, pos: tuple) -> SN:
         if not self._own_parens(n, s):
             raise _Unsupported  # a tuple without parentheses where the grammar takes one expression
-        return SN("tuple", self._items(n.elts, s + 1)[0], self._span(n))
+        return _SN("tuple", self._items(n.elts, s + 1)[0], pos)
 
-    def _list(self, n, s: int, e: int) -> SN:
-        return SN("list", self._items(n.elts, s)[0], self._span(n))
+    def _list(self, n, s: int, e: int, pos: tuple) -> SN:
+        return _SN("list", self._items(n.elts, s)[0], pos)
 
-    def _dict(self, n, s: int, e: int) -> SN:
+    def _dict(self, n, s: int, e: int, pos: tuple) -> SN:
         items = []
         p = s
         for k, v in zip(n.keys, n.values):
@@ -398,9 +506,9 @@ class _Reader:
             key, p = self.ex(k, p)
             val, p = self.ex(v, p)
             items.append((key, val))
-        return SN("dict", tuple(items), self._span(n))
+        return _SN("dict", tuple(items), pos)
 
-    def _call(self, n, s: int, e: int) -> SN:
+    def _call(self, n, s: int, e: int, pos: tuple) -> SN:
         func, p = self.ex(n.func, s)
         args = []
         own = 1
@@ -414,11 +522,11 @@ class _Reader:
             if k.arg is None:
                 raise _Unsupported  # `**kwargs`
             line, col = k.lineno, k.col_offset + 1
-            name = SN("name", (k.arg,), _span(self.file, line, col, line, col + len(k.arg)))
+            name = _SN("name", (k.arg,), (self.file, line, col, line, col + len(k.arg)))
             v, _ = self.ex(k.value, self._start(k))
             p = self._end(k)
             args.append((name, v))
-        return SN("call", (func, tuple(args)), self._span(n))
+        return _SN("call", (func, tuple(args)), pos)
 
     def _own_parens(self, n, s: int) -> bool:
         """Whether the tuple `n` (which starts at offset `s`) is written in parentheses of its own
@@ -487,45 +595,46 @@ class _Reader:
                 raise _Unsupported  # `a:b:`
         elif text.count(":", p, e) != 1 or "#" in text[p:e]:
             raise _Unsupported  # `a::`
-        return SN("slice", (lower, upper), self._span(x)), e
+        return _SN("slice", (lower, upper), self._pos(x)), e
 
-    def _constant(self, n, s: int, e: int) -> SN:
+    def _constant(self, n, s: int, e: int, pos: tuple) -> SN:
         v = n.value
         t = type(v)
         if v is True:
-            return SN("true", (), self._span(n))
+            return _SN("true", (), pos)
         if v is False:
-            return SN("false", (), self._span(n))
+            return _SN("false", (), pos)
         if v is None:
-            return SN("none", (), self._span(n))
+            return _SN("none", (), pos)
         src = self.text[s:e]
         if t is int:
+            if src.isdigit() and len(src) <= 40 and (src[0] != "0" or len(src) == 1):
+                return _SN("int", (v,), pos)  # the common case of the checks below, without a regex
             if _DEC(src):
                 if len(src.replace("_", "")) > 40:
                     raise _Unsupported  # the Lark path reports it
             elif not _HEX(src):
                 raise _Unsupported  # octal, binary, `00`
-            return SN("int", (v,), self._span(n))
+            return _SN("int", (v,), pos)
         if t is float:
             if not _FLOAT(src) or v == float("inf"):
                 raise _Unsupported
-            return SN("float", (v,), self._span(n))
+            return _SN("float", (v,), pos)
         if t is str:
             if n.kind is not None or not _STRINGS(src):
                 raise _Unsupported  # prefixes, triple quotes
-            return SN("str", (v,), self._span(n))
+            return _SN("str", (v,), pos)
         raise _Unsupported  # bytes, complex numbers, `...`
 
     def exprlist(self, n, lo: int) -> tuple[SN, int]:
         """An `exprlist` of the grammar: a tuple without parentheses gives its items."""
         if type(n) is ast.Tuple and not self._own_parens(n, self._start(n)):
             items, _ = self._items(n.elts, lo)
-            first = items[0].span
-            return (SN("exprlist", items, _span(self.file, first.line, first.col, n.end_lineno, n.end_col_offset + 1)),
+            first = _pos(items[0])
+            return (_SN("exprlist", items, (self.file, first[1], first[2], n.end_lineno, n.end_col_offset + 1)),
                     self._end(n))
         item, p = self.ex(n, lo)
-        sp = item.span
-        return SN("exprlist", (item,), sp), p
+        return _SN("exprlist", (item,), item.p), p
 
     # ---- statements ---------------------------------------------------------------------------
     def module(self, tree) -> tuple[SN, ...]:
@@ -560,23 +669,22 @@ class _Reader:
             if n.value is None:
                 raise _Unsupported
             target, p = self.ex(n.target, s)
-            ann, p = self.ex(n.annotation, p)
+            ann, p = self.annotation(n.annotation, p)
             value, _ = self.exprlist(n.value, p)
-            a, b = target.span, value.span
-            return SN("ann_assign", (target, ann, value), _span(self.file, a.line, a.col, b.end_line, b.end_col))
+            a, b = _pos(target), _pos(value)
+            return _SN("ann_assign", (target, ann, value), (self.file, a[1], a[2], b[3], b[4]))
         if t is ast.Assign:
             self._simple_end(n)
             if len(n.targets) != 1:
                 raise _Unsupported
             lhs, p = self.exprlist(n.targets[0], s)
             rhs, _ = self.exprlist(n.value, p)
-            a, b = lhs.span, rhs.span
-            return SN("assign", (lhs, rhs), _span(self.file, a.line, a.col, b.end_line, b.end_col))
+            a, b = _pos(lhs), _pos(rhs)
+            return _SN("assign", (lhs, rhs), (self.file, a[1], a[2], b[3], b[4]))
         if t is ast.Expr:
             self._simple_end(n)
             e, _ = self.exprlist(n.value, s)
-            sp = e.span
-            return SN("expr_stmt", (e,), sp)
+            return _SN("expr_stmt", (e,), e.p)
         if t is ast.For:
             return self._for(n, s)
         if t is ast.If:
@@ -586,7 +694,7 @@ class _Reader:
             value = None
             if n.value is not None:
                 value, _ = self.exprlist(n.value, s)
-            return SN("return", (value,), self._span(n))
+            return _SN("return", (value,), self._pos(n))
         if t is ast.FunctionDef:
             return self._def(n, s)
         if t is ast.ClassDef:
@@ -745,8 +853,8 @@ class _Reader:
         for arg in a.args:
             ann = None
             if arg.annotation is not None:
-                ann, _ = self.ex(arg.annotation, self._start(arg))
-            params.append(SN("param", (arg.arg, ann), self._span(arg)))
+                ann, _ = self.annotation(arg.annotation, self._start(arg))
+            params.append(_SN("param", (arg.arg, ann), self._pos(arg)))
             p = self._end(arg)
         ret = None
         if n.returns is not None:

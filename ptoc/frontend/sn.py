@@ -14,6 +14,9 @@ class SN:
 
     __slots__ = ("k", "a", "span")
 
+    # the text of a type annotation the builder may build once for all its copies (`pyast._TypeSN`)
+    key: str | None = None
+
     def __init__(self, k: str, a: tuple, span: Span):
         self.k = k
         self.a = a
