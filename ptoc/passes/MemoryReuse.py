@@ -797,7 +797,7 @@ class _Rebind(Mutator):
         cls = node.__class__
         if cls is Var:
             new = self.remap.get(node.name)
-            return replace(node, name=new) if new is not None else node
+            return Var(new, span=node.span) if new is not None else node
         if cls in _NAMELESS:
             return node
         if cls is Call:
@@ -837,7 +837,7 @@ class _Rebind(Mutator):
         view = self.mutate(t.view) if t.view is not None else None
         if shape is t.shape and m is t.memref and view is t.view:
             return t
-        return replace(t, shape=shape, memref=m, view=view)
+        return TileType(shape, t.dtype, m, t.memory, view, span=t.span)  # (`replace`, built directly)
 
     def _memref(self, m: MemRef) -> MemRef:
         """`Mutator.mutate` of a MemRef (one object serves every tile of a buffer InitMemRef bound)."""
@@ -845,7 +845,7 @@ class _Rebind(Mutator):
         slot = self.mutate(m.slot) if m.slot is not None else None
         if base is m.base and offset is m.offset and size is m.size and slot is m.slot:
             return m
-        return replace(m, base=base, offset=offset, size=size, slot=slot)
+        return MemRef(base, offset, size, m.declared, m.slots, slot, span=m.span)  # (`replace`, built directly)
 
     def _items(self, items: tuple) -> tuple:
         new = tuple([self.mutate(x) for x in items])
