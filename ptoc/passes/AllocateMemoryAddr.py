@@ -93,7 +93,7 @@ from ptoc.ir.nodes import (
     WhileStmt,
 )
 from ptoc.analysis.flow import Flow, Site
-from ptoc.analysis.pipeline_stages import Reserved, reserved_buffers, reserved_end_by_space
+from ptoc.analysis.pipeline_stages import Reserved, reserved_buffers
 from ptoc.ir.visitor import Mutator, rebuild_bodies
 from ptoc.passes.common import align_up, allocs, is_alloc, memref_bases
 from ptoc.passes.manager import Pass
@@ -171,7 +171,9 @@ def _place(f: Function, env: dict[str, Type | None], arch) -> Function:
     buffers = _buffers(f, flow, arch)
     _lifetimes(flow, env, buffers)
     reserved = reserved_buffers(f, arch)
-    floor = reserved_end_by_space(f, arch)
+    floor: dict[str, int] = {}  # `reserved_end_by_space(f, arch)`, from the slot buffers found once
+    for r in reserved:
+        floor[r.space] = max(floor.get(r.space, 0), r.base + r.size)
     by_space: dict[str, list[_Buffer]] = {}
     for b in sorted(buffers.values(), key=lambda b: b.name):
         by_space.setdefault(b.space, []).append(b)
@@ -188,7 +190,7 @@ def _place(f: Function, env: dict[str, Type | None], arch) -> Function:
     if diags:
         raise CompileError(sorted_diagnostics(diags))
     bases = {id(r.stmt): r.base for r in reserved}
-    return replace(f, body=tuple(_with_addr(s, buffers, bases) for s in f.body))
+    return replace(f, body=_with_addrs(f.body, buffers, bases))
 
 
 def _buffers(f: Function, flow: Flow, arch) -> dict[str, _Buffer]:
@@ -226,17 +228,18 @@ def _lifetimes(flow: Flow, env: dict[str, Type | None], buffers: dict[str, _Buff
     names = sorted(env, key=lambda n: (flow.defs[n].pos if n in flow.defs else -1, n))
     # A buffer's lifetime starts at the first definition of a value bound to it, not at its alloc:
     # InitMemRef declares every buffer at the top of the function.
+    bases = {name: [buffers[b] for b in dict.fromkeys(memref_bases(env[name])) if b in buffers] for name in names}
     first: dict[str, int] = {}
     for name in names:
         if name in flow.defs and name not in buffers:
-            for b in dict.fromkeys(memref_bases(env[name])):
-                if b in buffers and b not in first:
-                    first[b] = flow.defs[name].pos
+            for b in bases[name]:
+                if b.name not in first:
+                    first[b.name] = flow.defs[name].pos
     for b in buffers.values():
         if b.name in first:
             b.start = b.end = first[b.name]
     for name in names:
-        bound = [buffers[b] for b in dict.fromkeys(memref_bases(env[name])) if b in buffers]
+        bound = bases[name]
         if not bound or name in buffers:
             continue
         sites = [flow.defs[name]] if name in flow.defs else []
@@ -438,9 +441,21 @@ def _with_addr(s: Stmt, buffers: dict[str, _Buffer], bases: dict[int, int]) -> S
         if call.kwarg("base") is None:
             kwargs += (("base", base),)
         return replace(s, value=replace(call, kwargs=kwargs))
-    if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
-        return replace(s, body=tuple(_with_addr(x, buffers, bases) for x in s.body))
-    if isinstance(s, IfStmt):
-        return replace(s, then_body=tuple(_with_addr(x, buffers, bases) for x in s.then_body),
-                       else_body=tuple(_with_addr(x, buffers, bases) for x in s.else_body))
+    cls = s.__class__
+    if cls is ForStmt or cls is WhileStmt or cls is ScopeStmt:
+        body = _with_addrs(s.body, buffers, bases)  # type: ignore[union-attr]
+        return s if body is s.body else replace(s, body=body)  # type: ignore[union-attr]
+    if cls is IfStmt:
+        then_body = _with_addrs(s.then_body, buffers, bases)  # type: ignore[union-attr]
+        else_body = _with_addrs(s.else_body, buffers, bases)  # type: ignore[union-attr]
+        if then_body is s.then_body and else_body is s.else_body:  # type: ignore[union-attr]
+            return s
+        return replace(s, then_body=then_body, else_body=else_body)
     return s
+
+
+def _with_addrs(body: tuple[Stmt, ...], buffers: dict[str, _Buffer], bases: dict[int, int]) -> tuple[Stmt, ...]:
+    """`_with_addr` of each statement of `body`; `body` itself when none changed (the allocs sit at the top
+    of the function: the nested bodies are mostly kept as they are)."""
+    new = [_with_addr(s, buffers, bases) for s in body]
+    return body if all(a is b for a, b in zip(new, body)) else tuple(new)

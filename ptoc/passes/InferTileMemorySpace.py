@@ -324,8 +324,12 @@ def _value_types(program: Program, ctx, cache=None,
         return b
 
     def strip(s: Stmt) -> Stmt:
-        if isinstance(s, (AssignStmt, YieldStmt)) and _has_tile(s.annotation):
-            return replace(s, annotation=None)
+        # (`replace(s, annotation=None)`, built directly: nearly every statement of a kernel binds a tile)
+        cls = s.__class__
+        if cls is AssignStmt and _has_tile(s.annotation):  # type: ignore[union-attr]
+            return AssignStmt(s.target, s.value, None, span=s.span)  # type: ignore[union-attr]
+        if cls is YieldStmt and _has_tile(s.annotation):  # type: ignore[union-attr]
+            return YieldStmt(s.targets, s.values, None, span=s.span)  # type: ignore[union-attr]
         return s
 
     bare = _replace_functions(program, {f.name: bare_fn(f) for f in program.functions
@@ -393,6 +397,13 @@ def _call_of(s: Stmt) -> Call | None:
 def _retarget_producers(f: Function, types: dict, ctx) -> Function:
     demand: dict[str, str] = {}
     edges: list[tuple[str, str]] = []  # (dst, src): a demand on dst is a demand on src
+    resolved: dict[int, tuple] = {}  # id(call) -> (call, its op): asked by `visit` and again by `producer`
+
+    def resolve(call: Call):
+        hit = resolved.get(id(call))
+        if hit is None or hit[0] is not call:
+            hit = resolved[id(call)] = (call, _resolve(call, types))
+        return hit[1]
 
     def ask(name: str, space: str) -> bool:
         old = demand.get(name)
@@ -405,7 +416,7 @@ def _retarget_producers(f: Function, types: dict, ctx) -> Function:
         for s in body:
             call = _call_of(s)
             if call is not None:
-                op = _resolve(call, types)
+                op = resolve(call)
                 if op is not None:
                     slots = CUBE_SLOTS.get(op.name, {})
                     for pname, _, e in _operands(op, call):
@@ -451,7 +462,7 @@ def _retarget_producers(f: Function, types: dict, ctx) -> Function:
     def producer(s: Stmt) -> Stmt:
         if not (isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.kind == "op"):
             return s
-        op = _resolve(s.value, types)
+        op = resolve(s.value)
         if op is None or op.name not in RETARGETABLE or s.value.kwarg("target_memory") is not None:
             return s
         want = demand.get(s.target.name)

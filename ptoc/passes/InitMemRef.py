@@ -94,6 +94,7 @@ from ptoc.ir.nodes import (
     GetItem,
     IfStmt,
     MemRef,
+    Param,
     Program,
     PtrType,
     ReturnStmt,
@@ -185,7 +186,9 @@ class InitMemRef(Pass):
         arch = get_arch(ctx.arch)
         env = self.types(program, ctx)
         _refuse_declared_allocations(todo, env)
-        named = {f.name: _Namer(f, env[f.name], ctx, names[id(f)][1]).run() for f in todo}
+        # (most functions hold no call inside another expression: `_needs_names` says so from their census)
+        named = {f.name: _Namer(f, env[f.name], ctx, names[id(f)][1]).run() if _needs_names(f, self.cache) else f
+                 for f in todo}
         if any(named[f.name] is not f for f in todo):  # nested tile calls got names: retype
             program = replace(program, functions=tuple(named.get(f.name, f) for f in program.functions))
             todo = [named[f.name] for f in todo]
@@ -354,6 +357,22 @@ def _scan(f: Function, cache=None) -> tuple[bool, bool, set[str]]:
     return has_alloc, has_tiles, {n.name for n in index.of(Var)}
 
 
+def _needs_names(f: Function, cache=None) -> bool:
+    """False when `_Namer` would return `f` unchanged for certain: no call is an argument of a call, a
+    value yielded or returned or a loop's init value, and no element is taken from a call's result (the
+    only places it names a tile). Answered from `f`'s node index, which `_scan` built."""
+    index = NodeIndex.get(f, cache)
+    for c in index.of(Call):
+        if any(a.__class__ is Call for a in c.args) or any(v.__class__ is Call for _, v in c.kwargs):
+            return True
+    if any(g.value.__class__ is Call for g in index.of(GetItem)):
+        return True
+    for s in (*index.of(YieldStmt), *index.of(ReturnStmt)):
+        if any(v.__class__ is Call for v in s.values):
+            return True
+    return any(v.__class__ is Call for loop in (*index.of(ForStmt), *index.of(WhileStmt)) for v in loop.init_values)
+
+
 def _set(s: Stmt, field: str, value) -> Stmt:
     """`s` with `field` set to `value`; `s` itself when nothing changed (the same object, or a tuple of the
     same objects)."""
@@ -416,6 +435,7 @@ class _Planner:
         self.subst: dict[tuple[Key, str], dict[int, str]] = {}  # (statement, "yield"|"init") -> k -> name
         self.nudge = 0
         self.in_slot = _unbuffered_slot_tiles(f, cache)
+        self._bound: dict[str, tuple[Type, Type]] = {}  # name -> (its type, bound to its buffer): `bind`
 
     # ---------------------------------------------------------------- run
     def run(self) -> Function:
@@ -782,24 +802,33 @@ class _Planner:
             s = replace(s, values=tuple(Var(sub[k], span=v.span) if k in sub else v for k, v in enumerate(s.values)))
         if isinstance(s, AssignStmt):
             ann = self.bind(s.target.name, s.annotation)
-            return s if ann is s.annotation else replace(s, annotation=ann)
+            # (`replace(s, annotation=ann)`, built directly: most statements bind a tile)
+            return s if ann is s.annotation else AssignStmt(s.target, s.value, ann, span=s.span)
         if isinstance(s, YieldStmt) and len(s.targets) == 1 and s.annotation is not None:
             ann = self.bind(s.targets[0].name, s.annotation)
             return s if ann is s.annotation else replace(s, annotation=ann)
         return s
 
     def bind(self, name: str, ann: Type | None) -> Type | None:
-        """The annotation of `name` with its MemRef(s); an unannotated tile gets its type written out."""
+        """The annotation of `name` with its MemRef(s); an unannotated tile gets its type written out.
+        (Asked twice per name, for its statement and for the types handed over, with the same type
+        object: the second answer is the first, `_bound`.)"""
         slots = self.slots_of(name)
         if not slots or not all(s in self.memref for s, _ in slots):
             return ann
         t = ann if ann is not None and _tiles_in(ann) else self.env.get(name)
+        hit = self._bound.get(name)
+        if hit is not None and hit[0] is t:
+            return hit[1]
         if isinstance(t, TileType):
-            return _with_memref(t, self.memref[(name, None)])
-        if isinstance(t, TupleType):
-            return replace(t, types=tuple(_with_memref(x, self.memref[(name, k)]) if isinstance(x, TileType)
-                                          else x for k, x in enumerate(t.types)))
-        return ann
+            out = _with_memref(t, self.memref[(name, None)])
+        elif isinstance(t, TupleType):
+            out = replace(t, types=tuple(_with_memref(x, self.memref[(name, k)]) if isinstance(x, TileType)
+                                         else x for k, x in enumerate(t.types)))
+        else:
+            return ann
+        self._bound[name] = (t, out)
+        return out
 
 
 class _Group:
@@ -894,14 +923,16 @@ def _ddr_params(f: Function, arch) -> tuple[tuple, int]:
             if all(d is not None for d in dims):
                 size = (math.prod(dims) * t.dtype.bits + 7) // 8
                 ref = MemRef(StrLit(f"mem_ddr_{k}"), ConstInt(0, INDEX), ConstInt(size, INDEX))
-                p = replace(p, type=replace(t, memref=ref))
+                # (`replace(p, type=replace(t, memref=ref))`, built directly; `t` may be a distributed tensor)
+                p = Param(p.name, t.__class__(t.shape, t.dtype, t.view, ref, span=t.span), p.direction, span=p.span)
             k += 1
         out.append(p)
     return tuple(out), k
 
 
 def _with_memref(t: TileType, ref: MemRef) -> TileType:
-    return replace(t, memref=ref, view=normalize_tile_view(t.shape, t.memory, t.view))
+    # (`replace(t, memref=ref, view=...)`, built directly: one call per tile of the program)
+    return TileType(t.shape, t.dtype, ref, t.memory, normalize_tile_view(t.shape, t.memory, t.view), span=t.span)
 
 
 def _tiles_in(t: Type | None) -> bool:

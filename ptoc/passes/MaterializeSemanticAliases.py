@@ -118,7 +118,23 @@ def _has_carried_tiles(f: Function) -> bool:
     the functions are new since InitMemRef, and no later pass shares a node index of them.)"""
     if next(allocs(f.body), None) is None:
         return False
-    return any(isinstance(n, (ForStmt, WhileStmt)) and n.iter_args for n in walk(f))
+    return _carries(f.body)
+
+
+def _carries(body: tuple[Stmt, ...]) -> bool:
+    """A loop with iter_args is among the statements of `body` or of the bodies nested in them (loops are
+    statements: the expressions and types a walk of the whole function would visit hold none)."""
+    for s in body:
+        cls = s.__class__
+        if cls is ForStmt or cls is WhileStmt:
+            if s.iter_args or _carries(s.body):  # type: ignore[union-attr]
+                return True
+        elif cls is IfStmt:
+            if _carries(s.then_body) or _carries(s.else_body):  # type: ignore[union-attr]
+                return True
+        elif cls is ScopeStmt and _carries(s.body):  # type: ignore[union-attr]
+            return True
+    return False
 
 
 def _base(t) -> str | None:

@@ -33,7 +33,9 @@ from ptoc.context import CompileContext
 from ptoc.diagnostics import InternalError
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
+    AssignStmt,
     BinOp,
+    Call,
     ConstBool,
     ConstFloat,
     ConstInt,
@@ -98,10 +100,42 @@ _NO_TENSOR_TYPE = frozenset({Var, ConstInt, ConstFloat, ConstBool, StrLit, EnumL
 
 
 class _Strides(FastMutator):
+    """The mutation. Calls and assignments, most of what a function is made of, are taken apart here rather
+    than by the generic traversal, and each tensor type object is done once (`_done`, by identity)."""
+
+    def __init__(self):
+        self._done: dict[int, tuple] = {}  # id(tensor type) -> (it, with strides)
+
     def mutate(self, node):
-        if node.__class__ in _NO_TENSOR_TYPE:
+        cls = node.__class__
+        if cls in _NO_TENSOR_TYPE:
             return node
+        if cls is Call:
+            args = self._items(node.args)
+            kwargs = node.kwargs
+            if kwargs:
+                new = tuple([kv if (v := self.mutate(kv[1])) is kv[1] else (kv[0], v) for kv in kwargs])
+                if any(a is not b for a, b in zip(new, kwargs)):
+                    kwargs = new
+            if args is node.args and kwargs is node.kwargs:
+                return node
+            return replace(node, args=args, kwargs=kwargs)
+        if cls is AssignStmt:
+            value = self.mutate(node.value)
+            ann = self.mutate(node.annotation) if node.annotation is not None else None
+            if value is node.value and ann is node.annotation:
+                return node
+            return replace(node, value=value, annotation=ann)
+        if cls is TensorType:
+            hit = self._done.get(id(node))
+            if hit is None or hit[0] is not node:
+                hit = self._done[id(node)] = (node, FastMutator.mutate(self, node))
+            return hit[1]
         return FastMutator.mutate(self, node)
+
+    def _items(self, items: tuple) -> tuple:
+        new = [self.mutate(x) for x in items]
+        return items if all(a is b for a, b in zip(new, items)) else tuple(new)
 
     def mutate_TensorType(self, t: TensorType) -> TensorType:
         if t.view is not None and t.view.stride:

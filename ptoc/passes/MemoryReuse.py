@@ -112,13 +112,14 @@ from ptoc.ir.nodes import (
     ScopeStmt,
     Stmt,
     StrLit,
+    TensorType,
     TileType,
     TupleType,
     Var,
     WhileStmt,
     YieldStmt,
 )
-from ptoc.ir.visitor import Mutator, walk
+from ptoc.ir.visitor import Mutator, child_fields, walk
 from ptoc.passes.common import align_up, allocs, forbidden_operands, is_alloc, memref_bases, resolve_op
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
@@ -654,13 +655,21 @@ def coalesce(f: Function, env, arch=None, hand=None) -> Function:
     split = split_if_yields(f, env)
     if not remap and not unused and not split and not _has_membership(f):
         return f
-    out = _Rebind(remap, unused).function(f)
+    out = _rebind_annotations(f, remap, unused) or _Rebind(remap, unused).function(f)
     if split:  # PyPTO's form after InitMemRef: copy one branch's value into the other's buffer
         out = align_if_yields(out, env, remap, lambda space: arch is None or arch.tmov.legal(space, space))
     if separated:
         _remember(out, separated)
     if hand is not None and not split:  # (the copies align_if_yields adds are new values: typed afresh)
-        hand(out, env, lambda m: _renamed(m, remap), unused.union(remap))
+        renamed: dict[int, tuple[MemRef, MemRef]] = {}  # id(MemRef) -> (it, renamed): a buffer's tiles share one
+
+        def new_ref(m: MemRef) -> MemRef:
+            hit = renamed.get(id(m))
+            if hit is None or hit[0] is not m:
+                hit = renamed[id(m)] = (m, _renamed(m, remap))
+            return hit[1]
+
+        hand(out, env, new_ref, unused.union(remap))
     return out
 
 
@@ -672,38 +681,123 @@ def _renamed(m: MemRef, remap: dict[str, str]) -> MemRef:
     return m
 
 
+def _rebind_annotations(f: Function, remap: dict[str, str], unused: set[str]) -> Function | None:
+    """`_Rebind(remap, unused).function(f)` when the merged buffers are named nowhere but in the MemRefs of
+    the statements' annotations (and their own allocs), as in InitMemRef's output, and no call carries a
+    pipeline tag: then only those annotations change, and the other statements are not traversed. None
+    when that does not hold (found by counting: the places a merged buffer's name is read here must be
+    every place the function's node index lists it)."""
+    from ptoc.ir.verifier import NodeIndex
+
+    index = NodeIndex.get(f)
+    if any(c.kwarg("attrs") is not None for c in index.of(Call)):
+        return None
+    expected = sum(1 for v in index.of(Var) if v.name in remap)
+    rebind = _Rebind(remap, unused)
+    done: dict[int, tuple] = {}  # id(type or MemRef) -> (it, rewritten, the merged names read in it)
+    hits = 0
+
+    def count(node) -> int:
+        return sum(1 for n in walk(node) if n.__class__ is Var and n.name in remap)  # type: ignore[attr-defined]
+
+    def memref_hits(m: MemRef) -> int:
+        e = done.get(id(m))
+        if e is None or e[0] is not m:
+            e = done[id(m)] = (m, None, count(m))
+        return e[2]
+
+    def retype(t):
+        e = done.get(id(t))
+        if e is None or e[0] is not t:
+            if t.__class__ is TileType:
+                n = sum(0 if d.__class__ is ConstInt else count(d) for d in t.shape)
+                n += memref_hits(t.memref) if t.memref is not None else 0
+                n += count(t.view) if t.view is not None else 0
+            else:
+                n = count(t)
+            e = done[id(t)] = (t, rebind.mutate(t) if n else t, n)
+        return e
+
+    def block(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+        nonlocal hits
+        out = []
+        changed = False
+        for s in body:
+            cls = s.__class__
+            if cls is AssignStmt and is_alloc(s) and (s.target.name in remap or s.target.name in unused):  # type: ignore[union-attr]
+                hits += s.target.name in remap  # type: ignore[union-attr]
+                changed = True
+                continue
+            if (cls is AssignStmt or cls is YieldStmt) and s.annotation is not None:  # type: ignore[union-attr]
+                _, ann, n = retype(s.annotation)  # type: ignore[union-attr]
+                if n:
+                    hits += n
+                    s = replace(s, annotation=ann)
+                    changed = True
+            elif cls in _BODY_FIELDS:
+                new = {name: block(getattr(s, name)) for name in _BODY_FIELDS[cls]}
+                new = {k: v for k, v in new.items() if v is not getattr(s, k)}
+                if new:
+                    s = replace(s, **new)
+                    changed = True
+            out.append(s)
+        return tuple(out) if changed else body
+
+    body = block(f.body)
+    return replace(f, body=body) if hits == expected else None
+
+
 class _Rebind(Mutator):
-    """Every reference to a merged buffer names its survivor; the merged allocs are dropped."""
+    """Every reference to a merged buffer names its survivor; the merged allocs are dropped.
+
+    Most statements of a function hold no merged buffer's name and no pipeline tag, so the rewrite keeps
+    them (and every body holding only such statements) as the very objects: a statement is rebuilt only
+    where something under it changed, a loop or an if only when its header or a body changed. A tile type
+    with a MemRef is done by hand, and each type object once (`_types`, by identity): the annotations
+    are most of what a generic traversal of the statements would visit."""
 
     def __init__(self, remap: dict[str, str], unused: set[str]):
         self.remap = remap
         self.unused = unused
+        self._types: dict[int, tuple] = {}  # id(type) -> (type, the type rewritten)
 
     def function(self, f: Function) -> Function:
         return replace(f, body=self.block(f.body))
 
     def block(self, body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
         out = []
+        changed = False
         for s in body:
             if is_alloc(s) and (s.target.name in self.remap or s.target.name in self.unused):  # type: ignore[union-attr]
+                changed = True
                 continue
-            if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
-                s = replace(self.mutate(replace(s, body=())), body=self.block(s.body))
-            elif isinstance(s, IfStmt):
-                s = replace(self.mutate(replace(s, then_body=(), else_body=())),
-                            then_body=self.block(s.then_body), else_body=self.block(s.else_body))
+            cls = s.__class__
+            if cls in _BODY_FIELDS:
+                n = self._compound(s, _BODY_FIELDS[cls])
             else:
-                s = self.mutate(s)
-            out.append(s)
-        return tuple(out)
+                n = self.mutate(s)
+            if n is not s:
+                changed = True
+            out.append(n)
+        return tuple(out) if changed else body
+
+    def _compound(self, s: Stmt, bodies: tuple[str, ...]) -> Stmt:
+        """A loop, if or scope: its header as `mutate` does it, its bodies by `block`; `s` when neither changed."""
+        changes = {}
+        for name in child_fields(s.__class__):
+            old = getattr(s, name)
+            new = self.block(old) if name in bodies else self.mutate(old)
+            if new is not old:
+                changes[name] = new
+        return replace(s, **changes) if changes else s
 
     def mutate(self, node):
         # `Mutator.mutate` with the nodes most statements are made of done here directly (names, constants,
-        # calls and their argument tuples); the rest goes to the generic traversal
+        # calls and their argument tuples, types); the rest goes to the generic traversal
         cls = node.__class__
         if cls is Var:
             new = self.remap.get(node.name)
-            return replace(node, name=new) if new is not None else node
+            return Var(new, span=node.span) if new is not None else node
         if cls in _NAMELESS:
             return node
         if cls is Call:
@@ -716,7 +810,42 @@ class _Rebind(Mutator):
             if args is not node.args or kwargs is not node.kwargs:
                 node = replace(node, args=args, kwargs=kwargs)
             return self.mutate_Call(node)
+        if cls is AssignStmt:
+            target, value = self.mutate(node.target), self.mutate(node.value)
+            ann = self.mutate(node.annotation) if node.annotation is not None else None
+            if target is node.target and value is node.value and ann is node.annotation:
+                return node
+            return replace(node, target=target, value=value, annotation=ann)
+        if cls in _TYPES_BY_HAND:
+            hit = self._types.get(id(node))
+            if hit is not None and hit[0] is node:
+                return hit[1]
+            if cls is TileType:
+                new = self._tile_type(node)
+            elif cls is MemRef:
+                new = self._memref(node)
+            else:
+                new = super().mutate(node)
+            self._types[id(node)] = (node, new)
+            return new
         return super().mutate(node)
+
+    def _tile_type(self, t: TileType) -> TileType:
+        """`Mutator.mutate` of a tile type: its shape, MemRef (base, offset, size, slot) and view."""
+        shape = self._items(t.shape)
+        m = self.mutate(t.memref) if t.memref is not None else None
+        view = self.mutate(t.view) if t.view is not None else None
+        if shape is t.shape and m is t.memref and view is t.view:
+            return t
+        return TileType(shape, t.dtype, m, t.memory, view, span=t.span)  # (`replace`, built directly)
+
+    def _memref(self, m: MemRef) -> MemRef:
+        """`Mutator.mutate` of a MemRef (one object serves every tile of a buffer InitMemRef bound)."""
+        base, offset, size = self.mutate(m.base), self.mutate(m.offset), self.mutate(m.size)
+        slot = self.mutate(m.slot) if m.slot is not None else None
+        if base is m.base and offset is m.offset and size is m.size and slot is m.slot:
+            return m
+        return MemRef(base, offset, size, m.declared, m.slots, slot, span=m.span)  # (`replace`, built directly)
 
     def _items(self, items: tuple) -> tuple:
         new = tuple([self.mutate(x) for x in items])
@@ -729,3 +858,11 @@ class _Rebind(Mutator):
     def mutate_Call(self, c: Call):
         """The pipeline membership has done its work here: it is dropped (rule 7)."""
         return without_membership(c) if c.kwarg("attrs") is not None else c
+
+
+# The statements holding bodies, and those fields (`_Rebind` rewrites a body statement by statement).
+_BODY_FIELDS: dict[type, tuple[str, ...]] = {ForStmt: ("body",), WhileStmt: ("body",), ScopeStmt: ("body",),
+                                             IfStmt: ("then_body", "else_body")}
+# Types (and MemRefs) `_Rebind` rewrites once per object (a tile type and a MemRef by hand, the others
+# through the generic traversal).
+_TYPES_BY_HAND = frozenset({TileType, TupleType, TensorType, MemRef})
