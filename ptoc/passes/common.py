@@ -98,7 +98,8 @@ def op_names(op: str) -> set[str]:
     """`op` and every registered op its short name can stand for (`store` -> tile.store, tensor.store)."""
     from ptoc.ops.registry import SHORT
 
-    return {op} | set(SHORT.get(op, {}).values())
+    short = SHORT.get(op)  # (asked for every call the passes look at: most names are full ones, no set union)
+    return {op, *short.values()} if short else {op}
 
 
 __all__ = ["TypeEnv", "align_up", "expr_type", "op_names", "resolve_op"]
