@@ -73,6 +73,7 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.visitor import Mutator, rebuild_bodies
+from ptoc.passes.common import has_loop_kind
 from ptoc.passes.manager import Pass
 
 
@@ -84,14 +85,14 @@ class LowerPipelineLoops(Pass):
     produces: frozenset[str] = frozenset()
 
     def applies(self, program: Program, ctx) -> bool:
-        return any("pipeline" in self.index(f).for_kinds() for f in program.functions)
+        return any(has_loop_kind(f, "pipeline") for f in program.functions)
 
     def run(self, program: Program, ctx) -> Program:
         funcs = []
         changed = False
         types = None
         for f in program.functions:
-            if "pipeline" not in self.index(f).for_kinds():
+            if not has_loop_kind(f, "pipeline"):
                 funcs.append(f)
                 continue
             if types is None:

@@ -105,6 +105,27 @@ def op_names(op: str) -> set[str]:
 __all__ = ["TypeEnv", "align_up", "expr_type", "op_names", "resolve_op"]
 
 
+def has_loop_kind(f, kind: str) -> bool:
+    """A `for` loop of `kind` (`pipeline`, ...) is in function `f`: its `NodeIndex.for_kinds()`, from a look
+    at the statements alone. Loops are statements, so nothing is missed; the node index would walk every
+    expression and type of `f`, which the passes asking this before they run (most functions have no such
+    loop, and the next pass changes them again) would not use otherwise."""
+    stack = [f.body]
+    while stack:
+        for s in stack.pop():
+            cls = s.__class__
+            if cls is ForStmt:
+                if s.kind == kind:
+                    return True
+                stack.append(s.body)
+            elif cls is WhileStmt or cls is ScopeStmt:
+                stack.append(s.body)
+            elif cls is IfStmt:
+                stack.append(s.then_body)
+                stack.append(s.else_body)
+    return False
+
+
 def is_alloc(s: Stmt) -> bool:
     """`name = pl.tile.alloc(...)`: an on-chip buffer InitMemRef declared."""
     return isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.kind == "op" \
