@@ -126,6 +126,26 @@ def has_loop_kind(f, kind: str) -> bool:
     return False
 
 
+def statements(body: tuple[Stmt, ...]):
+    """Every statement of `body` and of its nested bodies (each loop, scope and if branch), depth first in
+    program order, a compound statement before the statements under it (the order a `NodeIndex` lists
+    them in). For a pass that looks for statements only: no walk of their expressions and types."""
+    stack = [iter(body)]
+    while stack:
+        for s in stack[-1]:
+            yield s
+            cls = s.__class__
+            if cls is ForStmt or cls is WhileStmt or cls is ScopeStmt:
+                stack.append(iter(s.body))
+                break
+            if cls is IfStmt:
+                stack.append(iter(s.else_body))
+                stack.append(iter(s.then_body))
+                break
+        else:
+            stack.pop()
+
+
 def is_alloc(s: Stmt) -> bool:
     """`name = pl.tile.alloc(...)`: an on-chip buffer InitMemRef declared."""
     return isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.kind == "op" \
