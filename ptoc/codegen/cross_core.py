@@ -62,9 +62,10 @@ def cross_core_op(op: str) -> str | None:
     return full[0] if full else None
 
 
-def gm_pipe_buffer_bytes(fn) -> int:
-    """The bytes of global memory the a2a3 GM ring of `fn`'s pipe occupies (0 when it sets up no pipe)."""
-    return PTOAS_SLOTS * pipe_slot_size(fn)
+def gm_pipe_buffer_bytes(fn, calls=None) -> int:
+    """The bytes of global memory the a2a3 GM ring of `fn`'s pipe occupies (0 when it sets up no pipe).
+    `calls`: the calls under `fn` in walk order (its node index's), when the caller has them."""
+    return PTOAS_SLOTS * pipe_slot_size(fn, calls)
 
 
 def _kw_int(c: Call, key: str, default: int | None = None) -> int | None:
