@@ -62,6 +62,15 @@ def cross_core_op(op: str) -> str | None:
     return full[0] if full else None
 
 
+def kept_calls(program, fn) -> list[Call] | None:
+    """The calls under function `fn` of `program` in walk order, from the node index of the pipeline run that
+    returned `program` (`ptoc.ir.verifier.keep_types`); None for a program no pipeline kept its cache for."""
+    from ptoc.ir.verifier import _KEPT, NodeIndex
+
+    kept = program.__dict__.get(_KEPT)
+    return NodeIndex.get(fn, kept).of(Call) if kept is not None else None
+
+
 def gm_pipe_buffer_bytes(fn, calls=None) -> int:
     """The bytes of global memory the a2a3 GM ring of `fn`'s pipe occupies (0 when it sets up no pipe).
     `calls`: the calls under `fn` in walk order (its node index's), when the caller has them."""
@@ -139,7 +148,7 @@ class CrossCoreEmitter:
 
     def pipe_slot_size(self) -> int:
         """The slot size of the kernel's pipe initialisation (0 when it has none)."""
-        return pipe_slot_size(self.fn)
+        return pipe_slot_size(self.fn, kept_calls(self.program, self.fn))
 
     def _import(self, name: str | None, c: Call, span: Span | None) -> None:
         buf, peer = c.kwarg("name"), c.kwarg("peer_func")
