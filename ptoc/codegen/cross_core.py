@@ -39,6 +39,7 @@ from ptoc.diagnostics import CompileError, Diagnostic, Span
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import Call, ConstInt, StrLit, TileType, Var
 from ptoc.ir.types import is_empty_tile
+from ptoc.ops.registry import SHORT
 from ptoc.analysis.pipeline_stages import PTOAS_SLOTS, pipe_slot_size
 from ptoc.codegen.pto_forms import _Handle, _Scalar, _int, element_type, unsupported
 
@@ -56,9 +57,10 @@ def cross_core_op(op: str) -> str | None:
     """The full name of a cross-core op written either way (`pl.tpush_to_aiv` or `pl.tile.tpush_to_aiv`)."""
     if op in CROSS_CORE_OPS:
         return op
-    from ptoc.ops.registry import SHORT
-
-    full = [n for n in SHORT.get(op, {}).values() if n in CROSS_CORE_OPS]
+    short = SHORT.get(op)  # (asked of every op the emitter meets: most have no short-name targets)
+    if not short:
+        return None
+    full = [n for n in short.values() if n in CROSS_CORE_OPS]
     return full[0] if full else None
 
 
