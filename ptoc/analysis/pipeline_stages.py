@@ -78,11 +78,12 @@ def with_membership(call: Call, group: int, stage: int) -> Call:
 PTOAS_SLOTS = 8  # the depth of every pipe ring the toolchain's PTOAS builds (`TPipe<..., 8, 8>`), whatever slot_num
 
 
-def pipe_slot_size(fn) -> int:
-    """The slot size of `fn`'s pipe initialisation (0 when it sets up no pipe)."""
+def pipe_slot_size(fn, calls=None) -> int:
+    """The slot size of `fn`'s pipe initialisation (0 when it sets up no pipe). `calls`: the calls under
+    `fn` in walk order (its node index's), when the caller has them: the first initialisation is the same."""
     from ptoc.ir.visitor import walk
 
-    for n in walk(fn):
+    for n in walk(fn) if calls is None else calls:
         if isinstance(n, Call) and n.kind == "op" and n.op.endswith(("aic_initialize_pipe", "aiv_initialize_pipe")):
             v = n.kwarg("slot_size")
             return v.value if isinstance(v, ConstInt) else 0

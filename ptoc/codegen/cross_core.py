@@ -39,6 +39,7 @@ from ptoc.diagnostics import CompileError, Diagnostic, Span
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import Call, ConstInt, StrLit, TileType, Var
 from ptoc.ir.types import is_empty_tile
+from ptoc.ops.registry import SHORT
 from ptoc.analysis.pipeline_stages import PTOAS_SLOTS, pipe_slot_size
 from ptoc.codegen.pto_forms import _Handle, _Scalar, _int, element_type, unsupported
 
@@ -56,15 +57,26 @@ def cross_core_op(op: str) -> str | None:
     """The full name of a cross-core op written either way (`pl.tpush_to_aiv` or `pl.tile.tpush_to_aiv`)."""
     if op in CROSS_CORE_OPS:
         return op
-    from ptoc.ops.registry import SHORT
-
-    full = [n for n in SHORT.get(op, {}).values() if n in CROSS_CORE_OPS]
+    short = SHORT.get(op)  # (asked of every op the emitter meets: most have no short-name targets)
+    if not short:
+        return None
+    full = [n for n in short.values() if n in CROSS_CORE_OPS]
     return full[0] if full else None
 
 
-def gm_pipe_buffer_bytes(fn) -> int:
-    """The bytes of global memory the a2a3 GM ring of `fn`'s pipe occupies (0 when it sets up no pipe)."""
-    return PTOAS_SLOTS * pipe_slot_size(fn)
+def kept_calls(program, fn) -> list[Call] | None:
+    """The calls under function `fn` of `program` in walk order, from the node index of the pipeline run that
+    returned `program` (`ptoc.ir.verifier.keep_types`); None for a program no pipeline kept its cache for."""
+    from ptoc.ir.verifier import _KEPT, NodeIndex
+
+    kept = program.__dict__.get(_KEPT)
+    return NodeIndex.get(fn, kept).of(Call) if kept is not None else None
+
+
+def gm_pipe_buffer_bytes(fn, calls=None) -> int:
+    """The bytes of global memory the a2a3 GM ring of `fn`'s pipe occupies (0 when it sets up no pipe).
+    `calls`: the calls under `fn` in walk order (its node index's), when the caller has them."""
+    return PTOAS_SLOTS * pipe_slot_size(fn, calls)
 
 
 def _kw_int(c: Call, key: str, default: int | None = None) -> int | None:
@@ -138,7 +150,7 @@ class CrossCoreEmitter:
 
     def pipe_slot_size(self) -> int:
         """The slot size of the kernel's pipe initialisation (0 when it has none)."""
-        return pipe_slot_size(self.fn)
+        return pipe_slot_size(self.fn, kept_calls(self.program, self.fn))
 
     def _import(self, name: str | None, c: Call, span: Span | None) -> None:
         buf, peer = c.kwarg("name"), c.kwarg("peer_func")

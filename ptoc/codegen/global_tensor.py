@@ -96,10 +96,10 @@ class KernelTypes:
 
 
 def _static(e: Expr) -> int | None:
+    if e.__class__ is ConstInt:  # (most dimensions: no import statement run for them)
+        return e.value  # type: ignore[attr-defined]
     from ptoc.analysis.arith import fold
 
-    if e.__class__ is ConstInt:
-        return e.value  # type: ignore[attr-defined]
     v = fold(e)
     return v.value if isinstance(v, ConstInt) else None
 

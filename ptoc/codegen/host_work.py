@@ -10,6 +10,7 @@ from __future__ import annotations
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir.nodes import Call, Program
 from ptoc.ir.visitor import walk
+from ptoc.codegen.cross_core import kept_calls
 
 _KIND = {"Orchestration": "an orchestration function", "Group": "a Group function", "Spmd": "an Spmd launcher"}
 _WHERE = {"Orchestration": "an orchestration function", "Group": "a `with pl.cluster():` scope or Group function",
@@ -22,7 +23,9 @@ def require_no_host_tile_work(program: Program) -> None:
     for f in program.functions:
         if f.func_type not in _KIND:
             continue
-        op = next((n for n in walk(f) if isinstance(n, Call) and n.kind != "func" and n.op.startswith("tile.")), None)
+        calls = kept_calls(program, f)  # (the pipeline's node index when it kept one: no walk of the function)
+        op = next((n for n in (walk(f) if calls is None else calls)
+                   if isinstance(n, Call) and n.kind != "func" and n.op.startswith("tile.")), None)
         if op is None:
             continue
         found.append(Diagnostic(

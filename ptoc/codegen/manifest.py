@@ -138,12 +138,13 @@ def _arg_directions(call: Call) -> list[str] | None:
     return None
 
 
-def _gm_ring(f: Function) -> dict:
+def _gm_ring(f: Function, cache=None) -> dict:
     """`gm_pipe_buffer_bytes` for a kernel whose cross-core pipe runs through a GM ring (a2a3): the bytes
-    the caller must allocate for its `__gm_pipe_buffer`, which the IR types as one element."""
+    the caller must allocate for its `__gm_pipe_buffer`, which the IR types as one element. (It reads the
+    calls off the pipeline's node index with its `cache` instead of walking the kernel again.)"""
     from ptoc.codegen.cross_core import GM_PIPE_PARAM, gm_pipe_buffer_bytes
 
-    n = gm_pipe_buffer_bytes(f) if f.param(GM_PIPE_PARAM) is not None else 0
+    n = gm_pipe_buffer_bytes(f, _nodes(f, Call, cache)) if f.param(GM_PIPE_PARAM) is not None else 0
     return {"gm_pipe_buffer_bytes": n} if n else {}
 
 
@@ -188,7 +189,7 @@ def manifest_doc(program: Program, ctx, source_name: str, cache=None, known=None
         "kernels": [{"name": f.name, "kind": f.func_type,
                      "params": [_param(p, *spaces.get(f.name, (f.name, set())), logical.get((f.name, p.name)))
                                 for p in f.params],
-                     **_gm_ring(f)}
+                     **_gm_ring(f, cache)}
                     for f in kernels],
         "orchestration": [{"function": f.name, "calls": calls,
                            **({"launch": "together"} if f.func_type == "Group" else {})}

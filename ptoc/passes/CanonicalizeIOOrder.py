@@ -53,8 +53,9 @@ from ptoc.ir.nodes import (
     WhileStmt,
     YieldStmt,
 )
-from ptoc.ir.verifier import iter_nodes
+from ptoc.ir.verifier import definitions, iter_nodes
 from ptoc.ir.visitor import rebuild_bodies
+from ptoc.passes.common import has_loop_kind
 from ptoc.passes.manager import Pass
 
 LOADS = {"tile.load", "load", "tile.read", "read"}
@@ -71,21 +72,28 @@ class CanonicalizeIOOrder(Pass):
     produces: frozenset[str] = frozenset()
 
     def applies(self, program: Program, ctx) -> bool:
-        return any("pipeline" in self.index(f).for_kinds() for f in program.functions)
+        return any(has_loop_kind(f, "pipeline") for f in program.functions)
 
     def run(self, program: Program, ctx) -> Program:
         funcs = []
         changed = False
         types = None
         for f in program.functions:
-            if "pipeline" not in self.index(f).for_kinds():
+            if not has_loop_kind(f, "pipeline"):
                 funcs.append(f)
                 continue
             if types is None:
                 types = self.function_types(program, ctx)
-            body = _Reorder(types(f)).block(f.body, False)
-            funcs.append(replace(f, body=body))
+            known = types(f)
+            nf = replace(f, body=_Reorder(known).block(f.body, False))
+            funcs.append(nf)
             changed = True
+            # The statements only move (and a pipeline loop becomes a range): every value keeps its type, and
+            # only the order the names are defined in changes, so the output's types are the input's in the
+            # output's order rather than a second inference of the function.
+            order = definitions(nf)
+            if order.keys() == known.keys():
+                self.hand_over(nf, {name: known[name] for name in order})
         return replace(program, functions=tuple(funcs)) if changed else program
 
 
@@ -94,9 +102,14 @@ def _op(s: Stmt) -> Call | None:
     return v if isinstance(v, Call) else None
 
 
-def _defs(s: Stmt) -> set[str]:
+def _defs(s: Stmt, nodes: list | None = None) -> set[str]:
+    """The names `s` defines. `nodes`: the nodes under `s` (`iter_nodes`), when the caller has them."""
     out: set[str] = set()
-    for n in iter_nodes(s) if not isinstance(s, (AssignStmt, EvalStmt)) else ():
+    if isinstance(s, (AssignStmt, EvalStmt)):
+        nodes = []
+    elif nodes is None:
+        nodes = list(iter_nodes(s))
+    for n in nodes:
         if isinstance(n, AssignStmt):
             out.add(n.target.name)
         elif isinstance(n, YieldStmt):
@@ -180,6 +193,7 @@ class _Reorder:
         readers: dict[str, list[int]] = {}
         last_ordered = -1
         touching: list[int] = []  # loads, stores and ordered statements so far
+        tiers = [self.tier(s) for s in stmts]  # (each statement's tier is asked again by the sort below)
         for j, s in enumerate(stmts):
             nodes = list(iter_nodes(s))
             uses = {n.name for n in nodes if isinstance(n, Var)}
@@ -192,7 +206,7 @@ class _Reorder:
                 preds[j].update(readers.get(w, ()))
                 if w in last_writer:
                     preds[j].add(last_writer[w])
-            io = ordered or bool(writes) or self.tier(s)[0] == 1
+            io = ordered or bool(writes) or tiers[j][0] == 1
             if ordered:
                 preds[j].update(touching)
             elif io and last_ordered >= 0:
@@ -206,7 +220,7 @@ class _Reorder:
             if io:
                 touching.append(j)
             call = _op(s)
-            for d in _defs(s):
+            for d in _defs(s, nodes):
                 defined_by[d] = j
                 k = STORES.get(call.op) if call is not None and call.kind == "op" else None
                 if isinstance(s, AssignStmt) and k is not None and k < len(call.args) and isinstance(call.args[k], Var):
@@ -219,7 +233,7 @@ class _Reorder:
         for j, p in enumerate(preds):
             for i in p:
                 succs[i].append(j)
-        ready = [(*self.tier(s), i) for i, s in enumerate(stmts) if not preds[i]]
+        ready = [(*tiers[i], i) for i in range(len(stmts)) if not preds[i]]
         heapq.heapify(ready)
         order: list[int] = []
         while ready:
@@ -228,7 +242,7 @@ class _Reorder:
             for j in succs[i]:
                 remaining[j] -= 1
                 if remaining[j] == 0:
-                    heapq.heappush(ready, (*self.tier(stmts[j]), j))
+                    heapq.heappush(ready, (*tiers[j], j))
         if order == list(range(len(stmts))):
             return body
         return tuple(stmts[i] for i in order) + body[end:]

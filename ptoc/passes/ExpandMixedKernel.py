@@ -294,10 +294,23 @@ class _Splitter:
         self.kind: str | None = None  # a kernel that is not mixed: "AIC" or "AIV"
         self.fence_push: dict[int, Var] = {}  # id(cube store) -> the stored tile, pushed after the store
         self.fence_pop: dict[int, TileType] = {}  # id(vector load) -> the token popped before the load
+        self._sides: dict[int, tuple[Stmt, str]] = {}  # id(statement) -> (it, its `side`)
 
     # ------------------------------------------------------------------ affinity
     def side(self, s: Stmt) -> str:
         """"cube", "vector", "shared", "mixed" (a boundary move or a compound holding both)."""
+        # Asked again and again of the same statements (a loop's side is its body's, and the split asks
+        # each nested statement once more): the first answer is kept. What the first call records on the
+        # way (`boundary`, `store_dest`) a second one would record again unchanged. (The entry holds the
+        # statement, so its id names no other.)
+        hit = self._sides.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1]
+        k = self._side(s)
+        self._sides[id(s)] = (s, k)
+        return k
+
+    def _side(self, s: Stmt) -> str:
         if isinstance(s, (AssignStmt, EvalStmt)):
             c = s.value if isinstance(s, AssignStmt) else s.expr
             if isinstance(s, AssignStmt) and isinstance(c, Var):

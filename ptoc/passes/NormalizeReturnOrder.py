@@ -28,7 +28,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ptoc.analysis.flow import tensor_aliases
-from ptoc.analysis.outline import body_facts, trace_to_param
+from ptoc.analysis.outline import trace_to_param
 from ptoc.ir.nodes import (
     AssignStmt,
     Call,
@@ -43,6 +43,7 @@ from ptoc.ir.nodes import (
     Var,
 )
 from ptoc.ir.visitor import Mutator, walk
+from ptoc.passes.common import statements
 from ptoc.passes.manager import Pass
 from ptoc.ir.nodes import KERNEL_TYPES as KERNELS
 
@@ -58,9 +59,9 @@ class NormalizeReturnOrder(Pass):
         perms: dict[str, list[int]] = {}
         funcs: list[Function] = []
         changed = False
-        a = _Analysis(self.index)
+        a = _Analysis()
         for f in program.functions:
-            if f.func_type not in KERNELS + WRAPPERS or not self.index(f).of(ReturnStmt):
+            if f.func_type not in KERNELS + WRAPPERS or not a.nodes(f, ReturnStmt):
                 funcs.append(f)
                 continue
             g = _explicit_returns(f, program, a)
@@ -79,24 +80,30 @@ class NormalizeReturnOrder(Pass):
 
 
 class _Analysis:
-    """What the pass reads of the functions of one program, each found once: the node indexes (the
-    pipeline's, `Pass.index`) and what `trace_to_param` reads of a body."""
+    """What the pass reads of the functions of one program, each found once: their statements by class
+    and what `trace_to_param` reads of a body."""
 
-    def __init__(self, index=None):
-        self.index = index
+    def __init__(self):
         self._facts: dict[int, tuple[Function, tuple]] = {}
+        self._stmts: dict[int, tuple[Function, dict[type, list]]] = {}
 
     def nodes(self, f: Function, cls: type) -> list:
-        if self.index is not None:
-            return self.index(f).of(cls)
-        return [n for n in walk(f) if isinstance(n, cls)]
+        """The statements of class `cls` in `f`, in program order. (The pass asks for statements only: a
+        look at the bodies, not the function's node index, which walks every expression and type and which
+        the passes after it, changing most of these functions again, would not use.)"""
+        known = self._stmts.get(id(f))
+        if known is None or known[0] is not f:
+            by: dict[type, list] = {}
+            for n in statements(f.body):
+                by.setdefault(n.__class__, []).append(n)
+            known = self._stmts[id(f)] = (f, by)
+        return known[1].get(cls, [])
 
     def facts(self, f: Function) -> tuple:
-        """`body_facts(f.body)`, its definitions read off the node index."""
+        """`body_facts(f.body)`, its definitions read off the statements."""
         known = self._facts.get(id(f))
         if known is None or known[0] is not f:
-            facts = (_defs(f, self), tensor_aliases(f.body)) if self.index is not None else body_facts(f.body)
-            known = self._facts[id(f)] = (f, facts)
+            known = self._facts[id(f)] = (f, (_defs(f, self), tensor_aliases(f.body)))
         return known[1]
 
 

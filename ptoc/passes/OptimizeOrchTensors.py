@@ -74,7 +74,7 @@ class OptimizeOrchTensors(Pass):
         kernels = {f.name for f in program.functions if f.func_type == "InCore"}
         if not kernels or len(kernels) == len(program.functions):
             return program
-        return _store_loops(_reuse_iter_args(program, kernels), kernels)
+        return _store_loops(_reuse_iter_args(program, kernels), kernels, self.index)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -413,10 +413,16 @@ def _drop_args(f: Function, merges: dict[str, list[tuple[int, int]]]) -> Functio
 # --------------------------------------------------------------------------------------------------
 
 
-def _store_loops(program: Program, kernels: set[str]) -> Program:
+def _store_loops(program: Program, kernels: set[str], index=None) -> Program:
+    """`_store_loop` of every kernel with an Out parameter. `index`: `Pass.index` (a function's node index,
+    which the passes before built): a kernel whose operator census has no tile.assemble is left as it is
+    without a walk of its body."""
     funcs, changed = [], False
     for f in program.functions:
-        g = _store_loop(f) if f.name in kernels and any(p.direction == "Out" for p in f.params) else f
+        g = f
+        if f.name in kernels and any(p.direction == "Out" for p in f.params) and (
+                index is None or index(f).has_op("tile.assemble")):
+            g = _store_loop(f)
         changed |= g is not f
         funcs.append(g)
     return replace(program, functions=tuple(funcs)) if changed else program

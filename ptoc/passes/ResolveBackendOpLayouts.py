@@ -80,6 +80,7 @@ from ptoc.ir.nodes import (
 from ptoc.ir.types import effective_tile_view, normalize_tile_view
 from ptoc.ir.verifier import iter_nodes
 from ptoc.ir.visitor import rebuild_bodies
+from ptoc.passes.common import op_names
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target.facts import ROW_MAJOR_OPERANDS
@@ -98,7 +99,10 @@ class ResolveBackendOpLayouts(Pass):
         funcs = []
         changed = False
         for f in program.functions:
-            if f.func_type not in KERNEL_TYPES or not _has_op_call(f):
+            # the operator census of the function (its node index, which the passes before built): no
+            # operator call, nothing to do; none that can name a row-major-only op, nothing to repair
+            ops = self.index(f).ops() if f.func_type in KERNEL_TYPES else ()
+            if not ops:
                 funcs.append(f)
                 continue
             g = _implicit_columns(f)
@@ -107,6 +111,9 @@ class ResolveBackendOpLayouts(Pass):
                 program = replace(program, functions=tuple(h if h is not f else g for h in program.functions))
                 f = g
                 changed = True
+            if not any(op_names(op) & _CONSTRAINED for op in ops):
+                funcs.append(f)
+                continue
             if types is None:
                 types = self.types(program, ctx)
             nf = _Rewriter(f, types.get(f.name, {}), ctx).run()
@@ -143,8 +150,7 @@ def _implicit_columns(f: Function) -> Function:
     return f if body is f.body else replace(f, body=body)
 
 
-def _has_op_call(f: Function) -> bool:
-    return any(isinstance(n, Call) and n.kind == "op" for n in iter_nodes(f))
+_CONSTRAINED = frozenset(ROW_MAJOR_OPERANDS)  # the ops whose calls `_Rewriter` repairs
 
 
 def _one():

@@ -68,6 +68,7 @@ from ptoc.ir.nodes import (
 )
 from ptoc.ir.verifier import iter_nodes
 from ptoc.ir.visitor import Mutator, rebuild_bodies
+from ptoc.passes.common import has_loop_kind
 from ptoc.passes.manager import Pass
 
 PUSHES = ("tile.tpush_to_aiv", "tile.tpush_to_aic")
@@ -148,14 +149,14 @@ class SkewCrossCorePipeline(Pass):
     produces: frozenset[str] = frozenset()
 
     def applies(self, program: Program, ctx) -> bool:
-        return any("pipeline" in self.index(f).for_kinds() for f in program.functions)
+        return any(has_loop_kind(f, "pipeline") for f in program.functions)
 
     def run(self, program: Program, ctx) -> Program:
         funcs = []
         changed = False
         types = None
         for f in program.functions:
-            if "pipeline" not in self.index(f).for_kinds():
+            if not has_loop_kind(f, "pipeline"):
                 funcs.append(f)
                 continue
             if types is None:
@@ -179,7 +180,8 @@ class _Subst(Mutator):
         e = self.mapping.get(v.name)
         if e is None:
             return v
-        return replace(e, span=v.span) if isinstance(e, Var) else e
+        # (a renamed Var is built directly: `dataclasses.replace` costs several times as much, once per use)
+        return Var(e.name, span=v.span) if e.__class__ is Var else replace(e, span=v.span) if isinstance(e, Var) else e
 
 
 class _Skew:

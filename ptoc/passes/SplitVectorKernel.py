@@ -191,12 +191,14 @@ class SplitVectorKernel(Pass):
     def run(self, program: Program, ctx) -> Program:
         arch = getattr(ctx, "arch", "a2a3")
         out = []
-        found: list[dict] = []
+        found: list = []
+        by_name = {f.name: f for f in program.functions}
 
-        def types(name: str) -> dict:  # the value types, inferred once and only for a lane replay
+        def types(name: str) -> dict:  # the value types of a lane replay's function, and of no other
+            # (inferring every function here would be wasted on the many a later pass changes again)
             if not found:
-                found.append(self.types(program, ctx))
-            return found[0].get(name, {})
+                found.append(self.function_types(program, ctx))
+            return found[0](by_name[name])
 
         for f in program.functions:
             out.append(self._function(f, arch, self.index(f).of(Call), types) if isinstance(f, Function)

@@ -31,6 +31,7 @@ from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir.dtypes import INDEX
 from ptoc.ir.nodes import AssignStmt, Call, ConstInt, EvalStmt, Expr, Program, Var
 from ptoc.ir.visitor import Mutator
+from ptoc.passes.common import statements
 from ptoc.passes.manager import Pass
 
 POPS = ("tpop_from_aic", "tpop_from_aiv")
@@ -46,6 +47,12 @@ def _is_free(n) -> bool:
     return isinstance(n, EvalStmt) and isinstance(n.expr, Call) and _base(n.expr) in FREES
 
 
+def _frees(f) -> bool:
+    """`f` releases a pipe slot: a look at its statements (the passes before it changed most functions, and
+    their node indexes, which walk every expression and type, would serve nothing else)."""
+    return any(_is_free(n) for n in statements(f.body) if n.__class__ is EvalStmt)
+
+
 class StampTfreeSplit(Pass):
     name = "StampTfreeSplit"
     stage = "layout"
@@ -54,13 +61,13 @@ class StampTfreeSplit(Pass):
     produces: frozenset[str] = frozenset()
 
     def applies(self, program: Program, ctx) -> bool:
-        return any(_is_free(n) for f in program.functions for n in self.index(f).of(EvalStmt))
+        return any(_frees(f) for f in program.functions)
 
     def run(self, program: Program, ctx) -> Program:
         funcs = []
         changed = False
         for f in program.functions:
-            if not any(_is_free(n) for n in self.index(f).of(EvalStmt)):
+            if not _frees(f):
                 funcs.append(f)
                 continue
             body = _Stamp().mutate(f.body)

@@ -98,10 +98,52 @@ def op_names(op: str) -> set[str]:
     """`op` and every registered op its short name can stand for (`store` -> tile.store, tensor.store)."""
     from ptoc.ops.registry import SHORT
 
-    return {op} | set(SHORT.get(op, {}).values())
+    short = SHORT.get(op)  # (asked for every call the passes look at: most names are full ones, no set union)
+    return {op, *short.values()} if short else {op}
 
 
 __all__ = ["TypeEnv", "align_up", "expr_type", "op_names", "resolve_op"]
+
+
+def has_loop_kind(f, kind: str) -> bool:
+    """A `for` loop of `kind` (`pipeline`, ...) is in function `f`: its `NodeIndex.for_kinds()`, from a look
+    at the statements alone. Loops are statements, so nothing is missed; the node index would walk every
+    expression and type of `f`, which the passes asking this before they run (most functions have no such
+    loop, and the next pass changes them again) would not use otherwise."""
+    stack = [f.body]
+    while stack:
+        for s in stack.pop():
+            cls = s.__class__
+            if cls is ForStmt:
+                if s.kind == kind:
+                    return True
+                stack.append(s.body)
+            elif cls is WhileStmt or cls is ScopeStmt:
+                stack.append(s.body)
+            elif cls is IfStmt:
+                stack.append(s.then_body)
+                stack.append(s.else_body)
+    return False
+
+
+def statements(body: tuple[Stmt, ...]):
+    """Every statement of `body` and of its nested bodies (each loop, scope and if branch), depth first in
+    program order, a compound statement before the statements under it (the order a `NodeIndex` lists
+    them in). For a pass that looks for statements only: no walk of their expressions and types."""
+    stack = [iter(body)]
+    while stack:
+        for s in stack[-1]:
+            yield s
+            cls = s.__class__
+            if cls is ForStmt or cls is WhileStmt or cls is ScopeStmt:
+                stack.append(iter(s.body))
+                break
+            if cls is IfStmt:
+                stack.append(iter(s.else_body))
+                stack.append(iter(s.then_body))
+                break
+        else:
+            stack.pop()
 
 
 def is_alloc(s: Stmt) -> bool:
