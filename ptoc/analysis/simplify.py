@@ -659,13 +659,48 @@ def _build(t, env: dict, like: Expr, dtype) -> Expr:
     return fold_constants(e) or _identity(e) or e
 
 
+def _shape(x) -> object:
+    """What the top of a rule's operand pattern can ask of the operand `x`: its operator, or that it is
+    an integer constant ("c"); None for anything else (only a plain name matches it)."""
+    c = x.__class__
+    if c is ConstInt:
+        return "c"
+    if c is BinOp or c is MinMax or c is UnaryOp:
+        return c, x.op
+    return None
+
+
+def _fits(p, shape) -> bool:
+    """The top of operand pattern `p` can match an operand of `_shape` `shape` (`_match`'s first test)."""
+    if p.__class__ is str:
+        return p[0] != "c" or shape == "c"
+    op = p[0]
+    if op == "neg" or op == "not":
+        return shape == (UnaryOp, "-" if op == "neg" else "not")
+    return shape == (MinMax if op in ("min", "max") else BinOp, op)
+
+
+# (operator, shapes of the operands) -> the operator's rules whose operand patterns fit those shapes, in
+# `_RULES`' order: most rules fail on an operand's operator, so `rewrite` tries only these. Filled as
+# shapes come up; it depends on nothing but the fixed `_RULES`.
+_RULES_FOR_SHAPES: dict[tuple, list[tuple]] = {}
+
+
 def rewrite(e: Expr, dtype=dtypes.INDEX) -> Expr | None:
     """The result of the first of PyPTO's rules for `e`'s operator that matches `e` (an integer
     expression of `dtype` whose operands are already simplified), not yet rewritten again; None when
     none does."""
-    rules = _RULES.get(("neg" if e.op == "-" else e.op) if e.__class__ is UnaryOp else e.op)
+    if e.__class__ is UnaryOp:
+        op, shapes = "neg" if e.op == "-" else e.op, (_shape(e.operand),)
+    else:
+        op, shapes = e.op, (_shape(e.lhs), _shape(e.rhs))
+    rules = _RULES_FOR_SHAPES.get((op, shapes))
     if rules is None:
-        return None
+        every = _RULES.get(op)
+        if every is None:
+            return None
+        rules = _RULES_FOR_SHAPES[(op, shapes)] = [
+            r for r in every if all(_fits(p, sh) for p, sh in zip(r[0][1:], shapes))]
     for rule in rules:
         env: dict = {}
         if _match(rule[0], e, env) and (len(rule) == 2 or rule[2]({k: v.value for k, v in env.items()
