@@ -72,6 +72,7 @@ from ptoc.ir.nodes import (
     IfStmt,
     ListExpr,
     MinMax,
+    Node,
     PassStmt,
     ReturnStmt,
     ScalarType,
@@ -85,7 +86,7 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.substitute import substitute
-from ptoc.ir.visitor import Mutator, walk
+from ptoc.ir.visitor import Mutator, child_fields, walk
 
 Bound = tuple["int | None", "int | None"]  # (lowest, highest); None: unbounded on that side
 _ANY: Bound = (None, None)
@@ -658,13 +659,48 @@ def _build(t, env: dict, like: Expr, dtype) -> Expr:
     return fold_constants(e) or _identity(e) or e
 
 
+def _shape(x) -> object:
+    """What the top of a rule's operand pattern can ask of the operand `x`: its operator, or that it is
+    an integer constant ("c"); None for anything else (only a plain name matches it)."""
+    c = x.__class__
+    if c is ConstInt:
+        return "c"
+    if c is BinOp or c is MinMax or c is UnaryOp:
+        return c, x.op
+    return None
+
+
+def _fits(p, shape) -> bool:
+    """The top of operand pattern `p` can match an operand of `_shape` `shape` (`_match`'s first test)."""
+    if p.__class__ is str:
+        return p[0] != "c" or shape == "c"
+    op = p[0]
+    if op == "neg" or op == "not":
+        return shape == (UnaryOp, "-" if op == "neg" else "not")
+    return shape == (MinMax if op in ("min", "max") else BinOp, op)
+
+
+# (operator, shapes of the operands) -> the operator's rules whose operand patterns fit those shapes, in
+# `_RULES`' order: most rules fail on an operand's operator, so `rewrite` tries only these. Filled as
+# shapes come up; it depends on nothing but the fixed `_RULES`.
+_RULES_FOR_SHAPES: dict[tuple, list[tuple]] = {}
+
+
 def rewrite(e: Expr, dtype=dtypes.INDEX) -> Expr | None:
     """The result of the first of PyPTO's rules for `e`'s operator that matches `e` (an integer
     expression of `dtype` whose operands are already simplified), not yet rewritten again; None when
     none does."""
-    rules = _RULES.get(("neg" if e.op == "-" else e.op) if e.__class__ is UnaryOp else e.op)
+    if e.__class__ is UnaryOp:
+        op, shapes = "neg" if e.op == "-" else e.op, (_shape(e.operand),)
+    else:
+        op, shapes = e.op, (_shape(e.lhs), _shape(e.rhs))
+    rules = _RULES_FOR_SHAPES.get((op, shapes))
     if rules is None:
-        return None
+        every = _RULES.get(op)
+        if every is None:
+            return None
+        rules = _RULES_FOR_SHAPES[(op, shapes)] = [
+            r for r in every if all(_fits(p, sh) for p, sh in zip(r[0][1:], shapes))]
     for rule in rules:
         env: dict = {}
         if _match(rule[0], e, env) and (len(rule) == 2 or rule[2]({k: v.value for k, v in env.items()
@@ -677,6 +713,11 @@ def rewrite(e: Expr, dtype=dtypes.INDEX) -> Expr | None:
 _UNFOLDED = frozenset({ConstInt, ConstFloat, ConstBool, EnumLit, StrLit, DTypeLit, str, int, float, bool, type(None)})
 
 
+# Nodes `_Fold` may replace whatever their parts are: the operators its rules fold.
+_OPERATORS = frozenset({BinOp, UnaryOp, MinMax, Abs})
+_FIELDS: dict[type, tuple[str, ...]] = {}  # node class -> `child_fields` (the fields `_Fold.inert` scans)
+
+
 class _Fold(Mutator):
     """Bottom-up: names replaced by known values, then each operator node folded."""
 
@@ -684,6 +725,53 @@ class _Fold(Mutator):
         self.values = values
         self.ranges = ranges
         self.depth = 0  # how many rule results deep `rewritten` is
+
+    def inert(self, node) -> bool:
+        """`mutate(node)` would return `node` itself: nothing under it is an operator (`_OPERATORS`), a
+        `tensor.view` call or a name with a known value. Most statements' values and types are so (tile
+        operations on names, shapes of constants); this scan, without the traversal's calls and hooks per
+        node, answers them at a fraction of the cost (conservatively: an operator is never looked into)."""
+        values = self.values
+        stack = [node]
+        pop, push = stack.pop, stack.append
+        while stack:
+            n = pop()
+            cls = n.__class__
+            if cls is tuple:
+                for x in n:
+                    c = x.__class__
+                    if c in _UNFOLDED:
+                        continue
+                    if c is Var:
+                        if x.name in values:
+                            return False
+                        continue
+                    push(x)
+                continue
+            if cls in _UNFOLDED:
+                continue
+            if cls is Var:
+                if n.name in values:
+                    return False
+                continue
+            if cls in _OPERATORS:
+                return False
+            if cls is Call:
+                if n.op == "tensor.view" and n.kind == "op":
+                    return False
+                push(n.args)
+                push(n.kwargs)
+                continue
+            names = _FIELDS.get(cls)
+            if names is None:
+                if not isinstance(n, Node):
+                    continue  # (the traversal leaves what is not a node as it is)
+                names = _FIELDS[cls] = child_fields(cls)
+            for name in names:
+                v = getattr(n, name)
+                if v.__class__ not in _UNFOLDED:
+                    push(v)
+        return True
 
     def mutate(self, node):
         """`Mutator.mutate`, with the nodes no rule rewrites (literals) and names answered at once."""
@@ -841,7 +929,8 @@ class _Simplifier:
         self.depth = 0
 
     def e(self, x):
-        return self.fold.mutate(x)
+        # (the quick scan first: most values and types have nothing to fold, see `_Fold.inert`)
+        return x if self.fold.inert(x) else self.fold.mutate(x)
 
     def scalar(self, s: AssignStmt) -> bool:
         t = s.annotation if s.annotation is not None else self.types.get(s.target.name)

@@ -71,19 +71,26 @@ from ptoc.context import CompileContext
 from ptoc.ir.names import fresh_name
 from ptoc.ir.nodes import (
     AssignStmt,
+    ConstBool,
+    ConstFloat,
+    ConstInt,
+    DTypeLit,
+    EnumLit,
     ForStmt,
     Function,
     IfStmt,
+    Node,
     PassStmt,
     Program,
     ReturnStmt,
     ScopeStmt,
     Stmt,
+    StrLit,
     Var,
     WhileStmt,
     YieldStmt,
 )
-from ptoc.ir.visitor import Mutator, walk
+from ptoc.ir.visitor import Mutator, child_fields, walk
 from ptoc.passes.manager import Pass
 
 
@@ -152,14 +159,44 @@ def _assigned(body: tuple[Stmt, ...]) -> set[str]:
 # --------------------------------------------------------------------------------------------------
 
 
+# Nodes with no parts (and values that are not nodes): `_reads` does not look into them.
+_LEAVES = frozenset({ConstInt, ConstFloat, ConstBool, StrLit, EnumLit, DTypeLit, str, int, float, bool, type(None)})
+_FIELDS: dict[type, tuple[str, ...]] = {}  # node class -> its `child_fields`
+
+
 def _reads(*nodes) -> set[str]:
+    """The names of the variables anywhere under `nodes` (each a node, a tuple of nodes or None): what a
+    walk of each finds, gathered by one loop (this is asked for every statement, often again for the
+    statements of nested bodies, so a generator per node was most of the pass's time)."""
     out: set[str] = set()
-    for node in nodes:
-        if node is None:
+    add = out.add
+    stack = list(nodes)
+    pop, push = stack.pop, stack.append
+    while stack:
+        n = pop()
+        cls = n.__class__
+        if cls is tuple:
+            for x in n:
+                c = x.__class__
+                if c is Var:
+                    add(x.name)
+                elif c not in _LEAVES:
+                    push(x)
             continue
-        for n in walk(node) if not isinstance(node, tuple) else (m for x in node for m in walk(x)):
-            if n.__class__ is Var:
-                out.add(n.name)
+        if cls is Var:
+            add(n.name)
+            continue
+        if cls in _LEAVES:
+            continue
+        names = _FIELDS.get(cls)
+        if names is None:
+            if not isinstance(n, Node):
+                continue  # (a walk looks only into nodes and tuples)
+            names = _FIELDS[cls] = child_fields(cls)
+        for name in names:
+            v = getattr(n, name)
+            if v.__class__ not in _LEAVES:
+                push(v)
     return out
 
 

@@ -168,20 +168,30 @@ def nested_calls(program: Program) -> list[str]:
         elif isinstance(e, (UnaryOp, Abs, Cast)):
             check(e.operand, where, False)
 
-    for f in program.functions:
-        for n in walk(f):
+    def block(body: tuple[Stmt, ...], where: str) -> None:
+        # the statements in the order a walk of the function meets them; a walk's visits of every
+        # expression and type node in between would find nothing more (statements are only in bodies)
+        for n in body:
             if isinstance(n, AssignStmt):
-                check(n.value, f.name, True)
+                check(n.value, where, True)
             elif isinstance(n, EvalStmt):
-                check(n.expr, f.name, True)
+                check(n.expr, where, True)
             elif isinstance(n, (ReturnStmt, YieldStmt)):
                 for v in n.values:
-                    check(v, f.name, False)
+                    check(v, where, False)
             elif isinstance(n, IfStmt):
-                check(n.cond, f.name, False)
+                check(n.cond, where, False)
+                block(n.then_body, where)
+                block(n.else_body, where)
             elif isinstance(n, ForStmt):
                 for a in n.args:
-                    check(a, f.name, False)
+                    check(a, where, False)
+                block(n.body, where)
+            elif isinstance(n, (WhileStmt, ScopeStmt)):
+                block(n.body, where)
+
+    for f in program.functions:
+        block(f.body, f.name)
     return bad
 
 

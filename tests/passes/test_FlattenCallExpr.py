@@ -128,6 +128,25 @@ def test_flat_code_is_returned_as_it_is_and_nested_calls_are_reported_by_the_pro
     assert nested_calls(nested) == ["main: pl.exp nested at line 7"]
 
 
+def test_the_property_check_looks_into_loops_and_branches_and_reports_in_source_order():
+    nested = parse_program(fn("""
+        for i in pl.range(4):
+            a: pl.Tensor[[64], pl.FP32] = pl.add(pl.exp(x), y)
+            if i == 0:
+                b: pl.Tensor[[64], pl.FP32] = pl.add(pl.mul(x, 2.0), y)
+            else:
+                c: pl.Tensor[[64], pl.FP32] = pl.add(pl.sub(y, x), x)
+        return pl.add(pl.exp(x), y)
+    """), "t.ir", ctx=CTX)
+    assert nested_calls(nested) == [
+        "main: pl.exp nested at line 8",
+        "main: pl.mul nested at line 10",
+        "main: pl.sub nested at line 12",
+        "main: pl.add nested at line 13",
+        "main: pl.exp nested at line 13",
+    ]
+
+
 def test_the_flattened_program_computes_what_the_nested_one_computes():
     from ptoc.reference.interp import run_function
 
