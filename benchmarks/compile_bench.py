@@ -105,7 +105,7 @@ def _pass_clock(acc: dict[str, float]):
     from ptoc.passes.manager import PIPELINE
 
     undo = []
-    for _, name in PIPELINE:
+    for name in dict.fromkeys(name for _, name in PIPELINE):  # (a pass that runs twice is wrapped once)
         cls = getattr(importlib.import_module(f"ptoc.passes.{name}"), name)
         for meth in ("applies", "run", "adopt"):
             orig = cls.__dict__.get(meth)
