@@ -204,9 +204,10 @@ def compile_program(program: Program, ctx: CompileContext, source_name: str, pto
         low = lower(program, ctx, dumps=dumps, timings=timings, skip=skip)
         types = low.function_types(ctx)  # what the pipeline's last check inferred: not inferred again
         # (emission first: its PTOC-E0406, tile work left in a host function, is the reason when no kernel is left)
-        text, skipped = emit_module(low.program, ctx, pto_level=pto_level, types=types)
+        memo: dict = {}  # (the .pto writer and the header read the same tensor views)
+        text, skipped = emit_module(low.program, ctx, pto_level=pto_level, types=types, memo=memo)
         require_kernel(low.program, program)
-        kernels = kernel_types(low.program, ctx, types) if header or manifest else None
+        kernels = kernel_types(low.program, ctx, types, memo) if header or manifest else None
         hdr = emit_header(low.program, ctx, source_name, __version__, kernels=kernels) if header else None
         doc = None
         if manifest:

@@ -367,8 +367,9 @@ def _compile_shard(shard: Program, job: _Job) -> _ShardOutput | None:
     try:
         low = lower(shard, ctx, skip=job.skip)
         types = low.function_types(ctx)
-        text, skipped = emit_module(low.program, ctx, pto_level=job.pto_level, types=types)
-        kernels = kernel_types(low.program, ctx, types) if job.header or job.manifest else None
+        memo: dict = {}
+        text, skipped = emit_module(low.program, ctx, pto_level=job.pto_level, types=types, memo=memo)
+        kernels = kernel_types(low.program, ctx, types, memo) if job.header or job.manifest else None
         whole = has_orchestration(low.program, low.verified)
         doc = manifest_doc(low.program, ctx, job.source_name, low.verified, kernels) if job.manifest else None
     except (CompileError, InternalError, RecursionError):

@@ -242,10 +242,11 @@ def _entries(fn, names, raw, bad: set[str], sink: DiagnosticSink) -> list[Global
     return entries
 
 
-def kernel_types(program: Program, ctx, types: dict | None = None) -> list[KernelTypes]:
+def kernel_types(program: Program, ctx, types: dict | None = None, memo: dict | None = None) -> list[KernelTypes]:
     """The GlobalTensor types of every kernel of `program` (raises CompileError for user errors).
-    `types`: `function_types(program, ctx)` when the caller already has it."""
-    from ptoc.codegen.views import partitions, tensor_views
+    `types`: `function_types(program, ctx)` when the caller already has it; `memo`: the one the `.pto`
+    writer filled (`ptoc.codegen.views.views_of`)."""
+    from ptoc.codegen.views import views_of
     from ptoc.ir.verifier import function_types
 
     kernels = [f for f in program.functions if f.func_type in KERNEL_TYPES]
@@ -257,8 +258,7 @@ def kernel_types(program: Program, ctx, types: dict | None = None) -> list[Kerne
     sink = DiagnosticSink()
     out: list[KernelTypes] = []
     for fn in kernels:
-        views = tensor_views(fn)
-        parts = partitions(fn, types.get(fn.name, {}))
+        views, parts = views_of(fn, types.get(fn.name, {}), memo)
         spans = {p.name: p.span for p in fn.params}
         bad = _check_views(fn, views, spans, sink)
         names = _entry_names([v.param for v in views] + [p.name for p in parts])

@@ -154,10 +154,12 @@ def kernel_functions(program: Program) -> list[Function]:
 HOST_FUNCTION_TYPES = ("Orchestration", "Group", "Spmd")
 
 
-def emit_module(program: Program, ctx, pto_level: str = "level3", types: dict | None = None) -> tuple[str, list[str]]:
+def emit_module(program: Program, ctx, pto_level: str = "level3", types: dict | None = None,
+                memo: dict | None = None) -> tuple[str, list[str]]:
     """The `.pto` module of every kernel of `program` and the names of the functions not emitted.
     `types`: `ptoc.ir.verifier.function_types` of `program` when the caller has it (the driver's, from
-    the pipeline's verifier cache), so it is not inferred again."""
+    the pipeline's verifier cache), so it is not inferred again. `memo`: one the header's `kernel_types`
+    shares (`ptoc.codegen.views.views_of`)."""
     if pto_level not in LEVELS:
         raise InternalError(f"unknown PTO level {pto_level!r}")
     from ptoc.ir.verifier import function_types
@@ -172,7 +174,7 @@ def emit_module(program: Program, ctx, pto_level: str = "level3", types: dict | 
     skipped = []  # a successful compile of a whole program is quiet: its host functions are expected
     for f in program.functions:
         if f.func_type in KERNEL_KIND:
-            funcs.append(_FunctionEmitter(program, f, types.get(f.name, {}), pto_level, arch).run())
+            funcs.append(_FunctionEmitter(program, f, types.get(f.name, {}), pto_level, arch, memo).run())
         elif f.func_type not in HOST_FUNCTION_TYPES:
             skipped.append(f.name)
     out = [f'module attributes {{pto.target_arch = "{arch}"}} {{']
@@ -183,8 +185,9 @@ def emit_module(program: Program, ctx, pto_level: str = "level3", types: dict | 
 
 
 class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
-    def __init__(self, program: Program, fn: Function, types: dict, level: str, arch: str = "a2a3"):
-        from ptoc.codegen.views import partitions, tensor_views
+    def __init__(self, program: Program, fn: Function, types: dict, level: str, arch: str = "a2a3",
+                 memo: dict | None = None):
+        from ptoc.codegen.views import views_of
 
         self.program = program
         self.fn = fn
@@ -193,8 +196,8 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
         self.arch = arch
         self.alloc_sizes: dict[str, int] = {}  # buffer -> bytes
         self.gm_ptr: dict[str, str] = {}  # tensor param -> its !pto.ptr argument
-        self.views = tensor_views(fn)
-        self.parts = {id(p.call): p for p in partitions(fn, types)}
+        self.views, parts = views_of(fn, types, memo)
+        self.parts = {id(p.call): p for p in parts}
         self.used: set[str] = set()
         self.const_lines: list[str] = []
         self.consts: dict[tuple, str] = {}

@@ -183,6 +183,18 @@ class _Collector:
                 self.alias(r.name, iter_args[i])
 
 
+def views_of(fn: Function, types: dict, memo: dict | None = None) -> tuple[list[TensorViewInfo], list[PartitionInfo]]:
+    """`(tensor_views(fn), partitions(fn, types))`, worked out once per function for the emitters of one
+    compile that share `memo` (the `.pto` writer and the header read the same views; the lists are not
+    to be changed)."""
+    if memo is None:
+        return tensor_views(fn), partitions(fn, types)
+    hit = memo.get(id(fn))
+    if hit is None or hit[0] is not fn or hit[1] is not types:
+        hit = memo[id(fn)] = (fn, types, tensor_views(fn), partitions(fn, types))
+    return hit[2], hit[3]
+
+
 def partitions(fn: Function, types: dict) -> list[PartitionInfo]:
     """Every load/store window of `fn`, in statement order. `types`: value name -> type."""
     c = _Collector(fn, types)
