@@ -184,9 +184,16 @@ def _full_op_names(program: Program, ctx) -> Program:
 
 
 def _calls(program: Program):
-    from ptoc.ir.visitor import walk
+    """The calls, element reads and assignments of the program's functions (nothing else holds them)."""
+    from ptoc.ir.verifier import NodeIndex
 
-    return (n for n in walk(program) if isinstance(n, (Call, GetItem, AssignStmt)))
+    # each function's node index rather than a walk: the front end runs this under the compile's cache,
+    # whose indexes the pipeline's input checks and first passes take on for the functions left unchanged
+    for f in program.functions:
+        index = NodeIndex.get(f)
+        yield from index.of(Call)
+        yield from index.of(GetItem)
+        yield from index.of(AssignStmt)
 
 
 __all__ = ["full_op_names"]

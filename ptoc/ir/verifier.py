@@ -517,7 +517,15 @@ class Verifier:
         # checks of whole functions (`entries`) are of the SSA form's (its scoping and value types)
         self.cache = cache if cache is not None and cache.usable(ctx, op_typer) else None
         self.entries = self.cache if ssa else None
-        self.token = self.entries.token(program) if self.entries is not None else -1
+        # the program as written: a function whose check finds no error, assigns no name twice and reads
+        # no name where it is visible only as written (after the loop or if that assigns it: `leaked`)
+        # is checked exactly as its SSA form's check would check it, which would find the same value types
+        # and no error; that check is remembered for the pipeline (`checked_function`), whose first steps
+        # ask for the value types of the very same functions
+        self.keeps = self.cache if not ssa else None
+        self.token = self.cache.token(program) if self.cache is not None else -1
+        self.leaked: set[str] = set()  # the names visible only as written (not ssa): loops' and ifs'
+        self.as_ssa = True  # not ssa: the current function is checked as its SSA form's check would
         self.calls = False  # the current function calls a function of the program
         self.reads: list[tuple[str, Type | None]] | None = None  # names (and types) read by the statement
         self.diags: list[Diagnostic] = []
@@ -556,6 +564,8 @@ class Verifier:
             self.entries.checked += 1
             clean = not any(d.severity == "error" for d in self.diags[first:])
             self.entries.store(f, self.program, self.token if self.calls else None, self.types, clean)
+        elif self.keeps is not None and self.as_ssa and not any(d.severity == "error" for d in self.diags[first:]):
+            self.keeps.store(f, self.program, self.token if self.calls else None, self.types, True)
         return self.types
 
     def function_types(self, f: Function) -> dict[str, Type | None]:
@@ -574,6 +584,8 @@ class Verifier:
         self.bad_index: set[str] = set()  # values already reported for being indexed though not tuples
         self.calls = False
         self.loop_depth = 0  # loops around the current statement (where break/continue may stand)
+        self.leaked = set()
+        self.as_ssa = True
         self.memo = self.cache.memo(f.name) if self.cache is not None else None
         scope = _Scope(None)
         for p in f.params:
@@ -587,6 +599,7 @@ class Verifier:
     def define(self, name: str, t: Type | None, node: Node, scope: _Scope) -> None:
         if not self.ssa and name in self.defined_at:
             scope.names[name] = t  # a new value of the name (ConvertToSSA gives it a name of its own)
+            self.as_ssa = False
             return
         if name in self.defined_at:
             first = self.defined_at[name]
@@ -601,6 +614,8 @@ class Verifier:
     def use(self, v: Var, scope: _Scope, in_type: bool = False) -> Type | None:
         found, t = scope.lookup(v.name)
         if found:
+            if self.leaked and v.name in self.leaked:
+                self.as_ssa = False  # visible here only as written
             if self.reads is not None:
                 self.reads.append((v.name, t))
             return t
@@ -854,6 +869,8 @@ class Verifier:
             t = self.annotate(s.annotation, vt, s.annotation or s, scope)
         else:
             t = cache.assigned_type(s, scope, self.memo)
+            if t is not _UNKNOWN and self.leaked and any(n in self.leaked for n, _ in self.memo.get(id(s))[1]):
+                self.as_ssa = False  # the remembered check read a name visible here only as written
             if t is _UNKNOWN:
                 first, calls = len(self.diags), self.calls
                 self.calls, self.reads = False, []
@@ -912,6 +929,8 @@ class Verifier:
             for name, t in inner.names.items():
                 if name not in own:
                     scope.names[name] = t
+                    if not self.ssa and not (isinstance(s, ForStmt) and s.kind == "split_aiv"):
+                        self.leaked.add(name)
         self._bind_results(s.results, ys, init_types, s, scope)
 
     def _for(self, s: ForStmt, scope: _Scope, f: Function) -> None:
@@ -936,7 +955,7 @@ class Verifier:
         ey = self.block(s.else_body, else_scope, f, "branch") if s.else_body else None
         self._leave(else_scope, f"the else branch of the if at line {s.span.line}")
         if not self.ssa:  # as written, a name both branches assign is assigned after the if
-            _join_branches(s, then_scope, else_scope, scope)
+            self.leaked.update(_join_branches(s, then_scope, else_scope, scope))
         self._check_if_yields(s)
         types = ty if ty is not None else ey
         for i, v in enumerate(s.results):
@@ -1053,9 +1072,10 @@ _STMT_CHECKS: dict[type, Callable] = {
 }
 
 
-def _join_branches(s: IfStmt, then_scope: _Scope, else_scope: _Scope, scope: _Scope) -> None:
+def _join_branches(s: IfStmt, then_scope: _Scope, else_scope: _Scope, scope: _Scope):
     """As written (before SSA), a name either branch assigns is visible after the if (ConvertToSSA merges
-    it); a branch that breaks or continues does not reach the end, so the other branch's names are."""
+    it); a branch that breaks or continues does not reach the end, so the other branch's names are.
+    Returns those names."""
     after = then_scope.names.keys() | else_scope.names.keys()  # (ConvertToSSA decides what one branch leaves)
     if _exits(s.else_body):
         after = then_scope.names.keys()
@@ -1063,6 +1083,7 @@ def _join_branches(s: IfStmt, then_scope: _Scope, else_scope: _Scope, scope: _Sc
         after = else_scope.names.keys()
     for name in after:
         scope.names[name] = then_scope.names.get(name, else_scope.names.get(name))
+    return after
 
 
 def _exits(body: tuple[Stmt, ...]) -> bool:

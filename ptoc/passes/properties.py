@@ -72,8 +72,14 @@ def _ssa(program: Program, ctx: CompileContext, cache=None) -> list[str]:
 @property_check("structured")
 def _structured(program: Program, ctx: CompileContext, cache=None) -> list[str]:
     """No break or continue outside Orchestration functions (CtrlFlowTransform lowered them)."""
+    from ptoc.ir.nodes import BreakStmt, ContinueStmt
     from ptoc.passes.CtrlFlowTransform import unstructured
 
+    # the functions' node indexes (the other checks and the passes use them too) tell whether any break
+    # or continue is left, without a walk of the program; only then the walk that names each
+    if not any(index.of(BreakStmt) or index.of(ContinueStmt) for f in program.functions
+               if f.func_type != "Orchestration" for index in (NodeIndex.get(f, cache),)):
+        return []
     return unstructured(program)
 
 
