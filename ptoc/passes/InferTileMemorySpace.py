@@ -113,6 +113,7 @@ from ptoc.ir.nodes import (
     YieldStmt,
     loop_results,
 )
+from ptoc.ir.types import is_empty_tile
 from ptoc.ir.verifier import NodeIndex, function_types, iter_nodes, verify_program
 from ptoc.passes.manager import Pass
 from ptoc.ir.nodes import KERNEL_TYPES
@@ -319,7 +320,9 @@ def _value_types(program: Program, ctx, cache=None,
         known = bare_of.get(id(f))
         if known is not None and known[0] is f:
             return known[1]
-        b = _map_stmts(f, strip)
+        # (a function whose annotations give no value another type than its own keeps them: its bare
+        # form would type the same, at the cost of a second inference; see `_annotations_neutral`)
+        b = f if _annotations_neutral(f, program, ctx, cache, annotated[f.name]) else _map_stmts(f, strip)
         bare_of[id(f)] = (f, b)
         return b
 
@@ -339,6 +342,71 @@ def _value_types(program: Program, ctx, cache=None,
     inferred = function_types(bare, ctx, cache)
     return {fn: {n: (t if t is not None else annotated[fn].get(n)) for n, t in env.items()}
             for fn, env in inferred.items()}
+
+
+def _annotations_neutral(f: Function, program: Program, ctx, cache, env: dict) -> bool:
+    """True when typing `f` with its tile annotations set aside (`_value_types`) would give every value
+    the type `env` (its types as written) already gives it; False when that is not shown.
+
+    The verifier types a statement from the types of the names it reads; an annotation changes only the
+    type its own statement gives its target (`annotate`; `_created_where_annotated` for tile.full). So
+    by induction over the statements in order, the two typings agree when, for every annotated statement,
+    the type the value has without the annotation, computed from `env`, is the one `env` holds for its
+    target. That is checked here for a function that verified clean (single assignment, every name read
+    in scope, so `env` is the type at every use) whose tile annotations stand on operator calls with
+    names, constants and literals as arguments, and on single-value yields. The operator typer is asked
+    through the pipeline cache (`VerifyCache.op_type`), with the very type objects the verifier read, so
+    most answers are the ones the typing of `env` already computed."""
+    if cache is None or cache.op_typer is None or not cache.usable(ctx, cache.op_typer):
+        return False
+    known = cache.lookup(f, program, cache.token(program))
+    if known is None or not known[1]:
+        return False  # not verified clean here (or not by this cache): take the sure way
+    from ptoc.ir.verifier import _annotation_check, _created_where_annotated, _scalar
+
+    memo = cache.memo(f.name)
+    dyn = {d.name for d in program.dynamic_dims}
+    index = NodeIndex.get(f, cache)
+
+    def arg_type(e: Expr):
+        cls = e.__class__
+        if cls is Var:
+            t = env.get(e.name, _UNKNOWN)  # type: ignore[attr-defined]
+            return _scalar(dtypes.INDEX) if t is _UNKNOWN and e.name in dyn else t  # type: ignore[attr-defined]
+        if cls is ConstInt or cls is ConstFloat:
+            return _scalar(e.dtype)  # type: ignore[attr-defined]
+        if cls is ConstBool:
+            return _scalar(dtypes.BOOL)
+        return None if isinstance(e, _UNTYPED_ARGS) else _UNKNOWN
+
+    for s in index.of(AssignStmt):
+        if not _has_tile(s.annotation):
+            continue
+        c = s.value
+        if c.__class__ is not Call or c.kind in _FUNCTION_CALLS:
+            return False
+        arg_types = [arg_type(a) for a in c.args]
+        kwarg_types = {k: arg_type(v) for k, v in c.kwargs}
+        if any(t is _UNKNOWN for t in arg_types) or any(t is _UNKNOWN for t in kwarg_types.values()):
+            return False
+        vt, diags = cache.op_type(c, arg_types, kwarg_types, memo)
+        if diags or vt is None or _created_where_annotated(s, vt) is not vt:
+            return False
+        t = env.get(s.target.name, _UNKNOWN)
+        if t is not vt and t != vt:
+            return False
+    for y in index.of(YieldStmt):
+        if not _has_tile(y.annotation) or len(y.values) != 1:
+            continue  # (the verifier reads a yield's annotation only when it yields one value)
+        if is_empty_tile(y.annotation) or y.values[0].__class__ is not Var:
+            return False
+        vt = env.get(y.values[0].name)
+        if vt is None:
+            return False
+        filled, why = _annotation_check(y.annotation, vt)
+        if why or (filled is not vt and filled != vt):
+            return False
+    return True
 
 
 def _has_tile(t: Type | None) -> bool:
