@@ -241,6 +241,8 @@ class _Rewriter:
             return [s]
         inputs, output = spec
         result_t = self.types.get(target.name) if target is not None else None
+        if name == "tile.full" and isinstance(result_t, TileType) and result_t.memory == "Mat":
+            return [s]  # TEXPANDS fills a Mat tile's whole buffer with the one value: any layout holds it
         fix_out = output and isinstance(result_t, TileType) and not _row_major(result_t)
         # A column result computed from a col-major column: every `[N, 1]` operand and the result become
         # `[1, N]`, row-major `[N, 1]` ones too (a dump of PyPTO's declares some columns row-major), so the

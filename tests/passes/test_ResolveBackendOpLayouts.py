@@ -246,3 +246,32 @@ def test_a_column_a_loop_adds_to_stays_in_its_buffer():
                        check=False)
     assert r.returncode == 0, r.stdout + r.stderr
     assert "every stage agrees with the front end" in r.stdout
+
+
+MAT_FULL = """\
+import pypto.language as pl
+@pl.program
+class p:
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[16, 64], pl.FP32], o: pl.Out[pl.Tensor[[16, 64], pl.FP32]]) -> pl.Tensor[[16, 64], pl.FP32]:
+        a: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.load(x, [0, 0], [16, 64])
+        z: pl.Tile[[16, 64], pl.FP32, pl.Mem.Mat] = pl.tile.full([16, 64], dtype=pl.FP32, value=0.0)
+        b: pl.Tile[[16, 64], pl.FP32, pl.Mem.Vec] = pl.tile.add(a, a)
+        o1: pl.Tensor[[16, 64], pl.FP32] = pl.tile.store(b, [0, 0], o)
+        return o1
+"""
+
+
+def test_a_fill_of_a_mat_tile_keeps_its_layout(tmp_path):
+    # pto-isa's TEXPANDS has a Mat form that writes every byte of the tile's buffer with the value, so a
+    # col-major Mat tile is filled as it is (this was an internal error, exit 3)
+    prog, out = run(MAT_FULL)
+    assert print_program(out) == print_program(prog)
+    src = tmp_path / "k.ir"
+    src.write_text(MAT_FULL)
+    r = subprocess.run([str(PTOC), "compile", str(src), "-o", str(tmp_path / "k.pto")], capture_output=True,
+                       text=True, timeout=120)
+    assert r.returncode == 0, r.stderr
+    pto = (tmp_path / "k.pto").read_text()
+    assert "pto.texpands ins(%cst : f32) outs(%z : !pto.tile_buf<loc=mat, dtype=f32, rows=16, cols=64" in pto
+    assert "blayout=col_major" in pto.split("outs(%z")[1].split("\n")[0]
