@@ -30,7 +30,6 @@ from __future__ import annotations
 
 import gc
 import os
-import pickle
 import re
 from dataclasses import dataclass, replace
 
@@ -385,6 +384,8 @@ def _compile_shard(shard: Program, job: _Job) -> _ShardOutput | None:
 
 def _fork(work, args) -> tuple[int, int]:
     """Run `work(*args)` in a forked worker; (its pid, the read end of the pipe its pickled result comes on)."""
+    import pickle  # (here, not at the top: a compile that does not split never needs it)
+
     r, w = os.pipe()
     pid = os.fork()
     if pid == 0:  # the worker: compile, send, and leave without running the parent's exit handlers
@@ -405,6 +406,8 @@ def _fork(work, args) -> tuple[int, int]:
 
 def _collect(pid: int, fd: int):
     """The worker's result, or None when it failed or sent nothing readable."""
+    import pickle
+
     try:
         with os.fdopen(fd, "rb") as f:
             data = f.read()
