@@ -400,13 +400,17 @@ def check(files: tuple[str, ...], arch: str, ptoas_version: str | None, pto_leve
             warned: list = []
             try:
                 name = _source_name(path)
-                art = _check_in_shards(text, name, ctx, jobs, pto_level) if not syntax_only else None
+                art, procs = None, 1
+                if not syntax_only:
+                    from ptoc.parallel import compile_source_in_shards
+
+                    art, procs = compile_source_in_shards(text, name, ctx, jobs, pto_level, header=True)
                 if art is None:
                     prog = frontend(text, name, ctx, warned)
                     reporter.emit(warned, text)
                     if syntax_only:
                         continue
-                    art = compile_program(prog, ctx, os.path.basename(name), pto_level=pto_level)
+                    art = compile_program(prog, ctx, os.path.basename(name), pto_level=pto_level, jobs=procs)
             except CompileError as e:
                 reporter.emit(e.diagnostics, text)
                 status = EXIT_USER
@@ -421,23 +425,6 @@ def check(files: tuple[str, ...], arch: str, ptoas_version: str | None, pto_leve
         return status
 
     sys.exit(_run_guarded(run))
-
-
-def _check_in_shards(text: str, name: str, ctx, jobs: int | None, pto_level: str):
-    """`check -j N`: the compile of `text` split between processes (`ptoc.parallel`), or None when it did not
-    split or a part of it had an error or a warning (the whole text is then checked in one process, which
-    reports them)."""
-    import os.path
-
-    from ptoc.parallel import FAILED, compile_text_in_shards, default_jobs
-
-    if jobs is None:
-        jobs = default_jobs()
-    if jobs < 2:
-        return None
-
-    art = compile_text_in_shards(text, name, ctx, jobs, os.path.basename(name), pto_level, header=True)
-    return None if art is FAILED else art
 
 
 @cli.command()

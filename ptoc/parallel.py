@@ -238,6 +238,18 @@ def plan_text_shards(text: str, jobs: int, min_work: int | None = None) -> list[
 FAILED = "failed"
 
 
+def compile_source_in_shards(text: str, file: str, ctx, jobs: int | None, pto_level: str, header: bool,
+                             manifest: bool = False):
+    """What the one-file commands (`compile FILE`, `check`) try first: `(artifacts, jobs)`, the artifacts of
+    `compile_text_in_shards` (`jobs` None: `default_jobs()`) or None, and the jobs left for compiling the
+    checked program in one piece (`compile_program(jobs=...)`): 1 after a shard failed, so the serial compile
+    reports what went wrong."""
+    if jobs is None:
+        jobs = default_jobs()
+    art = compile_text_in_shards(text, file, ctx, jobs, os.path.basename(file), pto_level, header, manifest)
+    return (None, 1) if art is FAILED else (art, jobs)
+
+
 def compile_text_in_shards(text: str, file: str, ctx, jobs: int, source_name: str, pto_level: str, header: bool,
                            manifest: bool = False):
     """`ptoc.driver.Artifacts` of compiling `text` (named `file`) with its shards' front ends, pipelines and
@@ -250,7 +262,9 @@ def compile_text_in_shards(text: str, file: str, ctx, jobs: int, source_name: st
     shards = plan_text_shards(text, jobs)
     if shards is None:
         return None
-    job = _Job(ctx, _skip(pto_level), pto_level, header, manifest, source_name)
+    from ptoc.driver import passes_skipped
+
+    job = _Job(ctx, passes_skipped(pto_level), pto_level, header, manifest, source_name)
     art = _run(job, _front_and_compile, [(shard, file, job) for shard in shards])
     return FAILED if art is None else art
 
@@ -271,12 +285,6 @@ def _front_and_compile(shard: TextShard, file: str, job: _Job):
             tuple(f.span.line for f in prog.functions) != shard.def_lines:
         return None
     return _compile_shard(prog, job)
-
-
-def _skip(pto_level: str) -> frozenset[str]:
-    from ptoc.driver import passes_skipped
-
-    return passes_skipped(pto_level)
 
 
 # --------------------------------------------------------------------------------------------------

@@ -116,19 +116,14 @@ def compile_cmd(files, output, output_dir, jobs, depfile, header_path, no_header
         name = _source_name(file)
         ctx = CompileContext(arch=arch, ptoas_version=version)
         hdr_path = None if no_header else (header_path or os.path.splitext(output)[0] + ".h")
-        from ptoc.parallel import default_jobs
-
-        procs = jobs if jobs is not None else default_jobs()
         try:
-            art = None
-            if procs > 1 and dump_dir is None and not timings:
+            art, procs = None, 1
+            if dump_dir is None and not timings:
                 # the front end too runs in the workers, each on its part of the text (`ptoc.parallel`)
-                from ptoc.parallel import FAILED, compile_text_in_shards
+                from ptoc.parallel import compile_source_in_shards
 
-                art = compile_text_in_shards(text, name, ctx, procs, os.path.basename(name), pto_level,
-                                             header=hdr_path is not None, manifest=not is_stream(output))
-                if art is FAILED:  # (an error or a warning in a shard: the serial compile reports it)
-                    art, procs = None, 1
+                art, procs = compile_source_in_shards(text, name, ctx, jobs, pto_level, header=hdr_path is not None,
+                                                      manifest=not is_stream(output))
             if art is None:
                 warned: list = []
                 prog = frontend(text, name, ctx, warned)
