@@ -1089,12 +1089,16 @@ class _DeadCode:
         return tuple(out)
 
     def stmt(self, s: Stmt) -> Stmt:
+        # (a statement whose bodies come back as they were is kept: the very object, not a copy)
         if isinstance(s, IfStmt):
             s = self.prune_results(s)
-            return dataclasses.replace(s, then_body=self.block(s.then_body),
-                                       else_body=self.block(s.else_body, allow_empty=True))
+            then_body, else_body = self.block(s.then_body), self.block(s.else_body, allow_empty=True)
+            if _same(then_body, s.then_body) and _same(else_body, s.else_body):
+                return s
+            return dataclasses.replace(s, then_body=then_body, else_body=else_body)
         if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
-            return dataclasses.replace(s, body=self.block(s.body))
+            body = self.block(s.body)
+            return s if _same(body, s.body) else dataclasses.replace(s, body=body)
         return s
 
     def prune_results(self, s: IfStmt) -> IfStmt:
@@ -1121,12 +1125,24 @@ class _DeadCode:
 def _eliminate(f: Function, types: dict, cache=None, index=None) -> Function:
     """`index`: the node index of `f` when the caller has it."""
     while True:
+        index = _index(f, cache) if index is None else index
         d = _DeadCode(f, types, cache, index)
+        if not _may_be_dead(d, index):
+            return f
         index = None
         body = d.block(f.body, allow_empty=True)
         if not d.changed:
             return f
         f = dataclasses.replace(f, body=body)
+
+
+def _may_be_dead(d: _DeadCode, index) -> bool:
+    """`d`'s walk might remove something from the function whose node index is `index`: some assignment
+    of a name nobody reads, or an `if` with a result nobody reads. (Every statement the walk looks at is
+    among the index's, so when none is, the walk would change nothing: it is not made.)"""
+    reads = d.reads
+    return (any(reads[s.target.name] <= 0 for s in index.of(AssignStmt))
+            or any(reads[r.name] <= 0 for s in index.of(IfStmt) for r in s.results))
 
 
 def _nothing_to_fold(index) -> bool:

@@ -90,3 +90,51 @@ def test_rewrite_finds_the_rule_the_whole_list_would():
         assert rewrite(e, dtypes.INDEX) == want, e
         rewritten += want is not None
     assert rewritten > 1000  # many rules matched, not only the no-match case
+
+
+DEAD = """import pypto.language as pl
+
+@pl.program
+class p:
+    @pl.function
+    def main(self, x: pl.Tensor[[64, 64], pl.FP32], n: pl.Scalar[pl.INDEX]) -> pl.Tensor[[64, 64], pl.FP32]:
+        unused: pl.Scalar[pl.INDEX] = n + 1
+        for i, (acc,) in pl.range(0, n, 1, init_values=(x,)):
+            also_unused: pl.Scalar[pl.INDEX] = i * 2
+            acc2: pl.Tensor[[64, 64], pl.FP32] = pl.add(acc, acc)
+            acc3: pl.Tensor[[64, 64], pl.FP32] = pl.yield_(acc2)
+        if n > 2:
+            k: pl.Scalar[pl.INDEX] = n - 1
+            r: pl.Scalar[pl.INDEX] = pl.yield_(k)
+        else:
+            r: pl.Scalar[pl.INDEX] = pl.yield_(n)
+        return acc3
+"""
+
+
+def test_dead_code_walk_is_skipped_only_where_it_would_change_nothing():
+    """`_eliminate` skips its walk when `_may_be_dead` finds no unread assignment and no unread `if` result;
+    the oracle is the walk itself (`_DeadCode.block`), run on every function of the examples, of the corpus
+    and of a program with dead scalar code: where the walk is skipped it must remove nothing and return
+    every statement as the very object."""
+    from ptoc.analysis.simplify import _DeadCode, _may_be_dead
+    from ptoc.ir.verifier import NodeIndex
+
+    corpus = sorted((Path(__file__).resolve().parents[1] / "corpus" / "raw").glob("*.ir"))
+    skipped = removed = 0
+    for path, text in [(p, p.read_text()) for p in EXAMPLES + corpus] + [(Path("dead.ir"), DEAD)]:
+        ctx = CompileContext()
+        try:
+            program = frontend(text, str(path), ctx)
+        except Exception:  # noqa: BLE001  (corpus programs the front end rejects have no functions to test)
+            continue
+        types = function_types(program, ctx)
+        for f in program.functions:
+            d = _DeadCode(f, types.get(f.name, {}))
+            body = d.block(f.body, allow_empty=True)
+            if _may_be_dead(_DeadCode(f, types.get(f.name, {})), NodeIndex(f)):
+                removed += d.changed
+            else:
+                skipped += 1
+                assert not d.changed and all(a is b for a, b in zip(body, f.body)), (path.name, f.name)
+    assert skipped > 20 and removed >= 1  # both answers were put to the test (dead.ir's main loses code)
