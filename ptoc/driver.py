@@ -106,7 +106,7 @@ class Artifacts:
     # send back only their outputs
     lowered: LowerResult | None
     # the GlobalTensor types of the kernels (`ptoc.codegen.global_tensor.kernel_types`) the header was made
-    # from; None without a header
+    # from; None without a header, and when compiled in shards (the workers send the header's text)
     kernel_types: list | None = None
     # the kernels manifest (`ptoc.codegen.manifest`), when it was asked for and the program is a whole
     # program (a function that is not a kernel calls one)

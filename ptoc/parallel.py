@@ -339,7 +339,10 @@ class _ShardOutput:
     module_opening: str  # the `.pto` module's first line
     pto_lines: tuple[str, ...]  # the `.pto` lines of its kernels
     skipped: tuple[str, ...]
-    kernels: tuple | None  # GlobalTensor types of its kernels (`kernel_types`), with header or manifest
+    # with a header or the manifest, (function, C++ namespace, with a header its `entry_lines`) of each of its
+    # kernels (text, not `KernelTypes`: the parent would spend longer unpickling those than the workers
+    # spend rendering them)
+    kernels: tuple | None
     whole_program: bool  # a function that is not a kernel calls a kernel (`has_orchestration`)
     manifest: dict | None  # its part of the manifest (`manifest_doc`), when asked for
 
@@ -364,7 +367,7 @@ _MODULE_END = "}"
 
 def _compile_shard(shard: Program, job: _Job) -> _ShardOutput | None:
     """The outputs of compiling one shard; None on any error."""
-    from ptoc.codegen.global_tensor import kernel_types
+    from ptoc.codegen.global_tensor import entry_lines, kernel_types
     from ptoc.codegen.manifest import has_orchestration, manifest_doc
     from ptoc.codegen.pto import emit_module
     from ptoc.diagnostics import CompileError, InternalError
@@ -385,9 +388,10 @@ def _compile_shard(shard: Program, job: _Job) -> _ShardOutput | None:
     # the module is `module attributes {...} {`, the kernels, `}` and a final newline
     if len(lines) < 3 or lines[-1] != "" or lines[-2] != _MODULE_END:
         return None
+    parts = None if kernels is None else tuple(
+        (k.function, k.namespace, tuple(entry_lines(k)) if job.header else None) for k in kernels)
     return _ShardOutput(tuple((f.name, f.func_type) for f in low.program.functions), low.program.dynamic_dims,
-                        lines[0], tuple(lines[1:-2]), tuple(skipped), None if kernels is None else tuple(kernels),
-                        whole, doc)
+                        lines[0], tuple(lines[1:-2]), tuple(skipped), parts, whole, doc)
 
 
 def _fork(work, args) -> tuple[int, int]:
@@ -436,7 +440,7 @@ def _join(job: _Job, results: list[_ShardOutput]):
     kernel at all (the serial compile reports that), or a renamed kernel's namespace that changes (below)
     when the manifest, which names it, is written."""
     from ptoc import __version__
-    from ptoc.codegen.global_tensor import emit_header, namespace_names
+    from ptoc.codegen.global_tensor import join_header, namespace_names
     from ptoc.codegen.manifest import json_text
     from ptoc.driver import Artifacts
 
@@ -449,15 +453,16 @@ def _join(job: _Job, results: list[_ShardOutput]):
         return None
     text = "\n".join([first.module_opening, *(line for r in results for line in r.pto_lines), _MODULE_END]) + "\n"
     skipped = [name for r in results for name in r.skipped]
-    kernels = None
+    header = None
     renamed = False
     if first.kernels is not None:
         # a kernel's C++ namespace depends on the names of all kernels (a renamed one avoids them all)
         kernels = [k for r in results for k in r.kernels]
-        spaces = namespace_names([k.function for k in kernels])
-        renamed = any(k.namespace != spaces[k.function] for k in kernels)
-        kernels = [replace(k, namespace=spaces[k.function]) if k.namespace != spaces[k.function] else k
-                   for k in kernels]
+        spaces = namespace_names([function for function, _, _ in kernels])
+        renamed = any(namespace != spaces[function] for function, namespace, _ in kernels)
+        if job.header:
+            header = join_header(job.ctx, job.source_name, __version__,
+                                 [(function, spaces[function], lines) for function, _, lines in kernels])
     manifest = None
     if job.manifest and any(r.whole_program for r in results):
         if renamed:
@@ -466,5 +471,4 @@ def _join(job: _Job, results: list[_ShardOutput]):
         doc["kernels"] = [e for r in results for e in r.manifest["kernels"]]
         doc["orchestration"] = [e for r in results for e in r.manifest["orchestration"]]
         manifest = json_text(doc) + "\n"
-    header = emit_header(None, job.ctx, job.source_name, __version__, kernels=kernels) if job.header else None
-    return Artifacts(text, header, skipped, None, kernels if job.header else None, manifest)
+    return Artifacts(text, header, skipped, None, None, manifest)

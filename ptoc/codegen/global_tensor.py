@@ -311,6 +311,17 @@ def emit_header(program: Program | None, ctx, source_name: str, ptoc_version: st
     is not read and may be None)."""
     if kernels is None:
         kernels = kernel_types(program, ctx, types)
+    return join_header(ctx, source_name, ptoc_version,
+                       [(k.function, k.namespace, entry_lines(k)) for k in kernels])
+
+
+def entry_lines(k: KernelTypes) -> list[str]:
+    """The lines of kernel `k`'s entries in the header (they do not depend on its namespace)."""
+    return [line for e in k.entries for line in render_entry(e)]
+
+
+def join_header(ctx, source_name: str, ptoc_version: str, kernels: list[tuple[str, str, list[str]]]) -> str:
+    """The header text of the kernels given as (function, namespace, `entry_lines`), in order."""
     lines = [
         "#pragma once",
         f"// pto-isa GlobalTensor types for {json.dumps(source_name)}",
@@ -319,14 +330,13 @@ def emit_header(program: Program | None, ctx, source_name: str, ptoc_version: st
         "#include <cstdint>  // pto-isa's type header uses uint8_t without including it",
         "#include <pto/pto-inst.hpp>",
     ]
-    for k in kernels:
+    for function, namespace, entries in kernels:
         lines.append("")
-        if k.namespace != k.function:
-            lines.append(f"// kernel {k.function} (renamed: not usable as a C++ namespace name)")
-        lines.append(f"namespace {k.namespace} {{")
-        for e in k.entries:
-            lines.extend(render_entry(e))
-        lines.append(f"}}  // namespace {k.namespace}")
+        if namespace != function:
+            lines.append(f"// kernel {function} (renamed: not usable as a C++ namespace name)")
+        lines.append(f"namespace {namespace} {{")
+        lines.extend(entries)
+        lines.append(f"}}  // namespace {namespace}")
     return "\n".join(lines) + "\n"
 
 
