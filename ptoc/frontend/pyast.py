@@ -156,16 +156,56 @@ def translate(text: str, file: str) -> tuple[SN, ...] | None:
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escapes warn; the Lark path reads them silently
-            tree = _parse_by_method(text, ascii_only)
+            parsed, holes = _annotation_holes(text) if ascii_only else (text, None)
+            tree = _parse_by_method(parsed, ascii_only)
             if tree is None:
-                tree = ast.parse(text)
+                tree = ast.parse(parsed)
                 if not ascii_only:
                     _columns_in_characters(tree, text)
-        return _Reader(text, file).module(tree)
+        return _Reader(text, file, holes).module(tree)
     except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
         return None
     except _Unsupported:
         return None
+
+
+# A program writes a few type annotations thousands of times, and CPython's parser spends about half
+# of its time on them (`pl.Tile[[32, 128], pl.FP32, pl.Mem.Vec]` is 13 nodes of Python's tree).
+# `_annotation_holes` hands CPython a copy of the text in which each one-line annotation written
+# `name: ANNOTATION` before ` =`, `,` or `)` is a name of the same length (a "hole", `____...`): every
+# other token keeps its line and column, and the reader reads the annotation's own text where it finds
+# a hole (`_Reader.annotation`; `_Reader.ex` for a hole anywhere else). A hole stands only for a
+# subscript of a dotted name followed by none of `.`, `[`, `(`: a whole expression, so Python's tree
+# of the copy is the text's tree with that subtree replaced by a name. An annotation that does not
+# parse on its own raises SyntaxError when the reader reads it, and the Lark path reads the file.
+# (brackets nested three deep at most; possessive runs, so a line that does not match fails fast)
+_BRACKETS = r"\[(?:[^\[\]()#'\"\n=]++|\[(?:[^\[\]()#'\"\n=]++|\[[^\[\]()#'\"\n=]*+\])*+\])*+\]"
+_HOLE = re.compile(rf"(?<=: )[A-Za-z_][\w.]*{_BRACKETS}(?=,|\)| =)", re.ASCII)
+
+
+def _annotation_holes(text: str) -> tuple[str, dict[int, int] | None]:
+    """The text to hand CPython's parser, and the holes in it (start offset -> end offset), or None
+    when there are none. Only lines with no string and no comment before the annotation qualify, and
+    only texts without triple quotes (where a line may lie inside a string)."""
+    if '"""' in text or "'''" in text:
+        return text, None
+    holes: dict[int, int] = {}
+    find, rfind = text.find, text.rfind
+    parts: list[str] = []
+    last = 0
+    for m in _HOLE.finditer(text):
+        s, e = m.span()
+        ls = rfind("\n", 0, s)
+        if find("#", ls, s) >= 0 or find('"', ls, s) >= 0 or find("'", ls, s) >= 0:
+            continue
+        holes[s] = e
+        parts.append(text[last:s])
+        parts.append("_" * (e - s))
+        last = e
+    if not holes:
+        return text, None
+    parts.append(text[last:])
+    return "".join(parts), holes
 
 
 # Python's syntax tree of a long program takes far more memory than the program: CPython's tree of
@@ -277,8 +317,9 @@ def _columns_in_characters(tree, text: str) -> None:
 
 
 class _Reader:
-    def __init__(self, text: str, file: str):
+    def __init__(self, text: str, file: str, holes: dict[int, int] | None = None):
         self.text = text
+        self.holes = holes or {}  # where the parsed copy has a name for an annotation (`_annotation_holes`)
         self.file = file
         self.lines = lines = text.split("\n")
         self.starts = list(accumulate((len(x) + 1 for x in lines), initial=0))
@@ -385,7 +426,10 @@ class _Reader:
         pos = (self.file, line, col + 1, end_line, end_col + 1)
         t = type(n)
         if t is _Name:
-            sn = _SN("name", (n.id,), pos)
+            if self.holes.get(s) == e:  # an annotation's hole where a value stands: read its text
+                sn = self.reread(self.text[s:e], (line, col, s))
+            else:
+                sn = _SN("name", (n.id,), pos)
         else:
             read = self.readers.get(t)
             if read is None:
@@ -406,6 +450,12 @@ class _Reader:
         """`ex` for a type annotation: a subscript on one line (without parentheses, comments or strings)
         becomes a `_TypeSN` keyed by its text, read only the first time that text appears."""
         line = n.lineno
+        if type(n) is _Name and self.holes:
+            start = self.starts[line - 1]
+            s = start + n.col_offset
+            e = start + n.end_col_offset
+            if self.holes.get(s) == e:
+                return self._hole_annotation(line, n.col_offset, s, e), e
         if type(n) is not ast.Subscript or n.end_lineno != line:
             return self.ex(n, lo)
         start = self.starts[line - 1]
@@ -424,6 +474,21 @@ class _Reader:
             return sn, p
         self.types[key] = key
         return _TypeSN("getitem", sn.a, pos, key), p
+
+    def _hole_annotation(self, line: int, col: int, s: int, e: int) -> SN:
+        """The node `annotation` reads from the annotation whose hole (`_annotation_holes`) is at text offsets
+        `s`..`e` (line `line`, 0-based column `col`): its text parsed on its own the first time it is seen
+        (`: ` stands before it, so no parenthesis opens around it), later ones read only if asked."""
+        key = self.text[s:e]
+        pos = (self.file, line, col + 1, line, col + 1 + e - s)
+        seen = self.types.get(key)
+        if seen is not None:
+            return _TypeSN("getitem", None, pos, seen, self, (line, col, s))
+        sn = self.reread(key, (line, col, s))
+        if sn.k != "getitem":  # (`not[1]`: Python's tree of the text holds no subscript there)
+            return sn
+        self.types[key] = key
+        return _TypeSN("getitem", sn.a, pos, key)
 
     def reread(self, key: str, at: tuple) -> SN:
         """The node `ex` reads from the annotation `key` written at (line, column, offset) `at`: its text
