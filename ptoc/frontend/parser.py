@@ -164,8 +164,9 @@ class Builder:
         # (line, column, key) of every line the printer writes, when collected for the formatter: the
         # key names the printed line the way the printer finds it (see ptoc.ir.printer.SourceComments)
         self.anchors: list[tuple[int, int, tuple]] | None = None
-        # (what, annotation text) -> (what was built, the span it was built for, prefix, dprefix): see type()
-        self._built_types: dict[tuple[str, str], tuple] = {}
+        # (what, annotation text) -> [the plan of what was built (`_copy_plan`), the span it was built for,
+        # prefix, dprefix, its `_copier` once made]: see type()
+        self._built_types: dict[tuple[str, str], list] = {}
 
     # ------------------------------------------------------------------ helpers
     def fail(self, code: str, message: str, node, hint: str | None = None, rule: str | None = None):
@@ -479,16 +480,18 @@ class Builder:
         hit = self._built_types.get((what, n.key))
         if hit is None or hit[2] != self.prefix or hit[3] != self.dprefix:
             return None
-        old = hit[1]
+        copy = hit[4]
+        if copy is None:  # (written out at the first copy: some annotations are written once)
+            copy = hit[4] = _copier(hit[0], hit[1])
         new = n.span
-        return _copy_moved(hit[0], old, new, new.col - old.col)
+        return copy(new, new.col - hit[1].col)
 
     def _keep_type(self, what: str, n: SN, built) -> None:
         """Keep what the annotation `n` built when it depends on nothing but its text: no call (pl.MemRef
         declares allocations, pl.TileView checks its fields), only names, numbers and operators."""
         if (what, n.key) not in self._built_types and _plain_type_syntax(n):
             old = n.span
-            self._built_types[(what, n.key)] = (_copy_plan(built, old), old, self.prefix, self.dprefix)
+            self._built_types[(what, n.key)] = [_copy_plan(built, old), old, self.prefix, self.dprefix, None]
 
     def _type(self, n: SN) -> Type:
         n = self._unparen(n)
@@ -1521,6 +1524,42 @@ def _copy_moved(plan: tuple, old: Span, new: Span, dc: int):
 
 _setattr = object.__setattr__
 _new = object.__new__
+
+
+def _copier(plan: tuple, old: Span):
+    """`_copy_moved` for one plan as a function of its own: `copy(new, dc)` is `_copy_moved(plan, old, new,
+    dc)`, the plan's walk written out once as straight-line code (a program copies each of its few
+    annotations thousands of times; the walk cost more than the copies it makes). The same nodes, fields
+    set in the same order; tests/test_frontend_type_reuse.py compares the two."""
+    consts: dict[str, object] = {"_new": _new, "_sa": _setattr, "_span": _span}
+    lines: list[str] = []
+
+    def const(v) -> str:
+        name = f"k{len(consts)}"
+        consts[name] = v
+        return name
+
+    def emit(p: tuple) -> str:
+        kind = p[0]
+        if kind == "keep":
+            return const(p[1])
+        if kind == "span":
+            x = p[1]
+            return "new" if x is old else f"_span(f, ln, {x.col} + dc, ln, {x.end_col} + dc)"
+        if kind == "tuple":
+            items = [emit(q) for q in p[1]]
+            return "(" + "".join(f"{i}, " for i in items) + ")"
+        values = [(k, emit(q)) for k, q in p[2]]  # (the children's lines come first)
+        var = f"n{len(lines)}"
+        lines.append(f"{var} = _new({const(p[1])})")
+        lines.extend(f"_sa({var}, {k!r}, {v})" for k, v in values)
+        return var
+
+    result = emit(plan)
+    src = "def copy(new, dc):\n    f = new.file\n    ln = new.line\n" + "".join(
+        f"    {line}\n" for line in lines) + f"    return {result}\n"
+    exec(src, consts)  # noqa: S102  (code built above from the plan: names, field names and numbers only)
+    return consts["copy"]
 
 
 def _yield_out_of_trailing_scope(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
