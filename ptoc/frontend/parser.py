@@ -108,10 +108,33 @@ _STMT_BUILDERS = {
 }
 
 
+def _maker(cls):
+    """`make(span, *fields)`, the node `cls(*fields, span=span)` (fields in the dataclass's order) made
+    without the frozen dataclass's `__init__`: the same attributes set in the same order, for a fraction of
+    the cost (the builder makes a node per name, number, call and statement). For node classes without a
+    `__post_init__`; tests/test_frontend_type_reuse.py compares both on every example."""
+    assert "__post_init__" not in vars(cls)
+    names = [f.name for f in fields(cls)]
+    src = f"def make({', '.join(names)}):\n    n = _new(cls)\n" + "".join(
+        f"    _sa(n, {k!r}, {k})\n" for k in names) + "    return n\n"
+    ns = {"_new": object.__new__, "_sa": object.__setattr__, "cls": cls}
+    exec(src, ns)  # noqa: S102  (code built from the class's field names only)
+    return ns["make"]
+
+
+_mk_var = _maker(Var)
+_mk_int = _maker(ConstInt)
+_mk_call = _maker(Call)
+_mk_list = _maker(ListExpr)
+_mk_enum = _maker(EnumLit)
+_mk_assign = _maker(AssignStmt)
+_INDEX = dtypes.INDEX
+
+
 # syntax-node kinds of literal expressions -> their IR node
 _LEAF_EXPRS = {
-    "name": lambda n: Var(n.a[0], span=n.span),
-    "int": lambda n: ConstInt(n.a[0], dtypes.INDEX, span=n.span),
+    "name": lambda n: _mk_var(n.span, n.a[0]),
+    "int": lambda n: _mk_int(n.span, n.a[0], _INDEX),
     "float": lambda n: ConstFloat(n.a[0], dtypes.FP32, span=n.span),
     "str": lambda n: StrLit(n.a[0], span=n.span),
     "true": lambda n: ConstBool(True, span=n.span),
@@ -797,7 +820,7 @@ class Builder:
         return self.expr(n.a[0])
 
     def list_expr(self, n: SN) -> Expr:
-        return ListExpr(tuple(self.expr(x) for x in n.a), span=n.span)
+        return _mk_list(n.span, tuple([self.expr(x) for x in n.a]))
 
     def tuple_expr(self, n: SN) -> Expr:
         return TupleExpr(tuple(self.expr(x) for x in n.a), span=n.span)
@@ -900,8 +923,8 @@ class Builder:
         if len(path) == 2:
             fam = ENUM_ALIASES.get(path[0], path[0])
             if fam in ENUMS:
-                return EnumLit(fam, self._enum_member(fam, path[1], n), span=n.span)
-            return EnumLit(path[0], path[1], span=n.span)  # an enum family ptoc carries through
+                return _mk_enum(n.span, fam, self._enum_member(fam, path[1], n))
+            return _mk_enum(n.span, path[0], path[1])  # an enum family ptoc carries through
         if len(path) == 3 and path[1][:1].isupper() and path[0][:1].islower():
             return EnumLit(f"{path[0]}.{path[1]}", path[2], span=n.span)  # e.g. pl.tile.MaskPattern.P0101
         self.fail("PTOC-E0114", f"`pl.{'.'.join(path)}` is not a value", n,
@@ -949,10 +972,10 @@ class Builder:
                     self.fail("PTOC-E0113", "abs takes one argument", n)
                 return Abs(args[0], span=sp)
             args, kwargs = self._args(n)
-            return Call(fname, args, kwargs, kind="func", span=sp)
+            return _mk_call(sp, fname, args, kwargs, "func")
         if func.k == "attr" and func.a[0].k == "name" and func.a[0].a[0] == "self":
             args, kwargs = self._args(n)
-            return Call(func.a[1], args, kwargs, kind="func", span=sp)
+            return _mk_call(sp, func.a[1], args, kwargs, "func")
         path = self._pl_path(func) if func.k == "attr" else None
         if not path and func.k == "attr" and self._pld_path(func):
             return self.distributed_call(n, self._pld_path(func))
@@ -999,7 +1022,7 @@ class Builder:
         aliases = _KEYWORD_ALIASES.get(op)
         if aliases and any(k in aliases for k, _ in kwargs):
             kwargs = tuple((aliases.get(k, k), v) for k, v in kwargs)
-        return Call(op, args, kwargs, kind="op", span=sp)
+        return _mk_call(sp, op, args, kwargs, "op")
 
     def distributed_call(self, n: SN, path: list[str]) -> Expr:
         """`pld.<category>.<op>(...)`: an op of the distributed namespace, named `pld.<category>.<op>` in
@@ -1117,7 +1140,7 @@ class Builder:
         yv = self._yield_call(v)
         if yv is not None:
             return YieldStmt((Var(name, span=target.span),), yv, t, span=n.span)
-        return AssignStmt(Var(name, span=target.span), self.expr(v), t, span=n.span)
+        return _mk_assign(n.span, _mk_var(target.span, name), self.expr(v), t)
 
     def assign_stmt(self, n: SN) -> Stmt | tuple[Stmt, ...]:
         lhs, rhs = n.a
@@ -1143,7 +1166,7 @@ class Builder:
             if t.k != "name":
                 self.fail("PTOC-E0005", "only plain names can be assigned", t,
                           hint="IR values are immutable; write a new name with an op call")
-            targets.append(Var(t.a[0], span=t.span))
+            targets.append(_mk_var(t.span, t.a[0]))
         if v is None:
             self.fail("PTOC-E0113", "assign one value per statement", rhs,
                       hint="several names are assigned only by `a, b = pl.yield_(u, v)`")
@@ -1156,7 +1179,7 @@ class Builder:
         value = self.expr(v)
         if self._is_scalar(value):
             self.scalar_names.add(targets[0].name)
-        return AssignStmt(targets[0], value, None, span=n.span)
+        return _mk_assign(n.span, targets[0], value, None)
 
     def _unpack_call(self, n: SN, lhs: SN, v: SN | None) -> tuple[Stmt, ...] | None:
         """`a, b = call(...)`: the call's tuple goes to a temporary and each name takes its element
