@@ -184,6 +184,9 @@ class Builder:
         self._window_names: dict[str, Span] = {}  # window buffers of the program, by name
         self._submits: list[tuple[str, int, Span]] = []  # (kernel, results unpacked, where) of each pl.submit
         self.scalar_names: set[str] = set()  # names known to hold scalars (decides pl.cast form)
+        # a runtime scope (`with pl.scope():`, `with pl.manual_scope():`) was built: the only statements
+        # `check_scopes` reports on (a program without one is not walked for them)
+        self.runtime_scopes = False
         # (line, column, key) of every line the printer writes, when collected for the formatter: the
         # key names the printed line the way the printer finds it (see ptoc.ir.printer.SourceComments)
         self.anchors: list[tuple[int, int, tuple]] | None = None
@@ -1461,7 +1464,10 @@ class Builder:
             inner = self.block(body)
         finally:
             self._device_depth -= device
-        return ScopeStmt(".".join(path), args, inner, kwargs, var, span=n.span)
+        kind = ".".join(path)
+        if kind in ("scope", "manual_scope"):
+            self.runtime_scopes = True
+        return ScopeStmt(kind, args, inner, kwargs, var, span=n.span)
 
 
 def _pipe_buffers_positional(args: tuple, kwargs: tuple, sp) -> tuple[tuple, tuple]:
@@ -1637,7 +1643,8 @@ def parse_for_format(text: str, file: str = "<input>", ctx=None):
         from ptoc.frontend.scopes import check_scopes
 
         checks = list(verify_program(prog, ctx=ctx, ssa=False))  # as written: names may be reassigned
-        checks += check_scopes(prog)
+        if b.runtime_scopes:
+            checks += check_scopes(prog)
     return prog, SourceComments(scan_comments(text), b.anchors), checks
 
 
@@ -1664,8 +1671,9 @@ def _parse_program(text: str, file: str, verify: bool, ctx, check_ops: bool, ssa
 
         for d in verify_program(prog, ctx=ctx, check_ops=check_ops, ssa=ssa, cache=cache):
             sink.add(d)
-        for d in check_scopes(prog):
-            sink.add(d)
+        if b.runtime_scopes:
+            for d in check_scopes(prog):
+                sink.add(d)
     sink.raise_if_errors()
     assert prog is not None
     if warnings is not None:
