@@ -185,24 +185,26 @@ def translate(text: str, file: str) -> tuple[SN, ...] | None:
 # parse on its own raises SyntaxError when the reader reads it, and the Lark path reads the file.
 # (brackets nested three deep at most; possessive runs, so a line that does not match fails fast)
 _BRACKETS = r"\[(?:[^\[\]()#'\"\n=]++|\[(?:[^\[\]()#'\"\n=]++|\[[^\[\]()#'\"\n=]*+\])*+\])*+\]"
-_HOLE = re.compile(rf"(?<=: )[A-Za-z_][\w.]*{_BRACKETS}(?=,|\)| =)", re.ASCII)
+_HOLE = re.compile(rf": ([A-Za-z_][\w.]*{_BRACKETS})(?=,|\)| =)", re.ASCII)  # (group 1; no look-behind: slower)
+_COMMENT = re.compile(r"#[^\n]*")
 
 
 def _annotation_holes(text: str) -> tuple[str, dict[int, int] | None]:
     """The text to hand CPython's parser, and the holes in it (start offset -> end offset), or None
-    when there are none. Only lines with no string and no comment before the annotation qualify, and
-    only texts without triple quotes (where a line may lie inside a string)."""
+    when there are none. Annotations are looked for in the code only: the text's strings and comments
+    masked by `#` (which no annotation pattern holds or touches); so only texts without triple quotes
+    (whose strings may span lines, which the one-line string pattern does not see)."""
     if '"""' in text or "'''" in text:
         return text, None
+    if '"' in text or "'" in text:
+        code = _STRINGS_AND_COMMENTS.sub(_masked, text)
+    else:
+        code = _COMMENT.sub(_masked, text) if "#" in text else text
     holes: dict[int, int] = {}
-    find, rfind = text.find, text.rfind
     parts: list[str] = []
     last = 0
-    for m in _HOLE.finditer(text):
-        s, e = m.span()
-        ls = rfind("\n", 0, s)
-        if find("#", ls, s) >= 0 or find('"', ls, s) >= 0 or find("'", ls, s) >= 0:
-            continue
+    for m in _HOLE.finditer(code):
+        s, e = m.span(1)
         holes[s] = e
         parts.append(text[last:s])
         parts.append("_" * (e - s))
@@ -211,6 +213,10 @@ def _annotation_holes(text: str) -> tuple[str, dict[int, int] | None]:
         return text, None
     parts.append(text[last:])
     return "".join(parts), holes
+
+
+def _masked(m) -> str:
+    return "#" * (m.end() - m.start())
 
 
 # Python's syntax tree of a long program takes far more memory than the program: CPython's tree of
