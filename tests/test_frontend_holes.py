@@ -100,3 +100,26 @@ def test_a_hole_whose_text_is_no_subscript_reads_as_without_it(monkeypatch):
     holed, plain = _with_and_without_holes(text, monkeypatch)
     assert plain is not None and _dump(holed) == _dump(plain)
     assert holed[-1].a[1][0].a[3][1].a[1].k == "unary"
+
+
+def test_a_hole_the_reader_does_not_read_as_an_expression_sends_the_text_to_be_read_as_it_is(monkeypatch):
+    """A hole where no expression is read (here a parameter's name, made a hole on purpose) is never
+    trusted: the text is read again without holes, and gives the nodes it gives as it is."""
+    real = pyast._annotation_holes
+    text = pyast.normalize_source(_PROGRAM)
+    name = text.index("n: pl.Scalar[pl.INDEX]) ->")
+
+    def with_a_name_hole(t):
+        parsed, holes = real(t)
+        return parsed[:name] + "_" + parsed[name + 1:], {**holes, name: name + 1}  # `n` -> `_`
+
+    monkeypatch.setattr(pyast, "_annotation_holes", with_a_name_hole)
+    reads = []
+    real_read = pyast._read
+    monkeypatch.setattr(pyast, "_read", lambda *a: reads.append(a[3] is not None) or real_read(*a))
+    holed = pyast.translate(_PROGRAM, "t.ir")
+    assert reads == [True, False]  # read with the holes, refused, read as it is
+    monkeypatch.setattr(pyast, "_annotation_holes", lambda t: (t, None))
+    assert _dump(holed) == _dump(pyast.translate(_PROGRAM, "t.ir"))
+    params = holed[-1].a[1][0].a[1]
+    assert [p.a[0] for p in params] == ["self", "x", "n"]

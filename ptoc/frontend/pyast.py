@@ -158,16 +158,33 @@ def translate(text: str, file: str) -> tuple[SN, ...] | None:
     ascii_only = text.isascii()
     if not ascii_only and not _STRINGS_AND_COMMENTS.sub("", text).isascii():
         return None  # a non-ASCII name (the grammar's names are ASCII) or stray character
+    if ascii_only:
+        parsed, holes = _annotation_holes(text)
+        if holes:
+            nodes = _read(text, file, parsed, holes, ascii_only)
+            if nodes is not None:
+                return nodes
+            # not read with the holes: the text as it is decides (the Lark path's, or a hole stood
+            # where the reader reads no expression)
+    return _read(text, file, text, None, ascii_only)
+
+
+def _read(text: str, file: str, parsed: str, holes: dict[int, int] | None, ascii_only: bool):
+    """`translate` of `text`, CPython parsing `parsed` (the text, or the text with `holes`): the nodes, or
+    None. With holes, None too unless the reader read every hole as an expression."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escapes warn; the Lark path reads them silently
-            parsed, holes = _annotation_holes(text) if ascii_only else (text, None)
             tree = _parse_by_method(parsed, ascii_only)
             if tree is None:
                 tree = ast.parse(parsed)
                 if not ascii_only:
                     _columns_in_characters(tree, text)
-        return _Reader(text, file, holes).module(tree)
+        reader = _Reader(text, file, holes)
+        nodes = reader.module(tree)
+        if holes and len(reader.filled) != len(holes):
+            return None
+        return nodes
     except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
         return None
     except _Unsupported:
@@ -181,8 +198,9 @@ def translate(text: str, file: str) -> tuple[SN, ...] | None:
 # other token keeps its line and column, and the reader reads the annotation's own text where it finds
 # a hole (`_Reader.annotation`; `_Reader.ex` for a hole anywhere else). A hole stands only for a
 # subscript of a dotted name followed by none of `.`, `[`, `(`: a whole expression, so Python's tree
-# of the copy is the text's tree with that subtree replaced by a name. An annotation that does not
-# parse on its own raises SyntaxError when the reader reads it, and the Lark path reads the file.
+# of the copy is the text's tree with that subtree replaced by a name. A text the reader does not read
+# with its holes, every hole read as an expression, is read again as it is (`translate`): an annotation
+# that does not parse on its own, a hole where the reader reads no expression, a text for the Lark path.
 # (brackets nested three deep at most; possessive runs, so a line that does not match fails fast)
 _BRACKETS = r"\[(?:[^\[\]()#'\"\n=]++|\[(?:[^\[\]()#'\"\n=]++|\[[^\[\]()#'\"\n=]*+\])*+\])*+\]"
 _HOLE = re.compile(rf": ([A-Za-z_][\w.]*{_BRACKETS})(?=,|\)| =)", re.ASCII)  # (group 1; no look-behind: slower)
@@ -331,6 +349,7 @@ class _Reader:
     def __init__(self, text: str, file: str, holes: dict[int, int] | None = None):
         self.text = text
         self.holes = holes or {}  # where the parsed copy has a name for an annotation (`_annotation_holes`)
+        self.filled: set[int] = set()  # the holes read (as annotations or as values), by offset
         self.file = file
         self.lines = lines = text.split("\n")
         self.starts = list(accumulate((len(x) + 1 for x in lines), initial=0))
@@ -438,6 +457,7 @@ class _Reader:
         t = type(n)
         if t is _Name:
             if self.holes.get(s) == e:  # an annotation's hole where a value stands: read its text
+                self.filled.add(s)
                 sn = self.reread(self.text[s:e], (line, col, s))
             else:
                 sn = _SN("name", (n.id,), pos)
@@ -490,6 +510,7 @@ class _Reader:
         """The node `annotation` reads from the annotation whose hole (`_annotation_holes`) is at text offsets
         `s`..`e` (line `line`, 0-based column `col`): its text parsed on its own the first time it is seen
         (`: ` stands before it, so no parenthesis opens around it), later ones read only if asked."""
+        self.filled.add(s)
         key = self.text[s:e]
         pos = (self.file, line, col + 1, line, col + 1 + e - s)
         seen = self.types.get(key)
