@@ -65,12 +65,21 @@ def _holes_at(text: str) -> list[str]:
     return [text[s:e] for s, e in sorted((holes or {}).items())]
 
 
-def test_holes_stand_for_annotations_dict_values_and_slice_bounds_not_strings_or_comments():
+def test_holes_stand_for_annotations_dict_values_slice_bounds_and_dotted_names_not_strings_or_comments():
     assert _holes_at(_PROGRAM) == [
+        "pl.FunctionType.InCore",  # a keyword's value
         "pl.Tensor[[16, 16], pl.FP32]", "pl.Scalar[pl.INDEX]",
-        "pl.Tile[[16, 16], pl.FP32]", "pl.Tile[[16, 16], pl.FP32]", "pl.Tile[[16, 16], pl.FP32]",
+        "pl.Tile[[16, 16], pl.FP32]", "pl.load", "pl.Tile[[16, 16], pl.FP32]", "pl.load",  # callees after `=`
+        "pl.Tile[[16, 16], pl.FP32]", "pl.foo",
         "u[0]", "u[2]",  # a dict value and a slice bound: read as values, the same nodes
-        "pl.Scalar[pl.INDEX]", "pl.Tensor[[16, 16], pl.FP32]"]  # (not `t[1]` in the string nor `u[1]` after `#`)
+        "pl.Scalar[pl.INDEX]", "pl.bar", "pl.Tensor[[16, 16], pl.FP32]", "pl.store"]
+    # (not `t[1]` in the string nor `u[1]` after `#`)
+
+
+def test_a_dotted_name_with_a_keyword_is_no_hole_and_the_text_reads_as_without_holes(monkeypatch):
+    text = _PROGRAM.replace("= pl.foo(", "= pl.if.foo(")
+    assert "pl.foo" not in _holes_at(text) and not any("if" in h for h in _holes_at(text))
+    assert pyast.translate(text, "t.ir") is None  # Python's parser rejects it: the Lark path reports it
 
 
 def test_values_in_holes_read_as_without_them(monkeypatch):

@@ -23,6 +23,7 @@ import os
 import re
 import warnings
 from bisect import bisect_right
+from keyword import iskeyword
 from itertools import accumulate
 
 from ptoc.diagnostics import Diagnostic, Span
@@ -201,9 +202,14 @@ def _read(text: str, file: str, parsed: str, holes: dict[int, int] | None, ascii
 # of the copy is the text's tree with that subtree replaced by a name. A text the reader does not read
 # with its holes, every hole read as an expression, is read again as it is (`translate`): an annotation
 # that does not parse on its own, a hole where the reader reads no expression, a text for the Lark path.
+# The dotted names right after `=` and before `(`, `,` or `)` are holes too (`= pl.tile.load(`,
+# `target_memory=pl.Mem.Vec)`): an operand, a call's callee or a keyword's value, whose nodes the reader
+# makes from the text (`_Reader.dotted`); one with a Python keyword in it (`a.if`) is left as it is.
 # (brackets nested three deep at most; possessive runs, so a line that does not match fails fast)
 _BRACKETS = r"\[(?:[^\[\]()#'\"\n=]++|\[(?:[^\[\]()#'\"\n=]++|\[[^\[\]()#'\"\n=]*+\])*+\])*+\]"
-_HOLE = re.compile(rf": ([A-Za-z_][\w.]*{_BRACKETS})(?=,|\)| =)", re.ASCII)  # (group 1; no look-behind: slower)
+# group 1: an annotation; group 2: a dotted name (no look-behind: it keeps the regex from its fast search)
+_HOLE = re.compile(rf": ([A-Za-z_][\w.]*{_BRACKETS})(?=,|\)| =)|= ?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?=[,)(])",
+                   re.ASCII)
 _COMMENT = re.compile(r"#[^\n]*")
 
 
@@ -221,8 +227,17 @@ def _annotation_holes(text: str) -> tuple[str, dict[int, int] | None]:
     holes: dict[int, int] = {}
     parts: list[str] = []
     last = 0
+    plain: dict[str, bool] = {}  # dotted name -> none of its parts is a keyword
     for m in _HOLE.finditer(code):
         s, e = m.span(1)
+        if s < 0:
+            s, e = m.span(2)
+            name = m.group(2)
+            ok = plain.get(name)
+            if ok is None:
+                ok = plain[name] = not any(iskeyword(x) for x in name.split("."))
+            if not ok:
+                continue
         holes[s] = e
         parts.append(text[last:s])
         parts.append("_" * (e - s))
@@ -456,9 +471,12 @@ class _Reader:
         pos = (self.file, line, col + 1, end_line, end_col + 1)
         t = type(n)
         if t is _Name:
-            if self.holes.get(s) == e:  # an annotation's hole where a value stands: read its text
+            if self.holes.get(s) == e:  # a hole (`_annotation_holes`): read its text
                 self.filled.add(s)
-                sn = self.reread(self.text[s:e], (line, col, s))
+                if self.text[e - 1] == "]":  # an annotation where a value stands
+                    sn = self.reread(self.text[s:e], (line, col, s))
+                else:
+                    sn = self.dotted(s, e, line, col)
             else:
                 sn = _SN("name", (n.id,), pos)
         else:
@@ -485,7 +503,7 @@ class _Reader:
             start = self.starts[line - 1]
             s = start + n.col_offset
             e = start + n.end_col_offset
-            if self.holes.get(s) == e:
+            if self.holes.get(s) == e and self.text[e - 1] == "]":
                 return self._hole_annotation(line, n.col_offset, s, e), e
         if type(n) is not ast.Subscript or n.end_lineno != line:
             return self.ex(n, lo)
@@ -521,6 +539,19 @@ class _Reader:
             return sn
         self.types[key] = key
         return _TypeSN("getitem", sn.a, pos, key)
+
+    def dotted(self, s: int, e: int, line: int, col: int) -> SN:
+        """The node `ex` reads from the dotted name `a.b.c` at text offsets `s`..`e` (line `line`, 0-based
+        column `col`; no blank in it): `_attribute`'s nodes, each spanning from `a` to the end of its name."""
+        file = self.file
+        names = self.text[s:e].split(".")
+        c = col + 1
+        end = c + len(names[0])
+        sn = _SN("name", (names[0],), (file, line, c, line, end))
+        for name in names[1:]:
+            end += 1 + len(name)
+            sn = _SN("attr", (sn, name), (file, line, c, line, end))
+        return sn
 
     def reread(self, key: str, at: tuple) -> SN:
         """The node `ex` reads from the annotation `key` written at (line, column, offset) `at`: its text
