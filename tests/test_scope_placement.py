@@ -100,3 +100,18 @@ def test_auto_inside_manual_is_an_error(tmp_path):
 def test_auto_inside_auto_and_manual_inside_auto_are_allowed(tmp_path):
     status, diags = check_json(tmp_path, program(MANUAL_PLACEMENT, "pl.scope()", "pl.scope()", "pl.manual_scope()"))
     assert (status, diags) == (0, [])
+
+
+def test_the_placement_check_walks_only_programs_that_write_a_runtime_scope(monkeypatch):
+    """check_scopes reports on runtime scopes only: a program the builder built none in is not walked."""
+    from ptoc.frontend import scopes
+    from ptoc.frontend.parser import parse_program
+
+    walked = []
+    real = scopes.check_scopes
+    monkeypatch.setattr(scopes, "check_scopes", lambda prog: walked.append(prog) or real(prog))
+    parse_program(program(ORCH, "pl.at(level=pl.Level.CORE_GROUP)"), "p.ir")
+    assert walked == []
+    warned: list = []
+    parse_program(program(ORCH, "pl.at(level=pl.Level.CORE_GROUP)", "pl.scope()"), "p.ir", warnings=warned)
+    assert len(walked) == 1 and [d.code for d in warned] == ["PTOC-E0810"]

@@ -108,10 +108,33 @@ _STMT_BUILDERS = {
 }
 
 
+def _maker(cls):
+    """`make(span, *fields)`, the node `cls(*fields, span=span)` (fields in the dataclass's order) made
+    without the frozen dataclass's `__init__`: the same attributes set in the same order, for a fraction of
+    the cost (the builder makes a node per name, number, call and statement). For node classes without a
+    `__post_init__`; tests/test_frontend_type_reuse.py compares both on every example."""
+    assert "__post_init__" not in vars(cls)
+    names = [f.name for f in fields(cls)]
+    src = f"def make({', '.join(names)}):\n    n = _new(cls)\n" + "".join(
+        f"    _sa(n, {k!r}, {k})\n" for k in names) + "    return n\n"
+    ns = {"_new": object.__new__, "_sa": object.__setattr__, "cls": cls}
+    exec(src, ns)  # noqa: S102  (code built from the class's field names only)
+    return ns["make"]
+
+
+_mk_var = _maker(Var)
+_mk_int = _maker(ConstInt)
+_mk_call = _maker(Call)
+_mk_list = _maker(ListExpr)
+_mk_enum = _maker(EnumLit)
+_mk_assign = _maker(AssignStmt)
+_INDEX = dtypes.INDEX
+
+
 # syntax-node kinds of literal expressions -> their IR node
 _LEAF_EXPRS = {
-    "name": lambda n: Var(n.a[0], span=n.span),
-    "int": lambda n: ConstInt(n.a[0], dtypes.INDEX, span=n.span),
+    "name": lambda n: _mk_var(n.span, n.a[0]),
+    "int": lambda n: _mk_int(n.span, n.a[0], _INDEX),
     "float": lambda n: ConstFloat(n.a[0], dtypes.FP32, span=n.span),
     "str": lambda n: StrLit(n.a[0], span=n.span),
     "true": lambda n: ConstBool(True, span=n.span),
@@ -161,11 +184,15 @@ class Builder:
         self._window_names: dict[str, Span] = {}  # window buffers of the program, by name
         self._submits: list[tuple[str, int, Span]] = []  # (kernel, results unpacked, where) of each pl.submit
         self.scalar_names: set[str] = set()  # names known to hold scalars (decides pl.cast form)
+        # a runtime scope (`with pl.scope():`, `with pl.manual_scope():`) was built: the only statements
+        # `check_scopes` reports on (a program without one is not walked for them)
+        self.runtime_scopes = False
         # (line, column, key) of every line the printer writes, when collected for the formatter: the
         # key names the printed line the way the printer finds it (see ptoc.ir.printer.SourceComments)
         self.anchors: list[tuple[int, int, tuple]] | None = None
-        # (what, annotation text) -> (what was built, the span it was built for, prefix, dprefix): see type()
-        self._built_types: dict[tuple[str, str], tuple] = {}
+        # (what, annotation text) -> [the plan of what was built (`_copy_plan`), the span it was built for,
+        # prefix, dprefix, its `_copier` once made]: see type()
+        self._built_types: dict[tuple[str, str], list] = {}
 
     # ------------------------------------------------------------------ helpers
     def fail(self, code: str, message: str, node, hint: str | None = None, rule: str | None = None):
@@ -479,16 +506,18 @@ class Builder:
         hit = self._built_types.get((what, n.key))
         if hit is None or hit[2] != self.prefix or hit[3] != self.dprefix:
             return None
-        old = hit[1]
+        copy = hit[4]
+        if copy is None:  # (written out at the first copy: some annotations are written once)
+            copy = hit[4] = _copier(hit[0], hit[1])
         new = n.span
-        return _copy_moved(hit[0], old, new, new.col - old.col)
+        return copy(new, new.col - hit[1].col)
 
     def _keep_type(self, what: str, n: SN, built) -> None:
         """Keep what the annotation `n` built when it depends on nothing but its text: no call (pl.MemRef
         declares allocations, pl.TileView checks its fields), only names, numbers and operators."""
         if (what, n.key) not in self._built_types and _plain_type_syntax(n):
             old = n.span
-            self._built_types[(what, n.key)] = (_copy_plan(built, old), old, self.prefix, self.dprefix)
+            self._built_types[(what, n.key)] = [_copy_plan(built, old), old, self.prefix, self.dprefix, None]
 
     def _type(self, n: SN) -> Type:
         n = self._unparen(n)
@@ -794,7 +823,7 @@ class Builder:
         return self.expr(n.a[0])
 
     def list_expr(self, n: SN) -> Expr:
-        return ListExpr(tuple(self.expr(x) for x in n.a), span=n.span)
+        return _mk_list(n.span, tuple([self.expr(x) for x in n.a]))
 
     def tuple_expr(self, n: SN) -> Expr:
         return TupleExpr(tuple(self.expr(x) for x in n.a), span=n.span)
@@ -897,8 +926,8 @@ class Builder:
         if len(path) == 2:
             fam = ENUM_ALIASES.get(path[0], path[0])
             if fam in ENUMS:
-                return EnumLit(fam, self._enum_member(fam, path[1], n), span=n.span)
-            return EnumLit(path[0], path[1], span=n.span)  # an enum family ptoc carries through
+                return _mk_enum(n.span, fam, self._enum_member(fam, path[1], n))
+            return _mk_enum(n.span, path[0], path[1])  # an enum family ptoc carries through
         if len(path) == 3 and path[1][:1].isupper() and path[0][:1].islower():
             return EnumLit(f"{path[0]}.{path[1]}", path[2], span=n.span)  # e.g. pl.tile.MaskPattern.P0101
         self.fail("PTOC-E0114", f"`pl.{'.'.join(path)}` is not a value", n,
@@ -946,10 +975,10 @@ class Builder:
                     self.fail("PTOC-E0113", "abs takes one argument", n)
                 return Abs(args[0], span=sp)
             args, kwargs = self._args(n)
-            return Call(fname, args, kwargs, kind="func", span=sp)
+            return _mk_call(sp, fname, args, kwargs, "func")
         if func.k == "attr" and func.a[0].k == "name" and func.a[0].a[0] == "self":
             args, kwargs = self._args(n)
-            return Call(func.a[1], args, kwargs, kind="func", span=sp)
+            return _mk_call(sp, func.a[1], args, kwargs, "func")
         path = self._pl_path(func) if func.k == "attr" else None
         if not path and func.k == "attr" and self._pld_path(func):
             return self.distributed_call(n, self._pld_path(func))
@@ -996,7 +1025,7 @@ class Builder:
         aliases = _KEYWORD_ALIASES.get(op)
         if aliases and any(k in aliases for k, _ in kwargs):
             kwargs = tuple((aliases.get(k, k), v) for k, v in kwargs)
-        return Call(op, args, kwargs, kind="op", span=sp)
+        return _mk_call(sp, op, args, kwargs, "op")
 
     def distributed_call(self, n: SN, path: list[str]) -> Expr:
         """`pld.<category>.<op>(...)`: an op of the distributed namespace, named `pld.<category>.<op>` in
@@ -1114,7 +1143,7 @@ class Builder:
         yv = self._yield_call(v)
         if yv is not None:
             return YieldStmt((Var(name, span=target.span),), yv, t, span=n.span)
-        return AssignStmt(Var(name, span=target.span), self.expr(v), t, span=n.span)
+        return _mk_assign(n.span, _mk_var(target.span, name), self.expr(v), t)
 
     def assign_stmt(self, n: SN) -> Stmt | tuple[Stmt, ...]:
         lhs, rhs = n.a
@@ -1140,7 +1169,7 @@ class Builder:
             if t.k != "name":
                 self.fail("PTOC-E0005", "only plain names can be assigned", t,
                           hint="IR values are immutable; write a new name with an op call")
-            targets.append(Var(t.a[0], span=t.span))
+            targets.append(_mk_var(t.span, t.a[0]))
         if v is None:
             self.fail("PTOC-E0113", "assign one value per statement", rhs,
                       hint="several names are assigned only by `a, b = pl.yield_(u, v)`")
@@ -1153,7 +1182,7 @@ class Builder:
         value = self.expr(v)
         if self._is_scalar(value):
             self.scalar_names.add(targets[0].name)
-        return AssignStmt(targets[0], value, None, span=n.span)
+        return _mk_assign(n.span, targets[0], value, None)
 
     def _unpack_call(self, n: SN, lhs: SN, v: SN | None) -> tuple[Stmt, ...] | None:
         """`a, b = call(...)`: the call's tuple goes to a temporary and each name takes its element
@@ -1435,7 +1464,10 @@ class Builder:
             inner = self.block(body)
         finally:
             self._device_depth -= device
-        return ScopeStmt(".".join(path), args, inner, kwargs, var, span=n.span)
+        kind = ".".join(path)
+        if kind in ("scope", "manual_scope"):
+            self.runtime_scopes = True
+        return ScopeStmt(kind, args, inner, kwargs, var, span=n.span)
 
 
 def _pipe_buffers_positional(args: tuple, kwargs: tuple, sp) -> tuple[tuple, tuple]:
@@ -1523,6 +1555,42 @@ _setattr = object.__setattr__
 _new = object.__new__
 
 
+def _copier(plan: tuple, old: Span):
+    """`_copy_moved` for one plan as a function of its own: `copy(new, dc)` is `_copy_moved(plan, old, new,
+    dc)`, the plan's walk written out once as straight-line code (a program copies each of its few
+    annotations thousands of times; the walk cost more than the copies it makes). The same nodes, fields
+    set in the same order; tests/test_frontend_type_reuse.py compares the two."""
+    consts: dict[str, object] = {"_new": _new, "_sa": _setattr, "_span": _span}
+    lines: list[str] = []
+
+    def const(v) -> str:
+        name = f"k{len(consts)}"
+        consts[name] = v
+        return name
+
+    def emit(p: tuple) -> str:
+        kind = p[0]
+        if kind == "keep":
+            return const(p[1])
+        if kind == "span":
+            x = p[1]
+            return "new" if x is old else f"_span(f, ln, {x.col} + dc, ln, {x.end_col} + dc)"
+        if kind == "tuple":
+            items = [emit(q) for q in p[1]]
+            return "(" + "".join(f"{i}, " for i in items) + ")"
+        values = [(k, emit(q)) for k, q in p[2]]  # (the children's lines come first)
+        var = f"n{len(lines)}"
+        lines.append(f"{var} = _new({const(p[1])})")
+        lines.extend(f"_sa({var}, {k!r}, {v})" for k, v in values)
+        return var
+
+    result = emit(plan)
+    src = "def copy(new, dc):\n    f = new.file\n    ln = new.line\n" + "".join(
+        f"    {line}\n" for line in lines) + f"    return {result}\n"
+    exec(src, consts)  # noqa: S102  (code built above from the plan: names, field names and numbers only)
+    return consts["copy"]
+
+
 def _yield_out_of_trailing_scope(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
     """A loop body whose last statement is a `with` scope ending in the loop's `pl.yield_`, with that yield
     moved after the scope. PyPTO sees the carried values through the scope (names a scope defines stay
@@ -1575,7 +1643,8 @@ def parse_for_format(text: str, file: str = "<input>", ctx=None):
         from ptoc.frontend.scopes import check_scopes
 
         checks = list(verify_program(prog, ctx=ctx, ssa=False))  # as written: names may be reassigned
-        checks += check_scopes(prog)
+        if b.runtime_scopes:
+            checks += check_scopes(prog)
     return prog, SourceComments(scan_comments(text), b.anchors), checks
 
 
@@ -1602,8 +1671,9 @@ def _parse_program(text: str, file: str, verify: bool, ctx, check_ops: bool, ssa
 
         for d in verify_program(prog, ctx=ctx, check_ops=check_ops, ssa=ssa, cache=cache):
             sink.add(d)
-        for d in check_scopes(prog):
-            sink.add(d)
+        if b.runtime_scopes:
+            for d in check_scopes(prog):
+                sink.add(d)
     sink.raise_if_errors()
     assert prog is not None
     if warnings is not None:

@@ -23,6 +23,7 @@ import os
 import re
 import warnings
 from bisect import bisect_right
+from keyword import iskeyword
 from itertools import accumulate
 
 from ptoc.diagnostics import Diagnostic, Span
@@ -37,7 +38,12 @@ def _span(file: str, line: int, col: int, end_line: int, end_col: int) -> Span:
     """`Span(file, line, col, end_line, end_col)`, made without the frozen dataclass's checked
     `__init__` (a span per node adds up)."""
     sp = _new(Span)
-    sp.__dict__.update(file=file, line=line, col=col, end_line=end_line, end_col=end_col)
+    d = sp.__dict__  # (item by item: a keyword dict for `update` would cost a quarter more)
+    d["file"] = file
+    d["line"] = line
+    d["col"] = col
+    d["end_line"] = end_line
+    d["end_col"] = end_col
     return sp
 
 
@@ -153,19 +159,97 @@ def translate(text: str, file: str) -> tuple[SN, ...] | None:
     ascii_only = text.isascii()
     if not ascii_only and not _STRINGS_AND_COMMENTS.sub("", text).isascii():
         return None  # a non-ASCII name (the grammar's names are ASCII) or stray character
+    if ascii_only:
+        parsed, holes = _annotation_holes(text)
+        if holes:
+            nodes = _read(text, file, parsed, holes, ascii_only)
+            if nodes is not None:
+                return nodes
+            # not read with the holes: the text as it is decides (the Lark path's, or a hole stood
+            # where the reader reads no expression)
+    return _read(text, file, text, None, ascii_only)
+
+
+def _read(text: str, file: str, parsed: str, holes: dict[int, int] | None, ascii_only: bool):
+    """`translate` of `text`, CPython parsing `parsed` (the text, or the text with `holes`): the nodes, or
+    None. With holes, None too unless the reader read every hole as an expression."""
     try:
         with warnings.catch_warnings():
             warnings.simplefilter("ignore")  # invalid escapes warn; the Lark path reads them silently
-            tree = _parse_by_method(text, ascii_only)
+            tree = _parse_by_method(parsed, ascii_only)
             if tree is None:
-                tree = ast.parse(text)
+                tree = ast.parse(parsed)
                 if not ascii_only:
                     _columns_in_characters(tree, text)
-        return _Reader(text, file).module(tree)
+        reader = _Reader(text, file, holes)
+        nodes = reader.module(tree)
+        if holes and len(reader.filled) != len(holes):
+            return None
+        return nodes
     except (SyntaxError, ValueError, MemoryError, RecursionError, OverflowError):
         return None
     except _Unsupported:
         return None
+
+
+# A program writes a few type annotations thousands of times, and CPython's parser spends about half
+# of its time on them (`pl.Tile[[32, 128], pl.FP32, pl.Mem.Vec]` is 13 nodes of Python's tree).
+# `_annotation_holes` hands CPython a copy of the text in which each one-line annotation written
+# `name: ANNOTATION` before ` =`, `,` or `)` is a name of the same length (a "hole", `____...`): every
+# other token keeps its line and column, and the reader reads the annotation's own text where it finds
+# a hole (`_Reader.annotation`; `_Reader.ex` for a hole anywhere else). A hole stands only for a
+# subscript of a dotted name followed by none of `.`, `[`, `(`: a whole expression, so Python's tree
+# of the copy is the text's tree with that subtree replaced by a name. A text the reader does not read
+# with its holes, every hole read as an expression, is read again as it is (`translate`): an annotation
+# that does not parse on its own, a hole where the reader reads no expression, a text for the Lark path.
+# The dotted names right after `=` and before `(`, `,` or `)` are holes too (`= pl.tile.load(`,
+# `target_memory=pl.Mem.Vec)`): an operand, a call's callee or a keyword's value, whose nodes the reader
+# makes from the text (`_Reader.dotted`); one with a Python keyword in it (`a.if`) is left as it is.
+# (brackets nested three deep at most; possessive runs, so a line that does not match fails fast)
+_BRACKETS = r"\[(?:[^\[\]()#'\"\n=]++|\[(?:[^\[\]()#'\"\n=]++|\[[^\[\]()#'\"\n=]*+\])*+\])*+\]"
+# group 1: an annotation; group 2: a dotted name (no look-behind: it keeps the regex from its fast search)
+_HOLE = re.compile(rf": ([A-Za-z_][\w.]*{_BRACKETS})(?=,|\)| =)|= ?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?=[,)(])",
+                   re.ASCII)
+_COMMENT = re.compile(r"#[^\n]*")
+
+
+def _annotation_holes(text: str) -> tuple[str, dict[int, int] | None]:
+    """The text to hand CPython's parser, and the holes in it (start offset -> end offset), or None
+    when there are none. Annotations are looked for in the code only: the text's strings and comments
+    masked by `#` (which no annotation pattern holds or touches); so only texts without triple quotes
+    (whose strings may span lines, which the one-line string pattern does not see)."""
+    if '"""' in text or "'''" in text:
+        return text, None
+    if '"' in text or "'" in text:
+        code = _STRINGS_AND_COMMENTS.sub(_masked, text)
+    else:
+        code = _COMMENT.sub(_masked, text) if "#" in text else text
+    holes: dict[int, int] = {}
+    parts: list[str] = []
+    last = 0
+    plain: dict[str, bool] = {}  # dotted name -> none of its parts is a keyword
+    for m in _HOLE.finditer(code):
+        s, e = m.span(1)
+        if s < 0:
+            s, e = m.span(2)
+            name = m.group(2)
+            ok = plain.get(name)
+            if ok is None:
+                ok = plain[name] = not any(iskeyword(x) for x in name.split("."))
+            if not ok:
+                continue
+        holes[s] = e
+        parts.append(text[last:s])
+        parts.append("_" * (e - s))
+        last = e
+    if not holes:
+        return text, None
+    parts.append(text[last:])
+    return "".join(parts), holes
+
+
+def _masked(m) -> str:
+    return "#" * (m.end() - m.start())
 
 
 # Python's syntax tree of a long program takes far more memory than the program: CPython's tree of
@@ -277,8 +361,10 @@ def _columns_in_characters(tree, text: str) -> None:
 
 
 class _Reader:
-    def __init__(self, text: str, file: str):
+    def __init__(self, text: str, file: str, holes: dict[int, int] | None = None):
         self.text = text
+        self.holes = holes or {}  # where the parsed copy has a name for an annotation (`_annotation_holes`)
+        self.filled: set[int] = set()  # the holes read (as annotations or as values), by offset
         self.file = file
         self.lines = lines = text.split("\n")
         self.starts = list(accumulate((len(x) + 1 for x in lines), initial=0))
@@ -385,7 +471,14 @@ class _Reader:
         pos = (self.file, line, col + 1, end_line, end_col + 1)
         t = type(n)
         if t is _Name:
-            sn = _SN("name", (n.id,), pos)
+            if self.holes.get(s) == e:  # a hole (`_annotation_holes`): read its text
+                self.filled.add(s)
+                if self.text[e - 1] == "]":  # an annotation where a value stands
+                    sn = self.reread(self.text[s:e], (line, col, s))
+                else:
+                    sn = self.dotted(s, e, line, col)
+            else:
+                sn = _SN("name", (n.id,), pos)
         else:
             read = self.readers.get(t)
             if read is None:
@@ -406,6 +499,12 @@ class _Reader:
         """`ex` for a type annotation: a subscript on one line (without parentheses, comments or strings)
         becomes a `_TypeSN` keyed by its text, read only the first time that text appears."""
         line = n.lineno
+        if type(n) is _Name and self.holes:
+            start = self.starts[line - 1]
+            s = start + n.col_offset
+            e = start + n.end_col_offset
+            if self.holes.get(s) == e and self.text[e - 1] == "]":
+                return self._hole_annotation(line, n.col_offset, s, e), e
         if type(n) is not ast.Subscript or n.end_lineno != line:
             return self.ex(n, lo)
         start = self.starts[line - 1]
@@ -424,6 +523,35 @@ class _Reader:
             return sn, p
         self.types[key] = key
         return _TypeSN("getitem", sn.a, pos, key), p
+
+    def _hole_annotation(self, line: int, col: int, s: int, e: int) -> SN:
+        """The node `annotation` reads from the annotation whose hole (`_annotation_holes`) is at text offsets
+        `s`..`e` (line `line`, 0-based column `col`): its text parsed on its own the first time it is seen
+        (`: ` stands before it, so no parenthesis opens around it), later ones read only if asked."""
+        self.filled.add(s)
+        key = self.text[s:e]
+        pos = (self.file, line, col + 1, line, col + 1 + e - s)
+        seen = self.types.get(key)
+        if seen is not None:
+            return _TypeSN("getitem", None, pos, seen, self, (line, col, s))
+        sn = self.reread(key, (line, col, s))
+        if sn.k != "getitem":  # (`not[1]`: Python's tree of the text holds no subscript there)
+            return sn
+        self.types[key] = key
+        return _TypeSN("getitem", sn.a, pos, key)
+
+    def dotted(self, s: int, e: int, line: int, col: int) -> SN:
+        """The node `ex` reads from the dotted name `a.b.c` at text offsets `s`..`e` (line `line`, 0-based
+        column `col`; no blank in it): `_attribute`'s nodes, each spanning from `a` to the end of its name."""
+        file = self.file
+        names = self.text[s:e].split(".")
+        c = col + 1
+        end = c + len(names[0])
+        sn = _SN("name", (names[0],), (file, line, c, line, end))
+        for name in names[1:]:
+            end += 1 + len(name)
+            sn = _SN("attr", (sn, name), (file, line, c, line, end))
+        return sn
 
     def reread(self, key: str, at: tuple) -> SN:
         """The node `ex` reads from the annotation `key` written at (line, column, offset) `at`: its text

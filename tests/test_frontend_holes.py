@@ -1,0 +1,134 @@
+"""CPython's parser is handed a copy of the text whose one-line annotations are names of the same length
+(`pyast._annotation_holes`); the reader reads each annotation's own text. The syntax nodes, spans
+included, must be exactly those of parsing the text as it is, wherever such a "hole" stands."""
+
+from pathlib import Path
+
+import pytest
+
+from ptoc.diagnostics import CompileError
+from ptoc.frontend import pyast
+from ptoc.frontend.parser import parse_program
+
+ROOT = Path(__file__).resolve().parent.parent
+FILES = sorted((ROOT / "examples").glob("*.ir")) + sorted((ROOT / "tests" / "corpus").rglob("*.ir"))
+
+
+def _dump(n):
+    """Every node's tag, children (lazily read annotations read) and span."""
+    if isinstance(n, pyast.SN):
+        return (n.k, _dump(n.a), _dump(n.span))
+    if isinstance(n, (tuple, list)):
+        return tuple(_dump(x) for x in n)
+    if hasattr(n, "end_col"):
+        return (n.file, n.line, n.col, n.end_line, n.end_col)
+    return n
+
+
+def _with_and_without_holes(text: str, monkeypatch):
+    holed = pyast.translate(text, "t.ir")
+    with monkeypatch.context() as m:
+        m.setattr(pyast, "_annotation_holes", lambda text: (text, None))
+        plain = pyast.translate(text, "t.ir")
+    return holed, plain
+
+
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name)
+def test_every_example_reads_to_the_same_nodes(path, monkeypatch):
+    holed, plain = _with_and_without_holes(path.read_text(), monkeypatch)
+    assert _dump(holed) == _dump(plain)
+
+
+def test_the_examples_have_holes():
+    texts = [pyast.normalize_source(p.read_text()) for p in FILES]
+    holed = [t for t in texts if pyast._annotation_holes(t)[1]]
+    assert len(holed) > len(texts) // 2
+
+
+_PROGRAM = """import pypto.language as pl
+
+@pl.program
+class p:
+    @pl.function(type=pl.FunctionType.InCore)
+    def k(self, x: pl.Tensor[[16, 16], pl.FP32], n: pl.Scalar[pl.INDEX]) -> pl.Tensor[[16, 16], pl.FP32]:
+        t: pl.Tile[[16, 16], pl.FP32] = pl.load(x, [0, 0], [16, 16])
+        u: pl.Tile[[16, 16], pl.FP32] = pl.load(x, [0, 0], [16, 16])
+        v: pl.Tile[[16, 16], pl.FP32] = pl.foo(t, {1: u[0], 2: t[1]}, x[0: u[2], 0:16])
+        s: pl.Scalar[pl.INDEX] = pl.bar("x: t[1], y", u)  # x: u[1], here
+        o: pl.Tensor[[16, 16], pl.FP32] = pl.store(t, [0, 0], x)
+        return o
+"""
+
+
+def _holes_at(text: str) -> list[str]:
+    _, holes = pyast._annotation_holes(text)
+    return [text[s:e] for s, e in sorted((holes or {}).items())]
+
+
+def test_holes_stand_for_annotations_dict_values_slice_bounds_and_dotted_names_not_strings_or_comments():
+    assert _holes_at(_PROGRAM) == [
+        "pl.FunctionType.InCore",  # a keyword's value
+        "pl.Tensor[[16, 16], pl.FP32]", "pl.Scalar[pl.INDEX]",
+        "pl.Tile[[16, 16], pl.FP32]", "pl.load", "pl.Tile[[16, 16], pl.FP32]", "pl.load",  # callees after `=`
+        "pl.Tile[[16, 16], pl.FP32]", "pl.foo",
+        "u[0]", "u[2]",  # a dict value and a slice bound: read as values, the same nodes
+        "pl.Scalar[pl.INDEX]", "pl.bar", "pl.Tensor[[16, 16], pl.FP32]", "pl.store"]
+    # (not `t[1]` in the string nor `u[1]` after `#`)
+
+
+def test_a_dotted_name_with_a_keyword_is_no_hole_and_the_text_reads_as_without_holes(monkeypatch):
+    text = _PROGRAM.replace("= pl.foo(", "= pl.if.foo(")
+    assert "pl.foo" not in _holes_at(text) and not any("if" in h for h in _holes_at(text))
+    assert pyast.translate(text, "t.ir") is None  # Python's parser rejects it: the Lark path reports it
+
+
+def test_values_in_holes_read_as_without_them(monkeypatch):
+    holed, plain = _with_and_without_holes(_PROGRAM, monkeypatch)
+    assert plain is not None and _dump(holed) == _dump(plain)
+    call = holed[-1].a[1][0].a[3][2].a[2].a[0]  # the value of `v: ... = pl.foo(...)`
+    assert call.k == "call" and call.a[1][1][1].a[0][1].k == "getitem"  # `{1: u[0], ...}`: u[0] is a subscript
+
+
+def test_an_annotation_that_is_not_python_goes_to_the_lark_path_and_reports_as_before(monkeypatch):
+    text = _PROGRAM.replace("u: pl.Tile[[16, 16], pl.FP32]", "u: pl.Tile[[16,, 16], pl.FP32]")
+    assert "pl.Tile[[16,, 16], pl.FP32]" in _holes_at(text)  # the parse of the copy does not see it
+    assert pyast.translate(text, "t.ir") is None
+    with pytest.raises(CompileError) as holed:
+        parse_program(text, "t.ir")
+    monkeypatch.setenv("PTOC_FRONTEND", "lark")
+    with pytest.raises(CompileError) as lark:
+        parse_program(text, "t.ir")
+    assert [(d.code, d.message, d.span) for d in holed.value.diagnostics] == \
+        [(d.code, d.message, d.span) for d in lark.value.diagnostics]
+    assert holed.value.diagnostics[0].span.line == 8
+
+
+def test_a_hole_whose_text_is_no_subscript_reads_as_without_it(monkeypatch):
+    text = _PROGRAM.replace("u: pl.Tile[[16, 16], pl.FP32] =", "u: not[16] =")
+    assert "not[16]" in _holes_at(text)
+    holed, plain = _with_and_without_holes(text, monkeypatch)
+    assert plain is not None and _dump(holed) == _dump(plain)
+    assert holed[-1].a[1][0].a[3][1].a[1].k == "unary"
+
+
+def test_a_hole_the_reader_does_not_read_as_an_expression_sends_the_text_to_be_read_as_it_is(monkeypatch):
+    """A hole where no expression is read (here a parameter's name, made a hole on purpose) is never
+    trusted: the text is read again without holes, and gives the nodes it gives as it is."""
+    real = pyast._annotation_holes
+    text = pyast.normalize_source(_PROGRAM)
+    name = text.index("n: pl.Scalar[pl.INDEX]) ->")
+
+    def with_a_name_hole(t):
+        parsed, holes = real(t)
+        return parsed[:name] + "_" + parsed[name + 1:], {**holes, name: name + 1}  # `n` -> `_`
+
+    monkeypatch.setattr(pyast, "_annotation_holes", with_a_name_hole)
+    reads = []
+    real_read = pyast._read
+    monkeypatch.setattr(pyast, "_read", lambda *a: reads.append(a[3] is not None) or real_read(*a))
+    holed = pyast.translate(_PROGRAM, "t.ir")
+    assert reads == [True, False]  # read with the holes, refused, read as it is
+    monkeypatch.setattr(pyast, "_annotation_holes", lambda t: (t, None))
+    assert _dump(holed) == _dump(pyast.translate(_PROGRAM, "t.ir"))
+    params = holed[-1].a[1][0].a[1]
+    assert [p.a[0] for p in params] == ["self", "x", "n"]
