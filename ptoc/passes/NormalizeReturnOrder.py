@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ptoc.analysis.flow import tensor_aliases
+from ptoc.analysis.handing import calls_any, hand_over_same
 from ptoc.analysis.outline import trace_to_param
 from ptoc.ir.nodes import (
     AssignStmt,
@@ -44,7 +45,6 @@ from ptoc.ir.nodes import (
 )
 from ptoc.ir.visitor import Mutator, walk
 from ptoc.passes.common import statements
-from ptoc.passes.handing import calls_any, hand_over_same
 from ptoc.passes.manager import Pass
 from ptoc.ir.nodes import KERNEL_TYPES as KERNELS
 
