@@ -124,11 +124,36 @@ class InjectGmPipeBuffer(Pass):
             if f.name in with_param and f.param(PARAM) is None:
                 g = replace(g, params=g.params + (Param(PARAM, _buffer_type(), "Out"),))
             if f.func_type == "Orchestration":
-                g = replace(g, body=_create_per_call(g.body, with_param, [0]))
+                body = _create_per_call(g.body, with_param, [0])
+                if not _same(body, g.body):
+                    g = replace(g, body=body)
             elif f.name in with_param:
                 g = replace(g, body=_forward(g.body, with_param, funcs))
             out.append(g)
+            if g is not f and f.func_type != "Orchestration":
+                _hand_over(self, program, f, g)
         return replace(program, functions=tuple(out))
+
+
+def _same(a: tuple, b: tuple) -> bool:
+    """The very same statements: an orchestration function that calls no pipe user is kept as it is (its
+    value types, known to the pipeline, stay known)."""
+    return len(a) == len(b) and all(x is y for x, y in zip(a, b))
+
+
+def _hand_over(p: Pass, program: Program, f: Function, g: Function) -> None:
+    """Hand over the value types of `g`, `f` with the buffer parameter (and forwarding it to its calls):
+    `f`'s, with the parameter's after the other parameters'. A call's value keeps its type (the callee's
+    results did not change). Nothing when the pipeline does not know `f`'s types."""
+    known = p.known_types(program, f)
+    if known is None or (PARAM in known and f.param(PARAM) is None):
+        return
+    if f.param(PARAM) is not None:
+        p.hand_over(g, known)
+        return
+    items = list(known.items())
+    n = len(f.params)
+    p.hand_over(g, dict(items[:n] + [(PARAM, g.params[-1].type)] + items[n:]))
 
 
 def _callees(f: Function, calls) -> frozenset[str]:

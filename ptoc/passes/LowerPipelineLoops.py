@@ -72,7 +72,8 @@ from ptoc.ir.nodes import (
     WhileStmt,
     YieldStmt,
 )
-from ptoc.ir.visitor import Mutator, rebuild_bodies
+from ptoc.ir.verifier import definitions, iter_type_exprs
+from ptoc.ir.visitor import Mutator, rebuild_bodies, walk
 from ptoc.passes.common import has_loop_kind
 from ptoc.passes.manager import Pass
 
@@ -98,12 +99,50 @@ class LowerPipelineLoops(Pass):
             if types is None:
                 types = self.function_types(program, ctx)
             names = {p.name for p in f.params} | {n.name for n in self.index(f).of(Var)}
-            body = _Lowering(names, types(f)).block(f.body)
+            known = types(f)
+            lowering = _Lowering(names, dict(known))
+            body = lowering.block(f.body)
             funcs.append(replace(f, body=body))
+            handed = _output_types(funcs[-1], known, lowering)
+            if handed is not None:
+                self.hand_over(funcs[-1], handed)
             changed = True
         if not changed:
             return program
         return replace(program, functions=tuple(funcs))
+
+
+def _output_types(g, known: dict, lowering: "_Lowering") -> dict | None:
+    """The value types of `g`, the lowered function, from those of its input (`known`), when the lowering
+    is one whose effect on them is certain; else None (they are left to be inferred). Certain: every lowered
+    loop became a main loop alone (a whole number of chunks: no tail, no dynamic remainder), so each clone
+    is the body with its names renamed, the loop index read as `i + k * step` (an INDEX, as `i` is) and the
+    carried names read as the values the previous clone yields, which have the very types of the carried
+    names (checked); and no type of a copied value holds a name (a shape, a valid shape or an offset that
+    reads the loop index or a renamed value would change with the copy). Then a clone's value has the type
+    of the value it copies, and the names are defined in the order `definitions` gives."""
+    if not lowering.exact:
+        return None
+    for loop in lowering.lowered:
+        y = loop.body[-1] if loop.body and isinstance(loop.body[-1], YieldStmt) else None
+        for a, v in zip(loop.iter_args, y.values if y is not None else ()):
+            if not isinstance(v, Var) or v.name not in known or a.name not in known or known[v.name] != known[a.name]:
+                return None
+    out = {}
+    types = lowering.types
+    closed: dict[int, bool] = {}
+    for n in definitions(g):
+        if n not in types:
+            return None
+        t = types[n]
+        if n not in known:  # a copy: its type must not read any name
+            c = closed.get(id(t))
+            if c is None:
+                c = closed[id(t)] = not any(x.__class__ is Var for e in iter_type_exprs(t) for x in walk(e))
+            if not c:
+                return None
+        out[n] = t
+    return out
 
 
 def _idx(v: int, span=None) -> ConstInt:
@@ -176,6 +215,10 @@ class _Lowering:
         self.names = names
         self.types = types  # name -> type; a clone's fresh name gets the type of the name it copies
         self.groups = 0  # one membership group per replicated region, numbered in the order they are built
+        # the pipeline loops lowered (as written, inner ones lowered first), and whether each became a main
+        # loop alone (`_output_types`)
+        self.lowered: list[ForStmt] = []
+        self.exact = True
 
     def group(self) -> int:
         self.groups += 1
@@ -222,13 +265,16 @@ class _Lowering:
         factor, st = stage.value, step.value
         if factor == 1:
             return [s]  # already one clone per iteration: CanonicalizeIOOrder orders its body
+        self.lowered.append(s)
         marker = replace(s, kwargs=tuple((k, _idx(1, v.span) if k == "stage" else v) for k, v in s.kwargs))
         start, stop = s.start, s.stop
         if isinstance(start, ConstInt) and isinstance(stop, ConstInt):
             trip = max(0, -(-(stop.value - start.value) // st))
             if trip == 0:
                 return [replace(s, kind="range", kwargs=tuple((k, v) for k, v in s.kwargs if k != "stage"))]
+            self.exact &= trip % factor == 0
             return self.static(marker, factor, st, start.value, trip)
+        self.exact = False
         return self.dynamic(marker, factor, st)
 
     def clones(self, loop: ForStmt, index_of, count: int, carried: tuple[Expr, ...],

@@ -28,6 +28,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from ptoc.analysis.flow import tensor_aliases
+from ptoc.analysis.handing import calls_any, hand_over_same
 from ptoc.analysis.outline import trace_to_param
 from ptoc.ir.nodes import (
     AssignStmt,
@@ -76,6 +77,11 @@ class NormalizeReturnOrder(Pass):
             return program
         if perms:
             funcs = [f if f.func_type in KERNELS else _remap_results(f, perms) for f in funcs]
+        # a function rebuilt here defines what it defined before, with the same types (a return statement
+        # defines nothing), unless it calls a kernel whose results were permuted: hand its types over
+        for f, g in zip(program.functions, funcs):
+            if g is not f and not calls_any(g, perms):
+                hand_over_same(self, program, f, g)
         return replace(program, functions=tuple(funcs))
 
 
