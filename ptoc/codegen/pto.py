@@ -172,9 +172,11 @@ def emit_module(program: Program, ctx, pto_level: str = "level3", types: dict | 
         types = function_types(program, ctx)
     funcs = []
     skipped = []  # a successful compile of a whole program is quiet: its host functions are expected
+    spellings: dict = {}  # the tile types' spellings, shared by the kernels (`_FunctionEmitter.tile_type`)
     for f in program.functions:
         if f.func_type in KERNEL_KIND:
-            funcs.append(_FunctionEmitter(program, f, types.get(f.name, {}), pto_level, arch, memo).run())
+            funcs.append(_FunctionEmitter(program, f, types.get(f.name, {}), pto_level, arch, memo,
+                                          spellings).run())
         elif f.func_type not in HOST_FUNCTION_TYPES:
             skipped.append(f.name)
     out = [f'module attributes {{pto.target_arch = "{arch}"}} {{']
@@ -186,7 +188,7 @@ def emit_module(program: Program, ctx, pto_level: str = "level3", types: dict | 
 
 class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
     def __init__(self, program: Program, fn: Function, types: dict, level: str, arch: str = "a2a3",
-                 memo: dict | None = None):
+                 memo: dict | None = None, spellings: dict | None = None):
         from ptoc.codegen.views import views_of
 
         self.program = program
@@ -212,6 +214,7 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
         self.pending: dict[str, list[tuple[tuple, str, TileType]]] = {}  # base -> static handles to allocate
         self.view_ssa: dict[str, tuple[str, str]] = {}  # tensor param -> (view ssa, view type)
         self.tile_types: dict[tuple[int, bool], tuple[TileType, tuple[str, bool]]] = {}  # see tile_type
+        self.spellings: dict[tuple, tuple[str, bool]] = {} if spellings is None else spellings  # see tile_type
 
     # ------------------------------------------------------------------ text helpers
     def fresh(self, base: str) -> str:
@@ -392,11 +395,18 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
     def tile_type(self, t: TileType, span: Span | None, view: bool = False) -> tuple[str, bool]:
         """The `!pto.tile_buf<...>` spelling of a tile type and whether its valid shape is dynamic.
         `view`: the type of a `pto.subview` result, whose stride / start offset (the parent's) are implied
-        by the op and not spelled in the type. (Worked out once per type object of the function.)"""
+        by the op and not spelled in the type. (Worked out once per type object of the function.)
+
+        The spelling reads every part of the type but its MemRef, and each tile has a MemRef of its own:
+        a module's thousands of tile type objects have a few dozen spellings. So they are remembered by
+        the value of those parts too (`spellings`, which the writers of a module's kernels share)."""
         known = self.tile_types.get((id(t), view))
         if known is not None and known[0] is t:
             return known[1]
-        answer = self._tile_type(t, span, view)
+        key = (t.shape, t.dtype, t.memory, t.view, view)
+        answer = self.spellings.get(key)
+        if answer is None:
+            answer = self.spellings[key] = self._tile_type(t, span, view)
         self.tile_types[(id(t), view)] = (t, answer)
         return answer
 
