@@ -45,6 +45,7 @@ Output is deterministic: every table is filled and read in program order.
 from __future__ import annotations
 
 import math
+import operator
 
 from ptoc.ir.names import fresh_name
 from ptoc.diagnostics import CompileError, Diagnostic, InternalError, Span
@@ -126,6 +127,13 @@ def dynamic_dims(program: Program, fn: Function, defined: set[str] | None = None
 
     for p in fn.params:
         for e in iter_type_exprs(p.type):
+            cls = e.__class__
+            if cls is ConstInt:
+                continue  # (most dimensions and strides: no name in them, no walk needed)
+            if cls is Var:
+                if e.name not in params and e.name not in seen:
+                    seen.append(e.name)
+                continue
             visit(e, True)
     open_dims = declared - defined - params  # what the body may read without binding it
     if not open_dims:
@@ -135,13 +143,16 @@ def dynamic_dims(program: Program, fn: Function, defined: set[str] | None = None
         # the pipeline's node index of `fn` (no walk): when no name it lists is an open dimension not
         # seen yet, the body adds none
         open_dims = open_dims.difference(seen)
-        if not open_dims.intersection([v.name for v in NodeIndex.get(fn, kept).of(Var)]):
+        if open_dims.isdisjoint(map(_NAME, NodeIndex.get(fn, kept).of(Var))):
             return seen
     for s in fn.body:
         for node in walk(s):
             if isinstance(node, Var) and node.name in open_dims and node.name not in seen:
                 seen.append(node.name)
     return seen
+
+
+_NAME = operator.attrgetter("name")
 
 
 def kernel_functions(program: Program) -> list[Function]:
