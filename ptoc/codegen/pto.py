@@ -45,6 +45,7 @@ Output is deterministic: every table is filled and read in program order.
 from __future__ import annotations
 
 import math
+import operator
 
 from ptoc.ir.names import fresh_name
 from ptoc.diagnostics import CompileError, Diagnostic, InternalError, Span
@@ -126,6 +127,13 @@ def dynamic_dims(program: Program, fn: Function, defined: set[str] | None = None
 
     for p in fn.params:
         for e in iter_type_exprs(p.type):
+            cls = e.__class__
+            if cls is ConstInt:
+                continue  # (most dimensions and strides: no name in them, no walk needed)
+            if cls is Var:
+                if e.name not in params and e.name not in seen:
+                    seen.append(e.name)
+                continue
             visit(e, True)
     open_dims = declared - defined - params  # what the body may read without binding it
     if not open_dims:
@@ -135,13 +143,16 @@ def dynamic_dims(program: Program, fn: Function, defined: set[str] | None = None
         # the pipeline's node index of `fn` (no walk): when no name it lists is an open dimension not
         # seen yet, the body adds none
         open_dims = open_dims.difference(seen)
-        if not open_dims.intersection([v.name for v in NodeIndex.get(fn, kept).of(Var)]):
+        if open_dims.isdisjoint(map(_NAME, NodeIndex.get(fn, kept).of(Var))):
             return seen
     for s in fn.body:
         for node in walk(s):
             if isinstance(node, Var) and node.name in open_dims and node.name not in seen:
                 seen.append(node.name)
     return seen
+
+
+_NAME = operator.attrgetter("name")
 
 
 def kernel_functions(program: Program) -> list[Function]:
@@ -172,9 +183,11 @@ def emit_module(program: Program, ctx, pto_level: str = "level3", types: dict | 
         types = function_types(program, ctx)
     funcs = []
     skipped = []  # a successful compile of a whole program is quiet: its host functions are expected
+    spellings: dict = {}  # the tile types' spellings, shared by the kernels (`_FunctionEmitter.tile_type`)
     for f in program.functions:
         if f.func_type in KERNEL_KIND:
-            funcs.append(_FunctionEmitter(program, f, types.get(f.name, {}), pto_level, arch, memo).run())
+            funcs.append(_FunctionEmitter(program, f, types.get(f.name, {}), pto_level, arch, memo,
+                                          spellings).run())
         elif f.func_type not in HOST_FUNCTION_TYPES:
             skipped.append(f.name)
     out = [f'module attributes {{pto.target_arch = "{arch}"}} {{']
@@ -186,7 +199,7 @@ def emit_module(program: Program, ctx, pto_level: str = "level3", types: dict | 
 
 class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
     def __init__(self, program: Program, fn: Function, types: dict, level: str, arch: str = "a2a3",
-                 memo: dict | None = None):
+                 memo: dict | None = None, spellings: dict | None = None):
         from ptoc.codegen.views import views_of
 
         self.program = program
@@ -212,6 +225,7 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
         self.pending: dict[str, list[tuple[tuple, str, TileType]]] = {}  # base -> static handles to allocate
         self.view_ssa: dict[str, tuple[str, str]] = {}  # tensor param -> (view ssa, view type)
         self.tile_types: dict[tuple[int, bool], tuple[TileType, tuple[str, bool]]] = {}  # see tile_type
+        self.spellings: dict[tuple, tuple[str, bool]] = {} if spellings is None else spellings  # see tile_type
 
     # ------------------------------------------------------------------ text helpers
     def fresh(self, base: str) -> str:
@@ -392,11 +406,18 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
     def tile_type(self, t: TileType, span: Span | None, view: bool = False) -> tuple[str, bool]:
         """The `!pto.tile_buf<...>` spelling of a tile type and whether its valid shape is dynamic.
         `view`: the type of a `pto.subview` result, whose stride / start offset (the parent's) are implied
-        by the op and not spelled in the type. (Worked out once per type object of the function.)"""
+        by the op and not spelled in the type. (Worked out once per type object of the function.)
+
+        The spelling reads every part of the type but its MemRef, and each tile has a MemRef of its own:
+        a module's thousands of tile type objects have a few dozen spellings. So they are remembered by
+        the value of those parts too (`spellings`, which the writers of a module's kernels share)."""
         known = self.tile_types.get((id(t), view))
         if known is not None and known[0] is t:
             return known[1]
-        answer = self._tile_type(t, span, view)
+        key = (t.shape, t.dtype, t.memory, t.view, view)
+        answer = self.spellings.get(key)
+        if answer is None:
+            answer = self.spellings[key] = self._tile_type(t, span, view)
         self.tile_types[(id(t), view)] = (t, answer)
         return answer
 

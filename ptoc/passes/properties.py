@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from ptoc.context import CompileContext
-from ptoc.ir.nodes import AssignStmt, Call, Function, Program, TensorType, TileType, TupleType, Var
+from ptoc.ir.nodes import (AssignStmt, Call, ForStmt, Function, IfStmt, Program, ScopeStmt, TensorType, TileType,
+                           TupleType, Var, WhileStmt, YieldStmt)
 from ptoc.ir.verifier import NodeIndex
 from ptoc.ir.verifier import iter_type_exprs  # noqa: F401  (re-exported for property checks)
 from ptoc.passes.manager import input_check, property_check
@@ -63,10 +64,92 @@ def value_tiles(program: Program, ctx: CompileContext, cache=None) -> list[tuple
 
 @property_check("ssa")
 def _ssa(program: Program, ctx: CompileContext, cache=None) -> list[str]:
-    """Every name is assigned once in its function (the two yields of an if bind its results once)."""
-    from ptoc.passes.ConvertToSSA import ssa_violations
+    """Every name is assigned once in its function (the two yields of an if bind its results once), and
+    no name assigned inside a loop is read after it. The very list `ConvertToSSA.ssa_violations` gives,
+    with a cheaper test of the second condition (`escapes`)."""
+    from ptoc.passes.ConvertToSSA import definitions
 
-    return ssa_violations(program)
+    bad = []
+    for f in program.functions:
+        seen: set[str] = set()
+        for v in definitions(f):
+            if v.name in seen:
+                bad.append(f"{f.name}: {v.name!r} is assigned more than once (line {v.span.line})")
+            seen.add(v.name)
+        if not bad and escapes(f):
+            bad.append(f"{f.name}: a name assigned inside a loop is read after the loop")
+    return bad
+
+
+def escapes(f: Function) -> bool:
+    """`ConvertToSSA._has_escapes(f)`: some name assigned inside a loop body (not a result of that loop) is
+    read outside that loop. The same walk of the statements, done cheaper: the reads are gathered per loop
+    nest (one `_reads` of all the expressions read in it, not one per statement with a pair per name), and
+    only after the walk has found which loop owns each name; a nest inside every owning loop (or a
+    function whose loops assign nothing) cannot read a name outside its owner, so its expressions are not
+    looked at. The verifier's check after every pass asks this of every function: it was a tenth of a
+    compile's checks."""
+    from ptoc.passes.ConvertToSSA import _reads, _split_yield, _transparent
+
+    owner: dict[str, int] = {}  # name -> id of the innermost loop whose body assigns it
+    roots: dict[tuple[int, ...], list] = {}  # the loops around (their ids) -> the expressions read there
+
+    def visit(body: tuple, loops: tuple[int, ...]) -> None:
+        here = roots.get(loops)
+        if here is None:
+            here = roots[loops] = []
+        read = here.append
+        for s in body:
+            cls = s.__class__
+            if cls is AssignStmt:
+                if loops:
+                    owner[s.target.name] = loops[-1]
+                read(s.value)
+                read(s.annotation)
+            elif cls is ForStmt or cls is WhileStmt:
+                if cls is ForStmt:
+                    read(s.args)
+                    read(tuple(v for _, v in s.kwargs))
+                read(s.init_values)
+                inner = loops if _transparent(s) else loops + (id(s),)
+                if loops:
+                    for r in s.results:
+                        owner[r.name] = loops[-1]
+                stmts, y = _split_yield(s.body)
+                visit(stmts, inner)
+                if cls is WhileStmt:
+                    roots[inner].append(s.cond)
+                if y is not None:
+                    roots[inner].append(y.values)
+            elif cls is IfStmt:
+                read(s.cond)
+                for branch in (s.then_body, s.else_body):
+                    stmts, y = _split_yield(branch)
+                    visit(stmts, loops)
+                    if y is not None:
+                        if loops:
+                            for t in y.targets:
+                                owner[t.name] = loops[-1]
+                        read(y.values)
+            elif cls is ScopeStmt:
+                read(s.args)
+                read(tuple(v for _, v in s.kwargs))
+                visit(s.body, loops)
+            elif cls is YieldStmt:
+                read(s.values)
+            else:
+                read(s)
+
+    visit(f.body, ())
+    if not owner:
+        return False
+    owners = set(owner.values())
+    for loops, exprs in roots.items():
+        if owners.issubset(loops):
+            continue  # every owning loop is around these reads
+        if any(n in owner and owner[n] not in loops for n in _reads(*exprs)):
+            return True
+    return False
 
 
 @property_check("structured")
