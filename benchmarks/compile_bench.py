@@ -150,11 +150,12 @@ def stage_times(text: str) -> dict[str, float]:
     with gc_paused():  # as `compile_program` runs the emitters
         types = low.function_types(ctx)
         t3 = time.process_time()
-        emit_module(low.program, ctx, types=types)
+        memo: dict = {}  # as `compile_program`: the .pto writer and the header read the same tensor views
+        emit_module(low.program, ctx, types=types, memo=memo)
         t4 = time.process_time()
         # as `compile_program`: the kernels' GlobalTensor types are worked out once, for the header, and
         # `ptoc compile` hands them on to the manifest
-        kernels = kernel_types(low.program, ctx, types)
+        kernels = kernel_types(low.program, ctx, types, memo)
         emit_header(low.program, ctx, "bench.ir", __version__, kernels=kernels)
         t5 = time.process_time()
     if has_orchestration(low.program, low.verified):
