@@ -63,7 +63,7 @@ from ptoc.ir.printer import print_type
 from ptoc.ir.type_match import VALID_SHAPE_MISMATCH, layout_as_annotated, type_mismatch, with_value_layout
 from ptoc.ir.types import as_empty_tile, is_empty_tile
 from ptoc.ir.type_match import kind_of as _kind
-from ptoc.ir.visitor import _NODE_FIELDS, Mutator, _flatten_nodes, child_fields, walk
+from ptoc.ir.visitor import Mutator, group_by_class, walk
 
 # An operator typing hook: (call, positional arg types, keyword arg types, context) ->
 # (result type or None when unknown, diagnostics).
@@ -133,35 +133,7 @@ class NodeIndex:
     __slots__ = ("_by_class", "_ops", "_for_kinds")
 
     def __init__(self, f: Function):
-        # `walk`'s traversal, inlined: the nodes are grouped as they are reached (no generator between)
-        by: dict[type, list[Node]] = {}
-        get = by.get
-        fields = _NODE_FIELDS
-        stack = [f]
-        pop, push = stack.pop, stack.extend
-        while stack:
-            n = pop()
-            cls = n.__class__
-            group = get(cls)
-            if group is None:
-                by[cls] = [n]
-            else:
-                group.append(n)
-            names = fields.get(cls)
-            if names is None:
-                names = child_fields(cls)
-            if not names:
-                continue
-            kids: list[Node] = []
-            for name in names:
-                v = getattr(n, name)
-                if isinstance(v, Node):
-                    kids.append(v)
-                elif isinstance(v, tuple) and v:
-                    _flatten_nodes(v, kids)
-            if kids:
-                kids.reverse()
-                push(kids)
+        by = group_by_class(f)
         own = by[f.__class__]  # the function itself is not among the nodes under it
         if len(own) == 1:
             del by[f.__class__]

@@ -62,6 +62,84 @@ def walk(root: Node) -> Iterator[Node]:
             push(kids)
 
 
+# The node classes most nodes of a program belong to, the most frequent first (measured on kernels: the
+# integer literals and names of shapes, offsets and memrefs are over half the nodes). `group_by_class`
+# tests for these in this order and keeps their groups in local lists; every other class goes the generic way.
+_COMMON_CLASSES = ("ConstInt", "Var", "AssignStmt", "Call", "TileType", "MemRef", "ListExpr", "EnumLit",
+                   "TensorType", "BinOp", "Param", "TensorView", "PtrType", "ScalarType")
+_GROUPER: list[Callable] = []  # the generated body of `group_by_class`, made on its first call
+
+
+def group_by_class(root: Node) -> dict[type, list[Node]]:
+    """Every node under `root` (inclusive) in `walk`'s order, grouped by exact class: class -> its nodes in
+    walk order. The same result as appending each node `walk(root)` yields to its class's list, made
+    without the generator and without looking fields up by name for the common classes (a program's
+    node indexes are built many times during a compile)."""
+    if not _GROUPER:
+        _GROUPER.append(_make_grouper())
+    groups: dict[type, list[Node]] = {}
+    for cls, nodes in _GROUPER[0](root, groups):
+        if nodes:
+            groups[cls] = nodes
+    return groups
+
+
+def _make_grouper() -> Callable:
+    """The traversal of `group_by_class`, generated from the fields of the common node classes: one branch
+    per class that appends the node to its local group and pushes the node's children (the last field
+    first, a tuple reversed) straight onto the stack. Whatever a field holds, the result is `walk`'s: a
+    value pushed that is no node is dealt with when it is popped (a tuple is flattened in place, anything
+    else is dropped), as `walk` flattens tuples and skips other values; the fields' annotations only pick
+    the shorter code (no tuple test for a field that holds one node)."""
+    from ptoc.ir import nodes
+
+    classes = [getattr(nodes, name) for name in _COMMON_CLASSES]
+    ns: dict = {"Node": Node, "child_fields": child_fields, "_flatten_nodes": _flatten_nodes}
+    lines = ["def grouper(root, other):"]
+    for i, cls in enumerate(classes):
+        ns[f"C{i}"] = cls
+        lines.append(f"    g{i} = []; a{i} = g{i}.append")
+    lines += ["    get = other.get",
+              "    stack = [root]",
+              "    pop, push, extend = stack.pop, stack.append, stack.extend",
+              "    while stack:",
+              "        n = pop()",
+              "        cls = n.__class__"]
+    for i, cls in enumerate(classes):
+        lines += [f"        {'if' if i == 0 else 'elif'} cls is C{i}:", f"            a{i}(n)"]
+        annotations = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+        for name in reversed(child_fields(cls)):
+            ann = annotations[name]
+            if ann.startswith("tuple["):
+                lines += [f"            v = n.{name}",
+                          "            if v.__class__ is tuple: extend(v[::-1])",
+                          "            elif v is not None: push(v)"]
+            elif ann.endswith(" | None"):
+                lines += [f"            v = n.{name}", "            if v is not None: push(v)"]
+            else:
+                lines.append(f"            push(n.{name})")
+    lines += ["        elif isinstance(n, tuple):",  # a tuple inside a tuple field (keyword pairs)
+              "            extend(n[::-1])",
+              "        elif isinstance(n, Node):",  # any other class: `walk`'s own step
+              "            g = get(cls)",
+              "            if g is None:",
+              "                other[cls] = [n]",
+              "            else:",
+              "                g.append(n)",
+              "            kids = []",
+              "            for name in child_fields(cls):",
+              "                v = getattr(n, name)",
+              "                if isinstance(v, Node):",
+              "                    kids.append(v)",
+              "                elif isinstance(v, tuple) and v:",
+              "                    _flatten_nodes(v, kids)",
+              "            kids.reverse()",
+              "            extend(kids)",
+              "    return (" + " ".join(f"(C{i}, g{i})," for i in range(len(classes))) + ")"]
+    exec(compile("\n".join(lines) + "\n", "<group_by_class>", "exec"), ns)  # noqa: S102
+    return ns["grouper"]
+
+
 class Visitor:
     def visit(self, node: Node) -> None:
         for n in walk(node):
