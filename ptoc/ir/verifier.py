@@ -239,15 +239,19 @@ class _FunctionMemo:
     id(annotation), id(value type)); ("diff", id(annotated), id(actual)). Each entry holds the objects
     whose ids make its key, so no other object takes those ids while it is there. Apart from them, the
     node indexes of the last few versions of the function (`indexes`: (the parts a walk visits, their
-    NodeIndex), the newest first), which passes ask for far more often than for types."""
+    NodeIndex), the newest first), which passes ask for far more often than for types, and the value
+    types last handed over (`handed`: see `VerifyCache.hand_over`)."""
 
-    __slots__ = ("cur", "old", "used", "indexes")
+    __slots__ = ("cur", "old", "used", "indexes", "handed")
 
     def __init__(self):
         self.cur: dict = {}
         self.old: dict = {}
         self.used = False
         self.indexes: list = []
+        # the last hand-over (`VerifyCache.hand_over`), while it waits: [the ids of the assignments whose
+        # entries are still to make -> the assignment (None until first asked), the function, its types]
+        self.handed: list | None = None
 
     def age(self) -> None:
         if self.used:
@@ -369,6 +373,8 @@ class VerifyCache:
         """The type an assignment checked before in the function of `memo` gave its target, when the very
         same statement reads names of the very same types here (then its check finds the same: nothing
         wrong, that type); else `_UNKNOWN`."""
+        if memo.handed is not None:
+            _take_handed(s, memo)
         e = memo.get(id(s))
         if e is None:
             return _UNKNOWN
@@ -433,24 +439,15 @@ class VerifyCache:
         (`remember_assign`: the types of the names it reads, its target's type), so a later check of a
         function holding the same statement, reading values of the same types, takes its target's type
         from here. An assignment that reads a name `types` does not hold (a dynamic dimension) or calls a
-        function of the program is not remembered; `verify_program` still checks `f` (not marked clean)."""
+        function of the program is not remembered; `verify_program` still checks `f` (not marked clean).
+
+        The assignments' entries are made when a check first asks for the statement (`assigned_type`,
+        `_take_handed`), not here: most versions handed over are replaced by the next pass's before any
+        check looks at a statement of theirs. Only the last hand-over of a name waits for that: a statement
+        of the version it replaces that it does not hold is gone from the program (forgetting it costs a
+        check of that statement at most, never a wrong type)."""
         self.store(f, program, self.token(program), types, False)
-        memo = self.memo(f.name)
-        known = memo.cur.get
-        before = memo.old.get
-        for s in _assignments(f.body):
-            e = known(id(s)) or before(id(s))
-            if e is not None:
-                # the very statement was remembered before (checked, or handed over): the names it reads
-                # are those (a pass hands over many statements it kept as they were)
-                names = [n for n, _ in e[1]]
-            else:
-                names = []
-                if not _value_reads(s.value, names) or not all(e.__class__ in _QUIET_IN_TYPE or _value_reads(e, names)
-                                                               for e in iter_type_exprs(s.annotation)):
-                    continue
-            if s.target.name in types and all(n in types for n in names):
-                memo.cur[id(s)] = (s, [(n, types[n]) for n in names], types[s.target.name])
+        self.memo(f.name).handed = [None, f, types]
 
     def handed_mismatch(self, f: Function, program: Program, types: dict[str, Type | None]) -> str | None:
         """What a fresh inference of `f` (a function of `program`) finds different from the handed-over
@@ -1077,6 +1074,32 @@ def tensor_index_as_slice(e: GetItem, base: TensorType) -> Call:
 def tensor_index_as_read(e: GetItem) -> Call:
     """`t[i]` of a rank-1 tensor as PyPTO's parser makes it: the element read `pl.tensor.read(t, [i])`."""
     return Call("tensor.read", (e.value, ListExpr((e.index,), span=e.span)), span=e.span)
+
+
+def _take_handed(s: AssignStmt, memo: _FunctionMemo) -> None:
+    """Make the entry of assignment `s` that the waiting hand-over (`VerifyCache.hand_over`) of `memo` holds,
+    as `remember_assign` would: the names `s` reads with their handed types, its target's handed type.
+    Once for each statement (asked again, a check finds the entry, or what it remembered since)."""
+    waiting = memo.handed
+    ids = waiting[0]
+    if ids is None:
+        ids = waiting[0] = {id(x): x for x in _assignments(waiting[1].body)}
+    if ids.pop(id(s), None) is not s:
+        return
+    if not ids:
+        memo.handed = None  # every statement was asked
+    types = waiting[2]
+    e = memo.cur.get(id(s)) or memo.old.get(id(s))
+    if e is not None:
+        # the very statement was remembered before (checked, or handed over): the names it reads are those
+        names = [n for n, _ in e[1]]
+    else:
+        names = []
+        if not _value_reads(s.value, names) or not all(x.__class__ in _QUIET_IN_TYPE or _value_reads(x, names)
+                                                       for x in iter_type_exprs(s.annotation)):
+            return
+    if s.target.name in types and all(n in types for n in names):
+        memo.cur[id(s)] = (s, [(n, types[n]) for n in names], types[s.target.name])
 
 
 def _assignments(body: tuple[Stmt, ...]) -> Iterator[AssignStmt]:
