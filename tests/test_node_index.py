@@ -114,3 +114,25 @@ def test_a_field_holding_what_its_annotation_does_not_say_is_walked_as_walk_walk
     f = Function("k", (Param("x", t),), (t,), tuple(EvalStmt(n) for n in odd[:2]) + tuple(odd[2:4]))
     _check(f)
     _same(group_by_class(f), _plain(f))
+
+
+def test_the_cache_shares_an_index_between_functions_with_the_identical_parts_only():
+    from dataclasses import replace
+
+    from ptoc.ir.verifier import VerifyCache
+
+    t = TileType((ConstInt(16, I), ConstInt(16, I)), dtypes.FP32)
+    f = Function("k", (Param("x", t),), (t,), (AssignStmt(Var("a"), Call("tile.exp", (Var("x"),)), t),))
+    cache = VerifyCache()
+    index = cache.node_index(f)
+    assert cache.node_index(f) is index
+    assert cache.node_index(replace(f, func_type="InCore")) is index  # (kind and flags: not walked)
+    changed = [replace(f, params=(Param("x", t),)), replace(f, returns=(t, t)),
+               replace(f, body=f.body + (EvalStmt(Var("a")),)), replace(f, decorator_kwargs=(("level", Var("a")),)),
+               replace(f, attrs=((StrLit("k"), Var("a")),))]
+    for g in changed:
+        other = cache.node_index(g)
+        assert other is not index and cache.node_index(g) is other
+        for cls, nodes in _plain(g).items():
+            under = nodes[1:] if cls is Function else nodes
+            assert len(other.of(cls)) == len(under) and all(a is b for a, b in zip(other.of(cls), under))

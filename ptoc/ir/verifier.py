@@ -238,8 +238,8 @@ class _FunctionMemo:
     parameters, returns); id(assignment); ("op", id(call), ids of the argument types); ("fill",
     id(annotation), id(value type)); ("diff", id(annotated), id(actual)). Each entry holds the objects
     whose ids make its key, so no other object takes those ids while it is there. Apart from them, the
-    node indexes of the last few versions of the function (`indexes`: (the parts a walk visits, their
-    NodeIndex), the newest first), which passes ask for far more often than for types, and the value
+    node indexes of the last few versions of the function (`indexes`: (a function with the parts a walk
+    visits, their NodeIndex), the newest first), which passes ask for far more often than for types, and the value
     types last handed over (`handed`: see `VerifyCache.hand_over`)."""
 
     __slots__ = ("cur", "old", "used", "indexes", "handed")
@@ -311,15 +311,18 @@ class VerifyCache:
     def node_index(self, f: Function) -> NodeIndex:
         """`NodeIndex(f)`, shared by every function with the identical (`is`) parts (a walk of a function
         visits its parameters, return types, body, decorator keywords and attributes, nothing else)."""
-        parts = (f.params, f.returns, f.body, f.decorator_kwargs, f.attrs)
         m = self._memos.get(f.name)
         if m is None:
             m = self._memos[f.name] = _FunctionMemo()
-        for known, index in m.indexes:
-            if all(a is b for a, b in zip(known, parts)):
+        # (asked tens of times per version of a function: the very function object answers first, then
+        # its parts compared one by one, without a generator)
+        params, returns, body, kwargs, attrs = f.params, f.returns, f.body, f.decorator_kwargs, f.attrs
+        for g, index in m.indexes:
+            if g is f or (g.body is body and g.params is params and g.returns is returns
+                          and g.decorator_kwargs is kwargs and g.attrs is attrs):
                 return index
         index = NodeIndex(f)
-        m.indexes = [(parts, index)] + m.indexes[:_INDEXES_KEPT - 1]
+        m.indexes = [(f, index)] + m.indexes[:_INDEXES_KEPT - 1]
         return index
 
     def memo(self, fname: str) -> _FunctionMemo:
