@@ -1,8 +1,9 @@
-"""`NodeIndex` is built by `group_by_class`, a generated traversal that replaces grouping the nodes `walk`
-yields. The oracle is the plain form: every node `walk` yields under a function, appended to its class's
-list in the order yielded. They must agree, node for node (the same objects in the same order), on the
-examples and corpus programs as written and after every pass of the pipeline, and on fields holding what
-their annotations do not say (the traversal must not depend on them)."""
+"""`NodeIndex` is built by `group_by_class`, and `walk` runs, on traversals generated from the node classes'
+fields. The oracle is the plain form, `plain_walk` (the traversal written out), and for the index every
+node it yields under a function appended to its class's list in the order yielded. They must agree, node
+for node (the same objects in the same order), on the examples and corpus programs as written and after
+every pass of the pipeline, and on fields holding what their annotations do not say (the traversals must
+not depend on them)."""
 
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from ptoc.ir.nodes import (
     Var,
 )
 from ptoc.ir.verifier import NodeIndex
-from ptoc.ir.visitor import group_by_class, walk
+from ptoc.ir.visitor import group_by_class, plain_walk, walk
 from ptoc.passes.manager import Instrument, run_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -40,7 +41,7 @@ I = dtypes.INDEX
 
 def _plain(root) -> dict[type, list]:
     groups: dict[type, list] = {}
-    for n in walk(root):
+    for n in plain_walk(root):
         groups.setdefault(n.__class__, []).append(n)
     return groups
 
@@ -52,7 +53,15 @@ def _same(got: dict[type, list], want: dict[type, list]) -> None:
         assert all(a is b for a, b in zip(got[cls], nodes)), cls.__name__
 
 
+def _same_walk(root) -> None:
+    got, want = list(walk(root)), list(plain_walk(root))
+    assert len(got) == len(want) and all(a is b for a, b in zip(got, want))
+
+
 def _check(f: Function) -> int:
+    _same_walk(f)
+    for s in f.body:
+        _same_walk(s)
     want = _plain(f)
     _same(group_by_class(f), want)
     index = NodeIndex(f)
@@ -111,6 +120,7 @@ def test_a_field_holding_what_its_annotation_does_not_say_is_walked_as_walk_walk
     ]
     for node in odd:
         _same(group_by_class(node), _plain(node))
+        _same_walk(node)
     f = Function("k", (Param("x", t),), (t,), tuple(EvalStmt(n) for n in odd[:2]) + tuple(odd[2:4]))
     _check(f)
     _same(group_by_class(f), _plain(f))
