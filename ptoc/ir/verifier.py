@@ -1092,17 +1092,27 @@ def _take_handed(s: AssignStmt, memo: _FunctionMemo) -> None:
     if not ids:
         memo.handed = None  # every statement was asked
     types = waiting[2]
+    target = s.target.name
+    if target not in types:
+        return
     e = memo.cur.get(id(s)) or memo.old.get(id(s))
     if e is not None:
         # the very statement was remembered before (checked, or handed over): the names it reads are those
         names = [n for n, _ in e[1]]
     else:
         names = []
-        if not _value_reads(s.value, names) or not all(x.__class__ in _QUIET_IN_TYPE or _value_reads(x, names)
-                                                       for x in iter_type_exprs(s.annotation)):
+        if not _value_reads(s.value, names):
             return
-    if s.target.name in types and all(n in types for n in names):
-        memo.cur[id(s)] = (s, [(n, types[n]) for n in names], types[s.target.name])
+        if s.annotation is not None:
+            for x in iter_type_exprs(s.annotation):
+                if x.__class__ not in _QUIET_IN_TYPE and not _value_reads(x, names):
+                    return
+    reads = []
+    for n in names:
+        if n not in types:
+            return
+        reads.append((n, types[n]))
+    memo.cur[id(s)] = (s, reads, types[target])
 
 
 def _assignments(body: tuple[Stmt, ...]) -> Iterator[AssignStmt]:
@@ -1135,7 +1145,8 @@ def _value_reads(e: Expr, names: list[str]) -> bool:
             if x.kind != "op":  # type: ignore[attr-defined]
                 return False
             push(x.args)  # type: ignore[attr-defined]
-            push(v for _, v in x.kwargs)  # type: ignore[attr-defined]
+            if x.kwargs:  # type: ignore[attr-defined]
+                push([v for _, v in x.kwargs])  # type: ignore[attr-defined]
         elif cls is ListExpr or cls is TupleExpr:
             push(x.items)  # type: ignore[attr-defined]
         elif cls not in _NO_READS:
