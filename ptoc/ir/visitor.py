@@ -76,10 +76,12 @@ def plain_walk(root: Node) -> Iterator[Node]:
 
 
 # The node classes most nodes of a program belong to, the most frequent first (measured on kernels: the
-# integer literals and names of shapes, offsets and memrefs are over half the nodes). `group_by_class`
-# tests for these in this order and keeps their groups in local lists; every other class goes the generic way.
-_COMMON_CLASSES = ("ConstInt", "Var", "AssignStmt", "Call", "TileType", "MemRef", "ListExpr", "EnumLit",
-                   "TensorType", "BinOp", "Param", "TensorView", "PtrType", "ScalarType")
+# integer literals and names of shapes, offsets and memrefs are over half the nodes). The generated
+# traversals (`_traversal`) test for these in this order (`group_by_class` keeps their groups in local
+# lists); every other class goes the generic way.
+_COMMON_CLASSES = ("ConstInt", "Var", "Call", "AssignStmt", "TileType", "MemRef", "EnumLit", "ListExpr",
+                   "TensorType", "StrLit", "TensorView", "Param", "BinOp", "YieldStmt", "PtrType", "TileView",
+                   "ScalarType", "EvalStmt", "ForStmt", "DTypeLit", "DictExpr", "IfStmt", "ReturnStmt", "ConstBool")
 _GROUPER: list[Callable] = []  # the generated body of `group_by_class`, made on its first call
 
 
