@@ -63,7 +63,7 @@ from ptoc.ir.printer import print_type
 from ptoc.ir.type_match import VALID_SHAPE_MISMATCH, layout_as_annotated, type_mismatch, with_value_layout
 from ptoc.ir.types import as_empty_tile, is_empty_tile
 from ptoc.ir.type_match import kind_of as _kind
-from ptoc.ir.visitor import _NODE_FIELDS, Mutator, _flatten_nodes, child_fields, walk
+from ptoc.ir.visitor import Mutator, group_by_class, walk
 
 # An operator typing hook: (call, positional arg types, keyword arg types, context) ->
 # (result type or None when unknown, diagnostics).
@@ -133,35 +133,7 @@ class NodeIndex:
     __slots__ = ("_by_class", "_ops", "_for_kinds")
 
     def __init__(self, f: Function):
-        # `walk`'s traversal, inlined: the nodes are grouped as they are reached (no generator between)
-        by: dict[type, list[Node]] = {}
-        get = by.get
-        fields = _NODE_FIELDS
-        stack = [f]
-        pop, push = stack.pop, stack.extend
-        while stack:
-            n = pop()
-            cls = n.__class__
-            group = get(cls)
-            if group is None:
-                by[cls] = [n]
-            else:
-                group.append(n)
-            names = fields.get(cls)
-            if names is None:
-                names = child_fields(cls)
-            if not names:
-                continue
-            kids: list[Node] = []
-            for name in names:
-                v = getattr(n, name)
-                if isinstance(v, Node):
-                    kids.append(v)
-                elif isinstance(v, tuple) and v:
-                    _flatten_nodes(v, kids)
-            if kids:
-                kids.reverse()
-                push(kids)
+        by = group_by_class(f)
         own = by[f.__class__]  # the function itself is not among the nodes under it
         if len(own) == 1:
             del by[f.__class__]
@@ -266,16 +238,20 @@ class _FunctionMemo:
     parameters, returns); id(assignment); ("op", id(call), ids of the argument types); ("fill",
     id(annotation), id(value type)); ("diff", id(annotated), id(actual)). Each entry holds the objects
     whose ids make its key, so no other object takes those ids while it is there. Apart from them, the
-    node indexes of the last few versions of the function (`indexes`: (the parts a walk visits, their
-    NodeIndex), the newest first), which passes ask for far more often than for types."""
+    node indexes of the last few versions of the function (`indexes`: (a function with the parts a walk
+    visits, their NodeIndex), the newest first), which passes ask for far more often than for types, and the value
+    types last handed over (`handed`: see `VerifyCache.hand_over`)."""
 
-    __slots__ = ("cur", "old", "used", "indexes")
+    __slots__ = ("cur", "old", "used", "indexes", "handed")
 
     def __init__(self):
         self.cur: dict = {}
         self.old: dict = {}
         self.used = False
         self.indexes: list = []
+        # the last hand-over (`VerifyCache.hand_over`), while it waits: [the ids of the assignments whose
+        # entries are still to make -> the assignment (None until first asked), the function, its types]
+        self.handed: list | None = None
 
     def age(self) -> None:
         if self.used:
@@ -335,15 +311,18 @@ class VerifyCache:
     def node_index(self, f: Function) -> NodeIndex:
         """`NodeIndex(f)`, shared by every function with the identical (`is`) parts (a walk of a function
         visits its parameters, return types, body, decorator keywords and attributes, nothing else)."""
-        parts = (f.params, f.returns, f.body, f.decorator_kwargs, f.attrs)
         m = self._memos.get(f.name)
         if m is None:
             m = self._memos[f.name] = _FunctionMemo()
-        for known, index in m.indexes:
-            if all(a is b for a, b in zip(known, parts)):
+        # (asked tens of times per version of a function: the very function object answers first, then
+        # its parts compared one by one, without a generator)
+        params, returns, body, kwargs, attrs = f.params, f.returns, f.body, f.decorator_kwargs, f.attrs
+        for g, index in m.indexes:
+            if g is f or (g.body is body and g.params is params and g.returns is returns
+                          and g.decorator_kwargs is kwargs and g.attrs is attrs):
                 return index
         index = NodeIndex(f)
-        m.indexes = [(parts, index)] + m.indexes[:_INDEXES_KEPT - 1]
+        m.indexes = [(f, index)] + m.indexes[:_INDEXES_KEPT - 1]
         return index
 
     def memo(self, fname: str) -> _FunctionMemo:
@@ -397,6 +376,8 @@ class VerifyCache:
         """The type an assignment checked before in the function of `memo` gave its target, when the very
         same statement reads names of the very same types here (then its check finds the same: nothing
         wrong, that type); else `_UNKNOWN`."""
+        if memo.handed is not None:
+            _take_handed(s, memo)
         e = memo.get(id(s))
         if e is None:
             return _UNKNOWN
@@ -461,24 +442,15 @@ class VerifyCache:
         (`remember_assign`: the types of the names it reads, its target's type), so a later check of a
         function holding the same statement, reading values of the same types, takes its target's type
         from here. An assignment that reads a name `types` does not hold (a dynamic dimension) or calls a
-        function of the program is not remembered; `verify_program` still checks `f` (not marked clean)."""
+        function of the program is not remembered; `verify_program` still checks `f` (not marked clean).
+
+        The assignments' entries are made when a check first asks for the statement (`assigned_type`,
+        `_take_handed`), not here: most versions handed over are replaced by the next pass's before any
+        check looks at a statement of theirs. Only the last hand-over of a name waits for that: a statement
+        of the version it replaces that it does not hold is gone from the program (forgetting it costs a
+        check of that statement at most, never a wrong type)."""
         self.store(f, program, self.token(program), types, False)
-        memo = self.memo(f.name)
-        known = memo.cur.get
-        before = memo.old.get
-        for s in _assignments(f.body):
-            e = known(id(s)) or before(id(s))
-            if e is not None:
-                # the very statement was remembered before (checked, or handed over): the names it reads
-                # are those (a pass hands over many statements it kept as they were)
-                names = [n for n, _ in e[1]]
-            else:
-                names = []
-                if not _value_reads(s.value, names) or not all(e.__class__ in _QUIET_IN_TYPE or _value_reads(e, names)
-                                                               for e in iter_type_exprs(s.annotation)):
-                    continue
-            if s.target.name in types and all(n in types for n in names):
-                memo.cur[id(s)] = (s, [(n, types[n]) for n in names], types[s.target.name])
+        self.memo(f.name).handed = [None, f, types]
 
     def handed_mismatch(self, f: Function, program: Program, types: dict[str, Type | None]) -> str | None:
         """What a fresh inference of `f` (a function of `program`) finds different from the handed-over
@@ -1107,6 +1079,42 @@ def tensor_index_as_read(e: GetItem) -> Call:
     return Call("tensor.read", (e.value, ListExpr((e.index,), span=e.span)), span=e.span)
 
 
+def _take_handed(s: AssignStmt, memo: _FunctionMemo) -> None:
+    """Make the entry of assignment `s` that the waiting hand-over (`VerifyCache.hand_over`) of `memo` holds,
+    as `remember_assign` would: the names `s` reads with their handed types, its target's handed type.
+    Once for each statement (asked again, a check finds the entry, or what it remembered since)."""
+    waiting = memo.handed
+    ids = waiting[0]
+    if ids is None:
+        ids = waiting[0] = {id(x): x for x in _assignments(waiting[1].body)}
+    if ids.pop(id(s), None) is not s:
+        return
+    if not ids:
+        memo.handed = None  # every statement was asked
+    types = waiting[2]
+    target = s.target.name
+    if target not in types:
+        return
+    e = memo.cur.get(id(s)) or memo.old.get(id(s))
+    if e is not None:
+        # the very statement was remembered before (checked, or handed over): the names it reads are those
+        names = [n for n, _ in e[1]]
+    else:
+        names = []
+        if not _value_reads(s.value, names):
+            return
+        if s.annotation is not None:
+            for x in iter_type_exprs(s.annotation):
+                if x.__class__ not in _QUIET_IN_TYPE and not _value_reads(x, names):
+                    return
+    reads = []
+    for n in names:
+        if n not in types:
+            return
+        reads.append((n, types[n]))
+    memo.cur[id(s)] = (s, reads, types[target])
+
+
 def _assignments(body: tuple[Stmt, ...]) -> Iterator[AssignStmt]:
     """The assignments of a body, those in nested bodies included."""
     for s in body:
@@ -1137,7 +1145,8 @@ def _value_reads(e: Expr, names: list[str]) -> bool:
             if x.kind != "op":  # type: ignore[attr-defined]
                 return False
             push(x.args)  # type: ignore[attr-defined]
-            push(v for _, v in x.kwargs)  # type: ignore[attr-defined]
+            if x.kwargs:  # type: ignore[attr-defined]
+                push([v for _, v in x.kwargs])  # type: ignore[attr-defined]
         elif cls is ListExpr or cls is TupleExpr:
             push(x.items)  # type: ignore[attr-defined]
         elif cls not in _NO_READS:

@@ -38,7 +38,20 @@ def _flatten_nodes(items: tuple, out: list) -> None:
 
 def walk(root: Node) -> Iterator[Node]:
     """Every node under `root` (inclusive), pre-order, fields in declaration order, tuples flattened;
-    iterative (no recursion limit)."""
+    iterative (no recursion limit). (The traversal generated from the node classes' fields, `_traversal`;
+    `plain_walk` is the same in its obvious form.)"""
+    if not _WALK:
+        _WALK.append(_traversal("walk", "yield n", "yield n"))
+    if not isinstance(root, Node):
+        return plain_walk(root)  # (yields the root whatever it is)
+    return _WALK[0](root)
+
+
+_WALK: list[Callable] = []  # the generated body of `walk`, made on its first call
+
+
+def plain_walk(root: Node) -> Iterator[Node]:
+    """`walk`, written out: what the generated traversal must do (tests compare them)."""
     stack = [root]
     pop = stack.pop
     push = stack.extend
@@ -60,6 +73,95 @@ def walk(root: Node) -> Iterator[Node]:
         if kids:
             kids.reverse()
             push(kids)
+
+
+# The node classes most nodes of a program belong to, the most frequent first (measured on kernels: the
+# integer literals and names of shapes, offsets and memrefs are over half the nodes). The generated
+# traversals (`_traversal`) test for these in this order (`group_by_class` keeps their groups in local
+# lists); every other class goes the generic way.
+_COMMON_CLASSES = ("ConstInt", "Var", "Call", "AssignStmt", "TileType", "MemRef", "EnumLit", "ListExpr",
+                   "TensorType", "StrLit", "TensorView", "Param", "BinOp", "YieldStmt", "PtrType", "TileView",
+                   "ScalarType", "EvalStmt", "ForStmt", "DTypeLit", "DictExpr", "IfStmt", "ReturnStmt", "ConstBool")
+_GROUPER: list[Callable] = []  # the generated body of `group_by_class`, made on its first call
+
+
+def group_by_class(root: Node) -> dict[type, list[Node]]:
+    """Every node under `root` (inclusive) in `walk`'s order, grouped by exact class: class -> its nodes in
+    walk order. The same result as appending each node `plain_walk(root)` yields to its class's list,
+    made without a generator and without looking fields up by name for the common classes (a program's
+    node indexes are built many times during a compile)."""
+    if not _GROUPER:
+        _GROUPER.append(_make_grouper())
+    groups: dict[type, list[Node]] = {}
+    for cls, nodes in _GROUPER[0](root, groups):
+        if nodes:
+            groups[cls] = nodes
+    return groups
+
+
+def _make_grouper() -> Callable:
+    """The traversal of `group_by_class` (`_traversal`): each node is appended to its class's group."""
+    return _traversal("grouper", "a{i}(n)", "g = get(cls)\nif g is None:\n    other[cls] = [n]\nelse:\n    g.append(n)")
+
+
+def _traversal(name: str, common: str, generic: str) -> Callable:
+    """`walk`'s traversal as a function `name(root)` generated from the fields of the common node classes
+    (`_COMMON_CLASSES`): one branch per class runs `common` on the node `n` and pushes the node's
+    children (the last field first, a tuple reversed) straight onto the stack; a node of another class
+    runs `generic` (its class is `cls`) and takes `plain_walk`'s step. When `common` names `{i}` (the
+    class's number), the function is `name(root, other)` and has a list `g{i}` of its own per common
+    class (`a{i}`: its `append`), returned with the class at the end; `other` is a dict for `generic`
+    (`get`: its `get`). Whatever a field holds, the order is `plain_walk`'s: a value pushed that is no
+    node is dealt with when it is popped (a tuple is flattened in place, anything else is dropped), as
+    `plain_walk` flattens tuples and skips other values; the fields' annotations only pick the shorter
+    code (no tuple test for a field that holds one node)."""
+    from ptoc.ir import nodes
+
+    classes = [getattr(nodes, x) for x in _COMMON_CLASSES]
+    ns: dict = {"Node": Node, "child_fields": child_fields, "_flatten_nodes": _flatten_nodes}
+    groups = "{i}" in common
+    lines = [f"def {name}(root, other):" if groups else f"def {name}(root):"]
+    for i, cls in enumerate(classes):
+        ns[f"C{i}"] = cls
+        if groups:
+            lines.append(f"    g{i} = []; a{i} = g{i}.append")
+    if groups:
+        lines.append("    get = other.get")
+    lines += ["    stack = [root]",
+              "    pop, push, extend = stack.pop, stack.append, stack.extend",
+              "    while stack:",
+              "        n = pop()",
+              "        cls = n.__class__"]
+    for i, cls in enumerate(classes):
+        lines += [f"        {'if' if i == 0 else 'elif'} cls is C{i}:", f"            {common.format(i=i)}"]
+        annotations = {f.name: str(f.type) for f in dataclasses.fields(cls)}
+        for field in reversed(child_fields(cls)):
+            ann = annotations[field]
+            if ann.startswith("tuple["):
+                lines += [f"            v = n.{field}",
+                          "            if v.__class__ is tuple: extend(v[::-1])",
+                          "            elif v is not None: push(v)"]
+            elif ann.endswith(" | None"):
+                lines += [f"            v = n.{field}", "            if v is not None: push(v)"]
+            else:
+                lines.append(f"            push(n.{field})")
+    lines += ["        elif isinstance(n, tuple):",  # a tuple inside a tuple field (keyword pairs)
+              "            extend(n[::-1])",
+              "        elif isinstance(n, Node):"]  # any other class: `walk`'s own step
+    lines += ["            " + x for x in generic.split("\n")]
+    lines += ["            kids = []",
+              "            for f in child_fields(cls):",
+              "                v = getattr(n, f)",
+              "                if isinstance(v, Node):",
+              "                    kids.append(v)",
+              "                elif isinstance(v, tuple) and v:",
+              "                    _flatten_nodes(v, kids)",
+              "            kids.reverse()",
+              "            extend(kids)"]
+    if groups:
+        lines.append("    return (" + " ".join(f"(C{i}, g{i})," for i in range(len(classes))) + ")")
+    exec(compile("\n".join(lines) + "\n", f"<{name}>", "exec"), ns)  # noqa: S102
+    return ns[name]
 
 
 class Visitor:

@@ -1,0 +1,148 @@
+"""`NodeIndex` is built by `group_by_class`, and `walk` runs, on traversals generated from the node classes'
+fields. The oracle is the plain form, `plain_walk` (the traversal written out), and for the index every
+node it yields under a function appended to its class's list in the order yielded. They must agree, node
+for node (the same objects in the same order), on the examples and corpus programs as written and after
+every pass of the pipeline, and on fields holding what their annotations do not say (the traversals must
+not depend on them)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from ptoc.context import CompileContext
+from ptoc.diagnostics import CompileError
+from ptoc.driver import frontend
+from ptoc.ir import dtypes
+from ptoc.ir.nodes import (
+    AssignStmt,
+    BinOp,
+    Call,
+    ConstInt,
+    EvalStmt,
+    Function,
+    MemRef,
+    Param,
+    StrLit,
+    TensorType,
+    TileType,
+    TupleType,
+    Var,
+)
+from ptoc.ir.verifier import NodeIndex
+from ptoc.ir.visitor import group_by_class, plain_walk, walk
+from ptoc.passes.manager import Instrument, run_pipeline
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAMS = sorted((ROOT / "examples").glob("*.ir")) + sorted((ROOT / "tests" / "corpus" / "raw").glob("*.ir"))
+I = dtypes.INDEX
+
+
+def _plain(root) -> dict[type, list]:
+    groups: dict[type, list] = {}
+    for n in plain_walk(root):
+        groups.setdefault(n.__class__, []).append(n)
+    return groups
+
+
+def _same(got: dict[type, list], want: dict[type, list]) -> None:
+    assert set(got) == set(want)
+    for cls, nodes in want.items():
+        assert len(got[cls]) == len(nodes), cls.__name__
+        assert all(a is b for a, b in zip(got[cls], nodes)), cls.__name__
+
+
+def _same_walk(root) -> None:
+    got, want = list(walk(root)), list(plain_walk(root))
+    assert len(got) == len(want) and all(a is b for a, b in zip(got, want))
+
+
+def _check(f: Function) -> int:
+    _same_walk(f)
+    for s in f.body:
+        _same_walk(s)
+    want = _plain(f)
+    _same(group_by_class(f), want)
+    index = NodeIndex(f)
+    for cls, nodes in want.items():
+        under = nodes[1:] if cls is Function else nodes  # the index leaves out the function itself
+        assert len(index.of(cls)) == len(under) and all(a is b for a, b in zip(index.of(cls), under))
+    return sum(len(x) for x in want.values())
+
+
+class _EveryPass(Instrument):
+    def __init__(self):
+        self.nodes = 0
+        self.seen: set[int] = set()
+
+    def after_pass(self, index, p, program, seconds):
+        for f in program.functions:
+            if id(f) not in self.seen:
+                self.seen.add(id(f))
+                self.nodes += _check(f)
+
+
+def _arch(path: Path) -> str:
+    return "a5" if "fp4" in path.name or "mx" in path.name else "a2a3"
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_the_index_groups_what_walk_yields_after_every_pass(path):
+    ctx = CompileContext(arch=_arch(path))
+    try:
+        program = frontend(path.read_text(), str(path), ctx)
+    except CompileError:
+        pytest.skip("not a valid program for this target")
+    for f in program.functions:
+        _check(f)
+    seen = _EveryPass()
+    try:
+        run_pipeline(program, ctx, instruments=[seen])
+    except CompileError:
+        pass  # the functions of the passes that ran were compared
+    assert seen.nodes > 0
+
+
+def test_a_field_holding_what_its_annotation_does_not_say_is_walked_as_walk_walks_it():
+    a, b = Var("a"), Var("b")
+    t = TileType((ConstInt(16, I), Var("n")), dtypes.FP32, MemRef(StrLit("m"), ConstInt(0, I), ConstInt(64, I)))
+    odd = [
+        # a tuple where one node is declared, nested tuples and values that are no node in tuple fields
+        BinOp("+", (a, (b, ConstInt(1, I))), "not a node"),  # type: ignore[arg-type]
+        Call("tile.add", (a, ("x", (b,)), 3, None), (("rhs", t), ("k", "v"), (a, b))),  # type: ignore[arg-type]
+        AssignStmt(a, Call("f", (b,)), None),
+        AssignStmt(b, ConstInt(2, I), TupleType((t, t))),
+        TensorType((), dtypes.FP32, None, None),
+        TileType(((ConstInt(1, I),),), dtypes.FP32, memref=(a, b)),  # type: ignore[arg-type]
+        MemRef(a, None, [b], slot=(ConstInt(0, I),)),  # type: ignore[arg-type]
+        Param("p", t),
+    ]
+    for node in odd:
+        _same(group_by_class(node), _plain(node))
+        _same_walk(node)
+    f = Function("k", (Param("x", t),), (t,), tuple(EvalStmt(n) for n in odd[:2]) + tuple(odd[2:4]))
+    _check(f)
+    _same(group_by_class(f), _plain(f))
+
+
+def test_the_cache_shares_an_index_between_functions_with_the_identical_parts_only():
+    from dataclasses import replace
+
+    from ptoc.ir.verifier import VerifyCache
+
+    t = TileType((ConstInt(16, I), ConstInt(16, I)), dtypes.FP32)
+    f = Function("k", (Param("x", t),), (t,), (AssignStmt(Var("a"), Call("tile.exp", (Var("x"),)), t),))
+    cache = VerifyCache()
+    index = cache.node_index(f)
+    assert cache.node_index(f) is index
+    assert cache.node_index(replace(f, func_type="InCore")) is index  # (kind and flags: not walked)
+    changed = [replace(f, params=(Param("x", t),)), replace(f, returns=(t, t)),
+               replace(f, body=f.body + (EvalStmt(Var("a")),)), replace(f, decorator_kwargs=(("level", Var("a")),)),
+               replace(f, attrs=((StrLit("k"), Var("a")),))]
+    for g in changed:
+        other = cache.node_index(g)
+        assert other is not index and cache.node_index(g) is other
+        for cls, nodes in _plain(g).items():
+            under = nodes[1:] if cls is Function else nodes
+            assert len(other.of(cls)) == len(under) and all(a is b for a, b in zip(other.of(cls), under))
