@@ -162,7 +162,7 @@ class MemoryReuse(Pass):
             if nf is not f:
                 new[f.name] = nf
         for f in tagged:
-            new[f.name] = _Rebind({}, set()).function(f)
+            new[f.name] = _rebind_annotations(f, {}, set()) or _Rebind({}, set()).function(f)
             known = self.known_types(program, f)
             if known is not None:  # (the membership tags dropped: no value's type changes)
                 self.hand_over(new[f.name], known)
@@ -683,15 +683,15 @@ def _renamed(m: MemRef, remap: dict[str, str]) -> MemRef:
 
 def _rebind_annotations(f: Function, remap: dict[str, str], unused: set[str]) -> Function | None:
     """`_Rebind(remap, unused).function(f)` when the merged buffers are named nowhere but in the MemRefs of
-    the statements' annotations (and their own allocs), as in InitMemRef's output, and no call carries a
-    pipeline tag: then only those annotations change, and the other statements are not traversed. None
-    when that does not hold (found by counting: the places a merged buffer's name is read here must be
-    every place the function's node index lists it)."""
+    the statements' annotations (and their own allocs), as in InitMemRef's output, and every call with
+    attributes (a pipeline tag) is a statement's value: then only those annotations and calls change, and
+    the other statements are not traversed. None when that does not hold (found by counting: the places
+    a merged buffer's name is read here, and the calls with attributes met, must be every one the
+    function's node index lists)."""
     from ptoc.ir.verifier import NodeIndex
 
     index = NodeIndex.get(f)
-    if any(c.kwarg("attrs") is not None for c in index.of(Call)):
-        return None
+    with_attrs = sum(1 for c in index.of(Call) if c.kwarg("attrs") is not None)
     expected = sum(1 for v in index.of(Var) if v.name in remap)
     rebind = _Rebind(remap, unused)
     done: dict[int, tuple] = {}  # id(type or MemRef) -> (it, rewritten, the merged names read in it)
@@ -719,7 +719,7 @@ def _rebind_annotations(f: Function, remap: dict[str, str], unused: set[str]) ->
         return e
 
     def block(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
-        nonlocal hits
+        nonlocal hits, tagged
         out = []
         changed = False
         for s in body:
@@ -728,11 +728,22 @@ def _rebind_annotations(f: Function, remap: dict[str, str], unused: set[str]) ->
                 hits += s.target.name in remap  # type: ignore[union-attr]
                 changed = True
                 continue
+            if with_attrs and (cls is AssignStmt or cls is EvalStmt):  # (`_Rebind.mutate_Call` of its value)
+                field_name = "value" if cls is AssignStmt else "expr"
+                v = getattr(s, field_name)
+                if v.__class__ is Call and v.kwarg("attrs") is not None:  # type: ignore[union-attr]
+                    tagged += 1
+                    nv = without_membership(v)  # type: ignore[arg-type]
+                    if nv is not v:
+                        s = replace(s, **{field_name: nv})
+                        changed = True
             if (cls is AssignStmt or cls is YieldStmt) and s.annotation is not None:  # type: ignore[union-attr]
                 _, ann, n = retype(s.annotation)  # type: ignore[union-attr]
                 if n:
                     hits += n
-                    s = replace(s, annotation=ann)
+                    # (`replace(s, annotation=ann)`, built directly: most statements of a kernel bind a tile)
+                    s = AssignStmt(s.target, s.value, ann, span=s.span) if cls is AssignStmt else \
+                        YieldStmt(s.targets, s.values, ann, span=s.span)  # type: ignore[union-attr]
                     changed = True
             elif cls in _BODY_FIELDS:
                 new = {name: block(getattr(s, name)) for name in _BODY_FIELDS[cls]}
@@ -743,8 +754,9 @@ def _rebind_annotations(f: Function, remap: dict[str, str], unused: set[str]) ->
             out.append(s)
         return tuple(out) if changed else body
 
+    tagged = 0
     body = block(f.body)
-    return replace(f, body=body) if hits == expected else None
+    return replace(f, body=body) if hits == expected and tagged == with_attrs else None
 
 
 class _Rebind(Mutator):
@@ -815,7 +827,7 @@ class _Rebind(Mutator):
             ann = self.mutate(node.annotation) if node.annotation is not None else None
             if target is node.target and value is node.value and ann is node.annotation:
                 return node
-            return replace(node, target=target, value=value, annotation=ann)
+            return AssignStmt(target, value, ann, span=node.span)  # (`replace`, built directly)
         if cls in _TYPES_BY_HAND:
             hit = self._types.get(id(node))
             if hit is not None and hit[0] is node:

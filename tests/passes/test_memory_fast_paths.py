@@ -39,3 +39,25 @@ def test_address_rewrite_of_the_top_level_matches_the_full_walk(monkeypatch):
     monkeypatch.setattr(mod, "_with_addrs_top", both)
     assert _lower_all() > 10
     assert len(seen) > 20 and sum(seen) > 100  # many kernels, most with several buffers
+
+
+def test_annotation_only_rebind_matches_the_full_rebind(monkeypatch):
+    import ptoc.passes.MemoryReuse as mod
+    from ptoc.ir.nodes import Call
+    from ptoc.ir.verifier import NodeIndex
+
+    fast = mod._rebind_annotations
+    taken = {"plain": 0, "tagged": 0}
+
+    def both(f, remap, unused):
+        out = fast(f, remap, unused)
+        if out is not None:
+            assert out == mod._Rebind(remap, unused).function(f)
+            tagged = any(c.kwarg("attrs") is not None for c in NodeIndex.get(f).of(Call))
+            taken["tagged" if tagged else "plain"] += 1
+        return out
+
+    monkeypatch.setattr(mod, "_rebind_annotations", both)
+    assert _lower_all() > 10
+    # both kinds of kernel took the annotation-only path: with and without pipeline-tagged calls
+    assert taken["plain"] > 10 and taken["tagged"] > 0, taken
