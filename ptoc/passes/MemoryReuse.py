@@ -93,6 +93,7 @@ from ptoc.analysis.if_yield_moves import align_if_yields, split_if_yields
 from ptoc.analysis.pipeline_stages import membership_pairs, reserved_end_by_space, without_membership
 from ptoc.ir.nodes import (
     AssignStmt,
+    BinOp,
     Call,
     ConstBool,
     ConstFloat,
@@ -105,7 +106,9 @@ from ptoc.ir.nodes import (
     Function,
     GetItem,
     IfStmt,
+    ListExpr,
     MemRef,
+    MinMax,
     NoneLit,
     Program,
     ReturnStmt,
@@ -114,6 +117,7 @@ from ptoc.ir.nodes import (
     StrLit,
     TensorType,
     TileType,
+    TupleExpr,
     TupleType,
     Var,
     WhileStmt,
@@ -240,6 +244,15 @@ def _names(e: Expr | None, out: list[str]) -> None:
             _names(a, out)
         for _, v in e.kwargs:  # type: ignore[union-attr]
             _names(v, out)
+    elif cls is ListExpr or cls is TupleExpr:  # (a call's offsets and shapes)
+        for a in e.items:  # type: ignore[union-attr]
+            _names(a, out)
+    elif cls is BinOp or cls is MinMax:
+        _names(e.lhs, out)  # type: ignore[union-attr]
+        _names(e.rhs, out)  # type: ignore[union-attr]
+    elif cls is GetItem:
+        _names(e.value, out)  # type: ignore[union-attr]
+        _names(e.index, out)  # type: ignore[union-attr]
     elif cls not in _NAMELESS:
         out.extend(n.name for n in walk(e) if n.__class__ is Var)
 
@@ -698,7 +711,7 @@ def _rebind_annotations(f: Function, remap: dict[str, str], unused: set[str]) ->
     hits = 0
 
     def count(node) -> int:
-        return sum(1 for n in walk(node) if n.__class__ is Var and n.name in remap)  # type: ignore[attr-defined]
+        return _count_named(node, remap)
 
     def memref_hits(m: MemRef) -> int:
         e = done.get(id(m))
@@ -757,6 +770,20 @@ def _rebind_annotations(f: Function, remap: dict[str, str], unused: set[str]) ->
     tagged = 0
     body = block(f.body)
     return replace(f, body=body) if hits == expected and tagged == with_attrs else None
+
+
+def _count_named(node, names) -> int:
+    """How many variables under `node` (itself included) are named in `names`: `walk`'s count, with the
+    parts of a MemRef (a name and constants, in nearly every annotation) taken apart here."""
+    cls = node.__class__
+    if cls is Var:
+        return 1 if node.name in names else 0
+    if cls in _NAMELESS:
+        return 0
+    if cls is MemRef:
+        n = _count_named(node.base, names) + _count_named(node.offset, names) + _count_named(node.size, names)
+        return n if node.slot is None else n + _count_named(node.slot, names)
+    return sum(1 for n in walk(node) if n.__class__ is Var and n.name in names)  # type: ignore[attr-defined]
 
 
 class _Rebind(Mutator):

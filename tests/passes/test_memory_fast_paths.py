@@ -61,3 +61,31 @@ def test_annotation_only_rebind_matches_the_full_rebind(monkeypatch):
     assert _lower_all() > 10
     # both kinds of kernel took the annotation-only path: with and without pipeline-tagged calls
     assert taken["plain"] > 10 and taken["tagged"] > 0, taken
+
+
+def test_name_counts_and_reads_match_the_generic_walk(monkeypatch):
+    import ptoc.passes.MemoryReuse as mod
+    from ptoc.ir.nodes import Var
+    from ptoc.ir.visitor import walk
+
+    count, names = mod._count_named, mod._names
+    seen = {"count": 0, "names": 0}
+
+    def count_both(node, wanted):
+        n = count(node, wanted)
+        assert n == sum(1 for x in walk(node) if isinstance(x, Var) and x.name in wanted)
+        seen["count"] += 1
+        return n
+
+    def names_both(e, out):
+        mine: list[str] = []
+        names(e, mine)
+        if e is not None:
+            assert sorted(mine) == sorted(x.name for x in walk(e) if isinstance(x, Var))
+            seen["names"] += 1
+        out.extend(mine)
+
+    monkeypatch.setattr(mod, "_count_named", count_both)
+    monkeypatch.setattr(mod, "_names", names_both)
+    assert _lower_all() > 10
+    assert seen["count"] > 100 and seen["names"] > 1000, seen
