@@ -220,8 +220,12 @@ def _unplaced(f: Function, cache=None) -> bool:
     lists its MemRefs (no walk of the function)."""
     from ptoc.ir.verifier import NodeIndex
 
-    found = list(allocs(f.body))
-    if not found or any(s.value.kwarg("addr") is not None for s in found):  # type: ignore[union-attr]
+    found = allocs(f.body)
+    first = next(found, None)
+    # (the first alloc decides a placed function, as every function is when the property is checked last)
+    if first is None or first.value.kwarg("addr") is not None:  # type: ignore[union-attr]
+        return False
+    if any(s.value.kwarg("addr") is not None for s in found):  # type: ignore[union-attr]
         return False
     return not any(isinstance(n.base, Var) and not (isinstance(n.offset, ConstInt) and n.offset.value == 0)
                    for n in NodeIndex.get(f, cache).of(MemRef))
