@@ -3,14 +3,16 @@ every name placed in it (what the memory planners, InitMemRef and AllocateMemory
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from ptoc.ir.nodes import (
     AssignStmt,
+    BinOp,
     Call,
     ConstBool,
     ConstFloat,
     ConstInt,
+    DictExpr,
     DTypeLit,
     EnumLit,
     EvalStmt,
@@ -19,6 +21,7 @@ from ptoc.ir.nodes import (
     Function,
     IfStmt,
     ListExpr,
+    MinMax,
     Node,
     NoneLit,
     ReturnStmt,
@@ -33,11 +36,11 @@ from ptoc.ir.nodes import (
 from ptoc.ir.visitor import walk as iter_nodes
 
 
-@dataclass(frozen=True)
-class Site:
+class Site(NamedTuple):
     """Where a value is defined or read: the statement's position in the linear order, its source line,
     the loops around it (by their start position, outermost first) and the if branches around it
-    ((if start position, 0 for then / 1 for else), outermost first)."""
+    ((if start position, 0 for then / 1 for else), outermost first). (A named tuple: one is made for
+    every statement of every function the memory planners see, and a tuple is the cheapest to make.)"""
 
     pos: float  # an int for a statement; a copy InitMemRef plans sits between two statements
     line: int
@@ -56,33 +59,6 @@ def nested_blocks(s: Stmt) -> tuple[tuple[Stmt, ...], ...]:
 
 # Expressions without parts: no name is read in them.
 _LEAVES = frozenset({ConstInt, ConstFloat, ConstBool, StrLit, EnumLit, DTypeLit, NoneLit})
-
-
-def _vars(e: Expr | None) -> list[str]:
-    """The names read in `e`, in walk order (each occurrence)."""
-    out: list[str] = []
-    if e is not None:
-        _collect_vars(e, out)
-    return out
-
-
-def _collect_vars(e, out: list[str]) -> None:
-    """`_vars` without the generic walk for the common shapes (calls of names, constants and lists)."""
-    cls = e.__class__
-    if cls is Var:
-        out.append(e.name)
-    elif cls in _LEAVES:
-        return
-    elif cls is Call:
-        for a in e.args:
-            _collect_vars(a, out)
-        for _, v in e.kwargs:
-            _collect_vars(v, out)
-    elif cls is ListExpr or cls is TupleExpr or cls is tuple:
-        for a in (e if cls is tuple else e.items):
-            _collect_vars(a, out)
-    elif isinstance(e, Node):
-        out.extend(n.name for n in iter_nodes(e) if isinstance(n, Var))
 
 
 class Flow:
@@ -111,74 +87,137 @@ class Flow:
             self._def(p.name, Site(-1, f.span.line), (), None)
         self._block(f.body, (), (), ())
 
-    def _next(self) -> int:
-        self._pos += 1
-        return self._pos
-
     def _def(self, name: str, site: Site, path, stmt: Stmt | None) -> None:
         self.defs[name] = site
         self.paths[name] = path
         if stmt is not None:
             self.def_stmt[name] = stmt
 
-    def _use(self, names: list[str], site: Site) -> None:
-        for n in names:
-            self.uses.setdefault(n, []).append(site)
+    def _reads(self, e, site: Site) -> None:
+        """Record `site` as a read of every name read in `e` (each occurrence, in walk order). The common
+        shapes (names, constants, calls, lists) are taken apart here; the rest by the generic walk."""
+        uses = self.uses
+        cls = e.__class__
+        if cls is Var:
+            u = uses.get(e.name)
+            if u is None:
+                uses[e.name] = [site]
+            else:
+                u.append(site)
+        elif cls in _LEAVES or e is None:
+            return
+        elif cls is Call:
+            self._reads_all(e.args, site)
+            for _, v in e.kwargs:
+                if v.__class__ not in _LEAVES:
+                    self._reads(v, site)
+        elif cls is ListExpr or cls is TupleExpr:
+            self._reads_all(e.items, site)
+        elif cls is tuple:
+            self._reads_all(e, site)
+        elif cls is BinOp or cls is MinMax:  # (index arithmetic)
+            self._reads(e.lhs, site)
+            self._reads(e.rhs, site)
+        elif cls is DictExpr:  # (a call's attributes)
+            for k, v in e.items:
+                self._reads(k, site)
+                self._reads(v, site)
+        elif isinstance(e, Node):
+            for n in iter_nodes(e):
+                if isinstance(n, Var):
+                    uses.setdefault(n.name, []).append(site)
+
+    def _reads_all(self, items: tuple, site: Site) -> None:
+        """`_reads` of each of `items` (names and constants, the common ones, done inline)."""
+        uses = self.uses
+        for a in items:
+            cls = a.__class__
+            if cls is Var:
+                u = uses.get(a.name)
+                if u is None:
+                    uses[a.name] = [site]
+                else:
+                    u.append(site)
+            elif cls not in _LEAVES:
+                self._reads(a, site)
 
     def _block(self, body: tuple[Stmt, ...], path, loops, branches) -> int:
         key = self._blocks
         self._blocks += 1
+        stmt_pos, stmt_at, path_at, site_at = self.stmt_pos, self.stmt_at, self.path_at, self.site_at
+        defs, paths, def_stmt = self.defs, self.paths, self.def_stmt
         for i, s in enumerate(body):
-            self._stmt(s, key, i, path + ((key, i),), loops, branches)
+            at = (key, i)
+            here_path = path + (at,)
+            self._pos += 1
+            start = self._pos
+            stmt_pos[at] = start
+            stmt_at[at] = s
+            path_at[at] = here_path
+            here = Site(start, s.span.line, loops, branches)
+            site_at[at] = here
+            if s.__class__ is AssignStmt:  # (most statements: done inline; no node class is subclassed)
+                self._reads(s.value, here)
+                name = s.target.name
+                defs[name] = here
+                paths[name] = here_path
+                def_stmt[name] = s
+            else:
+                self._stmt(s, at, here, here_path, loops, branches)
         return key
 
-    def _stmt(self, s: Stmt, key: int, i: int, path, loops, branches) -> None:
-        start = self._next()
-        self.stmt_pos[(key, i)] = start
-        self.stmt_at[(key, i)] = s
-        self.path_at[(key, i)] = path
-        line = s.span.line
-        here = Site(start, line, loops, branches)
-        self.site_at[(key, i)] = here
+    def _stmt(self, s: Stmt, at: tuple[int, int], here: Site, path, loops, branches) -> None:
+        start, line = here.pos, here.line
         if isinstance(s, AssignStmt):
-            self._use(_vars(s.value), here)
+            self._reads(s.value, here)
             self._def(s.target.name, here, path, s)
         elif isinstance(s, EvalStmt):
-            self._use(_vars(s.expr), here)
+            self._reads(s.expr, here)
         elif isinstance(s, (ReturnStmt, YieldStmt)):
             for v in s.values:
-                self._use(_vars(v), here)
+                self._reads(v, here)
         elif isinstance(s, (ForStmt, WhileStmt)):
-            header = list(s.args) if isinstance(s, ForStmt) else []
-            header += list(s.init_values) + [v for _, v in s.kwargs]
-            for e in header:
-                self._use(_vars(e), here)
-            inner = loops + (start,)
             if isinstance(s, ForStmt):
-                self._def(s.var.name, Site(start, line, inner, branches), path, s)
+                for e in s.args:
+                    self._reads(e, here)
+            for e in s.init_values:
+                self._reads(e, here)
+            for _, e in s.kwargs:
+                self._reads(e, here)
+            inner = loops + (start,)
+            head = Site(start, line, inner, branches)  # the loop variable, iter_args, a while's condition
+            if isinstance(s, ForStmt):
+                self._def(s.var.name, head, path, s)
             for a in s.iter_args:
-                self._def(a.name, Site(start, line, inner, branches), path, s)
+                self._def(a.name, head, path, s)
             if isinstance(s, WhileStmt):  # the condition runs once per iteration
-                self._use(_vars(s.cond), Site(start, line, inner, branches))
-            self.body_keys[(key, i)] = (self._block(s.body, path, inner, branches),)
-            end = self._next()
+                self._reads(s.cond, head)
+            self.body_keys[at] = (self._block(s.body, path, inner, branches),)
+            self._pos += 1
+            end = self._pos
             self.loops[start] = (start, end)
-            for r in s.results:
-                self._def(r.name, Site(end, line, loops, branches), path, s)
+            if s.results:
+                tail = Site(end, line, loops, branches)
+                for r in s.results:
+                    self._def(r.name, tail, path, s)
         elif isinstance(s, IfStmt):
-            self._use(_vars(s.cond), here)
-            self.body_keys[(key, i)] = (self._block(s.then_body, path, loops, branches + ((start, 0),)),
-                                        self._block(s.else_body, path, loops, branches + ((start, 1),)))
-            end = self._next()
-            for r in s.results:
-                self._def(r.name, Site(end, line, loops, branches), path, s)
+            self._reads(s.cond, here)
+            self.body_keys[at] = (self._block(s.then_body, path, loops, branches + ((start, 0),)),
+                                  self._block(s.else_body, path, loops, branches + ((start, 1),)))
+            self._pos += 1
+            if s.results:
+                tail = Site(self._pos, line, loops, branches)
+                for r in s.results:
+                    self._def(r.name, tail, path, s)
         elif isinstance(s, ScopeStmt):
-            for e in list(s.args) + [v for _, v in s.kwargs]:
-                self._use(_vars(e), here)
+            for e in s.args:
+                self._reads(e, here)
+            for _, e in s.kwargs:
+                self._reads(e, here)
             if s.var is not None:
                 self._def(s.var.name, here, path, s)
-            self.body_keys[(key, i)] = (self._block(s.body, path, loops, branches),)
-            self._next()
+            self.body_keys[at] = (self._block(s.body, path, loops, branches),)
+            self._pos += 1
 
 
 STORE_OPS = ("tile.store", "store")

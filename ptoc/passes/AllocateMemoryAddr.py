@@ -190,7 +190,7 @@ def _place(f: Function, env: dict[str, Type | None], arch) -> Function:
     if diags:
         raise CompileError(sorted_diagnostics(diags))
     bases = {id(r.stmt): r.base for r in reserved}
-    return replace(f, body=_with_addrs(f.body, buffers, bases))
+    return replace(f, body=_with_addrs_top(f.body, buffers, bases))
 
 
 def _buffers(f: Function, flow: Flow, arch) -> dict[str, _Buffer]:
@@ -225,10 +225,18 @@ def _lifetimes(flow: Flow, env: dict[str, Type | None], buffers: dict[str, _Buff
                 return max(site.pos, end)
         return site.pos
 
-    names = sorted(env, key=lambda n: (flow.defs[n].pos if n in flow.defs else -1, n))
+    # (only the values bound to a buffer take part: most values of a kernel are scalars, or tiles in a
+    # pipe slot, and are not sorted)
+    bases: dict[str, list[_Buffer]] = {}
+    for name, t in env.items():
+        refs = memref_bases(t)
+        if refs:
+            bound = [buffers[b] for b in dict.fromkeys(refs) if b in buffers]
+            if bound:
+                bases[name] = bound
+    names = sorted(bases, key=lambda n: (flow.defs[n].pos if n in flow.defs else -1, n))
     # A buffer's lifetime starts at the first definition of a value bound to it, not at its alloc:
     # InitMemRef declares every buffer at the top of the function.
-    bases = {name: [buffers[b] for b in dict.fromkeys(memref_bases(env[name])) if b in buffers] for name in names}
     first: dict[str, int] = {}
     for name in names:
         if name in flow.defs and name not in buffers:
@@ -240,7 +248,7 @@ def _lifetimes(flow: Flow, env: dict[str, Type | None], buffers: dict[str, _Buff
             b.start = b.end = first[b.name]
     for name in names:
         bound = bases[name]
-        if not bound or name in buffers:
+        if name in buffers:
             continue
         sites = [flow.defs[name]] if name in flow.defs else []
         sites += flow.uses.get(name, [])
@@ -459,3 +467,19 @@ def _with_addrs(body: tuple[Stmt, ...], buffers: dict[str, _Buffer], bases: dict
     of the function: the nested bodies are mostly kept as they are)."""
     new = [_with_addr(s, buffers, bases) for s in body]
     return body if all(a is b for a, b in zip(new, body)) else tuple(new)
+
+
+def _with_addrs_top(body: tuple[Stmt, ...], buffers: dict[str, _Buffer], bases: dict[int, int]) -> tuple[Stmt, ...]:
+    """`_with_addrs(body, ...)` for a function's body: InitMemRef declares every buffer at the top of the
+    function, and the slot buffers sit there too, so once the top-level statements seen hold every alloc
+    of `buffers` and every slot buffer of `bases`, the statements after them are kept as they are without
+    a walk of their bodies (single assignment: one statement per buffer name)."""
+    wanted = len(buffers) + len(bases)
+    out = list(body)
+    for i, s in enumerate(body):
+        if not wanted:
+            break
+        if (is_alloc(s) and s.target.name in buffers) or id(s) in bases:  # type: ignore[union-attr]
+            wanted -= 1
+        out[i] = _with_addr(s, buffers, bases)
+    return body if all(a is b for a, b in zip(out, body)) else tuple(out)

@@ -671,7 +671,7 @@ class _Planner:
         self.taken.add(name)
         site = self.flow.site_at[at]
         self.nudge += 1
-        csite = replace(site, pos=site.pos - 0.5 + self.nudge * 1e-6)
+        csite = site._replace(pos=site.pos - 0.5 + self.nudge * 1e-6)
         self.env[name] = copy
         self.sites[name] = csite
         self.paths[name] = self.flow.path_at[at]

@@ -93,6 +93,7 @@ from ptoc.analysis.if_yield_moves import align_if_yields, split_if_yields
 from ptoc.analysis.pipeline_stages import membership_pairs, reserved_end_by_space, without_membership
 from ptoc.ir.nodes import (
     AssignStmt,
+    BinOp,
     Call,
     ConstBool,
     ConstFloat,
@@ -105,7 +106,9 @@ from ptoc.ir.nodes import (
     Function,
     GetItem,
     IfStmt,
+    ListExpr,
     MemRef,
+    MinMax,
     NoneLit,
     Program,
     ReturnStmt,
@@ -114,6 +117,7 @@ from ptoc.ir.nodes import (
     StrLit,
     TensorType,
     TileType,
+    TupleExpr,
     TupleType,
     Var,
     WhileStmt,
@@ -162,7 +166,7 @@ class MemoryReuse(Pass):
             if nf is not f:
                 new[f.name] = nf
         for f in tagged:
-            new[f.name] = _Rebind({}, set()).function(f)
+            new[f.name] = _rebind_annotations(f, {}, set()) or _Rebind({}, set()).function(f)
             known = self.known_types(program, f)
             if known is not None:  # (the membership tags dropped: no value's type changes)
                 self.hand_over(new[f.name], known)
@@ -216,8 +220,12 @@ def _unplaced(f: Function, cache=None) -> bool:
     lists its MemRefs (no walk of the function)."""
     from ptoc.ir.verifier import NodeIndex
 
-    found = list(allocs(f.body))
-    if not found or any(s.value.kwarg("addr") is not None for s in found):  # type: ignore[union-attr]
+    found = allocs(f.body)
+    first = next(found, None)
+    # (the first alloc decides a placed function, as every function is when the property is checked last)
+    if first is None or first.value.kwarg("addr") is not None:  # type: ignore[union-attr]
+        return False
+    if any(s.value.kwarg("addr") is not None for s in found):  # type: ignore[union-attr]
         return False
     return not any(isinstance(n.base, Var) and not (isinstance(n.offset, ConstInt) and n.offset.value == 0)
                    for n in NodeIndex.get(f, cache).of(MemRef))
@@ -240,6 +248,15 @@ def _names(e: Expr | None, out: list[str]) -> None:
             _names(a, out)
         for _, v in e.kwargs:  # type: ignore[union-attr]
             _names(v, out)
+    elif cls is ListExpr or cls is TupleExpr:  # (a call's offsets and shapes)
+        for a in e.items:  # type: ignore[union-attr]
+            _names(a, out)
+    elif cls is BinOp or cls is MinMax:
+        _names(e.lhs, out)  # type: ignore[union-attr]
+        _names(e.rhs, out)  # type: ignore[union-attr]
+    elif cls is GetItem:
+        _names(e.value, out)  # type: ignore[union-attr]
+        _names(e.index, out)  # type: ignore[union-attr]
     elif cls not in _NAMELESS:
         out.extend(n.name for n in walk(e) if n.__class__ is Var)
 
@@ -683,22 +700,22 @@ def _renamed(m: MemRef, remap: dict[str, str]) -> MemRef:
 
 def _rebind_annotations(f: Function, remap: dict[str, str], unused: set[str]) -> Function | None:
     """`_Rebind(remap, unused).function(f)` when the merged buffers are named nowhere but in the MemRefs of
-    the statements' annotations (and their own allocs), as in InitMemRef's output, and no call carries a
-    pipeline tag: then only those annotations change, and the other statements are not traversed. None
-    when that does not hold (found by counting: the places a merged buffer's name is read here must be
-    every place the function's node index lists it)."""
+    the statements' annotations (and their own allocs), as in InitMemRef's output, and every call with
+    attributes (a pipeline tag) is a statement's value: then only those annotations and calls change, and
+    the other statements are not traversed. None when that does not hold (found by counting: the places
+    a merged buffer's name is read here, and the calls with attributes met, must be every one the
+    function's node index lists)."""
     from ptoc.ir.verifier import NodeIndex
 
     index = NodeIndex.get(f)
-    if any(c.kwarg("attrs") is not None for c in index.of(Call)):
-        return None
+    with_attrs = sum(1 for c in index.of(Call) if c.kwarg("attrs") is not None)
     expected = sum(1 for v in index.of(Var) if v.name in remap)
     rebind = _Rebind(remap, unused)
     done: dict[int, tuple] = {}  # id(type or MemRef) -> (it, rewritten, the merged names read in it)
     hits = 0
 
     def count(node) -> int:
-        return sum(1 for n in walk(node) if n.__class__ is Var and n.name in remap)  # type: ignore[attr-defined]
+        return _count_named(node, remap)
 
     def memref_hits(m: MemRef) -> int:
         e = done.get(id(m))
@@ -719,7 +736,7 @@ def _rebind_annotations(f: Function, remap: dict[str, str], unused: set[str]) ->
         return e
 
     def block(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
-        nonlocal hits
+        nonlocal hits, tagged
         out = []
         changed = False
         for s in body:
@@ -728,11 +745,22 @@ def _rebind_annotations(f: Function, remap: dict[str, str], unused: set[str]) ->
                 hits += s.target.name in remap  # type: ignore[union-attr]
                 changed = True
                 continue
+            if with_attrs and (cls is AssignStmt or cls is EvalStmt):  # (`_Rebind.mutate_Call` of its value)
+                field_name = "value" if cls is AssignStmt else "expr"
+                v = getattr(s, field_name)
+                if v.__class__ is Call and v.kwarg("attrs") is not None:  # type: ignore[union-attr]
+                    tagged += 1
+                    nv = without_membership(v)  # type: ignore[arg-type]
+                    if nv is not v:
+                        s = replace(s, **{field_name: nv})
+                        changed = True
             if (cls is AssignStmt or cls is YieldStmt) and s.annotation is not None:  # type: ignore[union-attr]
                 _, ann, n = retype(s.annotation)  # type: ignore[union-attr]
                 if n:
                     hits += n
-                    s = replace(s, annotation=ann)
+                    # (`replace(s, annotation=ann)`, built directly: most statements of a kernel bind a tile)
+                    s = AssignStmt(s.target, s.value, ann, span=s.span) if cls is AssignStmt else \
+                        YieldStmt(s.targets, s.values, ann, span=s.span)  # type: ignore[union-attr]
                     changed = True
             elif cls in _BODY_FIELDS:
                 new = {name: block(getattr(s, name)) for name in _BODY_FIELDS[cls]}
@@ -743,8 +771,23 @@ def _rebind_annotations(f: Function, remap: dict[str, str], unused: set[str]) ->
             out.append(s)
         return tuple(out) if changed else body
 
+    tagged = 0
     body = block(f.body)
-    return replace(f, body=body) if hits == expected else None
+    return replace(f, body=body) if hits == expected and tagged == with_attrs else None
+
+
+def _count_named(node, names) -> int:
+    """How many variables under `node` (itself included) are named in `names`: `walk`'s count, with the
+    parts of a MemRef (a name and constants, in nearly every annotation) taken apart here."""
+    cls = node.__class__
+    if cls is Var:
+        return 1 if node.name in names else 0
+    if cls in _NAMELESS:
+        return 0
+    if cls is MemRef:
+        n = _count_named(node.base, names) + _count_named(node.offset, names) + _count_named(node.size, names)
+        return n if node.slot is None else n + _count_named(node.slot, names)
+    return sum(1 for n in walk(node) if n.__class__ is Var and n.name in names)  # type: ignore[attr-defined]
 
 
 class _Rebind(Mutator):
@@ -815,7 +858,7 @@ class _Rebind(Mutator):
             ann = self.mutate(node.annotation) if node.annotation is not None else None
             if target is node.target and value is node.value and ann is node.annotation:
                 return node
-            return replace(node, target=target, value=value, annotation=ann)
+            return AssignStmt(target, value, ann, span=node.span)  # (`replace`, built directly)
         if cls in _TYPES_BY_HAND:
             hit = self._types.get(id(node))
             if hit is not None and hit[0] is node:
