@@ -128,7 +128,8 @@ class NodeIndex:
     """One walk of a function (`iter_nodes`): the nodes under it grouped by class, each in walk order.
     Passes and property checks that look for calls, variables or types ask it instead of walking the
     function again; with the pipeline's `VerifyCache` one index serves every pass that sees the same
-    function parts. (No node class is subclassed, so a class's group holds all its instances.)"""
+    function parts. `of(cls)` holds the instances of `cls` and of its subclasses (a DistributedTensorType
+    is a TensorType)."""
 
     __slots__ = ("_by_class", "_ops", "_for_kinds")
 
@@ -144,8 +145,17 @@ class NodeIndex:
         self._for_kinds: frozenset[str] | None = None
 
     def of(self, cls: type) -> list:
-        """Every node of class `cls`, in walk order (do not change the list)."""
-        return self._by_class.get(cls, _NO_NODES)
+        """Every node of class `cls` or of a subclass of it, in walk order within each class, the class's
+        own first (do not change the list)."""
+        group = self._by_class.get(cls, _NO_NODES)
+        subs = _NODE_SUBCLASSES.get(cls)
+        if subs is None:
+            subs = _NODE_SUBCLASSES[cls] = _subclasses(cls)
+        if subs:
+            more = [n for sub in subs for n in self._by_class.get(sub, _NO_NODES)]
+            if more:
+                return group + more
+        return group
 
     def ops(self) -> frozenset[str]:
         """The census of operators: the `op` of every operator call (`kind == "op"`) under the function, in
@@ -175,6 +185,17 @@ class NodeIndex:
 
 
 _NO_NODES: list = []
+_NODE_SUBCLASSES: dict[type, tuple[type, ...]] = {}  # class -> its subclasses, all levels (`NodeIndex.of`)
+
+
+def _subclasses(cls: type) -> tuple[type, ...]:
+    out: list[type] = []
+    todo = list(cls.__subclasses__())
+    while todo:
+        sub = todo.pop(0)
+        out.append(sub)
+        todo.extend(sub.__subclasses__())
+    return tuple(out)
 
 
 # The fast traversal is the visitor's own; the names stay for the passes that import them from here.

@@ -778,3 +778,35 @@ def test_nz16_orchestration_may_annotate_a_kernel_nz_result_with_its_logical_typ
     assert [d.value for d in k.returns[0].shape] == [1, 2, 4, 16, 8]  # the kernel's result is blocked (NZ-2)
     (r,) = [s for s in orch.body if getattr(s, "target", None) is not None and s.target.name == "r"]
     assert [d.value for d in r.annotation.shape] == [64, 16] and r.annotation.layout == "NZ"  # still logical
+
+
+DISTRIBUTED_NZ = """import pypto.language as pl
+import pypto.language.distributed as pld
+
+@pl.program
+class p:
+    @pl.function(type=pl.FunctionType.AIC)
+    def k(self, w: WEIGHT, out: pl.Out[pl.Tensor[[64, 32], pl.FP16]]) -> pl.Tensor[[64, 32], pl.FP16]:
+        t: pl.Tile[[64, 32], pl.FP16, pl.Mem.Mat] = pl.tile.load(w, [0, 0], [64, 32], target_memory=pl.Mem.Mat)
+        o: pl.Tensor[[64, 32], pl.FP16] = pl.tile.store(t, [0, 0], out)
+        return o
+"""
+
+
+def test_an_nz_distributed_tensor_is_blocked_as_an_nz_tensor_is():
+    """A `pld.DistributedTensor` is a tensor wherever a tensor is expected: annotated NZ, it is blocked
+    (NZ-1) and addressed exactly as the same `pl.Tensor` (it was left unblocked, an internal error)."""
+    from ptoc.codegen.pto import emit_module
+    from ptoc.driver import frontend, lower
+
+    outs = []
+    for weight in ("pld.DistributedTensor[[64, 32], pl.FP16, pl.NZ]", "pl.Tensor[[64, 32], pl.FP16, pl.NZ]"):
+        ctx = CompileContext(arch="a2a3")
+        low = lower(frontend(DISTRIBUTED_NZ.replace("WEIGHT", weight), "d.ir", ctx), ctx)
+        outs.append(emit_module(low.program, ctx)[0])
+    assert outs[0] == outs[1]
+    # [64, 32] FP16 NZ (c0 = 256 / 16 = 16) -> [1, 32/16, 64/16, 16, 16], strides [2*4*256, 4*256, 256, 16, 1]
+    view = next(line for line in outs[0].splitlines() if "%w_view = pto.make_tensor_view" in line)
+    assert "shape = [%c1_index, %c2_index, %c4_index, %c16_index, %c16_index]" in view
+    assert "strides = [%c2048_index, %c1024_index, %c256_index, %c16_index, %c1_index]" in view
+    assert "#pto.layout<nz>" in view
