@@ -133,8 +133,11 @@ def definitions(f: Function) -> list[Var]:
     return out
 
 
-def ssa_violations(program: Program) -> list[str]:
-    """The names assigned more than once, per function (empty: the program is in SSA form)."""
+def ssa_violations(program: Program, escapes=None) -> list[str]:
+    """The names assigned more than once, per function (empty: the program is in SSA form). `escapes`: the
+    test "a name assigned in a loop is read after it" to use (by default `_has_escapes`; the `ssa`
+    property check gives its cheaper equal, `properties.escapes`)."""
+    escapes = _has_escapes if escapes is None else escapes
     bad = []
     for f in program.functions:
         seen: set[str] = set()
@@ -142,7 +145,7 @@ def ssa_violations(program: Program) -> list[str]:
             if v.name in seen:
                 bad.append(f"{f.name}: {v.name!r} is assigned more than once (line {v.span.line})")
             seen.add(v.name)
-        if not bad and _has_escapes(f):
+        if not bad and escapes(f):
             bad.append(f"{f.name}: a name assigned inside a loop is read after the loop")
     return bad
 

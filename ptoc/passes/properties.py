@@ -67,18 +67,9 @@ def _ssa(program: Program, ctx: CompileContext, cache=None) -> list[str]:
     """Every name is assigned once in its function (the two yields of an if bind its results once), and
     no name assigned inside a loop is read after it. The very list `ConvertToSSA.ssa_violations` gives,
     with a cheaper test of the second condition (`escapes`)."""
-    from ptoc.passes.ConvertToSSA import definitions
+    from ptoc.passes.ConvertToSSA import ssa_violations
 
-    bad = []
-    for f in program.functions:
-        seen: set[str] = set()
-        for v in definitions(f):
-            if v.name in seen:
-                bad.append(f"{f.name}: {v.name!r} is assigned more than once (line {v.span.line})")
-            seen.add(v.name)
-        if not bad and escapes(f):
-            bad.append(f"{f.name}: a name assigned inside a loop is read after the loop")
-    return bad
+    return ssa_violations(program, escapes)
 
 
 def escapes(f: Function) -> bool:
