@@ -18,9 +18,7 @@ from __future__ import annotations
 
 import argparse
 import ast
-import os
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -30,20 +28,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import compile_bench  # noqa: E402
 import parse_bench  # noqa: E402
-
-
-def _run(cmd: list[str]) -> tuple[float, float]:
-    """(wall seconds, user + sys CPU seconds of the process and the workers it forked)."""
-    t0 = time.perf_counter()
-    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    _, status, usage = os.wait4(proc.pid, 0)
-    wall = time.perf_counter() - t0
-    err = proc.stderr.read().decode() if proc.stderr else ""
-    if proc.stderr:
-        proc.stderr.close()
-    if os.waitstatus_to_exitcode(status) != 0:
-        raise SystemExit(f"{' '.join(cmd)} failed:\n{err[-2000:]}")
-    return wall, usage.ru_utime + usage.ru_stime
 
 
 def _ast_time(text: str) -> float:
@@ -86,7 +70,7 @@ def main(argv=None) -> int:
             base = {k: _ast_time(t) for k, t in texts.items()}
             for label, cmd in commands.items():
                 for name in order:
-                    wall, cpu = _run([builds[name], *cmd])
+                    wall, cpu = compile_bench.run_cli([builds[name], *cmd])
                     runs.setdefault((label, name), []).append((wall, cpu))
                     ratios.setdefault((label, name), []).append(wall / base[label.split()[0]])
             print(f"  round {r + 1}/{args.rounds} done (ast.parse: check text {base['check']:.3f} s, "

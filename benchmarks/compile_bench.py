@@ -78,22 +78,23 @@ def _ptoc() -> list[str]:
     return [str(exe)] if exe.exists() else [sys.executable, "-m", "ptoc.cli"]
 
 
+def run_cli(cmd: list[str]) -> tuple[float, float]:
+    """Run `cmd` once: (wall seconds, CPU seconds: user + sys of the process and of the workers it forked)."""
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    err = proc.stderr.read().decode() if proc.stderr else ""
+    if proc.stderr:
+        proc.stderr.close()
+    if os.waitstatus_to_exitcode(status) != 0:
+        raise SystemExit(f"{' '.join(cmd)} failed:\n{err[-2000:]}")
+    return wall, usage.ru_utime + usage.ru_stime
+
+
 def time_cli(args: list[str], repeat: int) -> tuple[float, float]:
     """(best wall seconds, that run's CPU seconds: user + sys of ptoc and of the workers it forked)."""
-    best, best_cpu = float("inf"), 0.0
-    for _ in range(repeat):
-        t0 = time.perf_counter()
-        proc = subprocess.Popen(_ptoc() + args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        _, status, usage = os.wait4(proc.pid, 0)
-        dt = time.perf_counter() - t0
-        err = proc.stderr.read().decode() if proc.stderr else ""
-        if proc.stderr:
-            proc.stderr.close()
-        if os.waitstatus_to_exitcode(status) != 0:
-            raise SystemExit(f"ptoc {' '.join(args)} failed:\n{err[-2000:]}")
-        if dt < best:
-            best, best_cpu = dt, usage.ru_utime + usage.ru_stime
-    return best, best_cpu
+    return min(run_cli(_ptoc() + args) for _ in range(repeat))
 
 
 def _pass_clock(acc: dict[str, float]):
