@@ -132,3 +132,28 @@ def test_a_hole_the_reader_does_not_read_as_an_expression_sends_the_text_to_be_r
     assert _dump(holed) == _dump(pyast.translate(_PROGRAM, "t.ir"))
     params = holed[-1].a[1][0].a[1]
     assert [p.a[0] for p in params] == ["self", "x", "n"]
+
+
+def test_the_bracket_pattern_without_possessive_runs_matches_the_same_text():
+    """Before Python 3.11 `re` has no possessive quantifiers, so the hole finder's bracket pattern is
+    written one character at a time there (`pyast._BRACKETS`); both forms must find the very same
+    matches, on every annotation-like string of brackets, names, commas, quotes and newlines up to a
+    length, and on the examples' and corpus programs' text."""
+    import itertools
+    import re
+
+    inner = pyast._INNER
+    possessive = re.compile(rf"\[(?:{inner}++|\[(?:{inner}++|\[{inner}*+\])*+\])*+\]")
+    stepwise = re.compile(rf"\[(?:{inner}|\[(?:{inner}|\[{inner}*\])*\])*\]")
+    alphabet = "[]a,=(#'\n"
+    seen = 0
+    for n in range(1, 8):
+        for chars in itertools.product(alphabet, repeat=n):
+            text = "".join(chars)
+            got = [m.span() for m in stepwise.finditer(text)]
+            assert got == [m.span() for m in possessive.finditer(text)], text
+            seen += bool(got)
+    for path in FILES:
+        text = path.read_text()
+        assert [m.span() for m in stepwise.finditer(text)] == [m.span() for m in possessive.finditer(text)]
+    assert seen > 1000  # the strings did put both to the test

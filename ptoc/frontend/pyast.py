@@ -21,6 +21,7 @@ from __future__ import annotations
 import ast
 import os
 import re
+import sys
 import warnings
 from bisect import bisect_right
 from keyword import iskeyword
@@ -206,7 +207,12 @@ def _read(text: str, file: str, parsed: str, holes: dict[int, int] | None, ascii
 # `target_memory=pl.Mem.Vec)`): an operand, a call's callee or a keyword's value, whose nodes the reader
 # makes from the text (`_Reader.dotted`); one with a Python keyword in it (`a.if`) is left as it is.
 # (brackets nested three deep at most; possessive runs, so a line that does not match fails fast)
-_BRACKETS = r"\[(?:[^\[\]()#'\"\n=]++|\[(?:[^\[\]()#'\"\n=]++|\[[^\[\]()#'\"\n=]*+\])*+\])*+\]"
+_INNER = r"[^\[\]()#'\"\n=]"  # a character inside an annotation's brackets that is no bracket
+if sys.version_info >= (3, 11):
+    _BRACKETS = rf"\[(?:{_INNER}++|\[(?:{_INNER}++|\[{_INNER}*+\])*+\])*+\]"
+else:  # (no possessive quantifiers before 3.11: one character at a time, which matches the same text and,
+    # each step having one way to go, cannot backtrack badly either)
+    _BRACKETS = rf"\[(?:{_INNER}|\[(?:{_INNER}|\[{_INNER}*\])*\])*\]"
 # group 1: an annotation; group 2: a dotted name (no look-behind: it keeps the regex from its fast search)
 _HOLE = re.compile(rf": ([A-Za-z_][\w.]*{_BRACKETS})(?=,|\)| =)|= ?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?=[,)(])",
                    re.ASCII)
