@@ -193,13 +193,66 @@ def _stdout_closed() -> int:
     return EXIT_BROKEN_PIPE
 
 
+# Deeply nested input (a long chain of `+`, nested parentheses, loops in loops) is read and lowered by
+# recursive functions, so commands raise Python's recursion limit to this.
+_RECURSION_LIMIT = 20000
+# Before Python 3.11 every Python call also takes C stack: at that limit the main thread's stack (8 MiB)
+# overflows and the process dies of a segmentation fault instead of reporting the input as too deep. There
+# the command runs in a thread of its own whose stack holds the whole limit.
+_DEEP_STACK_BYTES = 1 << 30
+_CALLS_TAKE_C_STACK = sys.version_info < (3, 11)
+
+
+def _on_deep_stack(fn):
+    """`fn()`, on a stack deep enough for `_RECURSION_LIMIT` Python calls (see `_DEEP_STACK_BYTES`): in this
+    thread from Python 3.11 on, else in a thread with a large stack, whose result or exception this returns
+    or raises. Ctrl-C, which interrupts the waiting main thread, is raised in the command's thread too, so
+    the command unwinds (and leaves no partial output) as it would in the main thread."""
+    if not _CALLS_TAKE_C_STACK:
+        return fn()
+    import threading
+
+    done: dict = {}
+
+    def body():
+        try:
+            done["value"] = fn()
+        except BaseException as e:  # noqa: BLE001 - handed to the main thread, which raises it
+            done["error"] = e
+
+    try:
+        old = threading.stack_size(_DEEP_STACK_BYTES)
+    except (ValueError, RuntimeError):  # the platform sets no thread stack size: as deep as the main thread
+        return fn()
+    try:
+        worker = threading.Thread(target=body, name="ptoc-command", daemon=True)
+        worker.start()
+    finally:
+        threading.stack_size(old)
+    while worker.is_alive():
+        try:
+            worker.join()
+        except (Interrupted, KeyboardInterrupt) as e:  # Ctrl-C: the command's to handle, then ours
+            _raise_in_thread(worker, type(e))
+    if "error" in done:
+        raise done["error"]
+    return done.get("value")
+
+
+def _raise_in_thread(thread, exc_type) -> None:
+    """Raise `exc_type` in `thread` at its next Python instruction (CPython's asynchronous exception)."""
+    import ctypes
+
+    ctypes.pythonapi.PyThreadState_SetAsyncExc(ctypes.c_ulong(thread.ident), ctypes.py_object(exc_type))
+
+
 def _run_guarded(fn) -> int:
     """Run `fn`; map a ptoc bug to exit 3 without a Python traceback."""
     from ptoc.diagnostics import InternalError
 
-    sys.setrecursionlimit(max(sys.getrecursionlimit(), 20000))
+    sys.setrecursionlimit(max(sys.getrecursionlimit(), _RECURSION_LIMIT))
     try:
-        status = fn()
+        status = _on_deep_stack(fn)
         if Reporter.active is not None:
             Reporter.active.finish()
         return status
