@@ -106,6 +106,7 @@ def _pass_clock(acc: dict[str, float]):
     from ptoc.passes.manager import PIPELINE
 
     undo = []
+    running: set[str] = set()  # passes inside a timed method: a method one of them calls is not counted again
     for name in dict.fromkeys(name for _, name in PIPELINE):  # (a pass that runs twice is wrapped once)
         cls = getattr(importlib.import_module(f"ptoc.passes.{name}"), name)
         for meth in ("applies", "run", "adopt"):
@@ -114,10 +115,14 @@ def _pass_clock(acc: dict[str, float]):
                 continue
 
             def timed(self, *a, _orig=orig, _name=name, **k):
+                if _name in running:  # (e.g. a `run` that calls its own `adopt`)
+                    return _orig(self, *a, **k)
+                running.add(_name)
                 t0 = time.process_time()
                 try:
                     return _orig(self, *a, **k)
                 finally:
+                    running.discard(_name)
                     acc[_name] = acc.get(_name, 0.0) + time.process_time() - t0
 
             setattr(cls, meth, timed)
