@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import json
 
-from ptoc.ir.nodes import Call, Function, ListExpr, Program, ScalarType, TensorType, Var
+from ptoc.ir.nodes import Call, ConstInt, Function, ListExpr, Program, ScalarType, TensorType, Var
 from ptoc.ir.printer import print_expr
 from ptoc.ir.nodes import KERNEL_TYPES
 
@@ -14,8 +14,9 @@ SCHEMA = "ptoc-kernels/1"
 
 
 def _dim(e) -> int | str:
+    if e.__class__ is ConstInt:  # (most extents: what `fold` gives back as it is, without its imports)
+        return e.value
     from ptoc.analysis.arith import fold
-    from ptoc.ir.nodes import ConstInt
 
     f = fold(e)
     return f.value if isinstance(f, ConstInt) else print_expr(e)
@@ -217,17 +218,7 @@ def json_text(doc) -> str:
 def _json_value(o, nl: str, out: list[str]) -> None:
     """Append the indented JSON text of `o` to `out`; `nl`: a line end and the indent of `o`'s line."""
     cls = o.__class__
-    if cls is str:
-        out.append(_STR(o))
-    elif o is None:
-        out.append("null")
-    elif o is True:
-        out.append("true")
-    elif o is False:
-        out.append("false")
-    elif cls is int:
-        out.append(int.__repr__(o))
-    elif cls is dict:
+    if cls is dict:
         if not o:
             out.append("{}")
             return
@@ -236,10 +227,16 @@ def _json_value(o, nl: str, out: list[str]) -> None:
         for k in sorted(o):
             if k.__class__ is not str:
                 raise TypeError(k)
-            out.append(sep)
-            out.append(_STR(k))
-            out.append(": ")
-            _json_value(o[k], inner, out)
+            v = o[k]
+            # (most values are strings and numbers: written here, without a call per value)
+            c = v.__class__
+            if c is str:
+                out.append(f"{sep}{_STR(k)}: {_STR(v)}")
+            elif c is not dict and c is not list and (leaf := _leaf(v)) is not None:
+                out.append(f"{sep}{_STR(k)}: {leaf}")
+            else:
+                out.append(f"{sep}{_STR(k)}: ")
+                _json_value(v, inner, out)
             sep = "," + inner
         out.append(nl + "}")
     elif cls is list or cls is tuple:
@@ -249,9 +246,35 @@ def _json_value(o, nl: str, out: list[str]) -> None:
         inner = nl + "  "
         sep = "[" + inner
         for x in o:
-            out.append(sep)
-            _json_value(x, inner, out)
+            c = x.__class__
+            if c is str:
+                out.append(sep + _STR(x))
+            elif c is not dict and c is not list and (leaf := _leaf(x)) is not None:
+                out.append(sep + leaf)
+            else:
+                out.append(sep)
+                _json_value(x, inner, out)
             sep = "," + inner
         out.append(nl + "]")
     else:
-        raise TypeError(o)  # floats and the rest: the standard library's spelling
+        leaf = _leaf(o)
+        if leaf is None:
+            raise TypeError(o)  # floats and the rest: the standard library's spelling
+        out.append(leaf)
+
+
+def _leaf(o) -> str | None:
+    """The JSON text of a string, integer, boolean or None; None for anything else (containers are
+    written by `_json_value`; floats and the rest raise there)."""
+    cls = o.__class__
+    if cls is str:
+        return _STR(o)
+    if cls is int:
+        return int.__repr__(o)
+    if o is None:
+        return "null"
+    if o is True:
+        return "true"
+    if o is False:
+        return "false"
+    return None
