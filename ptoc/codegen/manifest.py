@@ -6,9 +6,14 @@ from __future__ import annotations
 
 import json
 
-from ptoc.ir.nodes import Call, ConstInt, Function, ListExpr, Program, ScalarType, TensorType, Var
+from ptoc.ir.nodes import (Call, ConstInt, DictExpr, EnumLit, Function, ListExpr, Program, ScalarType, StrLit,
+                           TensorType, Var)
 from ptoc.ir.printer import print_expr
 from ptoc.ir.nodes import KERNEL_TYPES
+# (the names the writer asks for per function or per call imported once here: an import statement in a
+# function costs ~1 us each time it runs; none of these modules imports the emitters)
+from ptoc.codegen.cross_core import GM_PIPE_PARAM, gm_pipe_buffer_bytes
+from ptoc.ir.verifier import NodeIndex
 
 SCHEMA = "ptoc-kernels/1"
 
@@ -38,8 +43,6 @@ def _param(p, namespace: str, global_names: set[str], logical: list | None = Non
 
 def _core_num(call: Call):
     """The block count of a call's `attrs={"core_num": n}` (an spmd launch), or None."""
-    from ptoc.ir.nodes import DictExpr, StrLit
-
     attrs = call.kwarg("attrs")
     for k, v in attrs.items if isinstance(attrs, DictExpr) else ():
         if isinstance(k, StrLit) and k.value == "core_num":
@@ -49,8 +52,6 @@ def _core_num(call: Call):
 
 def _nodes(f: Function, cls: type, cache=None) -> list:
     """Every node of class `cls` under `f`, in walk order (from the pipeline's node index with its `cache`)."""
-    from ptoc.ir.verifier import NodeIndex
-
     return NodeIndex.get(f, cache).of(cls)
 
 
@@ -130,8 +131,6 @@ def _logical_shapes(program: Program, ctx, kernels: set[str], cache=None) -> dic
 
 def _arg_directions(call: Call) -> list[str] | None:
     """The call's `attrs={"arg_directions": [pl.adir.<d>, ...]}` (DeriveCallDirections) as ["<d>", ...]."""
-    from ptoc.ir.nodes import DictExpr, EnumLit, ListExpr, StrLit
-
     attrs = call.kwarg("attrs")
     for k, v in attrs.items if isinstance(attrs, DictExpr) else ():
         if isinstance(k, StrLit) and k.value == "arg_directions" and isinstance(v, ListExpr):
@@ -143,8 +142,6 @@ def _gm_ring(f: Function, cache=None) -> dict:
     """`gm_pipe_buffer_bytes` for a kernel whose cross-core pipe runs through a GM ring (a2a3): the bytes
     the caller must allocate for its `__gm_pipe_buffer`, which the IR types as one element. (It reads the
     calls off the pipeline's node index with its `cache` instead of walking the kernel again.)"""
-    from ptoc.codegen.cross_core import GM_PIPE_PARAM, gm_pipe_buffer_bytes
-
     n = gm_pipe_buffer_bytes(f, _nodes(f, Call, cache)) if f.param(GM_PIPE_PARAM) is not None else 0
     return {"gm_pipe_buffer_bytes": n} if n else {}
 
