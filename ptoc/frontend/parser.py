@@ -812,9 +812,9 @@ class Builder:
         leaf = _LEAF_EXPRS.get(k)
         if leaf is not None:
             return leaf(n)
-        method = _EXPR_BUILDERS.get(k)
-        if method is not None:
-            return getattr(self, method)(n)
+        build = _EXPR_FNS.get(k)
+        if build is not None:
+            return build(self, n)
         if k == "chaincmp":
             self.fail("PTOC-E0114", "chained comparisons are not IR", n, hint="combine comparisons with `and`")
         if k == "slice":
@@ -1128,9 +1128,9 @@ class Builder:
     def stmt(self, n: SN) -> Stmt | tuple[Stmt, ...] | None:
         if self.anchors is not None:  # (only the formatter collects them: the span is not made otherwise)
             self._anchor(n.span, ("stmt", n.span.line, n.span.col))
-        method = _STMT_BUILDERS.get(n.k)
-        if method is not None:
-            return getattr(self, method)(n)
+        build = _STMT_FNS.get(n.k)
+        if build is not None:
+            return build(self, n)
         if n.k in ("def", "class"):
             self.fail("PTOC-E0005", "functions and classes cannot be nested", n,
                       hint="define every function as a method of the @pl.program class")
@@ -1479,6 +1479,12 @@ class Builder:
         if kind in ("scope", "manual_scope"):
             self.runtime_scopes = True
         return ScopeStmt(kind, args, inner, kwargs, var, span=n.span)
+
+
+# the builders of `_EXPR_BUILDERS` and `_STMT_BUILDERS` as the class's functions: `expr` and `stmt` call them
+# with the builder, without looking the method up and binding it for each node
+_EXPR_FNS = {k: getattr(Builder, m) for k, m in _EXPR_BUILDERS.items()}
+_STMT_FNS = {k: getattr(Builder, m) for k, m in _STMT_BUILDERS.items()}
 
 
 def _pipe_buffers_positional(args: tuple, kwargs: tuple, sp) -> tuple[tuple, tuple]:
