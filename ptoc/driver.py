@@ -37,11 +37,13 @@ def frontend(text: str, file: str, ctx: CompileContext, warnings: list | None = 
     from ptoc.frontend.short_names import full_op_names
 
     cache = VerifyCache(ctx)
+    made: set = set()  # the op names the parser built (full_op_names need not search a program for them)
     with gc_paused():  # (parse_program pauses it too; this one also spares the parse tree a rescan)
         # the program as written (parse_program keeps its spelling, so it prints back as written), then
         # one spelling per op for everything after the front end: pl.load -> tile.load
         with cache.running():
-            program = full_op_names(parse_program(text, file, ctx=ctx, warnings=warnings, cache=cache), ctx)
+            program = full_op_names(parse_program(text, file, ctx=ctx, warnings=warnings, cache=cache, made=made),
+                                    ctx, made)
     keep_types(program, cache)
     return program
 

@@ -42,6 +42,7 @@ from ptoc.ir.types import is_empty_tile
 from ptoc.ops.registry import SHORT
 from ptoc.analysis.pipeline_stages import PTOAS_SLOTS, pipe_slot_size
 from ptoc.codegen.pto_forms import _Handle, _Scalar, _int, element_type, unsupported
+from ptoc.ir.verifier import _KEPT, NodeIndex  # (here, not in kept_calls: asked for each kernel)
 
 GM_PIPE_PARAM = "__gm_pipe_buffer"
 PUSH_OPS = ("tile.tpush_to_aiv", "tile.tpush_to_aic")
@@ -67,8 +68,6 @@ def cross_core_op(op: str) -> str | None:
 def kept_calls(program, fn) -> list[Call] | None:
     """The calls under function `fn` of `program` in walk order, from the node index of the pipeline run that
     returned `program` (`ptoc.ir.verifier.keep_types`); None for a program no pipeline kept its cache for."""
-    from ptoc.ir.verifier import _KEPT, NodeIndex
-
     kept = program.__dict__.get(_KEPT)
     return NodeIndex.get(fn, kept).of(Call) if kept is not None else None
 

@@ -6,16 +6,22 @@ from __future__ import annotations
 
 import json
 
-from ptoc.ir.nodes import Call, Function, ListExpr, Program, ScalarType, TensorType, Var
+from ptoc.ir.nodes import (Call, ConstInt, DictExpr, EnumLit, Function, ListExpr, Program, ScalarType, StrLit,
+                           TensorType, Var)
 from ptoc.ir.printer import print_expr
 from ptoc.ir.nodes import KERNEL_TYPES
+# (the names the writer asks for per function or per call imported once here: an import statement in a
+# function costs ~1 us each time it runs; none of these modules imports the emitters)
+from ptoc.codegen.cross_core import GM_PIPE_PARAM, gm_pipe_buffer_bytes
+from ptoc.ir.verifier import NodeIndex
 
 SCHEMA = "ptoc-kernels/1"
 
 
 def _dim(e) -> int | str:
+    if e.__class__ is ConstInt:  # (most extents: what `fold` gives back as it is, without its imports)
+        return e.value
     from ptoc.analysis.arith import fold
-    from ptoc.ir.nodes import ConstInt
 
     f = fold(e)
     return f.value if isinstance(f, ConstInt) else print_expr(e)
@@ -37,8 +43,6 @@ def _param(p, namespace: str, global_names: set[str], logical: list | None = Non
 
 def _core_num(call: Call):
     """The block count of a call's `attrs={"core_num": n}` (an spmd launch), or None."""
-    from ptoc.ir.nodes import DictExpr, StrLit
-
     attrs = call.kwarg("attrs")
     for k, v in attrs.items if isinstance(attrs, DictExpr) else ():
         if isinstance(k, StrLit) and k.value == "core_num":
@@ -48,8 +52,6 @@ def _core_num(call: Call):
 
 def _nodes(f: Function, cls: type, cache=None) -> list:
     """Every node of class `cls` under `f`, in walk order (from the pipeline's node index with its `cache`)."""
-    from ptoc.ir.verifier import NodeIndex
-
     return NodeIndex.get(f, cache).of(cls)
 
 
@@ -129,8 +131,6 @@ def _logical_shapes(program: Program, ctx, kernels: set[str], cache=None) -> dic
 
 def _arg_directions(call: Call) -> list[str] | None:
     """The call's `attrs={"arg_directions": [pl.adir.<d>, ...]}` (DeriveCallDirections) as ["<d>", ...]."""
-    from ptoc.ir.nodes import DictExpr, EnumLit, ListExpr, StrLit
-
     attrs = call.kwarg("attrs")
     for k, v in attrs.items if isinstance(attrs, DictExpr) else ():
         if isinstance(k, StrLit) and k.value == "arg_directions" and isinstance(v, ListExpr):
@@ -142,8 +142,6 @@ def _gm_ring(f: Function, cache=None) -> dict:
     """`gm_pipe_buffer_bytes` for a kernel whose cross-core pipe runs through a GM ring (a2a3): the bytes
     the caller must allocate for its `__gm_pipe_buffer`, which the IR types as one element. (It reads the
     calls off the pipeline's node index with its `cache` instead of walking the kernel again.)"""
-    from ptoc.codegen.cross_core import GM_PIPE_PARAM, gm_pipe_buffer_bytes
-
     n = gm_pipe_buffer_bytes(f, _nodes(f, Call, cache)) if f.param(GM_PIPE_PARAM) is not None else 0
     return {"gm_pipe_buffer_bytes": n} if n else {}
 
@@ -217,17 +215,7 @@ def json_text(doc) -> str:
 def _json_value(o, nl: str, out: list[str]) -> None:
     """Append the indented JSON text of `o` to `out`; `nl`: a line end and the indent of `o`'s line."""
     cls = o.__class__
-    if cls is str:
-        out.append(_STR(o))
-    elif o is None:
-        out.append("null")
-    elif o is True:
-        out.append("true")
-    elif o is False:
-        out.append("false")
-    elif cls is int:
-        out.append(int.__repr__(o))
-    elif cls is dict:
+    if cls is dict:
         if not o:
             out.append("{}")
             return
@@ -236,10 +224,16 @@ def _json_value(o, nl: str, out: list[str]) -> None:
         for k in sorted(o):
             if k.__class__ is not str:
                 raise TypeError(k)
-            out.append(sep)
-            out.append(_STR(k))
-            out.append(": ")
-            _json_value(o[k], inner, out)
+            v = o[k]
+            # (most values are strings and numbers: written here, without a call per value)
+            c = v.__class__
+            if c is str:
+                out.append(f"{sep}{_STR(k)}: {_STR(v)}")
+            elif c is not dict and c is not list and (leaf := _leaf(v)) is not None:
+                out.append(f"{sep}{_STR(k)}: {leaf}")
+            else:
+                out.append(f"{sep}{_STR(k)}: ")
+                _json_value(v, inner, out)
             sep = "," + inner
         out.append(nl + "}")
     elif cls is list or cls is tuple:
@@ -249,9 +243,35 @@ def _json_value(o, nl: str, out: list[str]) -> None:
         inner = nl + "  "
         sep = "[" + inner
         for x in o:
-            out.append(sep)
-            _json_value(x, inner, out)
+            c = x.__class__
+            if c is str:
+                out.append(sep + _STR(x))
+            elif c is not dict and c is not list and (leaf := _leaf(x)) is not None:
+                out.append(sep + leaf)
+            else:
+                out.append(sep)
+                _json_value(x, inner, out)
             sep = "," + inner
         out.append(nl + "]")
     else:
-        raise TypeError(o)  # floats and the rest: the standard library's spelling
+        leaf = _leaf(o)
+        if leaf is None:
+            raise TypeError(o)  # floats and the rest: the standard library's spelling
+        out.append(leaf)
+
+
+def _leaf(o) -> str | None:
+    """The JSON text of a string, integer, boolean or None; None for anything else (containers are
+    written by `_json_value`; floats and the rest raise there)."""
+    cls = o.__class__
+    if cls is str:
+        return _STR(o)
+    if cls is int:
+        return int.__repr__(o)
+    if o is None:
+        return "null"
+    if o is True:
+        return "true"
+    if o is False:
+        return "false"
+    return None

@@ -104,15 +104,16 @@ from ptoc.codegen.pto_forms import (
     unsupported,
 )
 from ptoc.codegen.tile_ops import TileOpEmitter
+# (imported once here rather than in each kernel's writer: none of these imports the emitters)
+from ptoc.codegen.views import views_of
+from ptoc.ir.verifier import _KEPT, NodeIndex, function_types, iter_type_exprs
+from ptoc.ir.visitor import walk
 from ptoc.codegen.cross_core import POP_OPS, CrossCoreEmitter, cross_core_op
 
 
 def dynamic_dims(program: Program, fn: Function, defined: set[str] | None = None) -> list[str]:
     """The dynamic dimension symbols of kernel `fn`, in the order of its trailing `index` arguments:
     first seen in the parameter types, then in the body. `defined`: names the body binds itself."""
-    from ptoc.ir.verifier import _KEPT, NodeIndex, function_types, iter_type_exprs
-    from ptoc.ir.visitor import walk
-
     if defined is None:
         defined = set(function_types(program).get(fn.name, {}))
     params = {p.name for p in fn.params}
@@ -200,8 +201,6 @@ def emit_module(program: Program, ctx, pto_level: str = "level3", types: dict | 
 class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
     def __init__(self, program: Program, fn: Function, types: dict, level: str, arch: str = "a2a3",
                  memo: dict | None = None, spellings: dict | None = None):
-        from ptoc.codegen.views import views_of
-
         self.program = program
         self.fn = fn
         self.types = types

@@ -25,6 +25,9 @@ from ptoc.ir.nodes import (
     Var,
 )
 from ptoc.ir.types import effective_tile_view
+# (imported here, not in `tile_op`: an import statement run for each of a module's tens of thousands of tile
+# ops costs a few percent of the writer's time; the registry imports nothing of the emitters)
+from ptoc.ops.registry import Emitter, NoPto, Pto, lookup
 from ptoc.codegen.pto_forms import (
     ROUND_MODE,
     ROUND_MODE_BY_INT,
@@ -47,8 +50,6 @@ class TileOpEmitter:
     def tile_op(self, s: AssignStmt, c: Call) -> None:
         """One tile op, by its declaration in its family file (`ptoc/ops/<family>.py`): a plain
         destination-passing form (`Pto`), an emitter method (`Emitter`) or no PTO form (`NoPto`)."""
-        from ptoc.ops.registry import Emitter, NoPto, Pto, lookup
-
         name, span = s.target.name, s.span
         op = lookup(c.op)
         form = op.pto if op is not None else None

@@ -193,6 +193,9 @@ class Builder:
         # (what, annotation text) -> [the plan of what was built (`_copy_plan`), the span it was built for,
         # prefix, dprefix, its `_copier` once made]: see type()
         self._built_types: dict[tuple[str, str], list] = {}
+        # the op names of the op calls built (`Call` of kind "op"), and `GetItem` once an element read was
+        # built: what `ptoc.frontend.short_names` asks of the program, recorded as it is built (see `made`)
+        self.made: set = set()
 
     # ------------------------------------------------------------------ helpers
     def fail(self, code: str, message: str, node, hint: str | None = None, rule: str | None = None):
@@ -809,9 +812,9 @@ class Builder:
         leaf = _LEAF_EXPRS.get(k)
         if leaf is not None:
             return leaf(n)
-        method = _EXPR_BUILDERS.get(k)
-        if method is not None:
-            return getattr(self, method)(n)
+        build = _EXPR_FNS.get(k)
+        if build is not None:
+            return build(self, n)
         if k == "chaincmp":
             self.fail("PTOC-E0114", "chained comparisons are not IR", n, hint="combine comparisons with `and`")
         if k == "slice":
@@ -851,11 +854,13 @@ class Builder:
         base, subs = n.a
         if len(subs) != 1 or subs[0].k == "slice":
             offsets, extents = self._window(n, reading=True)
+            self.made.add("slice")
             return Call("slice", (self.expr(base), ListExpr(extents, span=n.span), ListExpr(offsets, span=n.span)),
                         span=n.span)
         path = self._pl_path(base) if base.k == "attr" else None
         if path:
             self.fail("PTOC-E0109", f"a type `pl.{'.'.join(path)}[...]` cannot be used as a value", n)
+        self.made.add(GetItem)
         return GetItem(self.expr(base), self.expr(subs[0]), span=n.span)
 
     def _window(self, n: SN, reading: bool) -> tuple[tuple[Expr, ...], tuple[Expr, ...]]:
@@ -899,11 +904,13 @@ class Builder:
         subs = target.a[1]
         if len(subs) == 1 and subs[0].k != "slice":
             # `arr[i] = v` on a pl.Array: PyPTO's functional update `arr = array.update_element(arr, i, v)`
+            self.made.add("array.update_element")
             call = Call("array.update_element", (Var(base.a[0], span=base.span), self.expr(subs[0]),
                                                  self.expr(value)), span=target.span)
             return AssignStmt(Var(base.a[0], span=base.span), call, None, span=n.span)
         offsets, _ = self._window(target, reading=False)
         dst = Var(base.a[0], span=base.span)
+        self.made.add("assemble")
         call = Call("assemble", (dst, self.expr(value), ListExpr(offsets, span=target.span)), span=target.span)
         return AssignStmt(Var(base.a[0], span=base.span), call, None, span=n.span)
 
@@ -1025,6 +1032,7 @@ class Builder:
         aliases = _KEYWORD_ALIASES.get(op)
         if aliases and any(k in aliases for k, _ in kwargs):
             kwargs = tuple((aliases.get(k, k), v) for k, v in kwargs)
+        self.made.add(op)
         return _mk_call(sp, op, args, kwargs, "op")
 
     def distributed_call(self, n: SN, path: list[str]) -> Expr:
@@ -1038,6 +1046,7 @@ class Builder:
         if name == "tensor.alloc_window_buffer":
             self._window_buffer(n)
         args, kwargs = self._args(n)
+        self.made.add(DISTRIBUTED_PREFIX + name)
         return Call(DISTRIBUTED_PREFIX + name, args, kwargs, kind="op", span=n.span)
 
     def _host_only(self, n: SN, name: str) -> None:
@@ -1119,9 +1128,9 @@ class Builder:
     def stmt(self, n: SN) -> Stmt | tuple[Stmt, ...] | None:
         if self.anchors is not None:  # (only the formatter collects them: the span is not made otherwise)
             self._anchor(n.span, ("stmt", n.span.line, n.span.col))
-        method = _STMT_BUILDERS.get(n.k)
-        if method is not None:
-            return getattr(self, method)(n)
+        build = _STMT_FNS.get(n.k)
+        if build is not None:
+            return build(self, n)
         if n.k in ("def", "class"):
             self.fail("PTOC-E0005", "functions and classes cannot be nested", n,
                       hint="define every function as a method of the @pl.program class")
@@ -1210,6 +1219,7 @@ class Builder:
                           hint=f"write `(a, b), tid = pl.{path[0]}(self.kernel, ...)`")
         if submit:
             self._submits.append((value.op, len(targets) - 1, n.span))
+        self.made.add(GetItem)
         for i, t in enumerate(targets):
             item = GetItem(Var(tmp, span=t.span), ConstInt(i, dtypes.INDEX, span=t.span), span=t.span)
             if t.k == "name":
@@ -1368,6 +1378,7 @@ class Builder:
             spmd_kw.append(("name_hint", StrLit(f"{base}_spmd", span=name.span)))
             at_kw.append(("name_hint", StrLit(base, span=name.span)))
         self.scalar_names.add(tname)
+        self.made.add("tile.get_block_idx")
         bind = AssignStmt(Var(tname, span=tspan), Call("tile.get_block_idx", span=it.span),
                           ScalarType(dtypes.INDEX), span=tspan)
         self._device_depth += 1
@@ -1468,6 +1479,12 @@ class Builder:
         if kind in ("scope", "manual_scope"):
             self.runtime_scopes = True
         return ScopeStmt(kind, args, inner, kwargs, var, span=n.span)
+
+
+# the builders of `_EXPR_BUILDERS` and `_STMT_BUILDERS` as the class's functions: `expr` and `stmt` call them
+# with the builder, without looking the method up and binding it for each node
+_EXPR_FNS = {k: getattr(Builder, m) for k, m in _EXPR_BUILDERS.items()}
+_STMT_FNS = {k: getattr(Builder, m) for k, m in _STMT_BUILDERS.items()}
 
 
 def _pipe_buffers_positional(args: tuple, kwargs: tuple, sp) -> tuple[tuple, tuple]:
@@ -1608,13 +1625,15 @@ def _yield_out_of_trailing_scope(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
 
 def parse_program(text: str, file: str = "<input>", verify: bool = True, ctx=None,
                   check_ops: bool = True, ssa: bool = False, warnings: list | None = None,
-                  cache=None) -> Program:
+                  cache=None, made: set | None = None) -> Program:
     """Parse IR text. Raises `CompileError` with every diagnostic found. The program as written may
     assign a name more than once (ConvertToSSA renames); `ssa` True checks single assignment too.
     `warnings`: a list that receives the warnings (and notes) of a program that has no errors.
-    `cache`: a `VerifyCache` for `ctx` that keeps what the check learned (the compile's pipeline reuses it)."""
+    `cache`: a `VerifyCache` for `ctx` that keeps what the check learned (the compile's pipeline reuses it).
+    `made`: a set that receives the op name of every op call built and the class `GetItem` when an element
+    read was built (`Builder.made`; `ptoc.frontend.short_names.full_op_names` takes it)."""
     with gc_paused():  # the front end builds large acyclic structures (see syntax.gc_paused)
-        return _parse_program(text, file, verify, ctx, check_ops, ssa, warnings, cache)
+        return _parse_program(text, file, verify, ctx, check_ops, ssa, warnings, cache, made)
 
 
 def parse_for_format(text: str, file: str = "<input>", ctx=None):
@@ -1657,13 +1676,15 @@ def _build(b: Builder, nodes, file: str) -> Program | None:
 
 
 def _parse_program(text: str, file: str, verify: bool, ctx, check_ops: bool, ssa: bool = False,
-                   warnings: list | None = None, cache=None) -> Program:
+                   warnings: list | None = None, cache=None, made: set | None = None) -> Program:
     nodes, diags = parse_syntax(text, file)
     if nodes is None:
         raise CompileError(diags)
     sink = DiagnosticSink()
     b = Builder(file, sink)
     prog = _build(b, nodes, file)
+    if made is not None:
+        made |= b.made
     if prog is not None and verify and not sink.has_errors:
         from ptoc.ir.verifier import verify_program
 

@@ -114,10 +114,27 @@ def _annotated_fill_space(s) -> str | None:
     return a.memory
 
 
-def full_op_names(program: Program, ctx) -> Program:
+def full_op_names(program: Program, ctx, made: set | None = None) -> Program:
     """`program` with every short op name that resolves replaced by its full name (the same object when
-    there is none), and each bare `pl.split_aiv` region in its core scope (`_core_split_aiv`)."""
+    there is none), and each bare `pl.split_aiv` region in its core scope (`_core_split_aiv`). `made`: what
+    the parser recorded as it built `program` (`parse_program(made=...)`: the op names of its op calls, and
+    `GetItem` when it built an element read); when given and none of it can need a rewrite, the program's
+    nodes are not searched for one."""
+    if made is not None and not may_rewrite(made):
+        return _core_split_aiv(program)
     return _core_split_aiv(_full_op_names(program, ctx))
+
+
+def may_rewrite(made: set) -> bool:
+    """Whether a program whose op calls have the names in `made` (and which has an element read when
+    `GetItem` is in it) may hold something `_full_op_names` rewrites: a short op name, a `tensor.assemble`,
+    a `t[i]`, a `tile.full` (or `full`) whose annotation may pick its memory. (The parser records these as
+    it builds, which costs nothing; searching every function's nodes for them cost a node index per function,
+    mostly for programs, written with full names, that have nothing to rewrite.)"""
+    return GetItem in made or any(op in registry.SHORT or op in _REWRITTEN for op in made if op is not GetItem)
+
+
+_REWRITTEN = frozenset({"tensor.assemble", "tile.full", "full"})
 
 
 def _core_split_aiv(program: Program) -> Program:

@@ -177,7 +177,9 @@ def test_the_manifest_text_is_the_standard_librarys_indented_sorted_json():
     docs = [{}, [], "x", 7, None, True, [[[]], {}],
             {"b": [1, {"x": None, "a": True, "c": False}], "a": "é \"q\" \\ \n\t", "c": [], "d": {}},
             {"calls": ({"kernel": "k", "args": ("a", "b"), "block_num": -3},)},
-            {"f": 1.5, "g": float("inf")}, {1: "int key"}]
+            {"f": 1.5, "g": float("inf")}, {1: "int key"},
+            {"a": [True, None, False, -1, "s", (), {}], "b": {"z": True, "y": None, "x": -0}}, [1.5], {"a": (2.5,)},
+            {"a": [{"b": [{"c": "d"}]}]}, {"k": {"k": ["v", 1]}}]
     for doc in docs:
         assert json_text(doc) == json.dumps(doc, indent=2, sort_keys=True), doc
     # the examples' real manifests: parsed back, the same document
