@@ -89,3 +89,26 @@ def test_name_counts_and_reads_match_the_generic_walk(monkeypatch):
     monkeypatch.setattr(mod, "_names", names_both)
     assert _lower_all() > 10
     assert seen["count"] > 100 and seen["names"] > 1000, seen
+
+
+def test_binding_one_tile_matches_the_general_binding(monkeypatch):
+    import ptoc.passes.InitMemRef as mod
+    from ptoc.ir.nodes import TileType
+
+    fast = mod._Planner.bind
+    seen = {"tile": 0, "other": 0}
+
+    def both(self, name, ann):
+        kept = self._bound
+        self._bound = {}  # the general form's own answer, not one remembered from the fast path
+        general = self.bind_general(name, ann)
+        self._bound = kept
+        out = fast(self, name, ann)
+        assert out == general
+        assert (out is ann) == (general is ann)  # unchanged where the general form leaves it
+        seen["tile" if isinstance(self.env.get(name), TileType) else "other"] += 1
+        return out
+
+    monkeypatch.setattr(mod._Planner, "bind", both)
+    assert _lower_all() > 10
+    assert seen["tile"] > 500 and seen["other"] > 100, seen
