@@ -788,6 +788,10 @@ class _Planner:
         return tuple(out)
 
     def stmt(self, s: Stmt, at: Key) -> Stmt:
+        if s.__class__ is AssignStmt:  # (most statements; none of the branches below is for one)
+            ann = self.bind(s.target.name, s.annotation)  # type: ignore[union-attr]
+            # (`replace(s, annotation=ann)`, built directly: most statements bind a tile)
+            return s if ann is s.annotation else AssignStmt(s.target, s.value, ann, span=s.span)  # type: ignore[union-attr]
         keys = self.flow.body_keys.get(at, ())
         if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
             s = replace(s, body=self.block(s.body, keys[0]))
@@ -813,6 +817,23 @@ class _Planner:
         """The annotation of `name` with its MemRef(s); an unannotated tile gets its type written out.
         (Asked twice per name, for its statement and for the types handed over, with the same type
         object: the second answer is the first, `_bound`.)"""
+        et = self.env.get(name)
+        if et.__class__ is TileType and (ann is None or ann.__class__ is TileType):
+            # (the common case, one tile, as the general form below does it without the slot list)
+            ref = self.memref.get((name, None))
+            if ref is None:
+                return ann
+            t = et if ann is None else ann
+            hit = self._bound.get(name)
+            if hit is not None and hit[0] is t:
+                return hit[1]
+            out = _with_memref(t, ref)
+            self._bound[name] = (t, out)
+            return out
+        return self.bind_general(name, ann)
+
+    def bind_general(self, name: str, ann: Type | None) -> Type | None:
+        """`bind` for any value: a tile, a tuple holding tiles, or neither."""
         slots = self.slots_of(name)
         if not slots or not all(s in self.memref for s, _ in slots):
             return ann

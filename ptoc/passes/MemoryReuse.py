@@ -727,12 +727,20 @@ def _rebind_annotations(f: Function, remap: dict[str, str], unused: set[str]) ->
         e = done.get(id(t))
         if e is None or e[0] is not t:
             if t.__class__ is TileType:
-                n = sum(0 if d.__class__ is ConstInt else count(d) for d in t.shape)
-                n += memref_hits(t.memref) if t.memref is not None else 0
-                n += count(t.view) if t.view is not None else 0
+                n_shape = sum(0 if d.__class__ is ConstInt else count(d) for d in t.shape)
+                n_ref = memref_hits(t.memref) if t.memref is not None else 0
+                n_view = count(t.view) if t.view is not None else 0
+                n = n_shape + n_ref + n_view
+                if n and not n_shape and not n_view:
+                    # (only the MemRef names a merged buffer, as nearly always: `rebind.mutate(t)` would
+                    # give the shape and the view back as they are, after traversing them)
+                    new = TileType(t.shape, t.dtype, rebind.mutate(t.memref), t.memory, t.view, span=t.span)
+                else:
+                    new = rebind.mutate(t) if n else t
             else:
                 n = count(t)
-            e = done[id(t)] = (t, rebind.mutate(t) if n else t, n)
+                new = rebind.mutate(t) if n else t
+            e = done[id(t)] = (t, new, n)
         return e
 
     def block(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:

@@ -153,15 +153,26 @@ def is_alloc(s: Stmt) -> bool:
 
 
 def allocs(body: tuple[Stmt, ...]):
-    """Every `pl.tile.alloc` statement of `body` and its nested bodies, in program order."""
+    """Every `pl.tile.alloc` statement of `body` and its nested bodies, in program order (an iterator).
+    (`is_alloc` of each statement, tested inline and collected into a list by plain recursion: the
+    memory passes ask this of every function several times; no node class is subclassed.)"""
+    out: list[Stmt] = []
+    _allocs_into(body, out)
+    return iter(out)
+
+
+def _allocs_into(body: tuple[Stmt, ...], out: list[Stmt]) -> None:
     for s in body:
-        if is_alloc(s):
-            yield s
-        if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
-            yield from allocs(s.body)
-        elif isinstance(s, IfStmt):
-            yield from allocs(s.then_body)
-            yield from allocs(s.else_body)
+        cls = s.__class__
+        if cls is AssignStmt:
+            v = s.value  # type: ignore[attr-defined]
+            if v.__class__ is Call and v.op == "tile.alloc" and v.kind == "op":
+                out.append(s)
+        elif cls is ForStmt or cls is WhileStmt or cls is ScopeStmt:
+            _allocs_into(s.body, out)  # type: ignore[attr-defined]
+        elif cls is IfStmt:
+            _allocs_into(s.then_body, out)  # type: ignore[attr-defined]
+            _allocs_into(s.else_body, out)  # type: ignore[attr-defined]
 
 
 def memref_bases(t: Type | None) -> list[str]:

@@ -89,3 +89,84 @@ def test_name_counts_and_reads_match_the_generic_walk(monkeypatch):
     monkeypatch.setattr(mod, "_names", names_both)
     assert _lower_all() > 10
     assert seen["count"] > 100 and seen["names"] > 1000, seen
+
+
+def test_binding_one_tile_matches_the_general_binding(monkeypatch):
+    import ptoc.passes.InitMemRef as mod
+    from ptoc.ir.nodes import TileType
+
+    fast = mod._Planner.bind
+    seen = {"tile": 0, "other": 0}
+
+    def both(self, name, ann):
+        kept = self._bound
+        self._bound = {}  # the general form's own answer, not one remembered from the fast path
+        general = self.bind_general(name, ann)
+        self._bound = kept
+        out = fast(self, name, ann)
+        assert out == general
+        assert (out is ann) == (general is ann)  # unchanged where the general form leaves it
+        seen["tile" if isinstance(self.env.get(name), TileType) else "other"] += 1
+        return out
+
+    monkeypatch.setattr(mod._Planner, "bind", both)
+    assert _lower_all() > 10
+    assert seen["tile"] > 500 and seen["other"] > 100, seen
+
+
+def _allocs_by_recursion(body) -> list:
+    """The allocations of `body` found the plain way: each statement, then the bodies nested in it."""
+    from ptoc.ir.nodes import AssignStmt, Call, ForStmt, IfStmt, ScopeStmt, WhileStmt
+
+    out = []
+    for s in body:
+        if isinstance(s, AssignStmt) and isinstance(s.value, Call) and s.value.kind == "op" \
+                and s.value.op == "tile.alloc":
+            out.append(s)
+        if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
+            out += _allocs_by_recursion(s.body)
+        elif isinstance(s, IfStmt):
+            out += _allocs_by_recursion(s.then_body) + _allocs_by_recursion(s.else_body)
+    return out
+
+
+def test_allocation_list_matches_the_recursive_search(monkeypatch):
+    import ptoc.passes.common as common
+    import ptoc.passes.MemoryReuse as reuse
+    import ptoc.passes.AllocateMemoryAddr as addr
+
+    fast = common.allocs
+    seen = {"bodies": 0, "allocs": 0}
+
+    def both(body):
+        mine = list(fast(body))
+        want = _allocs_by_recursion(body)
+        assert len(mine) == len(want) and all(a is b for a, b in zip(mine, want))
+        seen["bodies"] += 1
+        seen["allocs"] += len(mine)
+        return iter(mine)
+
+    import ptoc.passes.MaterializeSemanticAliases as aliases
+
+    for mod in (common, reuse, addr, aliases):
+        if hasattr(mod, "allocs"):
+            monkeypatch.setattr(mod, "allocs", both)
+    assert _lower_all() > 10
+    assert seen["bodies"] > 100 and seen["allocs"] > 500, seen
+
+
+def test_allocation_list_keeps_program_order_in_nested_bodies():
+    from ptoc.ir.dtypes import INDEX
+    from ptoc.ir.nodes import AssignStmt, Call, ConstBool, ConstInt, EnumLit, ForStmt, IfStmt, PtrType, ScopeStmt, Var
+    from ptoc.passes.common import allocs
+
+    def alloc(name):
+        return AssignStmt(Var(name), Call("tile.alloc", (EnumLit("Mem", "Vec"), ConstInt(64, INDEX))), PtrType())
+
+    other = AssignStmt(Var("x"), Call("tile.full", ()), None)
+    loop_body = (alloc("b"), other, IfStmt(ConstBool(True), (alloc("c"),), (alloc("d"),)))
+    body = (alloc("a"), ForStmt("range", Var("i"), (ConstInt(2, INDEX),), loop_body),
+            ScopeStmt("incore", (), (alloc("e"),)), alloc("f"))
+    got = [s.target.name for s in allocs(body)]
+    assert got == ["a", "b", "c", "d", "e", "f"]
+    assert got == [s.target.name for s in _allocs_by_recursion(body)]
