@@ -103,8 +103,6 @@ Deliberate differences from PyPTO
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
@@ -134,7 +132,7 @@ from ptoc.ir.nodes import (
 )
 from ptoc.ir.names import fresh_name
 from ptoc.ir.types import effective_tile_view
-from ptoc.ir.visitor import walk
+from ptoc.ir.visitor import replace, walk
 from ptoc.passes.common import op_names, resolve_op, split_mode_code
 from ptoc.passes.manager import Pass
 

@@ -27,8 +27,6 @@ Example
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ptoc.context import CompileContext
 from ptoc.diagnostics import InternalError
 from ptoc.ir import dtypes
@@ -55,6 +53,7 @@ from ptoc.ir.nodes import (
     Var,
 )
 from ptoc.ir.verifier import FastMutator, definitions
+from ptoc.ir.visitor import replace
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 

@@ -25,12 +25,10 @@ split from its pop when the free has none, so the emitted code does not change.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir.dtypes import INDEX
 from ptoc.ir.nodes import AssignStmt, Call, ConstInt, EvalStmt, Expr, Program, Var
-from ptoc.ir.visitor import Mutator
+from ptoc.ir.visitor import Mutator, replace
 from ptoc.passes.common import statements
 from ptoc.passes.manager import Pass
 

@@ -1,0 +1,77 @@
+"""Fast paths of the rewriting machinery and of the passes compared with their plain forms on every node
+of the examples and corpus programs, as written and after every pass of the pipeline: the per-class
+`replace` with `dataclasses.replace`."""
+
+from __future__ import annotations
+
+import dataclasses
+from pathlib import Path
+
+import pytest
+
+from ptoc.context import CompileContext
+from ptoc.diagnostics import CompileError
+from ptoc.driver import frontend
+from ptoc.ir import dtypes
+from ptoc.ir.nodes import Function, Var
+from ptoc.ir.visitor import plain_walk, replace
+from ptoc.passes.manager import Instrument, run_pipeline
+
+ROOT = Path(__file__).resolve().parents[1]
+PROGRAMS = sorted((ROOT / "examples").glob("*.ir")) + sorted((ROOT / "tests" / "corpus" / "raw").glob("*.ir"))
+I = dtypes.INDEX
+
+
+def _check(f: Function, env: dict) -> int:
+    compared = 0
+    for n in plain_walk(f):
+        # every node rebuilt with all its fields given, and with none
+        fields = {x.name: getattr(n, x.name) for x in dataclasses.fields(n)}
+        for changes in (fields, {}):
+            got, want = replace(n, **changes), dataclasses.replace(n, **changes)
+            assert got.__class__ is want.__class__ and got == want and got.span == want.span
+            assert all(getattr(got, k) is getattr(want, k) for k in fields)
+        compared += 1
+    return compared
+
+
+class _EveryPass(Instrument):
+    def __init__(self):
+        self.nodes = 0
+        self.seen: set[int] = set()
+
+    def after_pass(self, index, p, program, seconds):
+        for f in program.functions:
+            if id(f) not in self.seen:
+                self.seen.add(id(f))
+                self.nodes += _check(f, {q.name: q.type for q in f.params})
+
+
+def _arch(path: Path) -> str:
+    return "a5" if "fp4" in path.name or "mx" in path.name else "a2a3"
+
+
+@pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_fast_paths_agree_with_the_plain_forms_after_every_pass(path):
+    ctx = CompileContext(arch=_arch(path))
+    try:
+        program = frontend(path.read_text(), str(path), ctx)
+    except CompileError:
+        pytest.skip("not a valid program for this target")
+    seen = _EveryPass()
+    for f in program.functions:
+        seen.nodes += _check(f, {q.name: q.type for q in f.params})
+    try:
+        run_pipeline(program, ctx, instruments=[seen])
+    except CompileError:
+        pass  # the functions of the passes that ran were compared
+    assert seen.nodes > 0
+
+
+def test_replace_refuses_a_name_that_is_no_field_as_dataclasses_replace_does():
+    v = Var("a")
+    with pytest.raises(TypeError):
+        dataclasses.replace(v, nom="b")
+    with pytest.raises(TypeError):
+        replace(v, nom="b")
+    assert replace(v, name="b") == Var("b")
