@@ -1,6 +1,7 @@
 """Fast paths of the rewriting machinery and of the passes compared with their plain forms on every node
 of the examples and corpus programs, as written and after every pass of the pipeline: the per-class
-`replace` with `dataclasses.replace`."""
+`replace` with `dataclasses.replace`, ExpandMixedKernel's gathering of the names a statement reads with
+the walk it replaces, `resolve_op`'s look-up of a full op name with the registry's `resolve`."""
 
 from __future__ import annotations
 
@@ -13,13 +14,27 @@ from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError
 from ptoc.driver import frontend
 from ptoc.ir import dtypes
-from ptoc.ir.nodes import Function, Var
+from ptoc.ir.nodes import AssignStmt, Call, ForStmt, Function, Node, Var, YieldStmt
 from ptoc.ir.visitor import plain_walk, replace
+from ptoc.ops.registry import resolve
+from ptoc.passes.common import expr_type, resolve_op
+from ptoc.passes.ExpandMixedKernel import _NO_IDS, _var_names
 from ptoc.passes.manager import Instrument, run_pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = sorted((ROOT / "examples").glob("*.ir")) + sorted((ROOT / "tests" / "corpus" / "raw").glob("*.ir"))
 I = dtypes.INDEX
+
+
+def _binding_ids(s) -> set[int]:
+    """The ids ExpandMixedKernel's `_uses` leaves out: the names the statement itself binds."""
+    if isinstance(s, AssignStmt):
+        return {id(s.target)}
+    if isinstance(s, YieldStmt):
+        return {id(t) for t in s.targets}
+    if isinstance(s, ForStmt):
+        return {id(s.var), *(id(a) for a in s.iter_args)}
+    return set()
 
 
 def _check(f: Function, env: dict) -> int:
@@ -31,6 +46,14 @@ def _check(f: Function, env: dict) -> int:
             got, want = replace(n, **changes), dataclasses.replace(n, **changes)
             assert got.__class__ is want.__class__ and got == want and got.span == want.span
             assert all(getattr(got, k) is getattr(want, k) for k in fields)
+        if isinstance(n, Call):
+            full = resolve(n, [expr_type(a, env) for a in n.args])[0] if n.kind == "op" else None
+            assert resolve_op(n, env) is full
+        if n is not f and isinstance(n, Node) and not isinstance(n, Var):
+            skip = _binding_ids(n)
+            want_names = {x.name for x in plain_walk(n) if isinstance(x, Var) and id(x) not in skip}
+            assert _var_names(n, skip) == want_names
+            assert _var_names(n, _NO_IDS) == {x.name for x in plain_walk(n) if isinstance(x, Var)}
         compared += 1
     return compared
 
