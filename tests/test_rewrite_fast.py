@@ -1,7 +1,8 @@
 """Fast paths of the rewriting machinery and of the passes compared with their plain forms on every node
 of the examples and corpus programs, as written and after every pass of the pipeline: the per-class
 `replace` with `dataclasses.replace`, ExpandMixedKernel's gathering of the names a statement reads with
-the walk it replaces, `resolve_op`'s look-up of a full op name with the registry's `resolve`."""
+the walk it replaces, `resolve_op`'s look-up of a full op name with the registry's `resolve`, Simplify's
+answers about loops with constant bounds with what its ranges decide."""
 
 from __future__ import annotations
 
@@ -10,11 +11,12 @@ from pathlib import Path
 
 import pytest
 
+from ptoc.analysis.simplify import _Ranges, _Simplifier, _trip_condition
 from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError
 from ptoc.driver import frontend
 from ptoc.ir import dtypes
-from ptoc.ir.nodes import AssignStmt, Call, ForStmt, Function, Node, Var, YieldStmt
+from ptoc.ir.nodes import AssignStmt, Call, ConstInt, ForStmt, Function, Node, Var, YieldStmt
 from ptoc.ir.visitor import plain_walk, replace
 from ptoc.ops.registry import resolve
 from ptoc.passes.common import expr_type, resolve_op
@@ -24,6 +26,7 @@ from ptoc.passes.manager import Instrument, run_pipeline
 ROOT = Path(__file__).resolve().parents[1]
 PROGRAMS = sorted((ROOT / "examples").glob("*.ir")) + sorted((ROOT / "tests" / "corpus" / "raw").glob("*.ir"))
 I = dtypes.INDEX
+_SIMPLIFIER = _Simplifier(Function("k", (), (), ()), {})
 
 
 def _binding_ids(s) -> set[int]:
@@ -46,6 +49,10 @@ def _check(f: Function, env: dict) -> int:
             got, want = replace(n, **changes), dataclasses.replace(n, **changes)
             assert got.__class__ is want.__class__ and got == want and got.span == want.span
             assert all(getattr(got, k) is getattr(want, k) for k in fields)
+        if isinstance(n, ForStmt) and all(isinstance(x, ConstInt) for x in (n.start, n.stop, n.step)):
+            for q in (0, 1, 2):  # Simplify's questions about a loop with constant bounds
+                want = _Ranges({}).decide(_trip_condition(n.start, n.stop, n.step, q))
+                assert _SIMPLIFIER._trip(n.start, n.stop, n.step, q) == bool(want)
         if isinstance(n, Call):
             full = resolve(n, [expr_type(a, env) for a in n.args])[0] if n.kind == "op" else None
             assert resolve_op(n, env) is full
@@ -98,3 +105,22 @@ def test_replace_refuses_a_name_that_is_no_field_as_dataclasses_replace_does():
     with pytest.raises(TypeError):
         replace(v, nom="b")
     assert replace(v, name="b") == Var("b")
+
+
+def test_simplify_loop_questions_match_pythons_range():
+    sim = _Simplifier(Function("k", (), (), ()), {})
+    for a in range(-3, 4):
+        for b in range(-3, 6):
+            for c in range(-2, 5):
+                start, stop, step = (ConstInt(v, I) for v in (a, b, c))
+                assert sim._trip(start, stop, step, 0) == (c >= 1)
+                if c >= 1:
+                    n = len(range(a, b, c))
+                    assert sim._trip(start, stop, step, 1) == (n == 0)
+                    assert sim._trip(start, stop, step, 2) == (n == 1)
+                    # the general form (names with known ranges are not constants) gives the same
+                    x = Var("x")
+                    sim.ranges.bounds["x"] = (a, a)
+                    for q in (1, 2):
+                        got = sim.ranges.decide(_trip_condition(x, stop, step, q))
+                        assert got is (n == 0 if q == 1 else n == 1)

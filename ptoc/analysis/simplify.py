@@ -1005,12 +1005,11 @@ class _Simplifier:
         if args is not s.args or init is not s.init_values or kwargs is not s.kwargs:
             s = replace(s, args=args, init_values=init, kwargs=kwargs)
         start, stop, step = s.start, s.stop, s.step
-        if s.kind == "range" and not s.kwargs and self.ranges.decide(BinOp(">=", step, _int(1, step))):
-            if self.ranges.decide(BinOp("<=", stop, start)):
+        if s.kind == "range" and not s.kwargs and self._trip(start, stop, step, 0):
+            if self._trip(start, stop, step, 1):
                 results = s.results
                 return [AssignStmt(r, v, span=s.span) for r, v in zip(results, init)]
-            once = BinOp("and", BinOp("<", start, stop), BinOp("<=", stop, BinOp("+", start, step)))
-            if self.ranges.decide(once):
+            if self._trip(start, stop, step, 2):
                 mapping = {s.var.name: start, **{a.name: v for a, v in zip(s.iter_args, init)}}
                 body = self.block(substitute(s.body, mapping))
                 return _lift(body, s.results, self.values)
@@ -1022,6 +1021,16 @@ class _Simplifier:
         if _same(body, s.body):
             return [s]
         return [replace(s, body=tuple(body) or (PassStmt(span=s.span),))]
+
+    def _trip(self, start: Expr, stop: Expr, step: Expr, question: int) -> bool | None:
+        """What the ranges decide about a `pl.range(start, stop, step)` loop: (0) the step is at least 1,
+        (1) it runs no iteration, (2) it runs exactly one. For constant bounds, as most loops have, the
+        integer comparisons the ranges' answer comes to (without building the conditions; the tests
+        compare both on every loop of the examples and corpus programs)."""
+        if start.__class__ is ConstInt and stop.__class__ is ConstInt and step.__class__ is ConstInt:
+            a, b, c = start.value, stop.value, step.value
+            return c >= 1 if question == 0 else b <= a if question == 1 else a < b <= a + c
+        return self.ranges.decide(_trip_condition(start, stop, step, question))
 
     def if_(self, s: IfStmt) -> list[Stmt]:
         cond = self.e(s.cond)
@@ -1039,6 +1048,15 @@ class _Simplifier:
             return [s]
         then_body = tuple(branches[0]) or (PassStmt(span=s.span),)
         return [replace(s, cond=cond, then_body=then_body, else_body=tuple(branches[1]))]
+
+
+def _trip_condition(start: Expr, stop: Expr, step: Expr, question: int) -> Expr:
+    """The condition `_Simplifier._trip` asks the ranges to decide (`question`: 0, 1 or 2)."""
+    if question == 0:
+        return BinOp(">=", step, _int(1, step))
+    if question == 1:
+        return BinOp("<=", stop, start)
+    return BinOp("and", BinOp("<", start, stop), BinOp("<=", stop, BinOp("+", start, step)))
 
 
 # ------------------------------------------------------------------------------------ dead code

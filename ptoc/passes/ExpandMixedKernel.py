@@ -148,7 +148,7 @@ EFFECTS = ("tile.store", "tile.write", "tile.tpush_to_aiv", "tile.tpush_to_aic",
 
 
 def _is(c, *ops: str) -> bool:
-    return isinstance(c, Call) and c.kind == "op" and bool(op_names(c.op) & set(ops))
+    return isinstance(c, Call) and c.kind == "op" and not op_names(c.op).isdisjoint(ops)
 
 
 def _i(v: int) -> ConstInt:
