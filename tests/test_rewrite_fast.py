@@ -17,7 +17,7 @@ from ptoc.diagnostics import CompileError
 from ptoc.driver import frontend
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import AssignStmt, Call, ConstInt, ForStmt, Function, Node, Var, YieldStmt
-from ptoc.ir.visitor import plain_walk, replace
+from ptoc.ir.visitor import Mutator, plain_walk, replace
 from ptoc.ops.registry import resolve
 from ptoc.passes.common import expr_type, resolve_op
 from ptoc.passes.ExpandMixedKernel import _NO_IDS, _var_names
@@ -124,3 +124,74 @@ def test_simplify_loop_questions_match_pythons_range():
                     for q in (1, 2):
                         got = sim.ranges.decide(_trip_condition(x, stop, step, q))
                         assert got is (n == 0 if q == 1 else n == 1)
+
+
+class _StampByMutator(Mutator):
+    """StampTfreeSplit's rewrite as a generic Mutator (what its statement walk replaces)."""
+
+    def __init__(self):
+        from ptoc.passes.StampTfreeSplit import _Stamp
+
+        self.stamp = _Stamp()
+
+    def mutate_AssignStmt(self, s):
+        return self.stamp.mutate_AssignStmt(s)
+
+    def mutate_EvalStmt(self, s):
+        return self.stamp.mutate_EvalStmt(s)
+
+
+def _outcome(fn, arg):
+    try:
+        return fn(arg), None
+    except CompileError as e:
+        return None, [(d.code, d.message) for d in e.diagnostics]
+
+
+def _same_statements(got: tuple, want: tuple, old: tuple) -> None:
+    """Equal statements; where the reference kept a statement of `old` (the very object), so did `got`."""
+    assert got == want and len(got) == len(want) and (got is old) == (want is old)
+    for a, b, o in zip(got, want, old):
+        assert (a is o) == (b is o)
+        for body in ("body", "then_body", "else_body"):
+            if hasattr(o, body):
+                _same_statements(getattr(a, body), getattr(b, body), getattr(o, body))
+
+
+class _BeforeStamp(Instrument):
+    def __init__(self):
+        self.functions = 0
+        self.stamped = 0
+
+    def before_pass(self, index, p, program):
+        from ptoc.passes.StampTfreeSplit import _Stamp
+
+        if p.name != "StampTfreeSplit":
+            return
+        for f in program.functions:
+            got, got_err = _outcome(lambda body: _Stamp().block(body), f.body)
+            want, want_err = _outcome(lambda body: _StampByMutator().mutate(body), f.body)
+            assert got_err == want_err
+            if want is not None:
+                _same_statements(got, want, f.body)
+                self.functions += 1
+                self.stamped += want is not f.body
+
+
+def test_stamp_tfree_split_walks_statements_as_the_generic_mutator_did():
+    functions = stamped = 0
+    for path in PROGRAMS:
+        ctx = CompileContext(arch=_arch(path))
+        try:
+            program = frontend(path.read_text(), str(path), ctx)
+        except CompileError:
+            continue
+        seen = _BeforeStamp()
+        try:
+            run_pipeline(program, ctx, instruments=[seen])
+        except CompileError:
+            pass
+        functions += seen.functions
+        stamped += seen.stamped
+    assert functions > 50 and stamped > 5
+

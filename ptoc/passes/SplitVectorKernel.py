@@ -106,7 +106,7 @@ def _i(v: int) -> ConstInt:
 
 
 def _is(c, *ops: str) -> bool:
-    return isinstance(c, Call) and c.kind == "op" and bool(op_names(c.op) & set(ops))
+    return isinstance(c, Call) and c.kind == "op" and not op_names(c.op).isdisjoint(ops)
 
 
 def _call_of(s: Stmt):
