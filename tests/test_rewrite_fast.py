@@ -195,3 +195,42 @@ def test_stamp_tfree_split_walks_statements_as_the_generic_mutator_did():
         stamped += seen.stamped
     assert functions > 50 and stamped > 5
 
+
+class _BeforeStrides(Instrument):
+    def __init__(self):
+        self.functions = 0
+
+    def before_pass(self, index, p, program):
+        from ptoc.passes.MaterializeTensorStrides import _Strides
+
+        class _StridesAskingAll(_Strides):
+            leaves = frozenset()
+
+        if p.name != "MaterializeTensorStrides":
+            return
+        from ptoc.passes.properties import KERNEL_TYPES
+
+        for f in program.functions:
+            if f.func_type not in (*KERNEL_TYPES, "Opaque"):  # (the functions the pass rewrites)
+                continue
+            got, want = _Strides().mutate(f), _StridesAskingAll().mutate(f)
+            assert got == want and (got is f) == (want is f)
+            _same_statements(got.body, want.body, f.body)
+            self.functions += got is not f
+
+
+def test_materialize_tensor_strides_skipping_its_leaves_builds_what_asking_about_them_builds():
+    functions = 0
+    for path in PROGRAMS:
+        ctx = CompileContext(arch=_arch(path))
+        try:
+            program = frontend(path.read_text(), str(path), ctx)
+        except CompileError:
+            continue
+        seen = _BeforeStrides()
+        try:
+            run_pipeline(program, ctx, instruments=[seen])
+        except CompileError:
+            pass
+        functions += seen.functions
+    assert functions > 20

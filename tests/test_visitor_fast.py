@@ -111,3 +111,15 @@ def test_each_mutator_class_uses_its_own_hooks_whichever_ran_first():
         assert got[_One].rhs is e.rhs  # (no hook for integers: the very object)
     # a class with no hooks leaves everything as it is, the very objects
     assert Mutator().mutate(e) is e
+
+
+class _SeeingAllButLeaves(_Seeing):
+    leaves = frozenset({ConstInt, str})
+
+
+def test_an_overriding_mutator_is_not_asked_about_its_leaves_and_builds_the_same():
+    plain, skipping = _Seeing(), _SeeingAllButLeaves()
+    c = _call()
+    assert plain.mutate(c) is c and skipping.mutate(c) is c
+    assert skipping.seen == ["Call", "a", "b"]  # (the names "rhs", "mode" and the integers skipped)
+    assert plain.seen == ["Call", "a", 2, "rhs", "b", "mode", 1]

@@ -720,6 +720,8 @@ _FIELDS: dict[type, tuple[str, ...]] = {}  # node class -> `child_fields` (the f
 class _Fold(Mutator):
     """Bottom-up: names replaced by known values, then each operator node folded."""
 
+    leaves = _UNFOLDED  # (`mutate` returns them as they are: the traversal skips them)
+
     def __init__(self, values: dict[str, Expr], ranges: _Ranges):
         self.values = values
         self.ranges = ranges

@@ -175,7 +175,13 @@ class Visitor:
 class Mutator:
     """Rebuild-what-changes mutation. Override `mutate_<ClassName>(node) -> node` (called after the
     node's children were mutated) or `pre_<ClassName>(node)` (called first; a non-None result replaces
-    the node without visiting below it). Hooks are looked up once per node class."""
+    the node without visiting below it). Hooks are looked up once per node class.
+
+    A subclass that overrides `mutate` itself is asked about every value, unless it names in `leaves`
+    the classes whose values its `mutate` returns as they are (the traversal then skips them without
+    the call)."""
+
+    leaves: frozenset = frozenset()
 
     def mutate(self, node):
         cls = node.__class__
@@ -248,8 +254,8 @@ class Mutator:
         plans = mine.__dict__.get("_class_plans")
         if plans is None:
             plans = {}
-            type.__setattr__(mine, "_class_inert", set() if mine.mutate is not Mutator.mutate else
-                             {str, int, float, bool, type(None), DType})
+            type.__setattr__(mine, "_class_inert", set(mine.leaves) if mine.mutate is not Mutator.mutate else
+                             {str, int, float, bool, type(None), DType, *mine.leaves})
             type.__setattr__(mine, "_class_plans", plans)
         self.__dict__["_plans"] = plans
         self.__dict__["_inert"] = mine.__dict__["_class_inert"]

@@ -102,6 +102,8 @@ class _Strides(FastMutator):
     """The mutation. Calls and assignments, most of what a function is made of, are taken apart here rather
     than by the generic traversal, and each tensor type object is done once (`_done`, by identity)."""
 
+    leaves = _NO_TENSOR_TYPE  # (`mutate` returns them as they are: the traversal skips them)
+
     def __init__(self):
         self._done: dict[int, tuple] = {}  # id(tensor type) -> (it, with strides)
 
