@@ -1,5 +1,5 @@
-"""The generic Mutator's fast paths (per-class plans, values it leaves alone without a call, the
-per-class replace) behave as the plain traversal and `dataclasses.replace` do."""
+"""The generic Mutator's fast paths (per-class plans, kept on each mutator class; values it leaves alone
+without a call; the per-class replace) behave as the plain traversal and `dataclasses.replace` do."""
 
 from __future__ import annotations
 
@@ -82,3 +82,44 @@ def test_rebuild_bodies_replaces_only_what_changed():
     assert rebuild_bodies(loop, lambda b: b) is loop
     new = rebuild_bodies(loop, lambda b: ())
     assert new == dataclasses.replace(loop, body=()) and new.span == AT and new.var is loop.var
+
+
+class _One(Mutator):
+    def mutate_Var(self, v: Var) -> Var:
+        return Var(v.name + "_1", span=v.span)
+
+
+class _Two(_One):  # its own hook for names, one for integers; the parent's plans must not serve it
+    def mutate_Var(self, v: Var) -> Var:
+        return Var(v.name + "_2", span=v.span)
+
+    def mutate_ConstInt(self, c: ConstInt) -> ConstInt:
+        return ConstInt(c.value + 1, c.dtype, span=c.span)
+
+
+class _Three(_Two):  # inherits both hooks
+    pass
+
+
+def test_each_mutator_class_uses_its_own_hooks_whichever_ran_first():
+    e = BinOp("+", Var("x"), ConstInt(4, I))
+    for order in ((_One, _Two, _Three), (_Three, _Two, _One), (_Two, _One, _Three)):
+        got = {cls: cls().mutate(e) for cls in order}
+        assert got[_One] == BinOp("+", Var("x_1"), ConstInt(4, I))
+        assert got[_Two] == BinOp("+", Var("x_2"), ConstInt(5, I))
+        assert got[_Three] == got[_Two]
+        assert got[_One].rhs is e.rhs  # (no hook for integers: the very object)
+    # a class with no hooks leaves everything as it is, the very objects
+    assert Mutator().mutate(e) is e
+
+
+class _SeeingAllButLeaves(_Seeing):
+    leaves = frozenset({ConstInt, str})
+
+
+def test_an_overriding_mutator_is_not_asked_about_its_leaves_and_builds_the_same():
+    plain, skipping = _Seeing(), _SeeingAllButLeaves()
+    c = _call()
+    assert plain.mutate(c) is c and skipping.mutate(c) is c
+    assert skipping.seen == ["Call", "a", "b"]  # (the names "rhs", "mode" and the integers skipped)
+    assert plain.seen == ["Call", "a", 2, "rhs", "b", "mode", 1]

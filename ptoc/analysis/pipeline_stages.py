@@ -5,7 +5,7 @@ buffers sit (AllocateMemoryAddr places them, MemoryReuse leaves room for them)."
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ptoc.ir.nodes import (
     AssignStmt,
@@ -21,6 +21,7 @@ from ptoc.ir.nodes import (
     UnaryOp,
     WhileStmt,
 )
+from ptoc.ir.visitor import replace
 
 MEMBERSHIP = "pipeline_membership"
 

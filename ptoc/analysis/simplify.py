@@ -51,7 +51,6 @@ layout=L)` of a tensor that already has layout L becomes `x`.
 
 from __future__ import annotations
 
-import dataclasses
 from collections import Counter
 
 from ptoc.ir import dtypes
@@ -86,7 +85,7 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.substitute import substitute
-from ptoc.ir.visitor import Mutator, child_fields, walk
+from ptoc.ir.visitor import Mutator, child_fields, replace, walk
 
 Bound = tuple["int | None", "int | None"]  # (lowest, highest); None: unbounded on that side
 _ANY: Bound = (None, None)
@@ -721,6 +720,8 @@ _FIELDS: dict[type, tuple[str, ...]] = {}  # node class -> `child_fields` (the f
 class _Fold(Mutator):
     """Bottom-up: names replaced by known values, then each operator node folded."""
 
+    leaves = _UNFOLDED  # (`mutate` returns them as they are: the traversal skips them)
+
     def __init__(self, values: dict[str, Expr], ranges: _Ranges):
         self.values = values
         self.ranges = ranges
@@ -789,11 +790,11 @@ class _Fold(Mutator):
         if cls is Call:  # (its parts, then `mutate_Call`, as the generic traversal does)
             args, kwargs = self.mutate(node.args), self.mutate(node.kwargs)
             if args is not node.args or kwargs is not node.kwargs:
-                node = dataclasses.replace(node, args=args, kwargs=kwargs)
+                node = replace(node, args=args, kwargs=kwargs)
             return self.mutate_Call(node)
         if cls is ListExpr:
             items = self.mutate(node.items)
-            return node if items is node.items else dataclasses.replace(node, items=items)
+            return node if items is node.items else replace(node, items=items)
         return Mutator.mutate(self, node)
 
     def pre_Var(self, v: Var):
@@ -966,7 +967,7 @@ class _Simplifier:
             if init is s.init_values and cond is s.cond and _same(new, s.body):
                 return [s]
             body = tuple(new) or (PassStmt(span=s.span),)
-            return [dataclasses.replace(s, init_values=init, cond=cond, body=body)]
+            return [replace(s, init_values=init, cond=cond, body=body)]
         if isinstance(s, IfStmt):
             return self.if_(s)
         if isinstance(s, ScopeStmt):
@@ -974,12 +975,12 @@ class _Simplifier:
             body = self.region(s.body) if s.kind == "spmd" else self.block(s.body)  # pl.at: still top level
             if args is s.args and kwargs is s.kwargs and _same(body, s.body):
                 return [s]
-            return [dataclasses.replace(s, args=args, kwargs=kwargs, body=tuple(body) or (PassStmt(span=s.span),))]
+            return [replace(s, args=args, kwargs=kwargs, body=tuple(body) or (PassStmt(span=s.span),))]
         if isinstance(s, YieldStmt):
             values, ann = self.e(s.values), self.e(s.annotation)
             if values is s.values and ann is s.annotation:
                 return [s]
-            return [dataclasses.replace(s, values=values, annotation=ann)]
+            return [replace(s, values=values, annotation=ann)]
         if isinstance(s, (ReturnStmt, EvalStmt)):
             return [self.e(s)]
         return [s]
@@ -999,19 +1000,18 @@ class _Simplifier:
                     self.ranges.bounds[name] = (lo, hi)
         if value is s.value and ann is s.annotation:
             return s
-        return dataclasses.replace(s, value=value, annotation=ann)
+        return replace(s, value=value, annotation=ann)
 
     def for_(self, s: ForStmt) -> list[Stmt]:
         args, init, kwargs = self.e(s.args), self.e(s.init_values), self.e(s.kwargs)
         if args is not s.args or init is not s.init_values or kwargs is not s.kwargs:
-            s = dataclasses.replace(s, args=args, init_values=init, kwargs=kwargs)
+            s = replace(s, args=args, init_values=init, kwargs=kwargs)
         start, stop, step = s.start, s.stop, s.step
-        if s.kind == "range" and not s.kwargs and self.ranges.decide(BinOp(">=", step, _int(1, step))):
-            if self.ranges.decide(BinOp("<=", stop, start)):
+        if s.kind == "range" and not s.kwargs and self._trip(start, stop, step, 0):
+            if self._trip(start, stop, step, 1):
                 results = s.results
                 return [AssignStmt(r, v, span=s.span) for r, v in zip(results, init)]
-            once = BinOp("and", BinOp("<", start, stop), BinOp("<=", stop, BinOp("+", start, step)))
-            if self.ranges.decide(once):
+            if self._trip(start, stop, step, 2):
                 mapping = {s.var.name: start, **{a.name: v for a, v in zip(s.iter_args, init)}}
                 body = self.block(substitute(s.body, mapping))
                 return _lift(body, s.results, self.values)
@@ -1022,7 +1022,17 @@ class _Simplifier:
         self.ranges.bounds = saved
         if _same(body, s.body):
             return [s]
-        return [dataclasses.replace(s, body=tuple(body) or (PassStmt(span=s.span),))]
+        return [replace(s, body=tuple(body) or (PassStmt(span=s.span),))]
+
+    def _trip(self, start: Expr, stop: Expr, step: Expr, question: int) -> bool | None:
+        """What the ranges decide about a `pl.range(start, stop, step)` loop: (0) the step is at least 1,
+        (1) it runs no iteration, (2) it runs exactly one. For constant bounds, as most loops have, the
+        integer comparisons the ranges' answer comes to (without building the conditions; the tests
+        compare both on every loop of the examples and corpus programs)."""
+        if start.__class__ is ConstInt and stop.__class__ is ConstInt and step.__class__ is ConstInt:
+            a, b, c = start.value, stop.value, step.value
+            return c >= 1 if question == 0 else b <= a if question == 1 else a < b <= a + c
+        return self.ranges.decide(_trip_condition(start, stop, step, question))
 
     def if_(self, s: IfStmt) -> list[Stmt]:
         cond = self.e(s.cond)
@@ -1039,7 +1049,16 @@ class _Simplifier:
         if cond is s.cond and _same(branches[0], s.then_body) and _same(branches[1], s.else_body):
             return [s]
         then_body = tuple(branches[0]) or (PassStmt(span=s.span),)
-        return [dataclasses.replace(s, cond=cond, then_body=then_body, else_body=tuple(branches[1]))]
+        return [replace(s, cond=cond, then_body=then_body, else_body=tuple(branches[1]))]
+
+
+def _trip_condition(start: Expr, stop: Expr, step: Expr, question: int) -> Expr:
+    """The condition `_Simplifier._trip` asks the ranges to decide (`question`: 0, 1 or 2)."""
+    if question == 0:
+        return BinOp(">=", step, _int(1, step))
+    if question == 1:
+        return BinOp("<=", stop, start)
+    return BinOp("and", BinOp("<", start, stop), BinOp("<=", stop, BinOp("+", start, step)))
 
 
 # ------------------------------------------------------------------------------------ dead code
@@ -1095,10 +1114,10 @@ class _DeadCode:
             then_body, else_body = self.block(s.then_body), self.block(s.else_body, allow_empty=True)
             if _same(then_body, s.then_body) and _same(else_body, s.else_body):
                 return s
-            return dataclasses.replace(s, then_body=then_body, else_body=else_body)
+            return replace(s, then_body=then_body, else_body=else_body)
         if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
             body = self.block(s.body)
-            return s if _same(body, s.body) else dataclasses.replace(s, body=body)
+            return s if _same(body, s.body) else replace(s, body=body)
         return s
 
     def prune_results(self, s: IfStmt) -> IfStmt:
@@ -1114,12 +1133,12 @@ class _DeadCode:
             y = body[-1]
             if not keep:
                 return body[:-1] or (PassStmt(span=y.span),)
-            y = dataclasses.replace(y, targets=tuple(y.targets[k] for k in keep),
+            y = replace(y, targets=tuple(y.targets[k] for k in keep),
                                     values=tuple(y.values[k] for k in keep),
                                     annotation=y.annotation if len(keep) == len(y.targets) else None)
             return body[:-1] + (y,)
 
-        return dataclasses.replace(s, then_body=cut(s.then_body), else_body=cut(s.else_body))
+        return replace(s, then_body=cut(s.then_body), else_body=cut(s.else_body))
 
 
 def _eliminate(f: Function, types: dict, cache=None, index=None) -> Function:
@@ -1133,7 +1152,7 @@ def _eliminate(f: Function, types: dict, cache=None, index=None) -> Function:
         body = d.block(f.body, allow_empty=True)
         if not d.changed:
             return f
-        f = dataclasses.replace(f, body=body)
+        f = replace(f, body=body)
 
 
 def _may_be_dead(d: _DeadCode, index) -> bool:
@@ -1177,6 +1196,6 @@ def simplify_function(f: Function, types: dict, cache=None) -> Function:
         new = f
     else:
         body = _Simplifier(f, types, cache, index).block(f.body)
-        new = f if _same(body, f.body) else dataclasses.replace(f, body=tuple(body))
+        new = f if _same(body, f.body) else replace(f, body=tuple(body))
     new = _eliminate(new, types, cache, index if new is f else None)
-    return new if new.body else dataclasses.replace(new, body=(PassStmt(span=f.span),))  # as it prints
+    return new if new.body else replace(new, body=(PassStmt(span=f.span),))  # as it prints

@@ -8,11 +8,10 @@ names). Used where a pass knows a name's value: an unrolled loop's variable, a s
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 
 from ptoc.ir.nodes import AssignStmt, Expr, ForStmt, ScopeStmt, Var, WhileStmt, YieldStmt
-from ptoc.ir.visitor import Mutator
+from ptoc.ir.visitor import Mutator, replace
 
 
 class _Substitute(Mutator):
@@ -27,33 +26,33 @@ class _Substitute(Mutator):
         value, ann = self.mutate(s.value), self.mutate(s.annotation)
         if value is s.value and ann is s.annotation:
             return s
-        return dataclasses.replace(s, value=value, annotation=ann)
+        return replace(s, value=value, annotation=ann)
 
     def pre_YieldStmt(self, s: YieldStmt):
         values, ann = self.mutate(s.values), self.mutate(s.annotation)
         if values is s.values and ann is s.annotation:
             return s
-        return dataclasses.replace(s, values=values, annotation=ann)
+        return replace(s, values=values, annotation=ann)
 
     def pre_ForStmt(self, s: ForStmt):
         args, init, kwargs, body = (self.mutate(s.args), self.mutate(s.init_values), self.mutate(s.kwargs),
                                     self.mutate(s.body))
         if args is s.args and init is s.init_values and kwargs is s.kwargs and body is s.body:
             return s
-        return dataclasses.replace(s, args=args, init_values=init, kwargs=kwargs, body=body)
+        return replace(s, args=args, init_values=init, kwargs=kwargs, body=body)
 
     def pre_WhileStmt(self, s: WhileStmt):
         init, cond, kwargs, body = (self.mutate(s.init_values), self.mutate(s.cond), self.mutate(s.kwargs),
                                     self.mutate(s.body))
         if init is s.init_values and cond is s.cond and kwargs is s.kwargs and body is s.body:
             return s
-        return dataclasses.replace(s, init_values=init, cond=cond, kwargs=kwargs, body=body)
+        return replace(s, init_values=init, cond=cond, kwargs=kwargs, body=body)
 
     def pre_ScopeStmt(self, s: ScopeStmt):
         args, kwargs, body = self.mutate(s.args), self.mutate(s.kwargs), self.mutate(s.body)
         if args is s.args and kwargs is s.kwargs and body is s.body:
             return s
-        return dataclasses.replace(s, args=args, kwargs=kwargs, body=body)
+        return replace(s, args=args, kwargs=kwargs, body=body)
 
 
 def substitute(node, mapping: Mapping[str, Expr]):

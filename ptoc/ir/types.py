@@ -2,10 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ptoc.ir.dtypes import INDEX
 from ptoc.ir.nodes import ConstInt, Expr, TensorView, TileType, TileView
+from ptoc.ir.visitor import replace
 from ptoc.target.arch import FRACTAL_ROWS, IMPLICIT_TILE_LAYOUT
 
 # Enum families of the IR text and their members. `None` members: the family is known but its

@@ -175,7 +175,13 @@ class Visitor:
 class Mutator:
     """Rebuild-what-changes mutation. Override `mutate_<ClassName>(node) -> node` (called after the
     node's children were mutated) or `pre_<ClassName>(node)` (called first; a non-None result replaces
-    the node without visiting below it). Hooks are looked up once per node class."""
+    the node without visiting below it). Hooks are looked up once per node class.
+
+    A subclass that overrides `mutate` itself is asked about every value, unless it names in `leaves`
+    the classes whose values its `mutate` returns as they are (the traversal then skips them without
+    the call)."""
+
+    leaves: frozenset = frozenset()
 
     def mutate(self, node):
         cls = node.__class__
@@ -191,7 +197,7 @@ class Mutator:
             plan = self._plan(cls)
         pre, post, names, make = plan
         if pre is not None:
-            r = pre(node)
+            r = pre(self, node)
             if r is not None:
                 return r
         changes = None
@@ -214,7 +220,7 @@ class Mutator:
                     changes[name] = new
         if changes:
             node = make(node, changes)
-        return post(node) if post is not None else node
+        return post(self, node) if post is not None else node
 
     def _mutate_tuple(self, node: tuple) -> tuple:
         """The tuple with each element mutated; the very tuple when no element changed."""
@@ -235,37 +241,51 @@ class Mutator:
         return node if out is None else tuple(out)
 
     def _start(self) -> dict:
-        """The per-class plans of this mutator, and the classes whose values it leaves as they are
-        without looking (`_inert`): when `mutate` is not overridden, values that are no node (names,
+        """The per-class plans of this mutator's class, and the classes whose values it leaves as they
+        are without looking (`_inert`): when `mutate` is not overridden, values that are no node (names,
         numbers, dtypes) and node classes with no hook and no fields holding nodes. The generic traversal
         then does not call `mutate` for them (which would return them unchanged); a subclass that
-        overrides `mutate` sees every value, as before."""
-        plans: dict = {}
+        overrides `mutate` sees every value, as before. Both are kept on the mutator's class, in its own
+        `__dict__` (not inherited: a subclass has other hooks), since they depend only on the class's
+        hooks: a pass makes a mutator per function or statement, and working the plans out again for
+        each one cost more than the traversal they serve (26k plans on a 10k-line program). The
+        instance holds them too, for the look-up on every node."""
+        mine = self.__class__
+        plans = mine.__dict__.get("_class_plans")
+        if plans is None:
+            plans = {}
+            type.__setattr__(mine, "_class_inert", set(mine.leaves) if mine.mutate is not Mutator.mutate else
+                             {str, int, float, bool, type(None), DType, *mine.leaves})
+            type.__setattr__(mine, "_class_plans", plans)
         self.__dict__["_plans"] = plans
-        self.__dict__["_inert"] = set() if type(self).mutate is not Mutator.mutate else \
-            {str, int, float, bool, type(None), DType}
+        self.__dict__["_inert"] = mine.__dict__["_class_inert"]
         return plans
 
     def _plan(self, cls: type) -> tuple:
-        pre, post = self._hook("pre", cls), self._hook("mutate", cls)
+        """`(pre, post, names, make)` for node class `cls`: the class's hooks as plain functions (called
+        with the mutator first), its fields holding nodes, its `node_replacer`."""
+        mine = self.__class__
+        pre, post = _hook(mine, "pre", cls), _hook(mine, "mutate", cls)
         names = _NODE_FIELDS.get(cls)
         if names is None:
             names = child_fields(cls)
         plan = (pre, post, names, node_replacer(cls))
         self.__dict__["_plans"][cls] = plan
-        if pre is None and post is None and not names and type(self).mutate is Mutator.mutate:
+        if pre is None and post is None and not names and mine.mutate is Mutator.mutate:
             self.__dict__["_inert"].add(cls)
         return plan
 
-    def _hook(self, kind: str, cls: type):
-        """The hook for `cls`, else for its nearest node base class (`pld.DistributedTensor` is a tensor)."""
-        for c in cls.__mro__:
-            if c is Node:
-                return None
-            fn = getattr(self, f"{kind}_{c.__name__}", None)
-            if fn is not None:
-                return fn
-        return None
+
+def _hook(mutator: type, kind: str, cls: type):
+    """Mutator class `mutator`'s hook `<kind>_<name>` for node class `cls`, else for its nearest node base
+    class (`pld.DistributedTensor` is a tensor), as a plain function; None when it has none."""
+    for c in cls.__mro__:
+        if c is Node:
+            return None
+        fn = getattr(mutator, f"{kind}_{c.__name__}", None)
+        if fn is not None:
+            return fn
+    return None
 
 
 _REPLACERS: dict[type, Callable] = {}
@@ -285,6 +305,43 @@ def node_replacer(cls: type) -> Callable:
         ns: dict = {"cls": cls}
         exec(compile(src, f"<replace {cls.__name__}>", "exec"), ns)  # noqa: S102
         fn = _REPLACERS[cls] = ns[f"replace_{cls.__name__}"]
+    return fn
+
+
+_MISSING = object()  # a field `replace` was not given
+_KW_REPLACERS: dict[type, Callable] = {}
+
+
+def replace(node, /, **changes):
+    """`dataclasses.replace(node, **changes)` for an IR node (or any dataclass whose fields are all
+    `__init__` parameters): a new node of the same class, the given fields changed, the others the
+    node's; a name that is no field is a TypeError, as there. The passes rebuild nodes this way tens of
+    thousands of times per compile; `dataclasses.replace` looks the class's fields up and sorts them out
+    on every call, this calls a function made once per class (tests compare both on every node of the
+    examples and corpus programs)."""
+    fn = _KW_REPLACERS.get(node.__class__)
+    if fn is None:
+        fn = _kw_replacer(node.__class__)
+    return fn(node, **changes)
+
+
+def _kw_replacer(cls: type) -> Callable:
+    """`replace` for class `cls`: `(node, **changes) -> node`, one keyword parameter per field."""
+    fields = dataclasses.fields(cls)
+    if not all(f.init for f in fields):  # (no node class has such a field)
+        fn = dataclasses.replace
+    else:
+        def arg(f):
+            return f"_node_.{f.name} if {f.name} is _MISSING else {f.name}"
+
+        args = [arg(f) for f in fields if not f.kw_only]
+        args += [f"{f.name}=" + arg(f) for f in fields if f.kw_only]
+        params = ", ".join(f"{f.name}=_MISSING" for f in fields)
+        src = f"def replace_{cls.__name__}(_node_, /, *, {params}):\n    return _cls_({', '.join(args)})\n"
+        ns: dict = {"_cls_": cls, "_MISSING": _MISSING}
+        exec(compile(src, f"<replace {cls.__name__}>", "exec"), ns)  # noqa: S102
+        fn = ns[f"replace_{cls.__name__}"]
+    _KW_REPLACERS[cls] = fn
     return fn
 
 

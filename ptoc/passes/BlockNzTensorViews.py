@@ -61,7 +61,7 @@ Rules (docs/rules.md, from seed 000)
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 
 from ptoc.analysis.arith import PROVABLE_FORMS, Facts, blocked_offset, fold
 from ptoc.context import CompileContext
@@ -92,6 +92,7 @@ from ptoc.ir.nodes import (
 )
 from ptoc.ir.printer import print_expr
 from ptoc.ir.verifier import FastMutator, NodeIndex, iter_nodes
+from ptoc.ir.visitor import replace
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target import arch as _target

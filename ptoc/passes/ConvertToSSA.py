@@ -65,8 +65,6 @@ A function in single assignment with no escaping name is returned unchanged (the
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ptoc.context import CompileContext
 from ptoc.ir.names import fresh_name
 from ptoc.ir.nodes import (
@@ -90,7 +88,7 @@ from ptoc.ir.nodes import (
     WhileStmt,
     YieldStmt,
 )
-from ptoc.ir.visitor import Mutator, child_fields, walk
+from ptoc.ir.visitor import Mutator, child_fields, replace, walk
 from ptoc.passes.manager import Pass
 
 

@@ -52,8 +52,6 @@ different buffers) `inout`; ptoc follows the first branch's buffer.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ptoc.analysis.flow import tensor_aliases
 from ptoc.analysis.outline import ASSEMBLE_OPS, returned_param
 from ptoc.context import CompileContext
@@ -81,7 +79,7 @@ from ptoc.ir.nodes import (
     WhileStmt,
 )
 from ptoc.ir.verifier import _submitted_params as submitted_params
-from ptoc.ir.visitor import Mutator, walk
+from ptoc.ir.visitor import Mutator, replace, walk
 from ptoc.passes.manager import Pass
 
 WRAPPERS = ("Group", "Spmd")

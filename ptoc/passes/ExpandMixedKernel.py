@@ -103,22 +103,23 @@ Deliberate differences from PyPTO
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
     AssignStmt,
     Call,
     ConstBool,
+    ConstFloat,
     ConstInt,
     DictExpr,
+    DTypeLit,
     EnumLit,
     EvalStmt,
     ForStmt,
     Function,
     GetItem,
     IfStmt,
+    Node,
     Program,
     ReturnStmt,
     ScalarType,
@@ -134,7 +135,7 @@ from ptoc.ir.nodes import (
 )
 from ptoc.ir.names import fresh_name
 from ptoc.ir.types import effective_tile_view
-from ptoc.ir.visitor import walk
+from ptoc.ir.visitor import child_fields, replace, walk
 from ptoc.passes.common import op_names, resolve_op, split_mode_code
 from ptoc.passes.manager import Pass
 
@@ -147,7 +148,7 @@ EFFECTS = ("tile.store", "tile.write", "tile.tpush_to_aiv", "tile.tpush_to_aic",
 
 
 def _is(c, *ops: str) -> bool:
-    return isinstance(c, Call) and c.kind == "op" and bool(op_names(c.op) & set(ops))
+    return isinstance(c, Call) and c.kind == "op" and not op_names(c.op).isdisjoint(ops)
 
 
 def _i(v: int) -> ConstInt:
@@ -716,7 +717,54 @@ def _uses(s: Stmt) -> set[str]:
     if isinstance(s, ForStmt):
         skip.add(id(s.var))
         skip.update(id(a) for a in s.iter_args)
-    return {n.name for n in walk(s) if isinstance(n, Var) and id(n) not in skip}
+    return _var_names(s, skip)
+
+
+# Nodes with no parts (and values that are not nodes): `_var_names` does not look into them.
+_LEAVES = frozenset({ConstInt, ConstFloat, ConstBool, StrLit, EnumLit, DTypeLit, str, int, float, bool, type(None)})
+
+
+def _var_names(root, skip: set[int] | frozenset[int]) -> set[str]:
+    """`{n.name for n in walk(root) if isinstance(n, Var) and id(n) not in skip}`, gathered by one loop
+    over the fields holding nodes (`_uses` is asked of every statement of both kernels, again after each
+    round of `_dce`: a generator step and a class test per node, types included, was most of its time).
+    A name is no node subclass (the tests compare both forms on every example and corpus program)."""
+    out: set[str] = set()
+    add = out.add
+    stack = [root]
+    pop, push = stack.pop, stack.append
+    while stack:
+        n = pop()
+        cls = n.__class__
+        if cls is Var:
+            if id(n) not in skip:
+                add(n.name)
+            continue
+        if cls is tuple:
+            for x in n:
+                c = x.__class__
+                if c is Var:
+                    if id(x) not in skip:
+                        add(x.name)
+                elif c not in _LEAVES:
+                    push(x)
+            continue
+        if cls in _LEAVES:
+            continue
+        names = _FIELDS.get(cls)
+        if names is None:
+            if not isinstance(n, Node):
+                continue  # (a walk looks only into nodes and tuples)
+            names = _FIELDS[cls] = child_fields(cls)
+        for name in names:
+            v = getattr(n, name)
+            if v.__class__ not in _LEAVES:
+                push(v)
+    return out
+
+
+_FIELDS: dict[type, tuple[str, ...]] = {}  # node class -> its `child_fields`
+_NO_IDS: frozenset[int] = frozenset()
 
 
 def _free_pops(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
@@ -775,11 +823,11 @@ def _dce(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
 
 def _head_uses(s: Stmt) -> set[str]:
     if isinstance(s, ForStmt):
-        return {n.name for e in (*s.args, *s.init_values) for n in walk(e) if isinstance(n, Var)}
+        return _var_names((s.args, s.init_values), _NO_IDS)
     if isinstance(s, IfStmt):
-        return {n.name for n in walk(s.cond) if isinstance(n, Var)}
+        return _var_names(s.cond, _NO_IDS)
     if isinstance(s, WhileStmt):
-        return {n.name for e in (s.cond, *s.init_values) for n in walk(e) if isinstance(n, Var)}
+        return _var_names((s.cond, s.init_values), _NO_IDS)
     return set()
 
 
@@ -792,7 +840,7 @@ def _drop_dead_iter_args(s: ForStmt, used: set[str]) -> ForStmt:
     for x in s.body[:-1]:
         inner |= _head_uses(x) if isinstance(x, (ForStmt, IfStmt, WhileStmt, ScopeStmt)) else _uses(x)
         if isinstance(x, (ForStmt, IfStmt, WhileStmt, ScopeStmt)):
-            inner |= {n.name for st in walk_stmts((x,)) for n in walk(st) if isinstance(n, Var)}
+            inner |= _var_names(x, _NO_IDS)  # (every statement under `x` is in its walk)
     keep = [i for i, (a, r, v) in enumerate(zip(s.iter_args, y.targets, y.values))
             if r.name in used or a.name in inner or not (isinstance(v, Var) and v.name == a.name)]
     if len(keep) == len(s.iter_args):

@@ -41,8 +41,6 @@ manifest lists the parameter). A function that already has the parameter is left
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
     AssignStmt,
@@ -64,6 +62,7 @@ from ptoc.ir.nodes import (
     Var,
     WhileStmt,
 )
+from ptoc.ir.visitor import replace
 from ptoc.passes.common import op_names
 from ptoc.passes.manager import Pass
 

@@ -60,8 +60,6 @@ Deliberate differences from PyPTO
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir import dtypes
 from ptoc.ir.names import fresh_name
@@ -88,7 +86,7 @@ from ptoc.ir.nodes import (
     Var,
     WhileStmt,
 )
-from ptoc.ir.visitor import walk
+from ptoc.ir.visitor import replace, walk
 from ptoc.passes.common import op_names
 from ptoc.passes.manager import Pass
 
@@ -116,7 +114,7 @@ def _i(v: int) -> ConstInt:
 
 
 def _is(c, *ops: str) -> bool:
-    return isinstance(c, Call) and c.kind == "op" and bool(op_names(c.op) & set(ops))
+    return isinstance(c, Call) and c.kind == "op" and not op_names(c.op).isdisjoint(ops)
 
 
 def _const(e) -> int | None:

@@ -48,7 +48,6 @@ it when its dump is read back).
 from __future__ import annotations
 
 import re
-from dataclasses import replace
 
 from ptoc.analysis.pipeline_stages import with_membership
 from ptoc.analysis.simplify import fold_constants
@@ -73,7 +72,7 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.verifier import definitions, iter_type_exprs
-from ptoc.ir.visitor import Mutator, rebuild_bodies, walk
+from ptoc.ir.visitor import Mutator, rebuild_bodies, replace, walk
 from ptoc.passes.common import has_loop_kind
 from ptoc.passes.manager import Pass
 

@@ -27,8 +27,6 @@ Example
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ptoc.context import CompileContext
 from ptoc.diagnostics import InternalError
 from ptoc.ir import dtypes
@@ -55,6 +53,7 @@ from ptoc.ir.nodes import (
     Var,
 )
 from ptoc.ir.verifier import FastMutator, definitions
+from ptoc.ir.visitor import replace
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 
@@ -102,6 +101,8 @@ _NO_TENSOR_TYPE = frozenset({Var, ConstInt, ConstFloat, ConstBool, StrLit, EnumL
 class _Strides(FastMutator):
     """The mutation. Calls and assignments, most of what a function is made of, are taken apart here rather
     than by the generic traversal, and each tensor type object is done once (`_done`, by identity)."""
+
+    leaves = _NO_TENSOR_TYPE  # (`mutate` returns them as they are: the traversal skips them)
 
     def __init__(self):
         self._done: dict[int, tuple] = {}  # id(tensor type) -> (it, with strides)

@@ -25,8 +25,6 @@ buffer with the same shape. Otherwise as PyPTO.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ptoc.analysis.flow import tensor_aliases
 from ptoc.analysis.handing import calls_any, hand_over_same
 from ptoc.analysis.outline import trace_to_param
@@ -43,7 +41,7 @@ from ptoc.ir.nodes import (
     TupleExpr,
     Var,
 )
-from ptoc.ir.visitor import Mutator, walk
+from ptoc.ir.visitor import Mutator, replace, walk
 from ptoc.passes.common import statements
 from ptoc.passes.manager import Pass
 from ptoc.ir.nodes import KERNEL_TYPES as KERNELS

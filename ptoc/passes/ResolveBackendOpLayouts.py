@@ -55,8 +55,6 @@ broadcast to `[N, N]` (so ptoc rejects PyPTO's dumps after this pass with PTOC-E
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ptoc.diagnostics import CompileError, InternalError
 from ptoc.ir.names import fresh_name
 from ptoc.ir.nodes import (
@@ -79,7 +77,7 @@ from ptoc.ir.nodes import (
 )
 from ptoc.ir.types import effective_tile_view, normalize_tile_view
 from ptoc.ir.verifier import iter_nodes
-from ptoc.ir.visitor import rebuild_bodies
+from ptoc.ir.visitor import rebuild_bodies, replace
 from ptoc.passes.common import op_names
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES

@@ -12,11 +12,10 @@ folds it) compiles to the same kernel as its source.
 
 from __future__ import annotations
 
-import dataclasses
-
 from ptoc.analysis.simplify import simplify_function
 from ptoc.context import CompileContext
 from ptoc.ir.nodes import Program
+from ptoc.ir.visitor import replace
 from ptoc.passes.manager import Pass
 
 
@@ -31,4 +30,4 @@ class Simplify(Pass):
         funcs = tuple(simplify_function(f, types.get(f.name, {}), self.cache) for f in program.functions)
         if all(a is b for a, b in zip(funcs, program.functions)):
             return program
-        return dataclasses.replace(program, functions=funcs)
+        return replace(program, functions=funcs)

@@ -58,8 +58,6 @@ Deliberate differences from PyPTO
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
@@ -91,7 +89,7 @@ from ptoc.ir.nodes import (
 )
 from ptoc.ir.substitute import substitute
 from ptoc.ir.types import as_empty_tile
-from ptoc.ir.visitor import walk
+from ptoc.ir.visitor import replace, walk
 from ptoc.passes.common import op_names
 from ptoc.passes.manager import Pass
 
@@ -108,7 +106,7 @@ def _i(v: int) -> ConstInt:
 
 
 def _is(c, *ops: str) -> bool:
-    return isinstance(c, Call) and c.kind == "op" and bool(op_names(c.op) & set(ops))
+    return isinstance(c, Call) and c.kind == "op" and not op_names(c.op).isdisjoint(ops)
 
 
 def _call_of(s: Stmt):

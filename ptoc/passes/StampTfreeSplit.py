@@ -25,12 +25,10 @@ split from its pop when the free has none, so the emitted code does not change.
 
 from __future__ import annotations
 
-from dataclasses import replace
-
 from ptoc.diagnostics import CompileError, Diagnostic
 from ptoc.ir.dtypes import INDEX
-from ptoc.ir.nodes import AssignStmt, Call, ConstInt, EvalStmt, Expr, Program, Var
-from ptoc.ir.visitor import Mutator
+from ptoc.ir.nodes import AssignStmt, Call, ConstInt, EvalStmt, Expr, Program, Stmt, Var
+from ptoc.ir.visitor import rebuild_bodies, replace
 from ptoc.passes.common import statements
 from ptoc.passes.manager import Pass
 
@@ -70,7 +68,7 @@ class StampTfreeSplit(Pass):
             if not _frees(f):
                 funcs.append(f)
                 continue
-            body = _Stamp().mutate(f.body)
+            body = _Stamp().block(f.body)
             if body is not f.body:
                 f = replace(f, body=body)
                 changed = True
@@ -82,11 +80,31 @@ def _int(e: Expr | None) -> int | None:
     return e.value if isinstance(e, ConstInt) else None
 
 
-class _Stamp(Mutator):
-    """Walks a function body in program order: remembers each pop's (op, split, id), stamps each free."""
+class _Stamp:
+    """Walks a function body in program order: remembers each pop's (op, split, id), stamps each free.
+    Only statements are looked at (the hooks are for assignments and evaluations, which no expression or
+    type holds): each body in order, a loop's or scope's body, an if's then and else branches; the
+    statements it leaves as they are come back as the very objects, as a `Mutator`'s would (the tests
+    compare both on every example and corpus program)."""
 
     def __init__(self):
         self.pops: dict[str, tuple[str, Expr | None, Expr | None]] = {}
+
+    def block(self, body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
+        out = None
+        for i, s in enumerate(body):
+            cls = s.__class__
+            if cls is AssignStmt:
+                new = self.mutate_AssignStmt(s)
+            elif cls is EvalStmt:
+                new = self.mutate_EvalStmt(s)
+            else:
+                new = rebuild_bodies(s, self.block)
+            if new is not s:
+                if out is None:
+                    out = list(body)
+                out[i] = new
+        return body if out is None else tuple(out)
 
     def mutate_AssignStmt(self, s: AssignStmt) -> AssignStmt:
         if isinstance(s.value, Call) and _base(s.value) in POPS:

@@ -86,10 +86,13 @@ def expr_type(e: Expr, env: TypeEnv) -> Type | None:
 
 def resolve_op(call: Call, env: TypeEnv):
     """The registered op a call names (short names resolved by argument types), or None."""
-    from ptoc.ops.registry import resolve
+    from ptoc.ops.registry import lookup, resolve
 
     if call.kind != "op":
         return None
+    op = lookup(call.op)  # (a full name, as most are: `resolve` would not look at the argument types)
+    if op is not None:
+        return op
     op, _ = resolve(call, [expr_type(a, env) for a in call.args])
     return op
 
