@@ -86,6 +86,7 @@ from ptoc.ir.nodes import (
 )
 from ptoc.ir.substitute import substitute
 from ptoc.ir.visitor import Mutator, child_fields, replace, walk
+from ptoc.ir.verifier import NodeIndex
 
 Bound = tuple["int | None", "int | None"]  # (lowest, highest); None: unbounded on that side
 _ANY: Bound = (None, None)
@@ -880,7 +881,6 @@ class _Fold(Mutator):
 # ------------------------------------------------------------------------------------ statements
 def _index(f: Function, cache=None):
     """The `ptoc.ir.verifier.NodeIndex` of `f` (the pipeline's, through `cache`, when there is one)."""
-    from ptoc.ir.verifier import NodeIndex
 
     return NodeIndex.get(f, cache)
 

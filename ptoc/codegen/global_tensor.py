@@ -42,6 +42,7 @@ from ptoc.target.facts import C0_BYTES, FRACTAL_ROWS
 from ptoc.diagnostics import DiagnosticSink, InternalError, Span
 from ptoc.ir.dtypes import DType
 from ptoc.ir.nodes import KERNEL_TYPES, ConstInt, Expr, Function, Program
+from ptoc.analysis.arith import fold
 
 RANK = 5
 INT_MAX = 2**31 - 1  # pto-isa's Shape/Stride template parameters are `int`
@@ -98,7 +99,6 @@ class KernelTypes:
 def _static(e: Expr) -> int | None:
     if e.__class__ is ConstInt:  # (most dimensions: no import statement run for them)
         return e.value  # type: ignore[attr-defined]
-    from ptoc.analysis.arith import fold
 
     v = fold(e)
     return v.value if isinstance(v, ConstInt) else None

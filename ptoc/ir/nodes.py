@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from ptoc.diagnostics import Span
 from ptoc.ir.dtypes import DType
+from ptoc.ir.dtypes import INDEX
 
 UNKNOWN_SPAN = Span.unknown()
 
@@ -434,7 +435,6 @@ def loop_results(body: tuple[Stmt, ...]) -> tuple[Var, ...]:
 
 
 def _index() -> DType:
-    from ptoc.ir.dtypes import INDEX
 
     return INDEX
 

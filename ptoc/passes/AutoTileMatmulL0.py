@@ -99,6 +99,7 @@ from ptoc.ir.visitor import rebuild_bodies
 from ptoc.passes.common import resolve_op
 from ptoc.passes.manager import Pass
 from ptoc.target.arch import Arch, get_arch
+from ptoc.ops.registry import infer_call_type
 
 _ALIGN = 16  # the cube fractal: L0 tile extents are multiples of it
 _INDEX = ScalarType(dtypes.INDEX)
@@ -291,7 +292,6 @@ class _Rewriter:
         return AssignStmt(Var(name, span=span), value, t, span=span)
 
     def infer(self, call: Call) -> TileType:
-        from ptoc.ops.registry import infer_call_type
 
         arg_types = [self.types.get(a.name) if isinstance(a, Var) else None for a in call.args]
         t, diags = infer_call_type(call, arg_types, {k: None for k, _ in call.kwargs}, self.ctx)

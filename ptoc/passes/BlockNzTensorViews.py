@@ -97,6 +97,7 @@ from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target import arch as _target
 from ptoc.target.arch import FRACTAL_ROWS, get_arch
+from ptoc.passes.common import resolve_op
 
 INDEX = dtypes.INDEX
 MARK = "nz_tensor_views_blocked"
@@ -426,7 +427,6 @@ class _Kernel(FastMutator):
         return None
 
     def op_of(self, call: Call):
-        from ptoc.passes.common import resolve_op
 
         return resolve_op(call, self.types)
 

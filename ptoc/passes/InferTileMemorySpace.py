@@ -117,6 +117,7 @@ from ptoc.ir.types import is_empty_tile
 from ptoc.ir.verifier import NodeIndex, function_types, iter_nodes, verify_program
 from ptoc.passes.manager import Pass
 from ptoc.ir.nodes import KERNEL_TYPES
+from ptoc.ops.registry import resolve
 
 
 # Operand slots whose memory space the cube unit fixes (pto-isa TMATMUL: Left x Right -> Acc (+ Bias)).
@@ -437,7 +438,6 @@ def _replace_functions(program: Program, new: dict[str, Function]) -> Program:
 
 def _resolve(call: Call, types: dict):
     """(registry OpDef or None) of an op call, short names resolved by the argument types."""
-    from ptoc.ops.registry import resolve
 
     arg_types = [types.get(a.name) if isinstance(a, Var) else None for a in call.args]
     op, _ = resolve(call, arg_types)

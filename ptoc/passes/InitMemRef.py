@@ -117,6 +117,8 @@ from ptoc.passes.common import operand_named as _operand
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target.arch import get_arch
+from ptoc.passes.properties import slot_tiles
+from ptoc.ops.registry import resolve
 
 # Kernels, and plain functions holding tiles (PyPTO plans every function; an orchestration function
 # holds no tiles).
@@ -601,7 +603,6 @@ class _Planner:
                     self.report(c, s, None, in_place=True)  # only an in-place writer can conflict here
 
     def resolve(self, call: Call):
-        from ptoc.ops.registry import resolve
 
         arg_types = [self.env.get(a.name) if isinstance(a, Var) else None for a in call.args]
         op, _ = resolve(call, arg_types)
@@ -911,7 +912,6 @@ def _unbuffered_slot_tiles(f: Function, cache=None) -> set[str]:
     """Rule 1a: the tiles of `f` that live in a pipe slot (a tpop result, a view or copy of one:
     `slot_tiles`) and so get no buffer, as in PyPTO. One that a loop or an if carries (yielded, a loop's
     init value) keeps a buffer: the carried buffer must hold it, and nothing copies it there."""
-    from ptoc.passes.properties import slot_tiles
 
     names = slot_tiles(f, cache)[0]
     if not names:

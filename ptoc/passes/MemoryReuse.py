@@ -128,6 +128,7 @@ from ptoc.passes.common import align_up, allocs, forbidden_operands, is_alloc, m
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target.arch import get_arch
+from ptoc.ir.verifier import NodeIndex
 
 TILE_FUNCTION_TYPES = (*KERNEL_TYPES, "Opaque")
 
@@ -218,7 +219,6 @@ def _unplaced(f: Function, cache=None) -> bool:
     """Allocs, none placed: no `addr=`, and every MemRef offset 0 (PyPTO's form after AllocateMemoryAddr
     writes the addresses as MemRef offsets instead). `cache`: the pipeline's, whose node index of `f`
     lists its MemRefs (no walk of the function)."""
-    from ptoc.ir.verifier import NodeIndex
 
     found = allocs(f.body)
     first = next(found, None)

@@ -82,6 +82,7 @@ from ptoc.passes.common import op_names
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target.facts import ROW_MAJOR_OPERANDS
+from ptoc.ops.registry import resolve
 
 
 
@@ -227,7 +228,6 @@ class _Rewriter:
         return (pre, replace(call, args=tuple(args))) if pre else (pre, call)
 
     def op_name(self, call: Call) -> str | None:
-        from ptoc.ops.registry import resolve
 
         op, _ = resolve(call, [self.arg_type(a) for a in call.args])
         return op.name if op is not None else None

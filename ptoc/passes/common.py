@@ -30,6 +30,8 @@ from ptoc.ir.nodes import (
     Var,
     WhileStmt,
 )
+from ptoc.ops.registry import lookup, resolve
+from ptoc.ops.registry import SHORT
 
 TypeEnv = Mapping[str, "Type | None"]  # anything with .get(name): a dict or an overlay of one
 
@@ -86,7 +88,6 @@ def expr_type(e: Expr, env: TypeEnv) -> Type | None:
 
 def resolve_op(call: Call, env: TypeEnv):
     """The registered op a call names (short names resolved by argument types), or None."""
-    from ptoc.ops.registry import lookup, resolve
 
     if call.kind != "op":
         return None
@@ -99,7 +100,6 @@ def resolve_op(call: Call, env: TypeEnv):
 
 def op_names(op: str) -> set[str]:
     """`op` and every registered op its short name can stand for (`store` -> tile.store, tensor.store)."""
-    from ptoc.ops.registry import SHORT
 
     short = SHORT.get(op)  # (asked for every call the passes look at: most names are full ones, no set union)
     return {op, *short.values()} if short else {op}
