@@ -7,6 +7,7 @@ not depend on them)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -21,16 +22,20 @@ from ptoc.ir.nodes import (
     Call,
     ConstInt,
     EvalStmt,
+    Expr,
     Function,
     MemRef,
     Param,
+    ScalarType,
+    Stmt,
     StrLit,
     TensorType,
     TileType,
     TupleType,
+    Type,
     Var,
 )
-from ptoc.ir.verifier import NodeIndex
+from ptoc.ir.verifier import NodeIndex, VerifyCache
 from ptoc.ir.visitor import group_by_class, plain_walk, walk
 from ptoc.passes.manager import Instrument, run_pipeline
 
@@ -58,29 +63,55 @@ def _same_walk(root) -> None:
     assert len(got) == len(want) and all(a is b for a, b in zip(got, want))
 
 
-def _check(f: Function) -> int:
+def _same_index(index: NodeIndex, f: Function, want: dict[type, list]) -> None:
+    for cls, nodes in want.items():
+        under = nodes[1:] if cls is Function else nodes  # the index leaves out the function itself
+        assert len(index.of(cls)) == len(under) and all(a is b for a, b in zip(index.of(cls), under))
+    for cls in (Expr, Stmt, Type, TensorType):  # classes with subclasses: theirs too, each as often
+        under = [n for n in plain_walk(f) if isinstance(n, cls)]
+        assert Counter(map(id, index.of(cls))) == Counter(map(id, under))
+
+
+def _check(f: Function, prev: NodeIndex | None = None) -> NodeIndex:
+    """Compares the walks and the index of `f` with the obvious forms; with `prev` (an index of an earlier
+    version of the function), the index made from it too. The index made (from `prev` or not)."""
     _same_walk(f)
     for s in f.body:
         _same_walk(s)
     want = _plain(f)
     _same(group_by_class(f), want)
     index = NodeIndex(f)
-    for cls, nodes in want.items():
-        under = nodes[1:] if cls is Function else nodes  # the index leaves out the function itself
-        assert len(index.of(cls)) == len(under) and all(a is b for a, b in zip(index.of(cls), under))
-    return sum(len(x) for x in want.values())
+    _same_index(index, f, want)
+    if prev is not None:
+        index = NodeIndex(f, prev)
+        _same_index(index, f, want)
+    return index
 
 
 class _EveryPass(Instrument):
-    def __init__(self):
+    """After each pass, each new function's walk and index compared with the obvious forms: the index
+    made alone, made from the index of the function's version before, and the one the pipeline's cache
+    gives (made from whichever version the cache had)."""
+
+    def __init__(self, cache: VerifyCache):
         self.nodes = 0
-        self.seen: set[int] = set()
+        self.reused = 0  # items of an index made from an earlier version's that kept their place there
+        self.cache = cache
+        self.last: dict[str, tuple[Function, NodeIndex]] = {}
 
     def after_pass(self, index, p, program, seconds):
         for f in program.functions:
-            if id(f) not in self.seen:
-                self.seen.add(id(f))
-                self.nodes += _check(f)
+            known = self.last.get(f.name)
+            if known is not None and known[0] is f:
+                continue
+            prev = known[1] if known is not None else None
+            made = _check(f, prev)
+            want = _plain(f)
+            _same_index(self.cache.node_index(f), f, want)
+            self.nodes += sum(len(x) for x in want.values())
+            if prev is not None:
+                self.reused += sum(1 for groups, _ in made._places if any(groups is g for g, _ in prev._places))
+            self.last[f.name] = (f, made)
 
 
 def _arch(path: Path) -> str:
@@ -96,12 +127,26 @@ def test_the_index_groups_what_walk_yields_after_every_pass(path):
         pytest.skip("not a valid program for this target")
     for f in program.functions:
         _check(f)
-    seen = _EveryPass()
+    seen = _run(program, ctx)
+    assert seen.nodes > 0
+
+
+def _run(program, ctx) -> _EveryPass:
+    cache = VerifyCache(ctx)
+    seen = _EveryPass(cache)
     try:
-        run_pipeline(program, ctx, instruments=[seen])
+        run_pipeline(program, ctx, instruments=[seen], cache=cache)
     except CompileError:
         pass  # the functions of the passes that ran were compared
-    assert seen.nodes > 0
+    return seen
+
+
+def test_an_index_made_from_an_earlier_versions_keeps_the_places_of_its_unchanged_items():
+    """(The comparisons above test those indexes only if some item kept its place: most programs'
+    functions keep some statements from pass to pass.)"""
+    path = ROOT / "examples" / "nz_weight_int8.ir"
+    ctx = CompileContext(arch=_arch(path))
+    assert _run(frontend(path.read_text(), str(path), ctx), ctx).reused > 0
 
 
 def test_a_field_holding_what_its_annotation_does_not_say_is_walked_as_walk_walks_it():
@@ -146,3 +191,23 @@ def test_the_cache_shares_an_index_between_functions_with_the_identical_parts_on
         for cls, nodes in _plain(g).items():
             under = nodes[1:] if cls is Function else nodes
             assert len(other.of(cls)) == len(under) and all(a is b for a, b in zip(other.of(cls), under))
+
+
+def test_an_index_made_from_an_earlier_versions_agrees_when_items_change_move_or_repeat():
+    from dataclasses import replace
+
+    from ptoc.ir.nodes import MinMax, UnaryOp
+
+    t = TileType((ConstInt(16, I), Var("n")), dtypes.FP32)
+    stmts = [AssignStmt(Var(f"a{k}"), MinMax("min", Var("x"), UnaryOp("-", ConstInt(k, I))), None if k % 2 else t)
+             for k in range(6)]  # (MinMax, UnaryOp: classes the walk groups apart from the common ones)
+    f = Function("k", (Param("x", t), Param("n", ScalarType(I))), (t,), tuple(stmts),
+                 decorator_kwargs=(("level", Var("n")),))
+    versions = [f, replace(f, body=(stmts[0], EvalStmt(MinMax("max", Var("y"), Var("z"))), *stmts[2:])),
+                replace(f, body=tuple(reversed(stmts))), replace(f, body=(stmts[3], stmts[3], *stmts)),
+                replace(f, params=f.params[1:], body=tuple(stmts[1:4])), replace(f, body=())]
+    for a in versions:
+        prev = NodeIndex(a)
+        for b in versions:
+            made = _check(b, prev)  # b's index made from a's
+            _same_index(NodeIndex(b, made), b, _plain(b))  # ... and from one made from another's
