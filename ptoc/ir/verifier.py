@@ -63,7 +63,7 @@ from ptoc.ir.printer import print_type
 from ptoc.ir.type_match import VALID_SHAPE_MISMATCH, layout_as_annotated, type_mismatch, with_value_layout
 from ptoc.ir.types import as_empty_tile, is_empty_tile
 from ptoc.ir.type_match import kind_of as _kind
-from ptoc.ir.visitor import Mutator, RootGroups, child_nodes, walk
+from ptoc.ir.visitor import Mutator, group_by_class, walk
 
 # An operator typing hook: (call, positional arg types, keyword arg types, context) ->
 # (result type or None when unknown, diagnostics).
@@ -131,74 +131,28 @@ class NodeIndex:
     function parts. `of(cls)` holds the instances of `cls` and of its subclasses (a DistributedTensorType
     is a TensorType)."""
 
-    __slots__ = ("_items", "_places", "_segments", "_present", "_by_class", "_ops", "_for_kinds")
+    __slots__ = ("_by_class", "_ops", "_for_kinds")
 
-    def __init__(self, f: Function, prev: NodeIndex | None = None):
-        # A walk of `f` yields `f`, then the walk of each node right under it (its parameters, return
-        # types, statements, ...: `_items`) in turn, so the nodes of a class under `f` in walk order are
-        # those under each item, item after item. The items are grouped by class in one walk that notes
-        # where each item's nodes end in each class's list (`RootGroups`); an item's place is (those
-        # groups, its number among their roots). An item of `prev` (the index of an earlier version of
-        # the function) that is the very same object in `f` keeps its place there instead of being
-        # walked again: a pass that rewrites a few statements leaves the others' objects as they were.
-        # A class's list is joined from the items' slices when it is first asked for. (The obvious form
-        # is `group_by_class(f)` without `f` itself: tests/test_node_index.py compares the two.)
-        items = child_nodes(f)
-        if prev is None:
-            groups = RootGroups(items)
-            places = [(groups, k) for k in range(len(items))]
+    def __init__(self, f: Function):
+        by = group_by_class(f)
+        own = by[f.__class__]  # the function itself is not among the nodes under it
+        if len(own) == 1:
+            del by[f.__class__]
         else:
-            # (prev holds its items, so an id found there is the very object of the same id here)
-            known = dict(zip(map(id, prev._items), prev._places))
-            places = [known.get(id(x)) for x in items]
-            fresh = [i for i, place in enumerate(places) if place is None]
-            if fresh:
-                groups = RootGroups([items[i] for i in fresh])
-                for k, i in enumerate(fresh):
-                    places[i] = (groups, k)
-        self._items = items
-        self._places = places
-        self._segments: list | None = None
-        self._present: set[type] | None = None  # the classes of the nodes under f (and maybe more)
-        self._by_class: dict[type, list] = {}
+            del own[0]
+        self._by_class = by
         self._ops: frozenset[str] | None = None
         self._for_kinds: frozenset[str] | None = None
-
-    def _runs(self) -> list[tuple[RootGroups, int, int]]:
-        """The items' places as runs: (groups, first root, root after the last) for each stretch of items
-        that follow each other among the roots of the same groups."""
-        if self._segments is None:
-            runs: list = []
-            for groups, k in self._places:
-                if runs and runs[-1][0] is groups and runs[-1][2] == k:
-                    runs[-1][2] = k + 1
-                else:
-                    runs.append([groups, k, k + 1])
-            self._segments = runs
-        return self._segments
-
-    def _group(self, cls: type) -> list:
-        """The nodes of exact class `cls`: the items' slices of its lists joined, made on the first ask."""
-        group = self._by_class.get(cls)
-        if group is None:
-            group = []
-            for groups, k0, k1 in self._runs():
-                group += groups.nodes(cls, k0, k1)
-            self._by_class[cls] = group
-        return group
 
     def of(self, cls: type) -> list:
         """Every node of class `cls` or of a subclass of it, in walk order within each class, the class's
         own first (do not change the list)."""
-        group = self._group(cls)
+        group = self._by_class.get(cls, _NO_NODES)
         subs = _NODE_SUBCLASSES.get(cls)
         if subs is None:
             subs = _NODE_SUBCLASSES[cls] = _subclasses(cls)
         if subs:
-            present = self._present
-            if present is None:  # (the classes under all roots of the groups: an absent one has no nodes)
-                present = self._present = set().union(*{id(g[0]): g[0].classes() for g in self._runs()}.values())
-            more = [n for sub in subs if sub in present for n in self._group(sub)]
+            more = [n for sub in subs for n in self._by_class.get(sub, _NO_NODES)]
             if more:
                 return group + more
         return group
@@ -388,7 +342,7 @@ class VerifyCache:
             if g is f or (g.body is body and g.params is params and g.returns is returns
                           and g.decorator_kwargs is kwargs and g.attrs is attrs):
                 return index
-        index = NodeIndex(f, m.indexes[0][1] if m.indexes else None)
+        index = NodeIndex(f)
         m.indexes = [(f, index)] + m.indexes[:_INDEXES_KEPT - 1]
         return index
 

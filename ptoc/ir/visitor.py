@@ -9,7 +9,6 @@ pass that touches one load copies only the spine above it. Subclasses override `
 from __future__ import annotations
 
 import dataclasses
-from bisect import bisect_left
 from collections.abc import Callable, Iterator
 
 from ptoc.ir.dtypes import DType
@@ -35,19 +34,6 @@ def _flatten_nodes(items: tuple, out: list) -> None:
             out.append(x)
         elif isinstance(x, tuple):
             _flatten_nodes(x, out)
-
-
-def child_nodes(node: Node) -> list[Node]:
-    """The nodes right under `node`, in `walk`'s order: the walk of `node` is `node`, then each one's walk
-    in turn."""
-    kids: list[Node] = []
-    for name in child_fields(node.__class__):
-        v = getattr(node, name)
-        if isinstance(v, Node):
-            kids.append(v)
-        elif isinstance(v, tuple) and v:
-            _flatten_nodes(v, kids)
-    return kids
 
 
 def walk(root: Node) -> Iterator[Node]:
@@ -118,53 +104,7 @@ def _make_grouper() -> Callable:
     return _traversal("grouper", "a{i}(n)", "g = get(cls)\nif g is None:\n    other[cls] = [n]\nelse:\n    g.append(n)")
 
 
-_PARTS_GROUPER: list[Callable] = []  # the generated body of `RootGroups`' walk, made on its first use
-
-
-class RootGroups:
-    """The nodes under each of a list of roots, grouped by exact class, in one walk: the roots' walks one
-    after the other fill one list per class, and after each root the lists' lengths are noted, so the
-    nodes of a class under roots `k0` to `k1 - 1` are a slice of its list. (One set-up for many small
-    roots, a function's statements: `group_by_class` of each would make its lists anew.)"""
-
-    __slots__ = ("lists", "other", "rare_roots", "marks")
-
-    def __init__(self, roots: list[Node]):
-        if not _PARTS_GROUPER:
-            generic = ("g = get(cls)\nif g is None:\n    other[cls] = [n]\n    rare_roots[cls] = [k]\n"
-                       "else:\n    g.append(n)\n    rare_roots[cls].append(k)")
-            _PARTS_GROUPER.append(_traversal("parts_grouper", "a{i}(n)", generic, each_root=True))
-        self.other: dict[type, list[Node]] = {}  # class (not a common one) -> its nodes in walk order
-        self.rare_roots: dict[type, list[int]] = {}  # ... -> the number of the root each is under
-        # lists: one per common class (`_COMMON_CLASSES`); marks[k]: their lengths before root k
-        self.lists, self.marks = _PARTS_GROUPER[0](roots, self.other, self.rare_roots)
-
-    def classes(self) -> set[type]:
-        """The classes of the nodes under the roots."""
-        return {c for c, nodes in zip(_common_classes(), self.lists) if nodes} | set(self.other)
-
-    def nodes(self, cls: type, k0: int, k1: int) -> list[Node]:
-        """The nodes of exact class `cls` under roots `k0` to `k1 - 1`, in walk order."""
-        i = _COMMON_NUMBER.get(cls)
-        if i is not None:
-            return self.lists[i][self.marks[k0][i]:self.marks[k1][i]]
-        nodes = self.other.get(cls)
-        if nodes is None:
-            return []
-        ks = self.rare_roots[cls]
-        return nodes[bisect_left(ks, k0):bisect_left(ks, k1)]
-
-
-_COMMON_NUMBER: dict[type, int] = {}  # common class -> its number (`_COMMON_CLASSES`), filled by `_traversal`
-
-
-def _common_classes() -> list[type]:
-    from ptoc.ir import nodes
-
-    return [getattr(nodes, x) for x in _COMMON_CLASSES]
-
-
-def _traversal(name: str, common: str, generic: str, each_root: bool = False) -> Callable:
+def _traversal(name: str, common: str, generic: str) -> Callable:
     """`walk`'s traversal as a function `name(root)` generated from the fields of the common node classes
     (`_COMMON_CLASSES`): one branch per class runs `common` on the node `n` and pushes the node's
     children (the last field first, a tuple reversed) straight onto the stack; a node of another class
@@ -174,11 +114,10 @@ def _traversal(name: str, common: str, generic: str, each_root: bool = False) ->
     (`get`: its `get`). Whatever a field holds, the order is `plain_walk`'s: a value pushed that is no
     node is dealt with when it is popped (a tuple is flattened in place, anything else is dropped), as
     `plain_walk` flattens tuples and skips other values; the fields' annotations only pick the shorter
-    code (no tuple test for a field that holds one node). With `each_root` (and `{i}` in `common`), the
-    function is `name(roots, other, rare_roots)` (`RootGroups`): it walks each root in turn (its number
-    is `k`) and returns the lists and their lengths after each root."""
-    classes = _common_classes()
-    _COMMON_NUMBER.update((c, i) for i, c in enumerate(classes))
+    code (no tuple test for a field that holds one node)."""
+    from ptoc.ir import nodes
+
+    classes = [getattr(nodes, x) for x in _COMMON_CLASSES]
     ns: dict = {"Node": Node, "child_fields": child_fields, "_flatten_nodes": _flatten_nodes}
     groups = "{i}" in common
     lines = [f"def {name}(root, other):" if groups else f"def {name}(root):"]
@@ -188,7 +127,6 @@ def _traversal(name: str, common: str, generic: str, each_root: bool = False) ->
             lines.append(f"    g{i} = []; a{i} = g{i}.append")
     if groups:
         lines.append("    get = other.get")
-    start = len(lines)
     lines += ["    stack = [root]",
               "    pop, push, extend = stack.pop, stack.append, stack.extend",
               "    while stack:",
@@ -220,19 +158,7 @@ def _traversal(name: str, common: str, generic: str, each_root: bool = False) ->
               "                    _flatten_nodes(v, kids)",
               "            kids.reverse()",
               "            extend(kids)"]
-    if each_root:  # one walk after the other, with the lists' lengths noted after each
-        assert groups
-        lines = [f"def {name}(roots, other, rare_roots):", *lines[1:start],
-                 "    ln = len",
-                 "    marks = [(" + "0, " * len(classes) + ")]",
-                 "    stack = []",
-                 "    pop, push, extend = stack.pop, stack.append, stack.extend",
-                 "    for k, root in enumerate(roots):",
-                 "        push(root)",
-                 *("    " + x for x in lines[start + 2:]),
-                 "        marks.append((" + " ".join(f"ln(g{i})," for i in range(len(classes))) + "))",
-                 "    return (" + " ".join(f"g{i}," for i in range(len(classes))) + "), marks"]
-    elif groups:
+    if groups:
         lines.append("    return (" + " ".join(f"(C{i}, g{i})," for i in range(len(classes))) + ")")
     exec(compile("\n".join(lines) + "\n", f"<{name}>", "exec"), ns)  # noqa: S102
     return ns[name]
