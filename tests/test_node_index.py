@@ -7,6 +7,7 @@ not depend on them)."""
 
 from __future__ import annotations
 
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -21,16 +22,19 @@ from ptoc.ir.nodes import (
     Call,
     ConstInt,
     EvalStmt,
+    Expr,
     Function,
     MemRef,
     Param,
+    Stmt,
     StrLit,
     TensorType,
     TileType,
     TupleType,
+    Type,
     Var,
 )
-from ptoc.ir.verifier import NodeIndex
+from ptoc.ir.verifier import NodeIndex, VerifyCache
 from ptoc.ir.visitor import group_by_class, plain_walk, walk
 from ptoc.passes.manager import Instrument, run_pipeline
 
@@ -58,29 +62,41 @@ def _same_walk(root) -> None:
     assert len(got) == len(want) and all(a is b for a, b in zip(got, want))
 
 
+def _same_index(index: NodeIndex, f: Function, want: dict[type, list]) -> None:
+    for cls, nodes in want.items():
+        under = nodes[1:] if cls is Function else nodes  # the index leaves out the function itself
+        assert len(index.of(cls)) == len(under) and all(a is b for a, b in zip(index.of(cls), under))
+    for cls in (Expr, Stmt, Type, TensorType):  # classes with subclasses: theirs too, each as often
+        under = [n for n in plain_walk(f) if isinstance(n, cls)]
+        assert Counter(map(id, index.of(cls))) == Counter(map(id, under))
+
+
 def _check(f: Function) -> int:
+    """Compares the walks and the index of `f` with the obvious forms; the number of nodes walked."""
     _same_walk(f)
     for s in f.body:
         _same_walk(s)
     want = _plain(f)
     _same(group_by_class(f), want)
-    index = NodeIndex(f)
-    for cls, nodes in want.items():
-        under = nodes[1:] if cls is Function else nodes  # the index leaves out the function itself
-        assert len(index.of(cls)) == len(under) and all(a is b for a, b in zip(index.of(cls), under))
+    _same_index(NodeIndex(f), f, want)
     return sum(len(x) for x in want.values())
 
 
 class _EveryPass(Instrument):
-    def __init__(self):
+    """After each pass, each new function's walk and index compared with the obvious forms: the index
+    made alone and the one the pipeline's cache gives (which the passes read)."""
+
+    def __init__(self, cache: VerifyCache):
         self.nodes = 0
-        self.seen: set[int] = set()
+        self.cache = cache
+        self.last: dict[str, Function] = {}  # function name -> the version compared last
 
     def after_pass(self, index, p, program, seconds):
         for f in program.functions:
-            if id(f) not in self.seen:
-                self.seen.add(id(f))
+            if self.last.get(f.name) is not f:
+                self.last[f.name] = f
                 self.nodes += _check(f)
+                _same_index(self.cache.node_index(f), f, _plain(f))
 
 
 def _arch(path: Path) -> str:
@@ -96,12 +112,18 @@ def test_the_index_groups_what_walk_yields_after_every_pass(path):
         pytest.skip("not a valid program for this target")
     for f in program.functions:
         _check(f)
-    seen = _EveryPass()
+    seen = _run(program, ctx)
+    assert seen.nodes > 0
+
+
+def _run(program, ctx) -> _EveryPass:
+    cache = VerifyCache(ctx)
+    seen = _EveryPass(cache)
     try:
-        run_pipeline(program, ctx, instruments=[seen])
+        run_pipeline(program, ctx, instruments=[seen], cache=cache)
     except CompileError:
         pass  # the functions of the passes that ran were compared
-    assert seen.nodes > 0
+    return seen
 
 
 def test_a_field_holding_what_its_annotation_does_not_say_is_walked_as_walk_walks_it():
@@ -146,3 +168,4 @@ def test_the_cache_shares_an_index_between_functions_with_the_identical_parts_on
         for cls, nodes in _plain(g).items():
             under = nodes[1:] if cls is Function else nodes
             assert len(other.of(cls)) == len(under) and all(a is b for a, b in zip(other.of(cls), under))
+
