@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Callable, Iterator
 
 from ptoc.ir.dtypes import DType
-from ptoc.ir.nodes import Node
+from ptoc.ir.nodes import ForStmt, IfStmt, Node, ScopeStmt, WhileStmt
 
 # Field annotations that never hold a node: the traversal does not look into such fields.
 _ATOM_FIELDS = frozenset({"str", "bool", "int", "float", "DType", "str | None", "int | None", "bool | None"})
@@ -348,8 +348,6 @@ def _kw_replacer(cls: type) -> Callable:
 def rebuild_bodies(s, block):
     """`s` with `block` (a function from a statement tuple to a statement tuple) applied to each of its
     nested bodies (loop, while, scope bodies; both if branches); the same object when nothing changed."""
-    from ptoc.ir.nodes import ForStmt, IfStmt, ScopeStmt, WhileStmt
-
     if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
         body = block(s.body)
         return s if body is s.body else node_replacer(s.__class__)(s, {"body": body})
