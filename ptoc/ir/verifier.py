@@ -315,6 +315,7 @@ class VerifyCache:
         self.checked = 0  # functions checked (not served from the cache): for tests and profiling
         self.op_hits = 0  # operator typer answers given again
         self._memos: dict[str, _FunctionMemo] = {}  # function name -> what its checks found (`memo`)
+        self._derived: tuple[Program, dict] | None = None  # `derived`: the program asked last, its answers
 
     def age(self, program: Program | None = None) -> None:
         """A round (a pass and what it asked) is over: every function memo used in it ages (`_FunctionMemo`),
@@ -347,6 +348,18 @@ class VerifyCache:
         index = NodeIndex(f)
         m.indexes = [(f, index)] + m.indexes[:_INDEXES_KEPT - 1]
         return index
+
+    def derived(self, program: Program, key: str, make: Callable[[], object]):
+        """`make()`, remembered under `key` for the very program object `program` until another program is
+        asked for: what several checks of one program derive alike (the property checks' value tiles). The
+        caller must not change the answer."""
+        d = self._derived
+        if d is None or d[0] is not program:
+            d = self._derived = (program, {})
+        answer = d[1].get(key, _UNKNOWN)
+        if answer is _UNKNOWN:
+            answer = d[1][key] = make()
+        return answer
 
     def memo(self, fname: str) -> _FunctionMemo:
         """The memo of the checks of function `fname` (made when there is none), marked used."""
