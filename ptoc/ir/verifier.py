@@ -309,10 +309,13 @@ class VerifyCache:
         # returns, returns_tuple, name, dynamic dims, signature token or None (no calls), value types,
         # verified clean)
         self._sigs: list[tuple[tuple, int]] = []  # the signatures seen so far, each with its token
-        self._last_token: tuple[Program, int] | None = None  # the program asked last and its token
+        # the two programs asked last, each with its token, the newest first (a pass's hand-overs ask for
+        # its output's and its input's, in turn)
+        self._last_tokens: list[tuple[Program, int]] = []
         self.checked = 0  # functions checked (not served from the cache): for tests and profiling
         self.op_hits = 0  # operator typer answers given again
         self._memos: dict[str, _FunctionMemo] = {}  # function name -> what its checks found (`memo`)
+        self._derived: tuple[Program, dict] | None = None  # `derived`: the program asked last, its answers
 
     def age(self, program: Program | None = None) -> None:
         """A round (a pass and what it asked) is over: every function memo used in it ages (`_FunctionMemo`),
@@ -345,6 +348,18 @@ class VerifyCache:
         index = NodeIndex(f)
         m.indexes = [(f, index)] + m.indexes[:_INDEXES_KEPT - 1]
         return index
+
+    def derived(self, program: Program, key: str, make: Callable[[], object]):
+        """`make()`, remembered under `key` for the very program object `program` until another program is
+        asked for: what several checks of one program derive alike (the property checks' value tiles). The
+        caller must not change the answer."""
+        d = self._derived
+        if d is None or d[0] is not program:
+            d = self._derived = (program, {})
+        answer = d[1].get(key, _UNKNOWN)
+        if answer is _UNKNOWN:
+            answer = d[1][key] = make()
+        return answer
 
     def memo(self, fname: str) -> _FunctionMemo:
         """The memo of the checks of function `fname` (made when there is none), marked used."""
@@ -432,16 +447,17 @@ class VerifyCache:
     def token(self, program: Program) -> int:
         """A number for the program's function signatures, the same for every program whose signatures
         are the identical objects (compared by identity: conservative)."""
-        last = self._last_token
-        if last is not None and last[0] is program:
-            return last[1]
+        for known_program, tok in self._last_tokens:
+            if known_program is program:
+                return tok
         sig = tuple(x for f in program.functions for x in (f.name, f.params, f.returns, f.returns_tuple))
         tok = next((t for known, t in self._sigs
                     if len(known) == len(sig) and all(a is b for a, b in zip(known, sig))), None)
         if tok is None:
             tok = len(self._sigs)
             self._sigs.append((sig, tok))
-        self._last_token = (program, tok)  # (a pass asks once per function it hands over: not a walk each time)
+        # (a pass asks once per function it hands over: not a walk each time)
+        self._last_tokens = [(program, tok)] + self._last_tokens[:1]
         return tok
 
     def lookup(self, f: Function, program: Program, token: int) -> tuple[dict[str, Type | None], bool] | None:
@@ -456,21 +472,30 @@ class VerifyCache:
             return None
         return e[7], e[8]
 
-    def hand_over(self, f: Function, program: Program, types: dict[str, Type | None]) -> None:
+    def verified_clean(self, f: Function, program: Program) -> bool:
+        """`f`, a function of `program`, verified clean before (or was handed over clean): its check is
+        remembered and found no error."""
+        known = self.lookup(f, program, self.token(program))
+        return known is not None and known[1]
+
+    def hand_over(self, f: Function, program: Program, types: dict[str, Type | None],
+                  clean: bool = False) -> None:
         """Take `types` as the value types of `f`, a function of `program`, without inferring them: a pass
         that rewrote `f` derived them from the types of its input (`Pass.hand_over`). They serve
         `function_types`, and each assignment is remembered as its check would remember it
         (`remember_assign`: the types of the names it reads, its target's type), so a later check of a
         function holding the same statement, reading values of the same types, takes its target's type
         from here. An assignment that reads a name `types` does not hold (a dynamic dimension) or calls a
-        function of the program is not remembered; `verify_program` still checks `f` (not marked clean).
+        function of the program is not remembered. `clean`: `f` counts as verified clean, so `verify_program`
+        does not check it again (the pipeline says so only when `f`'s check would find nothing: see
+        `manager._take_types`); else it still checks `f`.
 
         The assignments' entries are made when a check first asks for the statement (`assigned_type`,
         `_take_handed`), not here: most versions handed over are replaced by the next pass's before any
         check looks at a statement of theirs. Only the last hand-over of a name waits for that: a statement
         of the version it replaces that it does not hold is gone from the program (forgetting it costs a
         check of that statement at most, never a wrong type)."""
-        self.store(f, program, self.token(program), types, False)
+        self.store(f, program, self.token(program), types, clean)
         self.memo(f.name).handed = [None, f, types]
 
     def handed_mismatch(self, f: Function, program: Program, types: dict[str, Type | None]) -> str | None:

@@ -119,8 +119,9 @@ class Pass:
         verifier's: the order the names are defined in. In the checked modes (`PTOC_VERIFY_EACH_PASS`, a
         run checked after every pass, `PTOC_CHECK_HANDED_TYPES` which the tests set) the manager compares
         them with a fresh inference and a difference is an `InternalError` naming the pass; otherwise they
-        stand for `f`'s types until the pipeline's check of `f` infers them. Without the pipeline's cache
-        (the pass run on its own) nothing is handed over."""
+        stand for `f`'s types, and when the pass's input version of `f` verified clean the pipeline's
+        check does not look at `f` again (`_take_types`). Without the pipeline's cache (the pass run on its
+        own) nothing is handed over."""
         if self.cache is not None:
             self.__dict__.setdefault("_handed", []).append((f, types))
 
@@ -539,7 +540,8 @@ def _run_passes(program: Program, ctx: CompileContext, passes: list[type[Pass]],
         seconds = time.perf_counter() - t0
         handed = p.__dict__.pop("_handed", None)
         if handed:
-            _take_types(program, cache, p, handed, check=(verify and each) or bool(os.environ.get(CHECK_HANDED)))
+            _take_types(program, cache, p, handed, check=(verify and each) or bool(os.environ.get(CHECK_HANDED)),
+                        source=before)
         have |= p.produces
         if program is not before:
             have -= p.invalidates
@@ -563,11 +565,17 @@ def _run_passes(program: Program, ctx: CompileContext, passes: list[type[Pass]],
 CHECK_HANDED = "PTOC_CHECK_HANDED_TYPES"  # set: every hand-over of types is compared with a fresh inference
 
 
-def _take_types(program: Program, cache, p: Pass, handed: list, check: bool) -> None:
+def _take_types(program: Program, cache, p: Pass, handed: list, check: bool, source: Program) -> None:
     """The value types `p` handed over (`Pass.hand_over`) for functions of its output `program` go into the
     pipeline's cache; with `check`, each is first compared with a fresh inference (an `InternalError` when
-    they differ: names, their order, any type). A hand-over for a function the output does not hold (the pass changed it again) is dropped."""
+    they differ: names, their order, any type). A hand-over for a function the output does not hold (the pass changed it again) is dropped.
+
+    A function handed over counts as verified clean (the pipeline's check does not look at it again) when
+    its check would find nothing: checked, when the fresh inference found no error; unchecked, when the
+    function of the same name in the pass's input `source` verified clean (or was handed over clean): the
+    pass claims its rewrite keeps the types it hands over, and the checked modes hold it to that claim."""
     output = {f.name: f for f in program.functions}
+    inputs = None
     for f, types in handed:
         if output.get(f.name) is not f:
             continue
@@ -575,9 +583,15 @@ def _take_types(program: Program, cache, p: Pass, handed: list, check: bool) -> 
             why = cache.handed_mismatch(f, program, types)
             if why is not None:
                 raise InternalError(f"pass {p.name} handed over wrong value types for {f.name!r}: {why}")
+            clean = cache.verified_clean(f, program)  # what the fresh inference found
+        else:
+            if inputs is None:
+                inputs = {g.name: g for g in source.functions}
+            g = inputs.get(f.name)
+            clean = g is not None and cache.verified_clean(g, source)
         # (checked, the handed objects still replace the inferred ones: the passes after, and the types they
         # derive in turn, see what they see in a run that does not check)
-        cache.hand_over(f, program, types)
+        cache.hand_over(f, program, types, clean)
 
 
 def _skip(i: int, p: Pass, program: Program, ctx: CompileContext, cache, instruments, verify: bool,
@@ -586,7 +600,7 @@ def _skip(i: int, p: Pass, program: Program, ctx: CompileContext, cache, instrum
     adopted = p.adopt(program, ctx)
     handed = p.__dict__.pop("_handed", None)
     if handed and adopted is not program:
-        _take_types(adopted, cache, p, handed, check=verify or bool(os.environ.get(CHECK_HANDED)))
+        _take_types(adopted, cache, p, handed, check=verify or bool(os.environ.get(CHECK_HANDED)), source=program)
     if adopted is not program and verify:
         check_invariants(adopted, ctx, p, cache, ssa=ssa)
     reason = "the input already has " + ", ".join(repr(x) for x in sorted(p.produces))

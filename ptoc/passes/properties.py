@@ -47,17 +47,25 @@ def value_types(program: Program, ctx: CompileContext, cache=None) -> dict[str, 
     look at these as well as at the written types, so that a property holds on a program read from a
     file (where a value may have no annotation) only when it really holds: the pass manager skips the
     pass that produces a property the input already has."""
-    from ptoc.ir.verifier import function_types
+    from ptoc.ir.verifier import ProgramTypes
 
     ks = kernels(program)
     if not ks:
         return {}
-    env = function_types(program, ctx, cache=cache)
-    return {f.name: env.get(f.name, {}) for f in ks}
+    # (the kernels' alone: `function_types` of the whole program would copy every function's too)
+    of = ProgramTypes(program, ctx, cache)
+    return {f.name: of(f) for f in ks}
 
 
 def value_tiles(program: Program, ctx: CompileContext, cache=None) -> list[tuple[str, str, TileType]]:
-    """(kernel, value, tile type) of every tile-typed value of every kernel (inferred types)."""
+    """(kernel, value, tile type) of every tile-typed value of every kernel (inferred types). Several checks
+    of one program ask for them: with the pipeline's `cache`, made once per program (do not change the list)."""
+    if cache is not None and cache.ctx is ctx:
+        return cache.derived(program, "value_tiles", lambda: _value_tiles(program, ctx, cache))
+    return _value_tiles(program, ctx, cache)
+
+
+def _value_tiles(program: Program, ctx: CompileContext, cache=None) -> list[tuple[str, str, TileType]]:
     return [(k, n, t) for k, vals in value_types(program, ctx, cache).items() for n, ty in vals.items()
             for t in _flat(ty) if isinstance(t, TileType)]
 

@@ -31,12 +31,12 @@ def _spy_hand_overs(monkeypatch, ctx):
     seen = []
     original = manager._take_types
 
-    def take(program, cache, p, handed, check):
+    def take(program, cache, p, handed, check, source):
         for f, types in handed:
             if program.function(f.name) is f:
                 fresh = Verifier(program, cache.ctx, cache.op_typer).function_types(f)
                 seen.append((p.name, f, types, dict(fresh)))
-        return original(program, cache, p, handed, check)
+        return original(program, cache, p, handed, check, source)
 
     monkeypatch.setattr(manager, "_take_types", take)
     return seen

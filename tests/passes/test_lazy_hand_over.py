@@ -74,9 +74,9 @@ def _lower(path: Path, monkeypatch, eager: bool):
     programs: dict[int, object] = {}
     original_hand_over, original_take = VerifyCache.hand_over, verifier._take_handed
 
-    def hand_over(self, f, prog, types):
+    def hand_over(self, f, prog, types, clean=False):
         programs[id(f)] = (f, prog)
-        original_hand_over(self, f, prog, types)
+        original_hand_over(self, f, prog, types, clean)
         if eager:  # the eager form: every assignment's entry made now
             memo = self.memo(f.name)
             for s in list(_assignments(f.body)):
@@ -95,7 +95,12 @@ def _lower(path: Path, monkeypatch, eager: bool):
     monkeypatch.setattr(verifier, "_take_handed", take)
     try:
         program = parse_program(path.read_text(encoding="utf-8"), path.name, ctx=ctx)
-        out = run_pipeline(program, ctx, check_once=True, cache=VerifyCache(ctx))
+        cache = VerifyCache(ctx)
+        out = run_pipeline(program, ctx, check_once=True, cache=cache)
+        # a check of every function of the output, as the pipeline's own final check made of each before it
+        # skipped the functions handed over clean: it asks for every statement still waiting
+        for f in out.functions:
+            Verifier(out, ctx, cache.op_typer, cache).checked_function(f)
     except CompileError as e:
         out = sorted((d.code, str(d.span)) for d in e.diagnostics)
     monkeypatch.undo()

@@ -155,3 +155,59 @@ def test_both_routes_agree_on_the_examples_and_the_corpus_after_every_pass():
             pass  # what the pipeline compared up to the user's error stands
     # programs as written carry names out of loops; the pipeline's output does not
     assert seen.functions > 1000 and seen.escaping > 0
+
+
+class _CompareValueTiles(Instrument):
+    """After every pass (and for the input): the property checks' value types (the kernels', typed alone)
+    and value tiles (remembered per program in the pipeline's cache) equal those read off a whole-program
+    `function_types` with a cache of their own, as the checks read them before."""
+
+    keeps_check_once = True
+
+    def __init__(self):
+        self.tiles = 0
+        self.cache = None
+
+    def before_pipeline(self, program, ctx):
+        self.compare(program, ctx)
+
+    def after_pass(self, index, p, program, seconds):
+        self.compare(program, ctx=self.ctx)
+
+    def skipped_pass(self, index, p, program, reason):
+        self.compare(program, ctx=self.ctx)
+
+    def compare(self, program, ctx):
+        from ptoc.ir.nodes import TileType
+        from ptoc.ir.verifier import VerifyCache, function_types
+        from ptoc.passes.properties import _flat, kernels, value_tiles, value_types
+
+        self.ctx = ctx
+        env = function_types(program, ctx, VerifyCache(ctx))
+        want_types = {f.name: env[f.name] for f in kernels(program)}
+        want_tiles = [(k, n, t) for k, vals in want_types.items() for n, ty in vals.items() for t in _flat(ty)
+                      if isinstance(t, TileType)]
+        assert value_types(program, ctx, self.cache) == want_types
+        first = value_tiles(program, ctx, self.cache)
+        assert first == want_tiles and value_tiles(program, ctx, self.cache) == want_tiles
+        assert value_tiles(program, ctx, None) == want_tiles
+        self.tiles += len(want_tiles)
+
+
+def test_value_types_and_tiles_agree_with_the_whole_programs_types_on_the_examples_and_the_corpus():
+    from ptoc.ir.verifier import VerifyCache
+
+    seen = _CompareValueTiles()
+    paths = sorted((ROOT / "examples").glob("*.ir")) + sorted((ROOT / "tests" / "corpus" / "raw").glob("*.ir"))
+    for path in paths:
+        ctx = CompileContext()
+        try:
+            prog = parse_program(path.read_text(), str(path), ctx=ctx)
+        except CompileError:
+            continue  # (a corpus program the front end rejects)
+        seen.cache = VerifyCache(ctx)
+        try:
+            run_pipeline(prog, ctx, instruments=[seen], cache=seen.cache, check_once=True)
+        except CompileError:
+            pass  # what was compared up to the user's error stands
+    assert seen.tiles > 1000
