@@ -88,7 +88,11 @@ def test_a_whole_command_on_the_thread_path_reports_as_usual(thread_path, tmp_pa
     f = tmp_path / "deep.ir"
     f.write_text("import pypto.language as pl\n@pl.function\ndef f(x: pl.Scalar[pl.INDEX]) -> pl.Scalar[pl.INDEX]:\n"
                  "    y = " + "(" * 25000 + "x" + ")" * 25000 + "\n    return y\n", encoding="utf-8")
-    with pytest.raises(SystemExit) as got:
-        cli.cli.main(["check", str(f)], prog_name="ptoc", standalone_mode=False)
+    old = sys.getrecursionlimit()
+    try:
+        with pytest.raises(SystemExit) as got:
+            cli.cli.main(["check", str(f)], prog_name="ptoc", standalone_mode=False)
+    finally:
+        sys.setrecursionlimit(old)  # (the command raised it for this process; other tests rely on the default)
     assert got.value.code == 1
     assert "PTOC-E0114" in capsys.readouterr().err
