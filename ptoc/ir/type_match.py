@@ -3,6 +3,8 @@ annotated assignment, a returned value and a call argument.)"""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 from ptoc.ir.nodes import (
     ArrayType,
     ConstInt,
@@ -11,9 +13,11 @@ from ptoc.ir.nodes import (
     ScalarType,
     TensorType,
     TileType,
+    TileView,
     TupleType,
     Type,
 )
+from ptoc.ir.types import normalize_tile_view
 
 
 def type_mismatch(annotated: Type, actual: Type) -> str | None:
@@ -216,11 +220,6 @@ def _with_value_layout(a: TileType, b: TileType) -> Type:
     """`with_value_layout` of two tiles of one rank, in general (tests compare the fast answer with it)."""
     if a.memory and b.memory and a.memory != b.memory:
         return a
-    from dataclasses import replace
-
-    from ptoc.ir.nodes import TileView
-    from ptoc.ir.types import normalize_tile_view
-
     plain = a.view is None  # no TileView written: the value's valid shape stands
     if a.memory is None and b.memory is not None:  # an annotation without a space lives where the value does
         a = replace(a, memory=b.memory, view=normalize_tile_view(a.shape, b.memory, a.view))
@@ -251,11 +250,6 @@ def _layout_as_annotated(a: TileType, b: TileType) -> Type:
     """`layout_as_annotated` of two tiles of one rank, in general (tests compare the fast answer with it)."""
     if a.memory and b.memory and a.memory != b.memory:
         return b
-    from dataclasses import replace
-
-    from ptoc.ir.nodes import TileView
-    from ptoc.ir.types import normalize_tile_view
-
     va, vb = a.view or TileView(), b.view or TileView()
     layout = {f: getattr(va, f) for f in _LAYOUT_FIELDS}
     if all(getattr(vb, f) == v for f, v in layout.items()):

@@ -33,6 +33,7 @@ from dataclasses import dataclass, field, replace
 from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError, InternalError
 from ptoc.ir.nodes import MemRef, Program, TileType, TupleType
+from ptoc.ir.verifier import NodeIndex
 from ptoc.ops import registry as _op_rules  # noqa: F401  (installs the type rules the verifier asks)
 
 # The pipeline: (stage, pass name). The module ptoc.passes.<name> defines class <name>.
@@ -146,8 +147,6 @@ class Pass:
     def index(self, f):
         """The `ptoc.ir.verifier.NodeIndex` of function `f` (its nodes by class, its census of operators and
         loop kinds), shared through this pipeline run's cache by every pass that sees the same function."""
-        from ptoc.ir.verifier import NodeIndex
-
         return NodeIndex.get(f, self.cache)
 
     def applies(self, program: Program, ctx: CompileContext) -> bool:
