@@ -16,10 +16,11 @@ from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError
 from ptoc.driver import frontend
 from ptoc.ir import dtypes
-from ptoc.ir.nodes import AssignStmt, Call, ConstInt, ForStmt, Function, Node, Var, YieldStmt
-from ptoc.ir.visitor import Mutator, plain_walk, replace
+from ptoc.ir.nodes import AssignStmt, Call, ConstInt, ForStmt, Function, Node, Stmt, Var, YieldStmt
+from ptoc.ir.visitor import Mutator, child_fields, plain_walk, replace
 from ptoc.ops.registry import resolve
 from ptoc.passes.common import expr_type, resolve_op
+from ptoc.passes.ConvertToSSA import _reads
 from ptoc.passes.ExpandMixedKernel import _NO_IDS, _var_names
 from ptoc.passes.manager import Instrument, run_pipeline
 
@@ -61,6 +62,9 @@ def _check(f: Function, env: dict) -> int:
             want_names = {x.name for x in plain_walk(n) if isinstance(x, Var) and id(x) not in skip}
             assert _var_names(n, skip) == want_names
             assert _var_names(n, _NO_IDS) == {x.name for x in plain_walk(n) if isinstance(x, Var)}
+            if isinstance(n, Stmt):  # several roots at once, None among them, as ConvertToSSA asks
+                parts = tuple(getattr(n, name) for name in child_fields(n.__class__))
+                assert _reads(*parts, None) == {x.name for x in plain_walk(n) if isinstance(x, Var)}
         compared += 1
     return compared
 

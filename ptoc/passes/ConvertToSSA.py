@@ -77,18 +77,16 @@ from ptoc.ir.nodes import (
     ForStmt,
     Function,
     IfStmt,
-    Node,
     PassStmt,
     Program,
     ReturnStmt,
     ScopeStmt,
     Stmt,
-    StrLit,
     Var,
     WhileStmt,
     YieldStmt,
 )
-from ptoc.ir.visitor import Mutator, child_fields, replace, walk
+from ptoc.ir.visitor import Mutator, replace, var_names, walk
 from ptoc.passes.manager import Pass
 
 
@@ -160,45 +158,9 @@ def _assigned(body: tuple[Stmt, ...]) -> set[str]:
 # --------------------------------------------------------------------------------------------------
 
 
-# Nodes with no parts (and values that are not nodes): `_reads` does not look into them.
-_LEAVES = frozenset({ConstInt, ConstFloat, ConstBool, StrLit, EnumLit, DTypeLit, str, int, float, bool, type(None)})
-_FIELDS: dict[type, tuple[str, ...]] = {}  # node class -> its `child_fields`
-
-
 def _reads(*nodes) -> set[str]:
-    """The names of the variables anywhere under `nodes` (each a node, a tuple of nodes or None): what a
-    walk of each finds, gathered by one loop (this is asked for every statement, often again for the
-    statements of nested bodies, so a generator per node was most of the pass's time)."""
-    out: set[str] = set()
-    add = out.add
-    stack = list(nodes)
-    pop, push = stack.pop, stack.append
-    while stack:
-        n = pop()
-        cls = n.__class__
-        if cls is tuple:
-            for x in n:
-                c = x.__class__
-                if c is Var:
-                    add(x.name)
-                elif c not in _LEAVES:
-                    push(x)
-            continue
-        if cls is Var:
-            add(n.name)
-            continue
-        if cls in _LEAVES:
-            continue
-        names = _FIELDS.get(cls)
-        if names is None:
-            if not isinstance(n, Node):
-                continue  # (a walk looks only into nodes and tuples)
-            names = _FIELDS[cls] = child_fields(cls)
-        for name in names:
-            v = getattr(n, name)
-            if v.__class__ not in _LEAVES:
-                push(v)
-    return out
+    """The names of the variables anywhere under `nodes` (each a node, a tuple of nodes or None)."""
+    return var_names(nodes)
 
 
 def _kills(s: Stmt) -> set[str]:
@@ -422,7 +384,7 @@ class _Converter:
         current value of an Out / InOut parameter of its type, else of the first name defined before the
         loop with its type, else a neutral value made before the loop (0, no task, a new tensor or tile)."""
         from ptoc.ir import dtypes
-        from ptoc.ir.nodes import Call, ConstBool, ConstFloat, ConstInt, DTypeLit, EnumLit, ListExpr
+        from ptoc.ir.nodes import Call, ListExpr
         from ptoc.ir.nodes import ScalarType, TensorType, TileType
         from ptoc.ir.type_match import type_mismatch
 

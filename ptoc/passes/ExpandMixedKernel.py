@@ -109,17 +109,14 @@ from ptoc.ir.nodes import (
     AssignStmt,
     Call,
     ConstBool,
-    ConstFloat,
     ConstInt,
     DictExpr,
-    DTypeLit,
     EnumLit,
     EvalStmt,
     ForStmt,
     Function,
     GetItem,
     IfStmt,
-    Node,
     Program,
     ReturnStmt,
     ScalarType,
@@ -135,7 +132,7 @@ from ptoc.ir.nodes import (
 )
 from ptoc.ir.names import fresh_name
 from ptoc.ir.types import effective_tile_view
-from ptoc.ir.visitor import child_fields, replace, walk
+from ptoc.ir.visitor import replace, var_names, walk
 from ptoc.passes.common import op_names, resolve_op, split_mode_code
 from ptoc.passes.manager import Pass
 
@@ -720,50 +717,12 @@ def _uses(s: Stmt) -> set[str]:
     return _var_names(s, skip)
 
 
-# Nodes with no parts (and values that are not nodes): `_var_names` does not look into them.
-_LEAVES = frozenset({ConstInt, ConstFloat, ConstBool, StrLit, EnumLit, DTypeLit, str, int, float, bool, type(None)})
-
-
 def _var_names(root, skip: set[int] | frozenset[int]) -> set[str]:
-    """`{n.name for n in walk(root) if isinstance(n, Var) and id(n) not in skip}`, gathered by one loop
-    over the fields holding nodes (`_uses` is asked of every statement of both kernels, again after each
-    round of `_dce`: a generator step and a class test per node, types included, was most of its time).
-    A name is no node subclass (the tests compare both forms on every example and corpus program)."""
-    out: set[str] = set()
-    add = out.add
-    stack = [root]
-    pop, push = stack.pop, stack.append
-    while stack:
-        n = pop()
-        cls = n.__class__
-        if cls is Var:
-            if id(n) not in skip:
-                add(n.name)
-            continue
-        if cls is tuple:
-            for x in n:
-                c = x.__class__
-                if c is Var:
-                    if id(x) not in skip:
-                        add(x.name)
-                elif c not in _LEAVES:
-                    push(x)
-            continue
-        if cls in _LEAVES:
-            continue
-        names = _FIELDS.get(cls)
-        if names is None:
-            if not isinstance(n, Node):
-                continue  # (a walk looks only into nodes and tuples)
-            names = _FIELDS[cls] = child_fields(cls)
-        for name in names:
-            v = getattr(n, name)
-            if v.__class__ not in _LEAVES:
-                push(v)
-    return out
+    """The names of the variables under `root` (a node or a tuple of nodes), but those whose Var node's id
+    is in `skip`."""
+    return var_names((root,), skip)
 
 
-_FIELDS: dict[type, tuple[str, ...]] = {}  # node class -> its `child_fields`
 _NO_IDS: frozenset[int] = frozenset()
 
 
