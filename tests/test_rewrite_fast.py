@@ -182,22 +182,27 @@ class _BeforeStamp(Instrument):
                 self.stamped += want is not f.body
 
 
-def test_stamp_tfree_split_walks_statements_as_the_generic_mutator_did():
-    functions = stamped = 0
+def _through_every_program(instrument_class) -> list:
+    """An `instrument_class()` through the pipeline of each example and corpus program the front end
+    accepts (up to a pass's error, if any); the instruments."""
+    seen = []
     for path in PROGRAMS:
         ctx = CompileContext(arch=_arch(path))
         try:
             program = frontend(path.read_text(), str(path), ctx)
         except CompileError:
             continue
-        seen = _BeforeStamp()
+        seen.append(instrument_class())
         try:
-            run_pipeline(program, ctx, instruments=[seen])
+            run_pipeline(program, ctx, instruments=[seen[-1]])
         except CompileError:
             pass
-        functions += seen.functions
-        stamped += seen.stamped
-    assert functions > 50 and stamped > 5
+    return seen
+
+
+def test_stamp_tfree_split_walks_statements_as_the_generic_mutator_did():
+    seen = _through_every_program(_BeforeStamp)
+    assert sum(s.functions for s in seen) > 50 and sum(s.stamped for s in seen) > 5
 
 
 class _BeforeStrides(Instrument):
@@ -224,17 +229,4 @@ class _BeforeStrides(Instrument):
 
 
 def test_materialize_tensor_strides_skipping_its_leaves_builds_what_asking_about_them_builds():
-    functions = 0
-    for path in PROGRAMS:
-        ctx = CompileContext(arch=_arch(path))
-        try:
-            program = frontend(path.read_text(), str(path), ctx)
-        except CompileError:
-            continue
-        seen = _BeforeStrides()
-        try:
-            run_pipeline(program, ctx, instruments=[seen])
-        except CompileError:
-            pass
-        functions += seen.functions
-    assert functions > 20
+    assert sum(s.functions for s in _through_every_program(_BeforeStrides)) > 20

@@ -138,17 +138,22 @@ class _Compare(Instrument):
         assert PROPERTIES["ssa"](program, CTX, None) == ssa_violations(program)
 
 
-def test_both_routes_agree_on_the_examples_and_the_corpus_after_every_pass():
-    _import_properties()
-    seen = _Compare()
+def _accepted_programs():
+    """(program, its context) of each example and corpus program the front end accepts."""
     paths = sorted((ROOT / "examples").glob("*.ir")) + sorted((ROOT / "tests" / "corpus" / "raw").glob("*.ir"))
     assert len(paths) > 30
     for path in paths:
         ctx = CompileContext()
         try:
-            prog = parse_program(path.read_text(), str(path), ctx=ctx)
+            yield parse_program(path.read_text(), str(path), ctx=ctx), ctx
         except CompileError:
             continue  # (a corpus program the front end rejects)
+
+
+def test_both_routes_agree_on_the_examples_and_the_corpus_after_every_pass():
+    _import_properties()
+    seen = _Compare()
+    for prog, ctx in _accepted_programs():
         try:
             run_pipeline(prog, ctx, instruments=[seen])
         except CompileError:
@@ -198,13 +203,7 @@ def test_value_types_and_tiles_agree_with_the_whole_programs_types_on_the_exampl
     from ptoc.ir.verifier import VerifyCache
 
     seen = _CompareValueTiles()
-    paths = sorted((ROOT / "examples").glob("*.ir")) + sorted((ROOT / "tests" / "corpus" / "raw").glob("*.ir"))
-    for path in paths:
-        ctx = CompileContext()
-        try:
-            prog = parse_program(path.read_text(), str(path), ctx=ctx)
-        except CompileError:
-            continue  # (a corpus program the front end rejects)
+    for prog, ctx in _accepted_programs():
         seen.cache = VerifyCache(ctx)
         try:
             run_pipeline(prog, ctx, instruments=[seen], cache=seen.cache, check_once=True)
