@@ -83,7 +83,6 @@ PTOAS_SLOTS = 8  # the depth of every pipe ring the toolchain's PTOAS builds (`T
 def pipe_slot_size(fn, calls=None) -> int:
     """The slot size of `fn`'s pipe initialisation (0 when it sets up no pipe). `calls`: the calls under
     `fn` in walk order (its node index's), when the caller has them: the first initialisation is the same."""
-
     for n in walk(fn) if calls is None else calls:
         if isinstance(n, Call) and n.kind == "op" and n.op.endswith(("aic_initialize_pipe", "aiv_initialize_pipe")):
             v = n.kwarg("slot_size")

@@ -881,7 +881,6 @@ class _Fold(Mutator):
 # ------------------------------------------------------------------------------------ statements
 def _index(f: Function, cache=None):
     """The `ptoc.ir.verifier.NodeIndex` of `f` (the pipeline's, through `cache`, when there is one)."""
-
     return NodeIndex.get(f, cache)
 
 

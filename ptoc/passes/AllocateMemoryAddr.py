@@ -342,7 +342,6 @@ def placed_by_offsets(f: Function, cache=None) -> bool:
     """Whether kernel `f` may be in PyPTO's placed form: some MemRef on an allocation has an offset other
     than the constant 0 (InitMemRef's output has only 0; all offsets 0 is left to the planner, which
     then gives every buffer 0 too when none overlaps another)."""
-
     return any(isinstance(m.base, Var) and not (isinstance(m.offset, ConstInt) and m.offset.value == 0)
                for m in NodeIndex.get(f, cache).of(MemRef))
 

@@ -438,7 +438,6 @@ def _replace_functions(program: Program, new: dict[str, Function]) -> Program:
 
 def _resolve(call: Call, types: dict):
     """(registry OpDef or None) of an op call, short names resolved by the argument types."""
-
     arg_types = [types.get(a.name) if isinstance(a, Var) else None for a in call.args]
     op, _ = resolve(call, arg_types)
     return op

@@ -912,7 +912,6 @@ def _unbuffered_slot_tiles(f: Function, cache=None) -> set[str]:
     """Rule 1a: the tiles of `f` that live in a pipe slot (a tpop result, a view or copy of one:
     `slot_tiles`) and so get no buffer, as in PyPTO. One that a loop or an if carries (yielded, a loop's
     init value) keeps a buffer: the carried buffer must hold it, and nothing copies it there."""
-
     names = slot_tiles(f, cache)[0]
     if not names:
         return names

@@ -219,7 +219,6 @@ def _unplaced(f: Function, cache=None) -> bool:
     """Allocs, none placed: no `addr=`, and every MemRef offset 0 (PyPTO's form after AllocateMemoryAddr
     writes the addresses as MemRef offsets instead). `cache`: the pipeline's, whose node index of `f`
     lists its MemRefs (no walk of the function)."""
-
     found = allocs(f.body)
     first = next(found, None)
     # (the first alloc decides a placed function, as every function is when the property is checked last)

@@ -30,8 +30,7 @@ from ptoc.ir.nodes import (
     Var,
     WhileStmt,
 )
-from ptoc.ops.registry import lookup, resolve
-from ptoc.ops.registry import SHORT
+from ptoc.ops.registry import SHORT, lookup, resolve
 
 TypeEnv = Mapping[str, "Type | None"]  # anything with .get(name): a dict or an overlay of one
 
@@ -88,7 +87,6 @@ def expr_type(e: Expr, env: TypeEnv) -> Type | None:
 
 def resolve_op(call: Call, env: TypeEnv):
     """The registered op a call names (short names resolved by argument types), or None."""
-
     if call.kind != "op":
         return None
     op = lookup(call.op)  # (a full name, as most are: `resolve` would not look at the argument types)
@@ -100,7 +98,6 @@ def resolve_op(call: Call, env: TypeEnv):
 
 def op_names(op: str) -> set[str]:
     """`op` and every registered op its short name can stand for (`store` -> tile.store, tensor.store)."""
-
     short = SHORT.get(op)  # (asked for every call the passes look at: most names are full ones, no set union)
     return {op, *short.values()} if short else {op}
 
