@@ -61,13 +61,15 @@ def test_the_commands_exception_is_raised_in_the_caller(thread_path, exc):
     assert got.value is exc
 
 
+@pytest.mark.skipif(sys.version_info >= (3, 13), reason="3.13 delivers an asynchronous exception past the thread's "
+                    "own handlers; ptoc takes the thread path only before 3.11")
 def test_ctrl_c_reaches_the_command_thread():
     started = threading.Event()
     ended = []
 
     def spin():
-        started.set()
-        try:
+        try:  # (set inside the try: the exception may arrive at any instruction after it)
+            started.set()
             deadline = time.monotonic() + 30
             while time.monotonic() < deadline:
                 pass
