@@ -5,8 +5,10 @@ import sys
 # value types a pass hands over (`Pass.hand_over`) with a fresh inference: the full check stays the oracle.
 os.environ.setdefault("PTOC_CHECK_HANDED_TYPES", "1")
 
-# tests/ops/optest.py is imported by the operator tests as a plain module.
+# tests/ops/optest.py is imported by the operator tests as a plain module, and tests/bundled_programs.py by
+# tests in every folder.
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "ops"))
+sys.path.insert(0, os.path.dirname(__file__))
 
 
 def pytest_addoption(parser):

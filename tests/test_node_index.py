@@ -8,7 +8,6 @@ not depend on them)."""
 from __future__ import annotations
 
 from collections import Counter
-from pathlib import Path
 
 import pytest
 
@@ -38,8 +37,8 @@ from ptoc.ir.verifier import NodeIndex, VerifyCache
 from ptoc.ir.visitor import group_by_class, plain_walk, walk
 from ptoc.passes.manager import Instrument, run_pipeline
 
-ROOT = Path(__file__).resolve().parents[1]
-PROGRAMS = sorted((ROOT / "examples").glob("*.ir")) + sorted((ROOT / "tests" / "corpus" / "raw").glob("*.ir"))
+from bundled_programs import PROGRAMS, program_arch  # (tests/ is on sys.path: tests/conftest.py)
+
 I = dtypes.INDEX
 
 
@@ -99,13 +98,9 @@ class _EveryPass(Instrument):
                 _same_index(self.cache.node_index(f), f, _plain(f))
 
 
-def _arch(path: Path) -> str:
-    return "a5" if "fp4" in path.name or "mx" in path.name else "a2a3"
-
-
 @pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_the_index_groups_what_walk_yields_after_every_pass(path):
-    ctx = CompileContext(arch=_arch(path))
+    ctx = CompileContext(arch=program_arch(path))
     try:
         program = frontend(path.read_text(), str(path), ctx)
     except CompileError:

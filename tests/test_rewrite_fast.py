@@ -7,7 +7,6 @@ answers about loops with constant bounds with what its ranges decide."""
 from __future__ import annotations
 
 import dataclasses
-from pathlib import Path
 
 import pytest
 
@@ -24,8 +23,8 @@ from ptoc.passes.ConvertToSSA import _reads
 from ptoc.passes.ExpandMixedKernel import _NO_IDS, _var_names
 from ptoc.passes.manager import Instrument, run_pipeline
 
-ROOT = Path(__file__).resolve().parents[1]
-PROGRAMS = sorted((ROOT / "examples").glob("*.ir")) + sorted((ROOT / "tests" / "corpus" / "raw").glob("*.ir"))
+from bundled_programs import PROGRAMS, program_arch  # (tests/ is on sys.path: tests/conftest.py)
+
 I = dtypes.INDEX
 _SIMPLIFIER = _Simplifier(Function("k", (), (), ()), {})
 
@@ -81,13 +80,9 @@ class _EveryPass(Instrument):
                 self.nodes += _check(f, {q.name: q.type for q in f.params})
 
 
-def _arch(path: Path) -> str:
-    return "a5" if "fp4" in path.name or "mx" in path.name else "a2a3"
-
-
 @pytest.mark.parametrize("path", PROGRAMS, ids=lambda p: f"{p.parent.name}/{p.name}")
 def test_fast_paths_agree_with_the_plain_forms_after_every_pass(path):
-    ctx = CompileContext(arch=_arch(path))
+    ctx = CompileContext(arch=program_arch(path))
     try:
         program = frontend(path.read_text(), str(path), ctx)
     except CompileError:
@@ -187,7 +182,7 @@ def _through_every_program(instrument_class) -> list:
     accepts (up to a pass's error, if any); the instruments."""
     seen = []
     for path in PROGRAMS:
-        ctx = CompileContext(arch=_arch(path))
+        ctx = CompileContext(arch=program_arch(path))
         try:
             program = frontend(path.read_text(), str(path), ctx)
         except CompileError:

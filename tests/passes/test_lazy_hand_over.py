@@ -19,8 +19,8 @@ from ptoc.ir.printer import print_program
 from ptoc.ir.verifier import _UNKNOWN, Verifier, VerifyCache, _assignments, _Scope
 from ptoc.passes.manager import CHECK_HANDED, run_pipeline
 
-ROOT = Path(__file__).resolve().parents[2]
-PROGRAMS = sorted((ROOT / "examples").glob("*.ir")) + sorted((ROOT / "tests" / "corpus" / "raw").glob("*.ir"))
+from bundled_programs import PROGRAMS, program_arch  # (tests/ is on sys.path: tests/conftest.py)
+
 
 KERNEL = """
 @pl.function(type=pl.FunctionType.InCore)
@@ -37,10 +37,6 @@ def _as_the_compiler_runs(monkeypatch):
     # each hand-over with an inference, which asks for every statement at once)
     monkeypatch.delenv("PTOC_VERIFY_EACH_PASS", raising=False)
     monkeypatch.delenv(CHECK_HANDED, raising=False)
-
-
-def _arch(path: Path) -> str:
-    return "a5" if "fp4" in path.name or "mx" in path.name else "a2a3"
 
 
 def test_an_entry_is_made_when_a_check_asks_and_holds_the_handed_types():
@@ -69,7 +65,7 @@ def test_an_entry_is_made_when_a_check_asks_and_holds_the_handed_types():
 
 
 def _lower(path: Path, monkeypatch, eager: bool):
-    ctx = CompileContext(arch=_arch(path))
+    ctx = CompileContext(arch=program_arch(path))
     made: list = []  # (statement, entry made, function handed over, program it was a function of)
     programs: dict[int, object] = {}
     original_hand_over, original_take = VerifyCache.hand_over, verifier._take_handed

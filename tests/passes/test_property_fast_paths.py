@@ -6,7 +6,6 @@ on every function of the examples and corpus programs after every pass of the pi
 from __future__ import annotations
 
 import textwrap
-from pathlib import Path
 
 import pytest
 
@@ -17,7 +16,8 @@ from ptoc.passes.ConvertToSSA import _has_escapes, ssa_violations
 from ptoc.passes.manager import PROPERTIES, Instrument, _import_properties, run_pipeline
 from ptoc.passes.properties import escapes
 
-ROOT = Path(__file__).resolve().parents[2]
+from bundled_programs import PROGRAMS  # (tests/ is on sys.path: tests/conftest.py)
+
 CTX = CompileContext()
 T = "pl.Tensor[[64], pl.FP32]"
 
@@ -140,9 +140,8 @@ class _Compare(Instrument):
 
 def _accepted_programs():
     """(program, its context) of each example and corpus program the front end accepts."""
-    paths = sorted((ROOT / "examples").glob("*.ir")) + sorted((ROOT / "tests" / "corpus" / "raw").glob("*.ir"))
-    assert len(paths) > 30
-    for path in paths:
+    assert len(PROGRAMS) > 30
+    for path in PROGRAMS:
         ctx = CompileContext()
         try:
             yield parse_program(path.read_text(), str(path), ctx=ctx), ctx
