@@ -263,7 +263,7 @@ class _FunctionMemo:
     visits, their NodeIndex), the newest first), which passes ask for far more often than for types, and the value
     types last handed over (`handed`: see `VerifyCache.hand_over`)."""
 
-    __slots__ = ("cur", "old", "used", "indexes", "handed")
+    __slots__ = ("cur", "old", "used", "indexes", "handed", "last")
 
     def __init__(self):
         self.cur: dict = {}
@@ -273,6 +273,10 @@ class _FunctionMemo:
         # the last hand-over (`VerifyCache.hand_over`), while it waits: [the ids of the assignments whose
         # entries are still to make -> the assignment (None until first asked), the function, its types]
         self.handed: list | None = None
+        # the value types of the version of the function checked or handed over last (`VerifyCache.store`):
+        # a check of the next version gives a value whose type it works out again, equal to the one it had
+        # there, that very type object (`Verifier.define`)
+        self.last: dict = {}
 
     def age(self) -> None:
         if self.used:
@@ -518,7 +522,9 @@ class VerifyCache:
     def store(self, f: Function, program: Program, token: int | None, types: dict[str, Type | None],
               clean: bool) -> None:
         """Remember a check of `f`; `token` None: its body calls no function (signatures do not matter)."""
-        self.memo(f.name).cur[("fn", id(f.body), id(f.params), id(f.returns))] = (
+        m = self.memo(f.name)
+        m.last = types
+        m.cur[("fn", id(f.body), id(f.params), id(f.returns))] = (
             f.body, f.params, f.returns, f.returns_tuple, f.name, program.dynamic_dims, token, types, clean)
 
 
@@ -605,6 +611,7 @@ class Verifier:
         self.leaked = set()
         self.as_ssa = True
         self.memo = self.cache.memo(f.name) if self.cache is not None else None
+        self.last = self.memo.last if self.memo is not None else {}
         scope = _Scope(None)
         for p in f.params:
             self.check_type(p.type, scope)
@@ -626,6 +633,15 @@ class Verifier:
             scope.names[name] = t
             return
         self.defined_at[name] = node.span
+        if t is not None:
+            old = self.last.get(name)
+            if old is not None and old is not t and old.__class__ is t.__class__ and old == t:
+                # The value had an equal type in the version of the function checked (or handed over) last,
+                # e.g. before a pass rewrote the offsets of the statement that defines it: that very object,
+                # so the statements after it that read the value find it as their remembered checks had it
+                # and are not checked again (`assigned_type`). Types are immutable values: equal ones mean
+                # the same.
+                t = old
         self.types[name] = t
         scope.names[name] = t
 

@@ -15,7 +15,7 @@ from ptoc.diagnostics import CompileError, Diagnostic, InternalError
 from ptoc.frontend.parser import parse_program
 from ptoc.ir.nodes import AssignStmt, Var
 from ptoc.ir.printer import print_program
-from ptoc.passes.manager import Pass, run_pipeline
+from ptoc.passes.manager import Instrument, Pass, run_pipeline
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -171,3 +171,69 @@ def test_a_timed_run_replayed_after_an_error_has_the_replays_rows():
                      instruments=[timings])
     assert RUNS == ["Keeps", "Doubles", "Keeps", "Keeps", "Doubles"]
     assert [r[0] for r in timings.rows] == ["Keeps"]  # the replay stopped at Doubles' check, before its row
+
+
+class _SsaImplied(Instrument):
+    """For the input and after every pass: a program the structural check in single-assignment mode finds
+    nothing wrong in has the `ssa` property (its own check finds nothing), which the check at the end of a
+    `check_once` run relies on to leave that property's check out."""
+
+    def __init__(self):
+        self.clean = 0
+        self.broken = 0
+
+    def before_pipeline(self, program, ctx):
+        self.ctx = ctx
+        self.compare(program)
+
+    def after_pass(self, index, p, program, seconds):
+        self.compare(program)
+
+    def skipped_pass(self, index, p, program, reason):
+        self.compare(program)
+
+    def compare(self, program):
+        from ptoc.ir.verifier import verify_program
+        from ptoc.passes.manager import PROPERTIES, _import_properties
+
+        _import_properties()
+        violations = PROPERTIES["ssa"](program, self.ctx, None)
+        if not any(d.severity == "error" for d in verify_program(program, ctx=self.ctx, ssa=True)):
+            assert violations == []
+            self.clean += 1
+        else:
+            self.broken += bool(violations)
+
+
+def test_a_program_the_ssa_structural_check_passes_has_the_ssa_property_on_every_program_after_every_pass():
+    from bundled_programs import PROGRAMS  # (tests/ is on sys.path: tests/conftest.py)
+
+    seen = _SsaImplied()
+    for path in PROGRAMS:
+        ctx = CompileContext()
+        try:
+            run_pipeline(parse_program(path.read_text(encoding="utf-8"), path.name, ctx=ctx), ctx,
+                         instruments=[seen])
+        except CompileError:
+            pass
+    # the pipeline's programs pass; programs as written that assign a name twice or read it after its loop fail
+    # both checks
+    assert seen.clean > 1000 and seen.broken > 0, (seen.clean, seen.broken)
+
+
+@pytest.mark.parametrize("body", [
+    "x = pl.add(a, b)\nx = pl.add(x, b)\nreturn x",
+    "for i in pl.range(4):\n    last = pl.add(a, b)\nreturn last",
+], ids=["assigned twice", "read after its loop"])
+def test_the_ssa_structural_check_rejects_what_the_ssa_property_rejects(body):
+    from ptoc.ir.verifier import verify_program
+    from ptoc.passes.manager import PROPERTIES, _import_properties
+
+    text = ("import pypto.language as pl\n@pl.program\nclass P:\n    @pl.function\n"
+            "    def main(self, a: pl.Tensor[[16], pl.FP32], b: pl.Tensor[[16], pl.FP32]) -> pl.Tensor[[16], pl.FP32]:\n"
+            + "".join(f"        {line}\n" for line in body.splitlines()))
+    ctx = CompileContext()
+    prog = parse_program(text, "p.ir", ctx=ctx)
+    _import_properties()
+    assert PROPERTIES["ssa"](prog, ctx, None)
+    assert any(d.severity == "error" for d in verify_program(prog, ctx=ctx, ssa=True))
