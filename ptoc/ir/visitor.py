@@ -180,9 +180,9 @@ def _traversal(name: str, common: str, generic: str) -> Callable:
     classes = [getattr(nodes, x) for x in _COMMON_CLASSES]
     ns: dict = {"Node": Node, "child_fields": child_fields, "_flatten_nodes": _flatten_nodes}
     groups = "{i}" in common
-    # (the classes are default values of parameters: local names, which the tests below read faster than
-    # the names of the function's globals)
-    consts = "".join(f", C{i}=C{i}" for i in range(len(classes)))
+    # (the classes, and `tuple`, are default values of parameters: local names, which the tests below read
+    # faster than the function's globals and builtins)
+    consts = "".join(f", C{i}=C{i}" for i in range(len(classes))) + ", tuple=tuple"
     lines = [f"def {name}(root, other{consts}):" if groups else f"def {name}(root{consts}):"]
     for i, cls in enumerate(classes):
         ns[f"C{i}"] = cls
