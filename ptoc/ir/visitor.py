@@ -174,7 +174,8 @@ def _traversal(name: str, common: str, generic: str) -> Callable:
     (`get`: its `get`). Whatever a field holds, the order is `plain_walk`'s: a value pushed that is no
     node is dealt with when it is popped (a tuple is flattened in place, anything else is dropped), as
     `plain_walk` flattens tuples and skips other values; the fields' annotations only pick the shorter
-    code (no tuple test for a field that holds one node)."""
+    code (no tuple test for a field that holds one node). `group_by_class`'s traversal groups the integer
+    literals and names that lead a node's first field at once, without the stack (the same order)."""
     from ptoc.ir import nodes
 
     classes = [getattr(nodes, x) for x in _COMMON_CLASSES]
@@ -198,9 +199,33 @@ def _traversal(name: str, common: str, generic: str) -> Callable:
     for i, cls in enumerate(classes):
         lines += [f"        {'if' if i == 0 else 'elif'} cls is C{i}:", f"            {common.format(i=i)}"]
         annotations = {f.name: str(f.type) for f in dataclasses.fields(cls)}
-        for field in reversed(child_fields(cls)):
+        fields = child_fields(cls)
+        for field in reversed(fields):
             ann = annotations[field]
-            if ann.startswith("tuple["):
+            if groups and field == fields[0]:
+                # The walk visits the first field's values right after `n`: while they are integer literals
+                # or names (the commonest classes, with no fields holding nodes: most of shapes, operands,
+                # targets), each is grouped at once, as popping it next would do, without the stack; from
+                # the first other value on, the rest of the tuple is pushed (above the later fields, so
+                # popped before them, as when the whole field is pushed).
+                lines += [f"            v = n.{field}", "            c = v.__class__"]
+                if ann.startswith("tuple["):
+                    lines += ["            if c is tuple:",
+                              "                j = 0",
+                              "                for x in v:",
+                              "                    c = x.__class__",
+                              "                    if c is C0: a0(x)",
+                              "                    elif c is C1: a1(x)",
+                              "                    else:",
+                              "                        extend(v[:j - 1 if j else None:-1])",  # (v[j:] reversed)
+                              "                        break",
+                              "                    j += 1",
+                              "            elif v is not None: push(v)"]
+                else:
+                    lines += ["            if c is C0: a0(v)",
+                              "            elif c is C1: a1(v)",
+                              "            elif v is not None: push(v)"]
+            elif ann.startswith("tuple["):
                 lines += [f"            v = n.{field}",
                           "            if v.__class__ is tuple: extend(v[::-1])",
                           "            elif v is not None: push(v)"]
