@@ -168,9 +168,13 @@ def test_the_leading_literals_and_names_of_a_first_field_keep_their_place_among_
         AssignStmt(None, Call("f", (a, one)), None),  # type: ignore[arg-type]
         AssignStmt((a, one), inner, None),  # type: ignore[arg-type]
         BinOp("*", inner, BinOp("-", a, one)),
+        # keyword pairs: values pushed without the pair, names dropped; odd pairs walked as walk walks them
+        Call("f", (inner,), (("x", a), ("y", (one, b)), ("z", "w"), (), (c,), a, None, ("k", two, three))),  # type: ignore[arg-type]
+        Call("f", (), ((one, "x"), ("y", inner), ((a,), ("q", b)))),  # type: ignore[arg-type]
     ]
     for node in cases:
         _same(group_by_class(node), _plain(node))
+        _same_walk(node)
     f = Function("k", (Param("x", t),), (t,), tuple(EvalStmt(n) for n in cases[:6]) + (cases[8],))
     _check(f)
 

@@ -181,9 +181,9 @@ def _traversal(name: str, common: str, generic: str) -> Callable:
     classes = [getattr(nodes, x) for x in _COMMON_CLASSES]
     ns: dict = {"Node": Node, "child_fields": child_fields, "_flatten_nodes": _flatten_nodes}
     groups = "{i}" in common
-    # (the classes, and `tuple`, are default values of parameters: local names, which the tests below read
+    # (the classes, `tuple` and `str` are default values of parameters: local names, which the tests below read
     # faster than the function's globals and builtins)
-    consts = "".join(f", C{i}=C{i}" for i in range(len(classes))) + ", tuple=tuple"
+    consts = "".join(f", C{i}=C{i}" for i in range(len(classes))) + ", tuple=tuple, str=str"
     lines = [f"def {name}(root, other{consts}):" if groups else f"def {name}(root{consts}):"]
     for i, cls in enumerate(classes):
         ns[f"C{i}"] = cls
@@ -225,6 +225,17 @@ def _traversal(name: str, common: str, generic: str) -> Callable:
                     lines += ["            if c is C0: a0(v)",
                               "            elif c is C1: a1(v)",
                               "            elif v is not None: push(v)"]
+            elif ann.startswith("tuple[tuple["):
+                # pairs (keyword arguments, dict items): each pair's values pushed at once, not the pair (a
+                # tuple is tested for last, after every node class), and a name (a str: no node) dropped
+                lines += [f"            v = n.{field}",
+                          "            if v.__class__ is tuple:",
+                          "                for p in v[::-1]:",
+                          "                    if p.__class__ is tuple:",
+                          "                        for x in p[::-1]:",
+                          "                            if x.__class__ is not str: push(x)",
+                          "                    else: push(p)",
+                          "            elif v is not None: push(v)"]
             elif ann.startswith("tuple["):
                 lines += [f"            v = n.{field}",
                           "            if v.__class__ is tuple: extend(v[::-1])",
