@@ -143,6 +143,42 @@ def test_a_field_holding_what_its_annotation_does_not_say_is_walked_as_walk_walk
     _same(group_by_class(f), _plain(f))
 
 
+def test_the_leading_literals_and_names_of_a_first_field_keep_their_place_among_their_class():
+    """The grouping takes the integer literals and names at the head of a node's first field without the
+    stack (`visitor._traversal`): those two common classes must have no fields holding nodes, and what
+    follows the first other value, in that field and the later ones, keeps walk order."""
+    from ptoc.ir import visitor
+
+    assert [c.__name__ for c in (ConstInt, Var)] == list(visitor._COMMON_CLASSES[:2])
+    assert not visitor.child_fields(ConstInt) and not visitor.child_fields(Var)
+    a, b, c = Var("a"), Var("b"), Var("c")
+    one, two, three = ConstInt(1, I), ConstInt(2, I), ConstInt(3, I)
+    inner = BinOp("+", ConstInt(4, I), Var("d"))
+    t = TileType((a, one, inner, ConstInt(5, I), b), dtypes.FP32, MemRef(Var("m"), two, three))
+    cases = [
+        Call("f", (a, one, inner, c, two), (("k", three),)),  # leaves, a subtree, leaves again
+        Call("f", ((a, one), b, two)),  # a nested tuple first  # type: ignore[arg-type]
+        Call("f", (one, "text", None, a, (b,), two)),  # no nodes among them  # type: ignore[arg-type]
+        Call("f", ()),
+        Call("f", a),  # one node where a tuple is declared  # type: ignore[arg-type]
+        Call("f", None),  # type: ignore[arg-type]
+        t,
+        TileType((), dtypes.FP32, MemRef(inner, one, a)),
+        AssignStmt(one, inner, t),  # type: ignore[arg-type]
+        AssignStmt(None, Call("f", (a, one)), None),  # type: ignore[arg-type]
+        AssignStmt((a, one), inner, None),  # type: ignore[arg-type]
+        BinOp("*", inner, BinOp("-", a, one)),
+        # keyword pairs: values pushed without the pair, names dropped; odd pairs walked as walk walks them
+        Call("f", (inner,), (("x", a), ("y", (one, b)), ("z", "w"), (), (c,), a, None, ("k", two, three))),  # type: ignore[arg-type]
+        Call("f", (), ((one, "x"), ("y", inner), ((a,), ("q", b)))),  # type: ignore[arg-type]
+    ]
+    for node in cases:
+        _same(group_by_class(node), _plain(node))
+        _same_walk(node)
+    f = Function("k", (Param("x", t),), (t,), tuple(EvalStmt(n) for n in cases[:6]) + (cases[8],))
+    _check(f)
+
+
 def test_the_cache_shares_an_index_between_functions_with_the_identical_parts_only():
     from dataclasses import replace
 

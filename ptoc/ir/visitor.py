@@ -174,13 +174,17 @@ def _traversal(name: str, common: str, generic: str) -> Callable:
     (`get`: its `get`). Whatever a field holds, the order is `plain_walk`'s: a value pushed that is no
     node is dealt with when it is popped (a tuple is flattened in place, anything else is dropped), as
     `plain_walk` flattens tuples and skips other values; the fields' annotations only pick the shorter
-    code (no tuple test for a field that holds one node)."""
+    code (no tuple test for a field that holds one node). `group_by_class`'s traversal groups the integer
+    literals and names that lead a node's first field at once, without the stack (the same order)."""
     from ptoc.ir import nodes
 
     classes = [getattr(nodes, x) for x in _COMMON_CLASSES]
     ns: dict = {"Node": Node, "child_fields": child_fields, "_flatten_nodes": _flatten_nodes}
     groups = "{i}" in common
-    lines = [f"def {name}(root, other):" if groups else f"def {name}(root):"]
+    # (the classes, `tuple` and `str` are default values of parameters: local names, which the tests below read
+    # faster than the function's globals and builtins)
+    consts = "".join(f", C{i}=C{i}" for i in range(len(classes))) + ", tuple=tuple, str=str"
+    lines = [f"def {name}(root, other{consts}):" if groups else f"def {name}(root{consts}):"]
     for i, cls in enumerate(classes):
         ns[f"C{i}"] = cls
         if groups:
@@ -195,9 +199,44 @@ def _traversal(name: str, common: str, generic: str) -> Callable:
     for i, cls in enumerate(classes):
         lines += [f"        {'if' if i == 0 else 'elif'} cls is C{i}:", f"            {common.format(i=i)}"]
         annotations = {f.name: str(f.type) for f in dataclasses.fields(cls)}
-        for field in reversed(child_fields(cls)):
+        fields = child_fields(cls)
+        for field in reversed(fields):
             ann = annotations[field]
-            if ann.startswith("tuple["):
+            if groups and field == fields[0]:
+                # The walk visits the first field's values right after `n`: while they are integer literals
+                # or names (the commonest classes, with no fields holding nodes: most of shapes, operands,
+                # targets), each is grouped at once, as popping it next would do, without the stack; from
+                # the first other value on, the rest of the tuple is pushed (above the later fields, so
+                # popped before them, as when the whole field is pushed).
+                lines += [f"            v = n.{field}", "            c = v.__class__"]
+                if ann.startswith("tuple["):
+                    lines += ["            if c is tuple:",
+                              "                j = 0",
+                              "                for x in v:",
+                              "                    c = x.__class__",
+                              "                    if c is C0: a0(x)",
+                              "                    elif c is C1: a1(x)",
+                              "                    else:",
+                              "                        extend(v[:j - 1 if j else None:-1])",  # (v[j:] reversed)
+                              "                        break",
+                              "                    j += 1",
+                              "            elif v is not None: push(v)"]
+                else:
+                    lines += ["            if c is C0: a0(v)",
+                              "            elif c is C1: a1(v)",
+                              "            elif v is not None: push(v)"]
+            elif ann.startswith("tuple[tuple["):
+                # pairs (keyword arguments, dict items): each pair's values pushed at once, not the pair (a
+                # tuple is tested for last, after every node class), and a name (a str: no node) dropped
+                lines += [f"            v = n.{field}",
+                          "            if v.__class__ is tuple:",
+                          "                for p in v[::-1]:",
+                          "                    if p.__class__ is tuple:",
+                          "                        for x in p[::-1]:",
+                          "                            if x.__class__ is not str: push(x)",
+                          "                    else: push(p)",
+                          "            elif v is not None: push(v)"]
+            elif ann.startswith("tuple["):
                 lines += [f"            v = n.{field}",
                           "            if v.__class__ is tuple: extend(v[::-1])",
                           "            elif v is not None: push(v)"]
