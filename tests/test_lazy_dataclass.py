@@ -1,7 +1,8 @@
-"""The IR's node classes are made by `ptoc.ir.lazy_dataclass.dataclass`, whose methods are compiled on first
-use: they must be exactly what `dataclasses.dataclass(frozen=True)` makes. Two interpreters, one with the
-standard decorator (`PTOC_PLAIN_DATACLASSES=1`), describe every node class and every node of every
-bundled program, as written and lowered; the descriptions must agree."""
+"""ptoc's frozen classes (the IR's nodes, spans, dtypes, ...) are made by `ptoc.ir.lazy_dataclass.dataclass`,
+whose methods are compiled on first use: they must be exactly what `dataclasses.dataclass(frozen=True)`
+makes. Two interpreters, one with the standard decorator (`PTOC_PLAIN_DATACLASSES=1`), describe every such
+class (fields, parameters, docstring, signature, each method's code) and every node of every bundled
+program, as written and lowered; the descriptions must agree."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ import sys
 from bundled_programs import PROGRAMS, ROOT, program_arch
 
 _DESCRIBE = r"""
-import dataclasses, inspect, sys
+import dataclasses, importlib, inspect, sys
 import ptoc.ir.nodes as N
 from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError
@@ -22,7 +23,17 @@ from ptoc.ir.visitor import plain_walk
 def say(*a):
     print(*a)
 
-classes = [c for c in vars(N).values() if isinstance(c, type) and c.__module__ == N.__name__]
+MODULES = ["ptoc.ir.nodes", "ptoc.diagnostics", "ptoc.ir.dtypes", "ptoc.context", "ptoc.target.arch",
+           "ptoc.codegen.global_tensor", "ptoc.codegen.views"]
+classes = [c for m in map(importlib.import_module, MODULES) for c in vars(m).values()
+           if isinstance(c, type) and c.__module__ == m.__name__]
+
+def code(fn):
+    fn = getattr(fn, "__wrapped__", fn)
+    c = fn.__code__
+    return (c.co_code.hex(), c.co_consts, c.co_names, c.co_varnames, c.co_freevars, c.co_argcount,
+            c.co_kwonlyargcount, fn.__defaults__, fn.__kwdefaults__, fn.__annotations__, fn.__qualname__,
+            fn.__name__, fn.__module__, [x.cell_contents for x in fn.__closure__ or ()])
 mades = {}
 for path, arch in [a.split("=", 1) for a in sys.argv[1:]]:
     ctx = CompileContext(arch=arch)
@@ -60,8 +71,7 @@ for c in classes:
             except Exception as e:
                 say(" ", type(e).__name__, e)
     for m in ("__init__", "__repr__", "__eq__", "__hash__", "__setattr__", "__delattr__"):
-        fn = getattr(c, m)
-        say(" ", m, fn.__qualname__, fn.__annotations__ if m == "__init__" else "")
+        say(" ", m, code(getattr(c, m)) if dataclasses.is_dataclass(c) and c.__dataclass_params__.frozen else "")
 say(len(mades), "classes made")
 """
 

@@ -1,27 +1,30 @@
-"""`dataclass(frozen=True)` for the IR's node classes, with each generated method compiled when first used.
+"""`dataclass(frozen=True)` for ptoc's frozen classes (the IR's nodes above all), each generated method
+compiled when first used.
 
-The standard decorator compiles six methods per class when the class is made (`__init__`, `__repr__`,
-`__eq__`, `__hash__`, `__setattr__`, `__delattr__`): for the ~50 node classes that is most of the cost of
-importing `ptoc.ir.nodes`, paid by every run of ptoc, although a run uses a fraction of them (a node is
-rarely printed with `repr`, never assigned to, and a small program makes few of the classes). Here the
-standard decorator does the rest of its work (fields, defaults, `__match_args__`), and each of the six
-methods is a placeholder that, when the method is first looked up (to call it, or by `inspect`), compiles
-the method the standard decorator would have made and puts it on the class in its own place: from then on
-the class is as the standard one.
+The standard decorator compiles six methods per frozen class when the class is made (`__init__`,
+`__repr__`, `__eq__`, `__hash__`, `__setattr__`, `__delattr__`): for the ~50 node classes of
+`ptoc.ir.nodes` that was most of the cost of importing it, paid by every run of ptoc, although a run uses
+a fraction of them (a node is rarely printed with `repr`, never assigned to, and a small program makes few
+of the classes). Here the standard decorator does the rest of its work (fields, defaults,
+`__match_args__`), and each of the six methods is a placeholder that, when the method is first looked up
+(to call it, or by `inspect`), compiles the method the standard decorator would have made and puts it on
+the class in its own place: from then on the class is as the standard one.
 
-The generated methods are the standard library's own, text for text (Python 3.10 to 3.13 generate the
-same code for these classes: frozen, no `__post_init__`, no default factories, no `InitVar`); the class's
-parameters (`__dataclass_params__`) and its docstring are the ones it would have had too.
-`tests/test_lazy_dataclass.py` compares every node class with one made by the standard decorator.
+The generated methods are the standard library's own, text for text, for the classes this is used for:
+frozen, no `__post_init__`, no default factories, no `InitVar`. The class's parameters
+(`__dataclass_params__`) and its docstring are the ones it would have had too. `tests/test_lazy_dataclass.py`
+compares every class made here with the standard decorator's, down to the methods' code.
+Any other use (`dataclass`, `dataclass(order=True)`, ...) is the standard decorator.
 
-`PTOC_PLAIN_DATACLASSES=1` in the environment makes the node classes with the standard decorator.
+`PTOC_PLAIN_DATACLASSES=1` in the environment makes every class with the standard decorator.
 """
 
 import dataclasses
 import inspect
 import os
-import reprlib
+import functools
 import sys
+import _thread
 
 _STANDARD = dataclasses.dataclass
 
@@ -79,6 +82,23 @@ def _source(cls, name: str) -> tuple[str, dict]:
 # flags, and their annotations must be values, as the standard decorator's are)
 
 
+def _recursive_repr(fn):
+    """`fn` (a `__repr__`) giving "..." for a node inside itself, as the standard decorator wraps it."""
+    running = set()
+
+    @functools.wraps(fn)
+    def wrapper(self):
+        key = id(self), _thread.get_ident()
+        if key in running:
+            return "..."
+        running.add(key)
+        try:
+            return fn(self)
+        finally:
+            running.discard(key)
+    return wrapper
+
+
 def _install(cls, name: str):
     """Compile method `name` of `cls`, put it on the class and return it."""
     text, names = _source(cls, name)
@@ -86,9 +106,9 @@ def _install(cls, name: str):
     ns: dict = {}
     exec(f"def __create_fn__({local}):\n{text}\n return {name}", sys.modules[cls.__module__].__dict__, ns)  # noqa: S102
     fn = ns["__create_fn__"](**names)
-    fn.__qualname__ = f"{cls.__qualname__}.{name}"
     if name == "__repr__":
-        fn = reprlib.recursive_repr("...")(fn)
+        fn = _recursive_repr(fn)
+    fn.__qualname__ = f"{cls.__qualname__}.{name}"
     setattr(cls, name, fn)
     return fn
 
@@ -149,7 +169,9 @@ def _frozen(cls):
     return cls
 
 
-def dataclass(*, frozen: bool):
-    """`dataclasses.dataclass(frozen=True)`, its methods compiled on first use (see the module's text)."""
-    assert frozen
-    return _STANDARD(frozen=True) if os.environ.get("PTOC_PLAIN_DATACLASSES") else _frozen
+def dataclass(cls=None, /, **params):
+    """`dataclasses.dataclass`; with `frozen=True` alone, its methods are compiled on first use (see the
+    module's text)."""
+    if params != {"frozen": True} or os.environ.get("PTOC_PLAIN_DATACLASSES"):
+        return _STANDARD(**params) if cls is None else _STANDARD(cls, **params)
+    return _frozen if cls is None else _frozen(cls)
