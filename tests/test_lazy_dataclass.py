@@ -6,11 +6,15 @@ program, as written and lowered; the descriptions must agree."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import subprocess
 import sys
 
+import pytest
 from bundled_programs import PROGRAMS, ROOT, program_arch
+
+from ptoc.ir.lazy_dataclass import dataclass
 
 _DESCRIBE = r"""
 import dataclasses, importlib, inspect, sys
@@ -107,3 +111,24 @@ def test_methods_are_compiled_on_first_use():
                        env={k: v for k, v in os.environ.items() if k != "PTOC_PLAIN_DATACLASSES"})
     assert r.returncode == 0, r.stderr
     assert r.stdout.split("\n")[0] == "_Lazy function ('self', 'dtype', 'span') _Lazy", r.stdout
+
+
+def test_what_the_lazy_form_does_not_make_is_left_to_the_standard_decorator():
+    """A frozen class over a non-frozen dataclass is refused as the standard decorator refuses it (and the
+    base stays as it was); other parameters are the standard decorator's."""
+    @dataclasses.dataclass
+    class Base:
+        x: int
+
+    with pytest.raises(TypeError, match="cannot inherit frozen dataclass from a non-frozen one"):
+        @dataclass(frozen=True)
+        class Frozen(Base):
+            y: int
+
+    assert Base.__dataclass_params__.frozen is False
+
+    @dataclass(order=True)
+    class Ordered:
+        x: int
+
+    assert Ordered(1) < Ordered(2) and "__lt__" in vars(Ordered)

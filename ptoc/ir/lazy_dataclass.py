@@ -19,12 +19,12 @@ Any other use (`dataclass`, `dataclass(order=True)`, ...) is the standard decora
 `PTOC_PLAIN_DATACLASSES=1` in the environment makes every class with the standard decorator.
 """
 
+import _thread
 import dataclasses
+import functools
 import inspect
 import os
-import functools
 import sys
-import _thread
 
 _STANDARD = dataclasses.dataclass
 
@@ -142,15 +142,15 @@ def _signature_doc(cls) -> str:
 
 
 def _frozen(cls):
-    for name in _METHODS:
-        if name in vars(cls) or hasattr(cls, "__post_init__"):
-            return _STANDARD(cls, frozen=True)  # (not the case this module is written for)
+    bases = [vars(b)["__dataclass_params__"] for b in cls.__mro__[1:] if "__dataclass_params__" in vars(b)]
+    if any(name in vars(cls) for name in _METHODS) or hasattr(cls, "__post_init__") or not all(
+            p.frozen for p in bases):
+        return _STANDARD(cls, frozen=True)  # (not the case this module is written for; it may raise)
     doc = vars(cls).get("__doc__")
     if doc is None:
-        cls.__doc__ = "-"  # (the standard decorator would work it out from the signature of a stub)
+        cls.__doc__ = "-"  # (else the standard decorator reads the signature of the inherited `__init__`)
     # the standard decorator without the methods; it checks that a frozen class has only frozen dataclass
     # bases, so the bases are marked not frozen while it runs
-    bases = [vars(b)["__dataclass_params__"] for b in cls.__mro__[1:] if "__dataclass_params__" in vars(b)]
     for p in bases:
         p.frozen = False
     try:
