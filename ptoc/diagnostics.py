@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import field
-from ptoc.ir.lazy_dataclass import dataclass  # (the standard one, its methods compiled on first use)
+from ptoc.lazy_dataclass import dataclass  # (the standard one, its methods compiled on first use)
 
 # Stable codes. Never renumber; retire a code by leaving its row with "(retired)".
 CODES: dict[str, str] = {

@@ -1,4 +1,4 @@
-"""ptoc's frozen classes (the IR's nodes, spans, dtypes, ...) are made by `ptoc.ir.lazy_dataclass.dataclass`,
+"""ptoc's frozen classes (the IR's nodes, spans, dtypes, ...) are made by `ptoc.lazy_dataclass.dataclass`,
 whose methods are compiled on first use: they must be exactly what `dataclasses.dataclass(frozen=True)`
 makes. Two interpreters, one with the standard decorator (`PTOC_PLAIN_DATACLASSES=1`), describe every such
 class (fields, parameters, docstring, signature, each method's code) and every node of every bundled
@@ -14,7 +14,7 @@ import sys
 import pytest
 from bundled_programs import PROGRAMS, ROOT, program_arch
 
-from ptoc.ir.lazy_dataclass import dataclass
+from ptoc.lazy_dataclass import dataclass
 
 _DESCRIBE = r"""
 import dataclasses, importlib, inspect, sys

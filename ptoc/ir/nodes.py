@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from dataclasses import field
 
-from ptoc.ir.lazy_dataclass import dataclass  # the standard one, its methods compiled on first use
+from ptoc.lazy_dataclass import dataclass  # the standard one, its methods compiled on first use
 
 from ptoc.diagnostics import Span
 from ptoc.ir.dtypes import DType
