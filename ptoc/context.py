@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
+from ptoc.lazy_dataclass import dataclass  # (the standard one, its methods compiled on first use)
 
 ARCHES = ("a2a3", "a5")
 # Option: operator type rules also check the hardware rules of the tiles' memory spaces (cube operand

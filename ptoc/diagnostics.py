@@ -11,7 +11,8 @@ Rendering is pure: the caller (only `cli.py`) decides on colour and passes the s
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, field
+from dataclasses import field
+from ptoc.lazy_dataclass import dataclass  # (the standard one, its methods compiled on first use)
 
 # Stable codes. Never renumber; retire a code by leaving its row with "(retired)".
 CODES: dict[str, str] = {

@@ -70,10 +70,11 @@ def test_holes_stand_for_annotations_dict_values_slice_bounds_and_dotted_names_n
     assert _holes_at(_PROGRAM) == [
         "pl.FunctionType.InCore",  # a keyword's value
         "pl.Tensor[[16, 16], pl.FP32]", "pl.Scalar[pl.INDEX]",
-        "pl.Tile[[16, 16], pl.FP32]", "pl.load", "pl.Tile[[16, 16], pl.FP32]", "pl.load",  # callees after `=`
+        "pl.Tile[[16, 16], pl.FP32]", "pl.load", "[0, 0]", "[16, 16]",  # callees after `=`, list arguments
+        "pl.Tile[[16, 16], pl.FP32]", "pl.load", "[0, 0]", "[16, 16]",
         "pl.Tile[[16, 16], pl.FP32]", "pl.foo",
         "u[0]", "u[2]",  # a dict value and a slice bound: read as values, the same nodes
-        "pl.Scalar[pl.INDEX]", "pl.bar", "pl.Tensor[[16, 16], pl.FP32]", "pl.store"]
+        "pl.Scalar[pl.INDEX]", "pl.bar", "pl.Tensor[[16, 16], pl.FP32]", "pl.store", "[0, 0]"]
     # (not `t[1]` in the string nor `u[1]` after `#`)
 
 
@@ -133,6 +134,51 @@ def test_a_hole_the_reader_does_not_read_as_an_expression_sends_the_text_to_be_r
     assert _dump(holed) == _dump(pyast.translate(_PROGRAM, "t.ir"))
     params = holed[-1].a[1][0].a[1]
     assert [p.a[0] for p in params] == ["self", "x", "n"]
+
+
+# Lists of names and numbers as call arguments are holes (`pl.load(x, [0, c], [16, 16])`); each line: a
+# statement, and the list texts that are holes in it.
+_LISTS = [
+    ("y = pl.f([a], [0, 16], [b1, 0, 128], k=[1, 2])", ["[a]", "[0, 16]", "[b1, 0, 128]"]),  # (not after `=`)
+    ("y = pl.f(([1, 2]), [ 1, 2], [1,2], [1, 2,], [1, 2] , [01, 2], [1_0], [0x1], [-1], [1.5], [])", ["[1, 2]"]),
+    ("y = pl.f(x, [True, 1], [None], [if, 1], [a, not], [a.b], [a[0]], [f(1)])", []),  # keywords, no plain items
+    ("y = pl.f(x, [1, 2][0], [1, 2].a, [1, 2](3), [1, 2] + [3], [[1, 2], [3, 4]])", []),  # not a whole argument
+    ("y = pl.f(x, [123456789012345678], [1234567890123456789])", ["[123456789012345678]"]),
+    ("y = pl.f(x, [a, 0], # c\n    [b, 1],\n    [c, 2]\n)", ["[a, 0]"]),  # (after `, ` only: not at a line's start)
+    ("y = pl.f(x, '[a, 0]', g([1]))  # ([2], [3])", ["[1]"]),  # (not in a string nor after `#`)
+    ("for i in pl.range([1, 2], [3]):\n    pass", ["[1, 2]", "[3]"]),
+]
+
+
+@pytest.mark.parametrize("stmt,lists", _LISTS)
+def test_list_arguments_are_holes_that_read_as_without_them(stmt, lists, monkeypatch):
+    text = _PROGRAM.replace("        return o\n", "".join(f"        {line}\n" for line in stmt.split("\n"))
+                            + "        return o\n")
+    found = _holes_at(text)
+    assert [h for h in found[found.index("pl.store") + 2:] if h.startswith("[")] == lists
+    holed, plain = _with_and_without_holes(text, monkeypatch)
+    assert _dump(holed) == _dump(plain)
+    if plain is not None:
+        reads = []
+        real_read = pyast._read
+        monkeypatch.setattr(pyast, "_read", lambda *a: reads.append(a[3] is not None) or real_read(*a))
+        pyast.translate(text, "t.ir")
+        assert reads == [True]  # read with its holes, not again as it is
+
+
+def test_a_list_hole_where_a_parameter_stands_sends_the_text_to_be_read_as_it_is():
+    """Python takes no list where a parameter's name stands; in the copy the hole is a name and parses: the
+    reader reads no expression there and reads the text again as it is (which Python's parser rejects)."""
+    text = _PROGRAM.replace("def k(self, x:", "def k(self, [a], x:")
+    assert "[a]" in _holes_at(text)
+    assert pyast.translate(text, "t.ir") is None
+
+
+def test_the_list_holes_of_the_examples_read_to_the_same_nodes(monkeypatch):
+    """(every example's nodes are compared above; here: the examples do have list holes)"""
+    texts = [pyast.normalize_source(p.read_text()) for p in FILES]
+    lists = [h for t in texts for h in _holes_at(t) if h.startswith("[")]
+    assert len(lists) > 100
 
 
 @pytest.mark.skipif(sys.version_info < (3, 11), reason="the possessive form needs Python 3.11's re: the runs on "

@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
+from ptoc.lazy_dataclass import dataclass  # (the standard one, its methods compiled on first use)
 
 from ptoc.target.facts import C0_BYTES, FRACTAL_ROWS
 from ptoc.diagnostics import DiagnosticSink, InternalError, Span

@@ -213,6 +213,7 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
         self.used: set[str] = set()
         self.const_lines: list[str] = []
         self.consts: dict[tuple, str] = {}
+        self.index_names: dict[int, str] = {}  # see index
         self.nfloat = 0
         self.ntemp = 0
         self.lines: list[str] = []
@@ -275,7 +276,12 @@ class _FunctionEmitter(TileOpEmitter, CrossCoreEmitter):
         return self.consts[key]
 
     def index(self, v: int) -> str:
-        return self.const_int(v, dtypes.INDEX)
+        # (`const_int(v, dtypes.INDEX)`, remembered by value: most constants the writer asks for are
+        # indexes, the same few many times over)
+        name = self.index_names.get(v)
+        if name is None:
+            name = self.index_names[v] = self.const_int(v, dtypes.INDEX)
+        return name
 
     # ------------------------------------------------------------------ the function
     def run(self) -> list[str]:

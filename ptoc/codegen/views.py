@@ -18,7 +18,7 @@ Rules (pto-format.md):
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ptoc.lazy_dataclass import dataclass  # (the standard one, its methods compiled on first use)
 
 from ptoc.ir.names import fresh_name
 from ptoc.diagnostics import InternalError

@@ -214,8 +214,12 @@ else:  # (no possessive quantifiers before 3.11: one character at a time, which 
     # each step having one way to go, cannot backtrack badly either)
     _BRACKETS = rf"\[(?:{_INNER}|\[(?:{_INNER}|\[{_INNER}*\])*\])*\]"
 # group 1: an annotation; group 2: a dotted name (no look-behind: it keeps the regex from its fast search)
-_HOLE = re.compile(rf": ([A-Za-z_][\w.]*{_BRACKETS})(?=,|\)| =)|= ?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?=[,)(])",
-                   re.ASCII)
+# The lists of names and numbers written as a call's argument (`pl.tile.load(x, [0, c0], [64, 128])`) are
+# holes too (group 3: after `(` or `, `, before `,` or `)`; a list of one line, items `, `-separated, none a
+# keyword): `_Reader.ex` makes their nodes from the text (`_Reader.listed`).
+_LIST_ITEM = r"(?:0|[1-9][0-9]{0,17}|[A-Za-z_]\w*)"
+_HOLE = re.compile(rf": ([A-Za-z_][\w.]*{_BRACKETS})(?=,|\)| =)|= ?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?=[,)(])"
+                   rf"|(?:\(|, )(\[{_LIST_ITEM}(?:, {_LIST_ITEM})*\])(?=[,)])", re.ASCII)
 _COMMENT = re.compile(r"#[^\n]*")
 
 
@@ -238,10 +242,17 @@ def _annotation_holes(text: str) -> tuple[str, dict[int, int] | None]:
         s, e = m.span(1)
         if s < 0:
             s, e = m.span(2)
-            name = m.group(2)
-            ok = plain.get(name)
-            if ok is None:
-                ok = plain[name] = not any(iskeyword(x) for x in name.split("."))
+            if s >= 0:
+                name = m.group(2)
+                ok = plain.get(name)
+                if ok is None:
+                    ok = plain[name] = not any(iskeyword(x) for x in name.split("."))
+            else:
+                s, e = m.span(3)
+                name = m.group(3)
+                ok = plain.get(name)
+                if ok is None:
+                    ok = plain[name] = not any(iskeyword(x) for x in name[1:-1].split(", "))
             if not ok:
                 continue
         holes[s] = e
@@ -479,7 +490,9 @@ class _Reader:
         if t is _Name:
             if self.holes.get(s) == e:  # a hole (`_annotation_holes`): read its text
                 self.filled.add(s)
-                if self.text[e - 1] == "]":  # an annotation where a value stands
+                if self.text[s] == "[":
+                    sn = self.listed(s, e, line, col, pos)
+                elif self.text[e - 1] == "]":  # an annotation where a value stands
                     sn = self.reread(self.text[s:e], (line, col, s))
                 else:
                     sn = self.dotted(s, e, line, col)
@@ -558,6 +571,20 @@ class _Reader:
             end += 1 + len(name)
             sn = _SN("attr", (sn, name), (file, line, c, line, end))
         return sn
+
+    def listed(self, s: int, e: int, line: int, col: int, pos: tuple) -> SN:
+        """The node `ex` reads from the list `[a, 0, 16]` of names and decimal numbers at text offsets `s`..`e`
+        (line `line`, 0-based column `col`; items separated by `, `, none a keyword; see `_HOLE`): `_list`'s
+        node, its items `_constant`'s and `ex`'s nodes for the numbers and names."""
+        file = self.file
+        items = []
+        c = col + 2  # (1-based column of the first item)
+        for x in self.text[s + 1:e - 1].split(", "):
+            end = c + len(x)
+            items.append(_SN("int", (int(x),), (file, line, c, line, end)) if x[0].isdigit()
+                         else _SN("name", (x,), (file, line, c, line, end)))
+            c = end + 2
+        return _SN("list", tuple(items), pos)
 
     def reread(self, key: str, at: tuple) -> SN:
         """The node `ex` reads from the annotation `key` written at (line, column, offset) `at`: its text

@@ -10,7 +10,7 @@ byte that holds two 4-bit values, so bits=8 and bytes=1 and every shape counts c
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ptoc.lazy_dataclass import dataclass  # (the standard one, its methods compiled on first use)
 
 
 @dataclass(frozen=True)

@@ -11,7 +11,9 @@ names to types.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from ptoc.lazy_dataclass import dataclass  # the standard one, its methods compiled on first use
 
 from ptoc.diagnostics import Span
 from ptoc.ir.dtypes import DType

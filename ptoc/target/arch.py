@@ -19,7 +19,7 @@ only in the TMOV tables, spelled "Scaling".
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from ptoc.lazy_dataclass import dataclass  # (the standard one, its methods compiled on first use)
 
 KiB = 1024
 
