@@ -555,7 +555,11 @@ class ConvertToSSA(Pass):
     accepts_non_ssa = True
 
     def run(self, program: Program, ctx: CompileContext) -> Program:
-        funcs = tuple(f if _is_ssa(f) and not _has_escapes(f) else _Converter(f, program, ctx).function(f)
+        # (`properties.escapes` is `_has_escapes` gathering the reads per loop nest, not per statement:
+        # tests/passes/test_property_fast_paths.py compares both after every pass on every program)
+        from ptoc.passes.properties import escapes
+
+        funcs = tuple(f if _is_ssa(f) and not escapes(f) else _Converter(f, program, ctx).function(f)
                       for f in program.functions)
         if all(a is b for a, b in zip(funcs, program.functions)):
             return program
