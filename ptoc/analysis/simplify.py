@@ -52,6 +52,7 @@ layout=L)` of a tensor that already has layout L becomes `x`.
 from __future__ import annotations
 
 from collections import Counter
+from operator import attrgetter
 
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
@@ -886,19 +887,31 @@ def _index(f: Function, cache=None):
 
 def _assigned_names(f: Function, cache=None, index=None) -> set[str]:
     """Names it is unsafe to treat as one value: assigned more than once, or also bound otherwise."""
-    count: Counter[str] = Counter()
     index = _index(f, cache) if index is None else index
-    for n in index.of(AssignStmt):
-        count[n.target.name] += 1
-    for n in index.of(YieldStmt):
-        count.update(t.name for t in n.targets)
-    for n in index.of(ForStmt):
-        count.update([n.var.name, *(a.name for a in n.iter_args)])
-    for n in index.of(WhileStmt):
-        count.update(a.name for a in n.iter_args)
-    for p in f.params:
-        count[p.name] += 1
-    return {n for n, k in count.items() if k > 1}
+    names = _bound_names(index)
+    names.extend(map(_NAME, f.params))
+    if len(set(names)) == len(names):  # (the usual case, in SSA form: no name twice)
+        return set()
+    return {n for n, k in Counter(names).items() if k > 1}
+
+
+_NAME = attrgetter("name")
+
+
+def _bound_names(index) -> list[str]:
+    """The names the assignments, yields, loops and `pl.spmd` scopes of the function whose node index is
+    `index` bind, once per binding (parameters not included). (Lists and `map`, which a `Counter` then
+    counts in one call: counting name by name cost more than the walk that found them.)"""
+    names = [s.target.name for s in index.of(AssignStmt)]
+    extend = names.extend
+    for s in index.of(YieldStmt):
+        extend(map(_NAME, s.targets))
+    for s in index.of(ForStmt):
+        names.append(s.var.name)
+        extend(map(_NAME, s.iter_args))
+    for s in index.of(WhileStmt):
+        extend(map(_NAME, s.iter_args))
+    return names
 
 
 def _same(new: list[Stmt], old: tuple[Stmt, ...]) -> bool:
@@ -1064,18 +1077,10 @@ def _trip_condition(start: Expr, stop: Expr, step: Expr, question: int) -> Expr:
 def _reads(f: Function, cache=None, index=None) -> Counter[str]:
     """How often each name is read in `f` (binding places excluded)."""
     index = _index(f, cache) if index is None else index
-    count: Counter[str] = Counter(n.name for n in index.of(Var))
-    for n in index.of(AssignStmt):
-        count[n.target.name] -= 1
-    for n in index.of(YieldStmt):
-        count.subtract(t.name for t in n.targets)
-    for n in index.of(ForStmt):
-        count.subtract([n.var.name, *(a.name for a in n.iter_args)])
-    for n in index.of(WhileStmt):
-        count.subtract(a.name for a in n.iter_args)
-    for n in index.of(ScopeStmt):
-        if n.var is not None:
-            count[n.var.name] -= 1
+    count: Counter[str] = Counter(map(_NAME, index.of(Var)))
+    bound = _bound_names(index)
+    bound.extend([s.var.name for s in index.of(ScopeStmt) if s.var is not None])
+    count.subtract(bound)
     return count
 
 
