@@ -115,7 +115,8 @@ class _Strides(FastMutator):
             args = self._items(node.args)
             kwargs = node.kwargs
             if kwargs:
-                new = tuple([kv if (v := self.mutate(kv[1])) is kv[1] else (kv[0], v) for kv in kwargs])
+                new = tuple([kv if kv[1].__class__ in _NO_TENSOR_TYPE or (v := self.mutate(kv[1])) is kv[1]
+                             else (kv[0], v) for kv in kwargs])
                 if any(a is not b for a, b in zip(new, kwargs)):
                     kwargs = new
             if args is node.args and kwargs is node.kwargs:
@@ -123,7 +124,9 @@ class _Strides(FastMutator):
             return replace(node, args=args, kwargs=kwargs)
         if cls is AssignStmt:
             value = self.mutate(node.value)
-            ann = self.mutate(node.annotation) if node.annotation is not None else None
+            ann = node.annotation
+            if ann.__class__ not in _NO_TENSOR_TYPE and ann is not None:
+                ann = self.mutate(ann)
             if value is node.value and ann is node.annotation:
                 return node
             return replace(node, value=value, annotation=ann)
@@ -135,7 +138,8 @@ class _Strides(FastMutator):
         return FastMutator.mutate(self, node)
 
     def _items(self, items: tuple) -> tuple:
-        new = [self.mutate(x) for x in items]
+        # (the leaves, most arguments, are not passed to `mutate`, which would return them as they are)
+        new = [x if x.__class__ in _NO_TENSOR_TYPE else self.mutate(x) for x in items]
         return items if all(a is b for a, b in zip(new, items)) else tuple(new)
 
     def mutate_TensorType(self, t: TensorType) -> TensorType:
