@@ -269,6 +269,13 @@ class Mutator:
                 if c in inert:  # (a leaf no hook changes, or no node: its mutation is itself)
                     continue
                 if c is tuple:
+                    # (most tuples are shapes and offsets of literals and names: tested here, without
+                    # the call, that no element is other than a leaf)
+                    for x in old:
+                        if x.__class__ not in inert:
+                            break
+                    else:
+                        continue
                     new = self._mutate_tuple(old)
                 elif isinstance(old, Node):
                     new = self.mutate(old)
