@@ -154,6 +154,9 @@ def _floordiv_bound(a: Bound, c: int) -> Bound:
     return (None if a[0] is None else a[0] // c, None if a[1] is None else a[1] // c)
 
 
+_INDEX_SCALAR = ScalarType(dtypes.INDEX)  # the type of a name without one (made once: `is_int` asks often)
+
+
 class _Ranges:
     """What is known about integer names: constant values (substituted) and ranges (only consulted)."""
 
@@ -163,7 +166,7 @@ class _Ranges:
 
     def is_int(self, name: str) -> bool:
         """An integer scalar (a name without a known type is a dynamic dimension: INDEX)."""
-        t = self.types.get(name, ScalarType(dtypes.INDEX))
+        t = self.types.get(name, _INDEX_SCALAR)
         return isinstance(t, ScalarType) and t.dtype.is_int
 
     def int_expr(self, e: Expr) -> bool:
@@ -211,10 +214,7 @@ class _Ranges:
             return int(e.value), int(e.value)
         lin = _linear(e, self.is_int)
         if lin is not None:
-            out: Bound = (lin[1], lin[1])
-            for n, c in lin[0].items():
-                out = _add(out, _scale(self.of_name(n), c))
-            return out
+            return self.of_linear(lin)
         if isinstance(e, BinOp) and isinstance(e.rhs, ConstInt) and e.rhs.value > 0:
             if e.op == "//":
                 return _floordiv_bound(self.of(e.lhs), e.rhs.value)
@@ -226,6 +226,13 @@ class _Ranges:
         if isinstance(e, MinMax):
             return _min_max(e.op, self.of(e.lhs), self.of(e.rhs))
         return _ANY
+
+    def of_linear(self, lin: tuple[dict[str, int], int]) -> Bound:
+        """The range of the sum `lin` (a `_linear` form)."""
+        out: Bound = (lin[1], lin[1])
+        for n, c in lin[0].items():
+            out = _add(out, _scale(self.of_name(n), c))
+        return out
 
     def decide(self, e: Expr) -> bool | None:
         """True/False when the ranges decide the condition `e`, else None."""
@@ -240,8 +247,10 @@ class _Ranges:
                 return False if False in (a, b) else (True if a is True and b is True else None)
             return True if True in (a, b) else (False if a is False and b is False else None)
         if isinstance(e, BinOp) and e.op in _NEGATE:
-            lo, hi = self.of(BinOp("-", e.lhs, e.rhs))
-            if _linear(BinOp("-", e.lhs, e.rhs), self.is_int) is None:  # not a sum: compare the two ranges instead
+            lin = _linear(BinOp("-", e.lhs, e.rhs), self.is_int)  # (`of` the difference, its form found once)
+            if lin is not None:
+                lo, hi = self.of_linear(lin)
+            else:  # not a sum: compare the two ranges instead
                 a, b = self.of(e.lhs), self.of(e.rhs)
                 lo = None if a[0] is None or b[1] is None else a[0] - b[1]
                 hi = None if a[1] is None or b[0] is None else a[1] - b[0]
