@@ -136,11 +136,12 @@ def ssa_violations(program: Program, escapes=None) -> list[str]:
     escapes = _has_escapes if escapes is None else escapes
     bad = []
     for f in program.functions:
-        seen: set[str] = set()
-        for v in definitions(f):
-            if v.name in seen:
-                bad.append(f"{f.name}: {v.name!r} is assigned more than once (line {v.span.line})")
-            seen.add(v.name)
+        if not _is_ssa(f):
+            seen: set[str] = set()
+            for v in definitions(f):
+                if v.name in seen:
+                    bad.append(f"{f.name}: {v.name!r} is assigned more than once (line {v.span.line})")
+                seen.add(v.name)
         if not bad and escapes(f):
             bad.append(f"{f.name}: a name assigned inside a loop is read after the loop")
     return bad
@@ -538,12 +539,12 @@ class _Converter:
 
 
 def _is_ssa(f: Function) -> bool:
-    seen: set[str] = set()
-    for v in definitions(f):
-        if v.name in seen:
-            return False
-        seen.add(v.name)
-    return True
+    """No name among `definitions(f)` twice (counted by name, without making a Var per parameter)."""
+    out: list[Var] = []
+    _body_defs(f.body, out, False)
+    names = [p.name for p in f.params]
+    names += [v.name for v in out]
+    return len(set(names)) == len(names)
 
 
 class ConvertToSSA(Pass):
