@@ -112,7 +112,11 @@ class _Strides(FastMutator):
         if cls in _NO_TENSOR_TYPE:
             return node
         if cls is Call:
-            args = self._items(node.args)
+            args = node.args
+            for x in args:  # (no list made for a call whose arguments are all leaves, as most are)
+                if x.__class__ not in _NO_TENSOR_TYPE:
+                    args = self._items(args)
+                    break
             kwargs = node.kwargs
             if kwargs:
                 new = tuple([kv if kv[1].__class__ in _NO_TENSOR_TYPE or (v := self.mutate(kv[1])) is kv[1]
