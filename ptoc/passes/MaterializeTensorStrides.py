@@ -118,11 +118,13 @@ class _Strides(FastMutator):
                     args = self._items(args)
                     break
             kwargs = node.kwargs
-            if kwargs:
-                new = tuple([kv if kv[1].__class__ in _NO_TENSOR_TYPE or (v := self.mutate(kv[1])) is kv[1]
-                             else (kv[0], v) for kv in kwargs])
-                if any(a is not b for a, b in zip(new, kwargs)):
-                    kwargs = new
+            for kv in kwargs:  # (likewise keyword values)
+                if kv[1].__class__ not in _NO_TENSOR_TYPE:
+                    new = tuple([kv if kv[1].__class__ in _NO_TENSOR_TYPE or (v := self.mutate(kv[1])) is kv[1]
+                                 else (kv[0], v) for kv in kwargs])
+                    if any(a is not b for a, b in zip(new, kwargs)):
+                        kwargs = new
+                    break
             if args is node.args and kwargs is node.kwargs:
                 return node
             return replace(node, args=args, kwargs=kwargs)
