@@ -2,7 +2,9 @@
 of the examples and corpus programs, as written and after every pass of the pipeline: the per-class
 `replace` with `dataclasses.replace`, ExpandMixedKernel's gathering of the names a statement reads with
 the walk it replaces, `resolve_op`'s look-up of a full op name with the registry's `resolve`, Simplify's
-answers about loops with constant bounds with what its ranges decide."""
+answers about loops with constant bounds with what its ranges decide, and its quick scan `_Fold.inert` (which
+says a value, a type or both at once have nothing to fold) with the folding traversal, with no name known
+and with every name of the function known."""
 
 from __future__ import annotations
 
@@ -10,7 +12,7 @@ import dataclasses
 
 import pytest
 
-from ptoc.analysis.simplify import _Ranges, _Simplifier, _trip_condition
+from ptoc.analysis.simplify import _Fold, _Ranges, _Simplifier, _trip_condition
 from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError
 from ptoc.driver import frontend
@@ -42,7 +44,14 @@ def _binding_ids(s) -> set[int]:
 
 def _check(f: Function, env: dict) -> int:
     compared = 0
+    known = {x.name: ConstInt(7, I) for x in plain_walk(f) if isinstance(x, Var)}
+    folds = [_Fold({}, _Ranges(env)), _Fold(known, _Ranges(env))]
     for n in plain_walk(f):
+        if isinstance(n, AssignStmt):  # Simplify's quick scan: inert only where the folding changes nothing
+            for part in (n.value, n.annotation, (n.value, n.annotation)):
+                for fold in folds:
+                    if fold.inert(part):
+                        assert fold.mutate(part) is part, (f.name, n.target.name)
         # every node rebuilt with all its fields given, and with none
         fields = {x.name: getattr(n, x.name) for x in dataclasses.fields(n)}
         for changes in (fields, {}):

@@ -52,6 +52,7 @@ layout=L)` of a tensor that already has layout L becomes `x`.
 from __future__ import annotations
 
 from collections import Counter
+from operator import attrgetter
 
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import (
@@ -153,6 +154,9 @@ def _floordiv_bound(a: Bound, c: int) -> Bound:
     return (None if a[0] is None else a[0] // c, None if a[1] is None else a[1] // c)
 
 
+_INDEX_SCALAR = ScalarType(dtypes.INDEX)  # the type of a name without one (made once: `is_int` asks often)
+
+
 class _Ranges:
     """What is known about integer names: constant values (substituted) and ranges (only consulted)."""
 
@@ -162,7 +166,7 @@ class _Ranges:
 
     def is_int(self, name: str) -> bool:
         """An integer scalar (a name without a known type is a dynamic dimension: INDEX)."""
-        t = self.types.get(name, ScalarType(dtypes.INDEX))
+        t = self.types.get(name, _INDEX_SCALAR)
         return isinstance(t, ScalarType) and t.dtype.is_int
 
     def int_expr(self, e: Expr) -> bool:
@@ -210,10 +214,7 @@ class _Ranges:
             return int(e.value), int(e.value)
         lin = _linear(e, self.is_int)
         if lin is not None:
-            out: Bound = (lin[1], lin[1])
-            for n, c in lin[0].items():
-                out = _add(out, _scale(self.of_name(n), c))
-            return out
+            return self.of_linear(lin)
         if isinstance(e, BinOp) and isinstance(e.rhs, ConstInt) and e.rhs.value > 0:
             if e.op == "//":
                 return _floordiv_bound(self.of(e.lhs), e.rhs.value)
@@ -225,6 +226,13 @@ class _Ranges:
         if isinstance(e, MinMax):
             return _min_max(e.op, self.of(e.lhs), self.of(e.rhs))
         return _ANY
+
+    def of_linear(self, lin: tuple[dict[str, int], int]) -> Bound:
+        """The range of the sum `lin` (a `_linear` form)."""
+        out: Bound = (lin[1], lin[1])
+        for n, c in lin[0].items():
+            out = _add(out, _scale(self.of_name(n), c))
+        return out
 
     def decide(self, e: Expr) -> bool | None:
         """True/False when the ranges decide the condition `e`, else None."""
@@ -239,8 +247,10 @@ class _Ranges:
                 return False if False in (a, b) else (True if a is True and b is True else None)
             return True if True in (a, b) else (False if a is False and b is False else None)
         if isinstance(e, BinOp) and e.op in _NEGATE:
-            lo, hi = self.of(BinOp("-", e.lhs, e.rhs))
-            if _linear(BinOp("-", e.lhs, e.rhs), self.is_int) is None:  # not a sum: compare the two ranges instead
+            lin = _linear(BinOp("-", e.lhs, e.rhs), self.is_int)  # (`of` the difference, its form found once)
+            if lin is not None:
+                lo, hi = self.of_linear(lin)
+            else:  # not a sum: compare the two ranges instead
                 a, b = self.of(e.lhs), self.of(e.rhs)
                 lo = None if a[0] is None or b[1] is None else a[0] - b[1]
                 hi = None if a[1] is None or b[0] is None else a[1] - b[0]
@@ -886,19 +896,31 @@ def _index(f: Function, cache=None):
 
 def _assigned_names(f: Function, cache=None, index=None) -> set[str]:
     """Names it is unsafe to treat as one value: assigned more than once, or also bound otherwise."""
-    count: Counter[str] = Counter()
     index = _index(f, cache) if index is None else index
-    for n in index.of(AssignStmt):
-        count[n.target.name] += 1
-    for n in index.of(YieldStmt):
-        count.update(t.name for t in n.targets)
-    for n in index.of(ForStmt):
-        count.update([n.var.name, *(a.name for a in n.iter_args)])
-    for n in index.of(WhileStmt):
-        count.update(a.name for a in n.iter_args)
-    for p in f.params:
-        count[p.name] += 1
-    return {n for n, k in count.items() if k > 1}
+    names = _bound_names(index)
+    names.extend(map(_NAME, f.params))
+    if len(set(names)) == len(names):  # (the usual case, in SSA form: no name twice)
+        return set()
+    return {n for n, k in Counter(names).items() if k > 1}
+
+
+_NAME = attrgetter("name")
+
+
+def _bound_names(index) -> list[str]:
+    """The names the assignments, yields, loops and `pl.spmd` scopes of the function whose node index is
+    `index` bind, once per binding (parameters not included). (Lists and `map`, which a `Counter` then
+    counts in one call: counting name by name cost more than the walk that found them.)"""
+    names = [s.target.name for s in index.of(AssignStmt)]
+    extend = names.extend
+    for s in index.of(YieldStmt):
+        extend(map(_NAME, s.targets))
+    for s in index.of(ForStmt):
+        names.append(s.var.name)
+        extend(map(_NAME, s.iter_args))
+    for s in index.of(WhileStmt):
+        extend(map(_NAME, s.iter_args))
+    return names
 
 
 def _same(new: list[Stmt], old: tuple[Stmt, ...]) -> bool:
@@ -1064,18 +1086,10 @@ def _trip_condition(start: Expr, stop: Expr, step: Expr, question: int) -> Expr:
 def _reads(f: Function, cache=None, index=None) -> Counter[str]:
     """How often each name is read in `f` (binding places excluded)."""
     index = _index(f, cache) if index is None else index
-    count: Counter[str] = Counter(n.name for n in index.of(Var))
-    for n in index.of(AssignStmt):
-        count[n.target.name] -= 1
-    for n in index.of(YieldStmt):
-        count.subtract(t.name for t in n.targets)
-    for n in index.of(ForStmt):
-        count.subtract([n.var.name, *(a.name for a in n.iter_args)])
-    for n in index.of(WhileStmt):
-        count.subtract(a.name for a in n.iter_args)
-    for n in index.of(ScopeStmt):
-        if n.var is not None:
-            count[n.var.name] -= 1
+    count: Counter[str] = Counter(map(_NAME, index.of(Var)))
+    bound = _bound_names(index)
+    bound.extend([s.var.name for s in index.of(ScopeStmt) if s.var is not None])
+    count.subtract(bound)
     return count
 
 

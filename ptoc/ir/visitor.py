@@ -13,18 +13,25 @@ from collections.abc import Callable, Iterator
 
 from ptoc.ir.dtypes import DType
 from ptoc.ir.nodes import (
+    AssignStmt,
+    BreakStmt,
     ConstBool,
     ConstFloat,
     ConstInt,
+    ContinueStmt,
     DTypeLit,
     EnumLit,
+    EvalStmt,
     ForStmt,
     IfStmt,
     Node,
+    PassStmt,
+    ReturnStmt,
     ScopeStmt,
     StrLit,
     Var,
     WhileStmt,
+    YieldStmt,
 )
 
 # Field annotations that never hold a node: the traversal does not look into such fields.
@@ -308,6 +315,13 @@ class Mutator:
                 if c in inert:  # (a leaf no hook changes, or no node: its mutation is itself)
                     continue
                 if c is tuple:
+                    # (most tuples are shapes and offsets of literals and names: tested here, without
+                    # the call, that no element is other than a leaf)
+                    for x in old:
+                        if x.__class__ not in inert:
+                            break
+                    else:
+                        continue
                     new = self._mutate_tuple(old)
                 elif isinstance(old, Node):
                     new = self.mutate(old)
@@ -447,6 +461,8 @@ def _kw_replacer(cls: type) -> Callable:
 def rebuild_bodies(s, block):
     """`s` with `block` (a function from a statement tuple to a statement tuple) applied to each of its
     nested bodies (loop, while, scope bodies; both if branches); the same object when nothing changed."""
+    if s.__class__ in _NO_BODIES:  # (most statements: answered without the class tests below)
+        return s
     if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
         body = block(s.body)
         return s if body is s.body else node_replacer(s.__class__)(s, {"body": body})
@@ -456,3 +472,6 @@ def rebuild_bodies(s, block):
             return s
         return node_replacer(IfStmt)(s, {"then_body": then_body, "else_body": else_body})
     return s
+
+
+_NO_BODIES = frozenset({AssignStmt, EvalStmt, YieldStmt, ReturnStmt, PassStmt, BreakStmt, ContinueStmt})

@@ -136,11 +136,12 @@ def ssa_violations(program: Program, escapes=None) -> list[str]:
     escapes = _has_escapes if escapes is None else escapes
     bad = []
     for f in program.functions:
-        seen: set[str] = set()
-        for v in definitions(f):
-            if v.name in seen:
-                bad.append(f"{f.name}: {v.name!r} is assigned more than once (line {v.span.line})")
-            seen.add(v.name)
+        if not _is_ssa(f):
+            seen: set[str] = set()
+            for v in definitions(f):
+                if v.name in seen:
+                    bad.append(f"{f.name}: {v.name!r} is assigned more than once (line {v.span.line})")
+                seen.add(v.name)
         if not bad and escapes(f):
             bad.append(f"{f.name}: a name assigned inside a loop is read after the loop")
     return bad
@@ -538,12 +539,12 @@ class _Converter:
 
 
 def _is_ssa(f: Function) -> bool:
-    seen: set[str] = set()
-    for v in definitions(f):
-        if v.name in seen:
-            return False
-        seen.add(v.name)
-    return True
+    """No name among `definitions(f)` twice (counted by name, without making a Var per parameter)."""
+    out: list[Var] = []
+    _body_defs(f.body, out, False)
+    names = [p.name for p in f.params]
+    names += [v.name for v in out]
+    return len(set(names)) == len(names)
 
 
 class ConvertToSSA(Pass):
@@ -555,7 +556,11 @@ class ConvertToSSA(Pass):
     accepts_non_ssa = True
 
     def run(self, program: Program, ctx: CompileContext) -> Program:
-        funcs = tuple(f if _is_ssa(f) and not _has_escapes(f) else _Converter(f, program, ctx).function(f)
+        # (`properties.escapes` is `_has_escapes` gathering the reads per loop nest, not per statement:
+        # tests/passes/test_property_fast_paths.py compares both after every pass on every program)
+        from ptoc.passes.properties import escapes
+
+        funcs = tuple(f if _is_ssa(f) and not escapes(f) else _Converter(f, program, ctx).function(f)
                       for f in program.functions)
         if all(a is b for a, b in zip(funcs, program.functions)):
             return program

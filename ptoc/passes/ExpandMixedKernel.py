@@ -391,8 +391,9 @@ class _Splitter:
         aic_name, aiv_name = f"{f.name}_aic", f"{f.name}_aiv"
         aic_body = self.side_body(f.body, "cube")
         aiv_body = self.side_body(f.body, "vector")
-        aic_body = _dce(_free_pops(_fix_dangling(aic_body, self.f, self.store_dest, drop_return=True)))
-        aiv_body = _dce(_free_pops(_fix_dangling(aiv_body, self.f, self.store_dest, drop_return=False)))
+        memo: dict = {}  # the `_uses` of statements, shared by both sides' clean-ups (they see the same ones)
+        aic_body = _dce(_free_pops(_fix_dangling(aic_body, self.f, self.store_dest, drop_return=True), memo), memo)
+        aiv_body = _dce(_free_pops(_fix_dangling(aiv_body, self.f, self.store_dest, drop_return=False), memo), memo)
         aic_setup, aiv_setup = self.setup(aic_name, aiv_name)
         aic = replace(f, name=aic_name, func_type="AIC", returns=(), returns_tuple=False,
                       body=aic_setup + aic_body)
@@ -704,8 +705,17 @@ def _fix_dangling(body: tuple[Stmt, ...], f: Function, store_dest: dict, drop_re
     return fix(body, None)
 
 
-def _uses(s: Stmt) -> set[str]:
-    """Names `s` reads (the targets it binds excluded)."""
+def _uses(s: Stmt, memo: dict | None = None) -> set[str]:
+    """Names `s` reads (the targets it binds excluded). `memo`: id(statement) -> (it, its answer), kept for
+    the statements asked again (the pops' frees and the dead-code rounds ask of the same ones; the caller
+    must not change the answer)."""
+    if memo is not None:
+        hit = memo.get(id(s))
+        if hit is not None and hit[0] is s:
+            return hit[1]
+        out = _uses(s)
+        memo[id(s)] = (s, out)
+        return out
     skip: set[int] = set()
     if isinstance(s, AssignStmt):
         skip.add(id(s.target))
@@ -726,16 +736,16 @@ def _var_names(root, skip: set[int] | frozenset[int]) -> set[str]:
 _NO_IDS: frozenset[int] = frozenset()
 
 
-def _free_pops(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
-    """A `tfree` after the last statement of the block that uses each tile popped in it."""
+def _free_pops(body: tuple[Stmt, ...], memo: dict | None = None) -> tuple[Stmt, ...]:
+    """A `tfree` after the last statement of the block that uses each tile popped in it. `memo`: `_uses`'."""
+    memo = {} if memo is None else memo
     out: list[Stmt] = []
     for s in body:
         if isinstance(s, ForStmt):
-            s = replace(s, body=_free_pops(s.body))
+            s = replace(s, body=_free_pops(s.body, memo))
         elif isinstance(s, IfStmt):
-            s = replace(s, then_body=_free_pops(s.then_body), else_body=_free_pops(s.else_body))
+            s = replace(s, then_body=_free_pops(s.then_body, memo), else_body=_free_pops(s.else_body, memo))
         out.append(s)
-    uses: dict[int, set[str]] = {}  # id(statement of `out`) -> its `_uses`, worked out once
     for i in range(len(out) - 1, -1, -1):
         s = out[i]
         if not (isinstance(s, AssignStmt) and _is(s.value, "tile.tpop_from_aic", "tile.tpop_from_aiv")):
@@ -746,10 +756,7 @@ def _free_pops(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
         for j in range(i + 1, len(out)):
             if isinstance(out[j], (YieldStmt, ReturnStmt)):
                 break
-            u = uses.get(id(out[j]))
-            if u is None:
-                u = uses[id(out[j])] = _uses(out[j])
-            if name in u:
+            if name in _uses(out[j], memo):
                 last = j
         out.insert(last + 1, EvalStmt(Call(free, (Var(name),)), span=s.span))
     return tuple(out)
@@ -762,8 +769,9 @@ def _pure(s: AssignStmt) -> bool:
     return v.kind == "op" and not any(n.startswith(EFFECTS) for n in op_names(v.op))
 
 
-def _dce(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
-    """Remove assignments (and loops) whose results nothing reads, until nothing changes."""
+def _dce(body: tuple[Stmt, ...], memo: dict | None = None) -> tuple[Stmt, ...]:
+    """Remove assignments (and loops) whose results nothing reads, until nothing changes. `memo`: `_uses`'."""
+    memo = {} if memo is None else memo
     known: dict[int, tuple[Stmt, set[str]]] = {}  # id(statement) -> (it, what it reads): a statement the
     # last round kept is not walked again (the entry holds it, so its id names no other statement)
     while True:
@@ -772,9 +780,9 @@ def _dce(body: tuple[Stmt, ...]) -> tuple[Stmt, ...]:
             hit = known.get(id(s))
             if hit is None or hit[0] is not s:
                 hit = known[id(s)] = (s, _head_uses(s) if isinstance(s, (ForStmt, IfStmt, WhileStmt, ScopeStmt))
-                                      else _uses(s))
+                                      else _uses(s, memo))
             used |= hit[1]
-        new = _dce_block(body, used)
+        new = _dce_block(body, used, memo)
         if new == body:
             return body
         body = new
@@ -790,14 +798,14 @@ def _head_uses(s: Stmt) -> set[str]:
     return set()
 
 
-def _drop_dead_iter_args(s: ForStmt, used: set[str]) -> ForStmt:
+def _drop_dead_iter_args(s: ForStmt, used: set[str], memo: dict) -> ForStmt:
     """Loop-carried values nothing reads after the loop and the body only passes on unchanged."""
     y = s.body[-1] if s.body and isinstance(s.body[-1], YieldStmt) else None
     if y is None:
         return s
     inner = set()
     for x in s.body[:-1]:
-        inner |= _head_uses(x) if isinstance(x, (ForStmt, IfStmt, WhileStmt, ScopeStmt)) else _uses(x)
+        inner |= _head_uses(x) if isinstance(x, (ForStmt, IfStmt, WhileStmt, ScopeStmt)) else _uses(x, memo)
         if isinstance(x, (ForStmt, IfStmt, WhileStmt, ScopeStmt)):
             inner |= _var_names(x, _NO_IDS)  # (every statement under `x` is in its walk)
     keep = [i for i, (a, r, v) in enumerate(zip(s.iter_args, y.targets, y.values))
@@ -811,14 +819,14 @@ def _drop_dead_iter_args(s: ForStmt, used: set[str]) -> ForStmt:
                    init_values=tuple(s.init_values[i] for i in keep))
 
 
-def _dce_block(body: tuple[Stmt, ...], used: set[str]) -> tuple[Stmt, ...]:
+def _dce_block(body: tuple[Stmt, ...], used: set[str], memo: dict) -> tuple[Stmt, ...]:
     out: list[Stmt] = []
     for s in body:
         if isinstance(s, AssignStmt) and s.target.name not in used and _pure(s):
             continue
         if isinstance(s, ForStmt):
-            s = _drop_dead_iter_args(s, used)
-            inner = _dce_block(s.body, used)
+            s = _drop_dead_iter_args(s, used, memo)
+            inner = _dce_block(s.body, used, memo)
             if not inner or all(isinstance(x, YieldStmt) for x in inner):
                 results = inner[-1].targets if inner and isinstance(inner[-1], YieldStmt) else ()
                 if not any(r.name in used for r in results):
@@ -826,7 +834,7 @@ def _dce_block(body: tuple[Stmt, ...], used: set[str]) -> tuple[Stmt, ...]:
             if not _same(inner, s.body):
                 s = replace(s, body=inner)
         elif isinstance(s, IfStmt):
-            then_body, else_body = _dce_block(s.then_body, used), _dce_block(s.else_body, used)
+            then_body, else_body = _dce_block(s.then_body, used, memo), _dce_block(s.else_body, used, memo)
             if not (_same(then_body, s.then_body) and _same(else_body, s.else_body)):
                 s = replace(s, then_body=then_body, else_body=else_body)
         out.append(s)

@@ -112,18 +112,27 @@ class _Strides(FastMutator):
         if cls in _NO_TENSOR_TYPE:
             return node
         if cls is Call:
-            args = self._items(node.args)
+            args = node.args
+            for x in args:  # (no list made for a call whose arguments are all leaves, as most are)
+                if x.__class__ not in _NO_TENSOR_TYPE:
+                    args = self._items(args)
+                    break
             kwargs = node.kwargs
-            if kwargs:
-                new = tuple([kv if (v := self.mutate(kv[1])) is kv[1] else (kv[0], v) for kv in kwargs])
-                if any(a is not b for a, b in zip(new, kwargs)):
-                    kwargs = new
+            for kv in kwargs:  # (likewise keyword values)
+                if kv[1].__class__ not in _NO_TENSOR_TYPE:
+                    new = tuple([kv if kv[1].__class__ in _NO_TENSOR_TYPE or (v := self.mutate(kv[1])) is kv[1]
+                                 else (kv[0], v) for kv in kwargs])
+                    if any(a is not b for a, b in zip(new, kwargs)):
+                        kwargs = new
+                    break
             if args is node.args and kwargs is node.kwargs:
                 return node
             return replace(node, args=args, kwargs=kwargs)
         if cls is AssignStmt:
             value = self.mutate(node.value)
-            ann = self.mutate(node.annotation) if node.annotation is not None else None
+            ann = node.annotation
+            if ann.__class__ not in _NO_TENSOR_TYPE and ann is not None:
+                ann = self.mutate(ann)
             if value is node.value and ann is node.annotation:
                 return node
             return replace(node, value=value, annotation=ann)
@@ -135,7 +144,8 @@ class _Strides(FastMutator):
         return FastMutator.mutate(self, node)
 
     def _items(self, items: tuple) -> tuple:
-        new = [self.mutate(x) for x in items]
+        # (the leaves, most arguments, are not passed to `mutate`, which would return them as they are)
+        new = [x if x.__class__ in _NO_TENSOR_TYPE else self.mutate(x) for x in items]
         return items if all(a is b for a, b in zip(new, items)) else tuple(new)
 
     def mutate_TensorType(self, t: TensorType) -> TensorType:
