@@ -16,7 +16,9 @@ frozen, no `__post_init__`, no default factories, no `InitVar`. The class's para
 compares every class made here with the standard decorator's, down to the methods' code.
 Any other use (`dataclass`, `dataclass(order=True)`, ...) is the standard decorator.
 
-`PTOC_PLAIN_DATACLASSES=1` in the environment makes every class with the standard decorator.
+The method texts are those of Python 3.10 and 3.11; later versions write some of them differently (3.12
+tests a name against a set, 3.13 compares fields one by one), so on those this module is the standard
+decorator, and so is it with `PTOC_PLAIN_DATACLASSES=1` in the environment.
 """
 
 import _thread
@@ -27,6 +29,9 @@ import os
 import sys
 
 _STANDARD = dataclasses.dataclass
+
+# the versions whose decorator writes the methods as `_source` does (tests/test_lazy_dataclass.py)
+LAZY = sys.version_info < (3, 12) and not os.environ.get("PTOC_PLAIN_DATACLASSES")
 
 
 def _fields(cls) -> tuple:
@@ -172,6 +177,6 @@ def _frozen(cls):
 def dataclass(cls=None, /, **params):
     """`dataclasses.dataclass`; with `frozen=True` alone, its methods are compiled on first use (see the
     module's text)."""
-    if params != {"frozen": True} or os.environ.get("PTOC_PLAIN_DATACLASSES"):
+    if params != {"frozen": True} or not LAZY:
         return _STANDARD(**params) if cls is None else _STANDARD(cls, **params)
     return _frozen if cls is None else _frozen(cls)
