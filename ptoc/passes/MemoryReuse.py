@@ -231,7 +231,7 @@ def _unplaced(f: Function, cache=None) -> bool:
 
 
 # expressions with no node below them that names a value
-_NAMELESS = (ConstInt, ConstFloat, ConstBool, StrLit, NoneLit, DTypeLit, EnumLit)
+_NAMELESS = frozenset({ConstInt, ConstFloat, ConstBool, StrLit, NoneLit, DTypeLit, EnumLit})
 
 
 def _names(e: Expr | None, out: list[str]) -> None:
@@ -243,13 +243,26 @@ def _names(e: Expr | None, out: list[str]) -> None:
     if cls is Var:
         out.append(e.name)  # type: ignore[union-attr]
     elif cls is Call:
+        # (a call's arguments are mostly names and constants: those are taken here, not by a call each)
         for a in e.args:  # type: ignore[union-attr]
-            _names(a, out)
+            c = a.__class__
+            if c is Var:
+                out.append(a.name)
+            elif c not in _NAMELESS:
+                _names(a, out)
         for _, v in e.kwargs:  # type: ignore[union-attr]
-            _names(v, out)
+            c = v.__class__
+            if c is Var:
+                out.append(v.name)
+            elif c not in _NAMELESS:
+                _names(v, out)
     elif cls is ListExpr or cls is TupleExpr:  # (a call's offsets and shapes)
         for a in e.items:  # type: ignore[union-attr]
-            _names(a, out)
+            c = a.__class__
+            if c is Var:
+                out.append(a.name)
+            elif c not in _NAMELESS:
+                _names(a, out)
     elif cls is BinOp or cls is MinMax:
         _names(e.lhs, out)  # type: ignore[union-attr]
         _names(e.rhs, out)  # type: ignore[union-attr]
@@ -296,19 +309,28 @@ class _Walk:
         # the order of the reads does not matter: a read keeps the latest position
         names: list[str] = []
         _names(e, names)
+        # (`self.read` of each name, its common case inline: most names read are no if result)
+        phi, result_init, defs, raw = self.phi_sources, self.result_init, self.out.defs, self.raw
         for n in names:
-            self.read(n, pos)
+            if n in phi:
+                self.read(n, pos)
+                continue
+            n = result_init.get(n, n)
+            if n in defs:
+                r = raw.get(n)
+                if r is None or r < pos:
+                    raw[n] = pos
 
     def block(self, body: tuple[Stmt, ...]) -> None:
         for s in body:
             self.stmt(s)
 
     def stmt(self, s: Stmt) -> None:
-        if isinstance(s, AssignStmt):
+        if s.__class__ is AssignStmt:  # (most statements; no node class is subclassed)
             pos = self.pos
             self.pos += 1
             t = self.env.get(s.target.name)
-            if isinstance(t, TileType) and t.memref is not None and not is_alloc(s):
+            if t.__class__ is TileType and t.memref is not None and not is_alloc(s):
                 # an element of a tuple of tiles was written by the op that made the tuple
                 src = s.value.value if isinstance(s.value, GetItem) else None
                 self.out.defs[s.target.name] = self.tuples.get(src.name, pos) if isinstance(src, Var) else pos
@@ -475,20 +497,22 @@ class _Planner:
         buffers = _buffers(f, env, life)
         forbidden = _forbidden(f, env)
         base_of = {t: b.name for b in buffers.values() for t in b.tiles}
+        # buffer -> the buffers (as InitMemRef bound them) of the operands its tiles may not share one with:
+        # an operand's own buffer does not change while packing, only where that buffer went (`physical`)
         forbid_by_buffer: dict[str, list[str]] = {}
         for t, ops in forbidden.items():
             if t in base_of:
-                forbid_by_buffer.setdefault(base_of[t], []).extend(ops)
+                bases = forbid_by_buffer.setdefault(base_of[t], [])
+                for o in ops:
+                    ob = memref_bases(env.get(o))
+                    if ob and ob[0] not in bases:
+                        bases.append(ob[0])
         remap: dict[str, str] = {}
 
         def physical(buf: str | None) -> str | None:
             while buf is not None and buf in remap:
                 buf = remap[buf]
             return buf
-
-        def operand_buffer(name: str) -> str | None:
-            bases = memref_bases(env.get(name))
-            return physical(bases[0]) if bases else None
 
         def var_overlap(x: str, y: str) -> bool:
             return not (life.last[x] <= life.defs[y] or life.last[y] <= life.defs[x])
@@ -505,11 +529,14 @@ class _Planner:
             return not family
 
         def forbid_blocks(writer: _Buffer, occupant: _Buffer) -> bool:
-            ops = forbid_by_buffer.get(writer.name)
-            if not ops:
+            bases = forbid_by_buffer.get(writer.name)
+            if not bases:
                 return False
             occ = physical(occupant.name)
-            return any(operand_buffer(o) == occ for o in ops)
+            for b in bases:
+                if physical(b) == occ:
+                    return True
+            return False
 
         stages = _Stages(buffers, life, self.arch, self.f)
 
