@@ -177,6 +177,9 @@ def _allocs_into(body: tuple[Stmt, ...], out: list[Stmt]) -> None:
 
 def memref_bases(t: Type | None) -> list[str]:
     """The buffer (pointer) names a value's type binds it to: its MemRef's base, every element's for a tuple."""
+    if t.__class__ is TileType:  # (the common case, asked ~10 times per tile by the memory passes; no
+        m = t.memref  # node class is subclassed, so this is the isinstance test below)
+        return [m.base.name] if m is not None and m.base.__class__ is Var else []  # type: ignore[union-attr]
     if isinstance(t, TupleType):
         return [n for x in t.types for n in memref_bases(x)]
     if isinstance(t, TileType) and t.memref is not None and isinstance(t.memref.base, Var):
