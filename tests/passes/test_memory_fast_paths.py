@@ -170,3 +170,36 @@ def test_allocation_list_keeps_program_order_in_nested_bodies():
     got = [s.target.name for s in allocs(body)]
     assert got == ["a", "b", "c", "d", "e", "f"]
     assert got == [s.target.name for s in _allocs_by_recursion(body)]
+
+
+def test_flow_reads_of_assignments_match_the_generic_walk(monkeypatch):
+    """Flow records the names an assignment's value reads (a call's arguments taken apart inline): per
+    statement, every name as often as a walk of the value meets it, each at the statement's own site."""
+    from collections import Counter
+
+    import ptoc.analysis.flow as flow
+    from ptoc.ir.nodes import AssignStmt, Var
+    from ptoc.ir.visitor import walk
+
+    init = flow.Flow.__init__
+    seen = {"flows": 0, "assigns": 0}
+
+    def checked(self, f):
+        init(self, f)
+        got: dict[float, Counter] = {}
+        for name, sites in self.uses.items():
+            for site in sites:
+                got.setdefault(site.pos, Counter())[name] += 1
+        for at, s in self.stmt_at.items():
+            site = self.site_at[at]
+            assert type(site) is flow.Site and site == flow.Site(*site) and site.pos == self.stmt_pos[at]
+            assert site.line == s.span.line
+            if isinstance(s, AssignStmt):
+                want = Counter(n.name for n in walk(s.value) if isinstance(n, Var))
+                assert got.get(site.pos, Counter()) == want, (f.name, s)
+                seen["assigns"] += 1
+        seen["flows"] += 1
+
+    monkeypatch.setattr(flow.Flow, "__init__", checked)
+    assert _lower_all() > 10
+    assert seen["flows"] > 50 and seen["assigns"] > 1000, seen
