@@ -118,7 +118,7 @@ from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target.arch import get_arch
 from ptoc.passes.properties import slot_tiles
-from ptoc.ops.registry import resolve
+from ptoc.ops.registry import lookup, resolve
 
 # Kernels, and plain functions holding tiles (PyPTO plans every function; an orchestration function
 # holds no tiles).
@@ -137,15 +137,15 @@ NO_IN_PLACE = NOT_IN_PLACE
 
 def tile_bytes(t: TileType, arch) -> int | None:
     """Bytes of a tile's physical shape (Acc rows padded), before alignment; None for a dynamic shape."""
-    dims = [d.value if isinstance(d, ConstInt) else None for d in t.shape]
-    if any(d is None for d in dims):
-        return None
-    if not dims:
-        dims = [1]
-    cols = dims[-1]
-    rows = 1
-    for d in dims[:-1]:
-        rows *= d  # type: ignore[operator]
+    shape = t.shape
+    for d in shape:  # (no node class is subclassed: a constant extent is a ConstInt)
+        if d.__class__ is not ConstInt:
+            return None
+    rows, cols = 1, 1
+    if shape:
+        cols = shape[-1].value  # type: ignore[attr-defined]
+        for d in shape[:-1]:
+            rows *= d.value  # type: ignore[attr-defined]
     if t.memory == "Acc":
         return arch.acc_alloc_bytes(rows, cols, t.dtype.bytes)
     return rows * cols * t.dtype.bytes  # type: ignore[operator]
@@ -603,7 +603,9 @@ class _Planner:
                     self.report(c, s, None, in_place=True)  # only an in-place writer can conflict here
 
     def resolve(self, call: Call):
-
+        op = lookup(call.op)  # (a full name, as most are: `resolve` would not look at the argument types)
+        if op is not None:
+            return op
         arg_types = [self.env.get(a.name) if isinstance(a, Var) else None for a in call.args]
         op, _ = resolve(call, arg_types)
         return op
@@ -740,14 +742,21 @@ class _Planner:
                 continue
             size = max(size, b)
         paths = [self.paths[s[0]] for s in slots]
-        k = 0
-        while all(len(p) > k for p in paths) and len({p[k][0] for p in paths}) == 1:
-            k += 1
+        # k: the length of the block path all of them share (the first path's prefix every other one has)
+        first = paths[0]
+        k = len(first)
+        for p in paths[1:]:
+            n = min(k, len(p))
+            j = 0
+            while j < n and p[j][0] == first[j][0]:
+                j += 1
+            k = j
         if k == 0:
             raise InternalError(f"InitMemRef: no common block for the tiles {[_slot_name(s) for s in slots]}")
-        where = (paths[0][k - 1][0], min(p[k - 1][1] for p in paths))
-        writers = [s for s in slots if self.info[s].kind in ("fresh", "tied") and self.info[s].stmt is not None]
-        at = self.info[writers[0]].stmt if writers else self.flow.stmt_at[where]
+        where = (first[k - 1][0], min(p[k - 1][1] for p in paths))
+        writer = next((i for i in map(self.info.__getitem__, slots) if i.kind in ("fresh", "tied")
+                       and i.stmt is not None), None)
+        at = writer.stmt if writer is not None else self.flow.stmt_at[where]
         return {"slots": slots, "space": space, "size": align_up(max(size, 1), self.arch.alignment_bytes),
                 "where": where, "order": (self.flow.stmt_pos[where], self._order(slots[0])), "span": at.span}
 
