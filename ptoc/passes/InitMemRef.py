@@ -562,9 +562,10 @@ class _Planner:
 
     def collect(self, body: tuple[Stmt, ...], key: int) -> None:
         for i, s in enumerate(body):
-            if isinstance(s, AssignStmt):
+            if s.__class__ is AssignStmt:  # (most statements: no body, no results; no node class is subclassed)
                 self.assign(s)
-            elif isinstance(s, (ForStmt, WhileStmt)):
+                continue
+            if isinstance(s, (ForStmt, WhileStmt)):
                 for a in s.iter_args:
                     for slot, t in self.slots_of(a.name):
                         self.add(slot, t, "carried", None, s)
@@ -613,6 +614,8 @@ class _Planner:
     # ---------------------------------------------------------------- 2. loops and ifs, innermost first
     def carry(self, body: tuple[Stmt, ...], key: int) -> None:
         for i, s in enumerate(body):
+            if s.__class__ not in _COMPOUND:  # (no nested body: nothing carried)
+                continue
             keys = self.flow.body_keys.get((key, i), ())
             for sub, k in zip(nested_blocks(s), keys):
                 self.carry(sub, k)
@@ -862,6 +865,9 @@ class _Planner:
         return out
 
 
+_COMPOUND = frozenset({ForStmt, WhileStmt, IfStmt, ScopeStmt})  # the statements with nested bodies
+
+
 class _Group:
     """A buffer group of the union-find (its root's): its members, unordered (`union` sorts them when it
     must scan them), and a summary that lets `union` skip the scan when no writer of one group can
@@ -878,10 +884,18 @@ class _Group:
         self.wmax = d.pos if writer else -math.inf
         self.wloops = set(d.loops) if writer else set()
         self.no_in_place = writer and no_in_place
-        self.umax = -math.inf
-        self.lset: set[int] = set()
+        # (`self.note_use(u, d)` of each read, inline: one group is made per tile)
+        umax = -math.inf
+        lset: set[int] = set()
+        dloops = d.loops
         for u in uses:
-            self.note_use(u, d)
+            if u.pos > umax:
+                umax = u.pos
+            for loop in u.loops:
+                if loop not in dloops:
+                    lset.add(loop)
+        self.umax = umax
+        self.lset = lset
 
     def note_use(self, u: Site, d: Site) -> None:
         """A read `u` of a member defined at `d`."""
