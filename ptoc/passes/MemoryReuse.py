@@ -693,7 +693,15 @@ def coalesce(f: Function, env, arch=None, hand=None) -> Function:
     infers that function's types)."""
     separated: set[frozenset] = set()
     remap = plan(f, env, arch=arch, separated=separated)
-    used = {b for t in env.values() for b in memref_bases(t)}
+    used = set()
+    for t in env.values():  # (`memref_bases` of each value, a tile's inline: most values are tiles or scalars)
+        cls = t.__class__
+        if cls is TileType:
+            m = t.memref
+            if m is not None and m.base.__class__ is Var:
+                used.add(m.base.name)
+        elif cls is TupleType:
+            used.update(memref_bases(t))
     unused = {s.target.name for s in allocs(f.body)} - used  # type: ignore[union-attr]
     split = split_if_yields(f, env)
     if not remap and not unused and not split and not _has_membership(f):
@@ -720,7 +728,9 @@ def _renamed(m: MemRef, remap: dict[str, str]) -> MemRef:
     """`m` naming the survivor of its buffer when that was merged (as `_Rebind` renames it)."""
     base = m.base
     if base.__class__ is Var and base.name in remap:  # type: ignore[attr-defined]
-        return replace(m, base=replace(base, name=remap[base.name]))  # type: ignore[attr-defined]
+        # (`replace(m, base=replace(base, name=...))`, built directly: asked for most tiles of a kernel)
+        return MemRef(Var(remap[base.name], span=base.span), m.offset, m.size, m.declared, m.slots,  # type: ignore[attr-defined]
+                      m.slot, span=m.span)
     return m
 
 
