@@ -124,7 +124,16 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.visitor import Mutator, child_fields, walk
-from ptoc.passes.common import align_up, allocs, forbidden_operands, is_alloc, memref_bases, resolve_op
+from ptoc.passes.common import (
+    FORBIDDEN_OPERANDS,
+    NOT_IN_PLACE,
+    align_up,
+    allocs,
+    forbidden_operands,
+    is_alloc,
+    memref_bases,
+    resolve_op,
+)
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target.arch import get_arch
@@ -439,6 +448,8 @@ def _forbidden(f: Function, env) -> dict[str, list[str]]:
             continue
         call = s.value
         op = call.op if call.op.startswith("tile.") else getattr(resolve_op(call, env), "name", call.op)
+        if op not in NOT_IN_PLACE and op not in FORBIDDEN_OPERANDS and op != "tile.cast":
+            continue  # (what `forbidden_operands` answers for any other op: nothing)
         bad = forbidden_operands(op, call.args, env.get(s.target.name), env)
         if not bad:
             continue
