@@ -87,6 +87,7 @@ Where this pass deliberately differs from PyPTO
 from __future__ import annotations
 
 import weakref
+from operator import attrgetter
 from dataclasses import dataclass, field, replace
 
 from ptoc.analysis.if_yield_moves import align_if_yields, split_if_yields
@@ -755,8 +756,8 @@ def _rebind_annotations(f: Function, remap: dict[str, str], unused: set[str]) ->
     from ptoc.ir.verifier import NodeIndex
 
     index = NodeIndex.get(f)
-    with_attrs = sum(1 for c in index.of(Call) if c.kwarg("attrs") is not None)
-    expected = sum(1 for v in index.of(Var) if v.name in remap)
+    with_attrs = sum(1 for c in index.of(Call) if c.kwargs and c.kwarg("attrs") is not None)
+    expected = sum(map(remap.__contains__, map(_NAME, index.of(Var)))) if remap else 0  # (counted in C)
     rebind = _Rebind(remap, unused)
     done: dict[int, tuple] = {}  # id(type or MemRef) -> (it, rewritten, the merged names read in it)
     hits = 0
@@ -774,7 +775,10 @@ def _rebind_annotations(f: Function, remap: dict[str, str], unused: set[str]) ->
         e = done.get(id(t))
         if e is None or e[0] is not t:
             if t.__class__ is TileType:
-                n_shape = sum(0 if d.__class__ is ConstInt else count(d) for d in t.shape)
+                n_shape = 0
+                for d in t.shape:  # (most extents are constants)
+                    if d.__class__ is not ConstInt:
+                        n_shape += count(d)
                 n_ref = memref_hits(t.memref) if t.memref is not None else 0
                 n_view = count(t.view) if t.view is not None else 0
                 n = n_shape + n_ref + n_view
@@ -796,7 +800,7 @@ def _rebind_annotations(f: Function, remap: dict[str, str], unused: set[str]) ->
         changed = False
         for s in body:
             cls = s.__class__
-            if cls is AssignStmt and is_alloc(s) and (s.target.name in remap or s.target.name in unused):  # type: ignore[union-attr]
+            if cls is AssignStmt and (s.target.name in remap or s.target.name in unused) and is_alloc(s):  # type: ignore[union-attr]
                 hits += s.target.name in remap  # type: ignore[union-attr]
                 changed = True
                 continue
@@ -829,6 +833,9 @@ def _rebind_annotations(f: Function, remap: dict[str, str], unused: set[str]) ->
     tagged = 0
     body = block(f.body)
     return replace(f, body=body) if hits == expected and tagged == with_attrs else None
+
+
+_NAME = attrgetter("name")
 
 
 def _count_named(node, names) -> int:
