@@ -95,7 +95,7 @@ from ptoc.ir.nodes import (
 from ptoc.analysis.flow import Flow
 from ptoc.analysis.pipeline_stages import Reserved, reserved_buffers
 from ptoc.ir.visitor import Mutator, rebuild_bodies
-from ptoc.passes.common import align_up, allocs, is_alloc, memref_bases
+from ptoc.passes.common import align_up, allocs, is_alloc, iter_allocs, memref_bases
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target.arch import KiB, get_arch
@@ -164,7 +164,7 @@ class AllocateMemoryAddr(Pass):
 
 
 def _needs_addresses(f: Function) -> bool:
-    return any(s.value.kwarg("addr") is None for s in allocs(f.body))  # type: ignore[union-attr]
+    return any(s.value.kwarg("addr") is None for s in iter_allocs(f.body))  # type: ignore[union-attr]
 
 
 def _place(f: Function, env: dict[str, Type | None], arch) -> Function:
