@@ -770,6 +770,9 @@ class _Planner:
         self.f = replace(self.f, params=params)
         self.memref: dict[Slot, MemRef] = {}
         self.allocs: dict[Key, list[Stmt]] = {}
+        allocs = self.allocs.setdefault((0, 0), [])  # every buffer is declared at the top
+        # (the parts every buffer of a space has alike are made once: nodes are values, never mutated)
+        zero, ptr, spaces = ConstInt(0, INDEX), PtrType(), {}
         for p in plans:
             space = p["space"]
             while True:
@@ -780,10 +783,12 @@ class _Planner:
             self.taken.add(name)
             span = p["span"] or Span.unknown()
             size = ConstInt(p["size"], INDEX)
-            alloc = AssignStmt(Var(name, span=span), Call("tile.alloc", (EnumLit("Mem", space), size), span=span),
-                               PtrType(), span=span)
-            self.allocs.setdefault((0, 0), []).append(alloc)  # every buffer is declared at the top
-            ref = MemRef(Var(name), ConstInt(0, INDEX), size)
+            mem = spaces.get(space)
+            if mem is None:
+                mem = spaces[space] = EnumLit("Mem", space)
+            alloc = AssignStmt(Var(name, span=span), Call("tile.alloc", (mem, size), span=span), ptr, span=span)
+            allocs.append(alloc)
+            ref = MemRef(Var(name), zero, size)
             for slot in p["slots"]:
                 self.memref[slot] = ref
         return replace(self.f, body=self.block(self.f.body, 0))
