@@ -964,13 +964,16 @@ def _ddr_params(f: Function, arch) -> tuple[tuple, int]:
     """The parameters with `pl.MemRef("mem_ddr_<k>", 0, <bytes>)` in every static tensor type (k counts
     the tensor parameters in order; the on-chip buffers are numbered on from there), and that count."""
     out, k = [], 0
+    zero = None  # (one zero offset for every region: nodes are values, never mutated)
     for p in f.params:
         t = p.type
         if isinstance(t, TensorType) and t.memref is None:
             dims = [d.value if isinstance(d, ConstInt) else None for d in t.shape]
             if all(d is not None for d in dims):
                 size = (math.prod(dims) * t.dtype.bits + 7) // 8
-                ref = MemRef(StrLit(f"mem_ddr_{k}"), ConstInt(0, INDEX), ConstInt(size, INDEX))
+                if zero is None:
+                    zero = ConstInt(0, INDEX)
+                ref = MemRef(StrLit(f"mem_ddr_{k}"), zero, ConstInt(size, INDEX))
                 # (`replace(p, type=replace(t, memref=ref))`, built directly; `t` may be a distributed tensor)
                 p = Param(p.name, t.__class__(t.shape, t.dtype, t.view, ref, span=t.span), p.direction, span=p.span)
             k += 1
