@@ -57,6 +57,9 @@ def nested_blocks(s: Stmt) -> tuple[tuple[Stmt, ...], ...]:
     return ()
 
 
+# `Site(...)` without the named tuple's Python-level constructor (one site is made per statement)
+_new_site = tuple.__new__
+
 # Expressions without parts: no name is read in them.
 _LEAVES = frozenset({ConstInt, ConstFloat, ConstBool, StrLit, EnumLit, DTypeLit, NoneLit})
 
@@ -145,7 +148,7 @@ class Flow:
         key = self._blocks
         self._blocks += 1
         stmt_pos, stmt_at, path_at, site_at = self.stmt_pos, self.stmt_at, self.path_at, self.site_at
-        defs, paths, def_stmt = self.defs, self.paths, self.def_stmt
+        defs, paths, def_stmt, uses = self.defs, self.paths, self.def_stmt, self.uses
         for i, s in enumerate(body):
             at = (key, i)
             here_path = path + (at,)
@@ -154,10 +157,28 @@ class Flow:
             stmt_pos[at] = start
             stmt_at[at] = s
             path_at[at] = here_path
-            here = Site(start, s.span.line, loops, branches)
+            here = _new_site(Site, (start, s.span.line, loops, branches))
             site_at[at] = here
             if s.__class__ is AssignStmt:  # (most statements: done inline; no node class is subclassed)
-                self._reads(s.value, here)
+                v = s.value
+                if v.__class__ is Call:  # (`self._reads(v, here)` of a call, its usual arguments inline)
+                    for a in v.args:
+                        cls = a.__class__
+                        if cls is Var:
+                            u = uses.get(a.name)
+                            if u is None:
+                                uses[a.name] = [here]
+                            else:
+                                u.append(here)
+                        elif cls is ListExpr or cls is TupleExpr:
+                            self._reads_all(a.items, here)
+                        elif cls not in _LEAVES:
+                            self._reads(a, here)
+                    for _, a in v.kwargs:
+                        if a.__class__ not in _LEAVES:
+                            self._reads(a, here)
+                else:
+                    self._reads(v, here)
                 name = s.target.name
                 defs[name] = here
                 paths[name] = here_path

@@ -162,9 +162,12 @@ def split_if_yields(f: Function, types: dict) -> list[str]:
 
     def walk(body: tuple[Stmt, ...]) -> None:
         for s in body:
-            if isinstance(s, (ForStmt, WhileStmt, ScopeStmt)):
+            cls = s.__class__
+            if cls is AssignStmt:  # (most statements; no node class is subclassed)
+                continue
+            if cls is ForStmt or cls is WhileStmt or cls is ScopeStmt:
                 walk(s.body)
-            elif isinstance(s, IfStmt):
+            elif cls is IfStmt:
                 walk(s.then_body)
                 walk(s.else_body)
                 bodies = (s.then_body, s.else_body)

@@ -92,10 +92,10 @@ from ptoc.ir.nodes import (
     Var,
     WhileStmt,
 )
-from ptoc.analysis.flow import Flow, Site
+from ptoc.analysis.flow import Flow
 from ptoc.analysis.pipeline_stages import Reserved, reserved_buffers
 from ptoc.ir.visitor import Mutator, rebuild_bodies
-from ptoc.passes.common import align_up, allocs, is_alloc, memref_bases
+from ptoc.passes.common import align_up, allocs, is_alloc, iter_allocs, memref_bases
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target.arch import KiB, get_arch
@@ -164,7 +164,7 @@ class AllocateMemoryAddr(Pass):
 
 
 def _needs_addresses(f: Function) -> bool:
-    return any(s.value.kwarg("addr") is None for s in allocs(f.body))  # type: ignore[union-attr]
+    return any(s.value.kwarg("addr") is None for s in iter_allocs(f.body))  # type: ignore[union-attr]
 
 
 def _place(f: Function, env: dict[str, Type | None], arch) -> Function:
@@ -219,22 +219,22 @@ def _buffers(f: Function, flow: Flow, arch) -> dict[str, _Buffer]:
 def _lifetimes(flow: Flow, env: dict[str, Type | None], buffers: dict[str, _Buffer]) -> None:
     """Extend each buffer's lifetime over every definition and read of the tiles bound to it."""
 
-    def reach(site: Site, b: _Buffer) -> int:
-        for loop in site.loops:  # outermost first: the widest loop that the buffer outlives
-            start, end = flow.loops[loop]
-            if b.start < start:
-                return max(site.pos, end)
-        return site.pos
-
     # (only the values bound to a buffer take part: most values of a kernel are scalars, or tiles in a
     # pipe slot, and are not sorted)
     bases: dict[str, list[_Buffer]] = {}
     for name, t in env.items():
+        if t.__class__ is TileType:  # (`memref_bases(t)` of one tile, inline: most bound values are)
+            m = t.memref
+            b = buffers.get(m.base.name) if m is not None and m.base.__class__ is Var else None
+            if b is not None:
+                bases[name] = [b]
+            continue
         refs = memref_bases(t)
         if refs:
             bound = [buffers[b] for b in dict.fromkeys(refs) if b in buffers]
             if bound:
                 bases[name] = bound
+    loops = flow.loops
     names = sorted(bases, key=lambda n: (flow.defs[n].pos if n in flow.defs else -1, n))
     # A buffer's lifetime starts at the first definition of a value bound to it, not at its alloc:
     # InitMemRef declares every buffer at the top of the function.
@@ -255,8 +255,18 @@ def _lifetimes(flow: Flow, env: dict[str, Type | None], buffers: dict[str, _Buff
         sites += flow.uses.get(name, [])
         for b in bound:
             b.tiles.append(name)
+            start, end = b.start, b.end
             for site in sites:
-                b.end = max(b.end, reach(site, b))
+                reach = site.pos
+                for loop in site.loops:  # outermost first: the widest loop that the buffer outlives
+                    loop_start, loop_end = loops[loop]
+                    if start < loop_start:
+                        if loop_end > reach:
+                            reach = loop_end
+                        break
+                if reach > end:
+                    end = reach
+            b.end = end
 
 
 def _memrefs(t: Type | None) -> list[MemRef]:
@@ -440,7 +450,9 @@ def _with_addr(s: Stmt, buffers: dict[str, _Buffer], bases: dict[int, int]) -> S
         call: Call = s.value  # type: ignore[union-attr, assignment]
         kwargs = tuple((k, v) for k, v in call.kwargs if k != "addr")
         kwargs += (("addr", ConstInt(buffers[s.target.name].addr, INDEX)),)  # type: ignore[union-attr]
-        return replace(s, value=replace(call, kwargs=kwargs))
+        # (`replace(s, value=replace(call, kwargs=kwargs))`, built directly: one per buffer of the program)
+        return AssignStmt(s.target, Call(call.op, call.args, kwargs, call.kind, span=call.span),  # type: ignore[union-attr]
+                          s.annotation, span=s.span)  # type: ignore[union-attr]
     if id(s) in bases:
         call = s.value  # type: ignore[union-attr, assignment]
         base = ConstInt(bases[id(s)], INDEX, span=call.span)

@@ -492,8 +492,8 @@ def _retarget_producers(f: Function, types: dict, ctx) -> Function:
             call = _call_of(s)
             if call is not None:
                 op = resolve(call)
-                if op is not None:
-                    slots = CUBE_SLOTS.get(op.name, {})
+                slots = CUBE_SLOTS.get(op.name, _NO_SLOTS) if op is not None else _NO_SLOTS
+                if op is not None and (slots or op.unit == "vector"):  # (else no operand is asked anything)
                     for pname, _, e in _operands(op, call):
                         if not isinstance(e, Var) or not isinstance(types.get(e.name), TileType):
                             continue
@@ -555,6 +555,9 @@ def _retarget_producers(f: Function, types: dict, ctx) -> Function:
         return replace(s, value=call)
 
     return _map_stmts(f, producer)
+
+
+_NO_SLOTS: dict[str, str] = {}
 
 
 def _map_stmts(f: Function, fn) -> Function:

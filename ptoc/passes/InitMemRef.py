@@ -118,7 +118,7 @@ from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target.arch import get_arch
 from ptoc.passes.properties import slot_tiles
-from ptoc.ops.registry import resolve
+from ptoc.ops.registry import lookup, resolve
 
 # Kernels, and plain functions holding tiles (PyPTO plans every function; an orchestration function
 # holds no tiles).
@@ -137,15 +137,15 @@ NO_IN_PLACE = NOT_IN_PLACE
 
 def tile_bytes(t: TileType, arch) -> int | None:
     """Bytes of a tile's physical shape (Acc rows padded), before alignment; None for a dynamic shape."""
-    dims = [d.value if isinstance(d, ConstInt) else None for d in t.shape]
-    if any(d is None for d in dims):
-        return None
-    if not dims:
-        dims = [1]
-    cols = dims[-1]
-    rows = 1
-    for d in dims[:-1]:
-        rows *= d  # type: ignore[operator]
+    shape = t.shape
+    for d in shape:  # (no node class is subclassed: a constant extent is a ConstInt)
+        if d.__class__ is not ConstInt:
+            return None
+    rows, cols = 1, 1
+    if shape:
+        cols = shape[-1].value  # type: ignore[attr-defined]
+        for d in shape[:-1]:
+            rows *= d.value  # type: ignore[attr-defined]
     if t.memory == "Acc":
         return arch.acc_alloc_bytes(rows, cols, t.dtype.bytes)
     return rows * cols * t.dtype.bytes  # type: ignore[operator]
@@ -562,9 +562,10 @@ class _Planner:
 
     def collect(self, body: tuple[Stmt, ...], key: int) -> None:
         for i, s in enumerate(body):
-            if isinstance(s, AssignStmt):
+            if s.__class__ is AssignStmt:  # (most statements: no body, no results; no node class is subclassed)
                 self.assign(s)
-            elif isinstance(s, (ForStmt, WhileStmt)):
+                continue
+            if isinstance(s, (ForStmt, WhileStmt)):
                 for a in s.iter_args:
                     for slot, t in self.slots_of(a.name):
                         self.add(slot, t, "carried", None, s)
@@ -603,7 +604,9 @@ class _Planner:
                     self.report(c, s, None, in_place=True)  # only an in-place writer can conflict here
 
     def resolve(self, call: Call):
-
+        op = lookup(call.op)  # (a full name, as most are: `resolve` would not look at the argument types)
+        if op is not None:
+            return op
         arg_types = [self.env.get(a.name) if isinstance(a, Var) else None for a in call.args]
         op, _ = resolve(call, arg_types)
         return op
@@ -611,6 +614,8 @@ class _Planner:
     # ---------------------------------------------------------------- 2. loops and ifs, innermost first
     def carry(self, body: tuple[Stmt, ...], key: int) -> None:
         for i, s in enumerate(body):
+            if s.__class__ not in _COMPOUND:  # (no nested body: nothing carried)
+                continue
             keys = self.flow.body_keys.get((key, i), ())
             for sub, k in zip(nested_blocks(s), keys):
                 self.carry(sub, k)
@@ -740,14 +745,21 @@ class _Planner:
                 continue
             size = max(size, b)
         paths = [self.paths[s[0]] for s in slots]
-        k = 0
-        while all(len(p) > k for p in paths) and len({p[k][0] for p in paths}) == 1:
-            k += 1
+        # k: the length of the block path all of them share (the first path's prefix every other one has)
+        first = paths[0]
+        k = len(first)
+        for p in paths[1:]:
+            n = min(k, len(p))
+            j = 0
+            while j < n and p[j][0] == first[j][0]:
+                j += 1
+            k = j
         if k == 0:
             raise InternalError(f"InitMemRef: no common block for the tiles {[_slot_name(s) for s in slots]}")
-        where = (paths[0][k - 1][0], min(p[k - 1][1] for p in paths))
-        writers = [s for s in slots if self.info[s].kind in ("fresh", "tied") and self.info[s].stmt is not None]
-        at = self.info[writers[0]].stmt if writers else self.flow.stmt_at[where]
+        where = (first[k - 1][0], min(p[k - 1][1] for p in paths))
+        writer = next((i for i in map(self.info.__getitem__, slots) if i.kind in ("fresh", "tied")
+                       and i.stmt is not None), None)
+        at = writer.stmt if writer is not None else self.flow.stmt_at[where]
         return {"slots": slots, "space": space, "size": align_up(max(size, 1), self.arch.alignment_bytes),
                 "where": where, "order": (self.flow.stmt_pos[where], self._order(slots[0])), "span": at.span}
 
@@ -758,6 +770,9 @@ class _Planner:
         self.f = replace(self.f, params=params)
         self.memref: dict[Slot, MemRef] = {}
         self.allocs: dict[Key, list[Stmt]] = {}
+        allocs = self.allocs.setdefault((0, 0), [])  # every buffer is declared at the top
+        # (the parts every buffer of a space has alike are made once: nodes are values, never mutated)
+        zero, ptr, spaces = ConstInt(0, INDEX), PtrType(), {}
         for p in plans:
             space = p["space"]
             while True:
@@ -768,10 +783,12 @@ class _Planner:
             self.taken.add(name)
             span = p["span"] or Span.unknown()
             size = ConstInt(p["size"], INDEX)
-            alloc = AssignStmt(Var(name, span=span), Call("tile.alloc", (EnumLit("Mem", space), size), span=span),
-                               PtrType(), span=span)
-            self.allocs.setdefault((0, 0), []).append(alloc)  # every buffer is declared at the top
-            ref = MemRef(Var(name), ConstInt(0, INDEX), size)
+            mem = spaces.get(space)
+            if mem is None:
+                mem = spaces[space] = EnumLit("Mem", space)
+            alloc = AssignStmt(Var(name, span=span), Call("tile.alloc", (mem, size), span=span), ptr, span=span)
+            allocs.append(alloc)
+            ref = MemRef(Var(name), zero, size)
             for slot in p["slots"]:
                 self.memref[slot] = ref
         return replace(self.f, body=self.block(self.f.body, 0))
@@ -853,6 +870,9 @@ class _Planner:
         return out
 
 
+_COMPOUND = frozenset({ForStmt, WhileStmt, IfStmt, ScopeStmt})  # the statements with nested bodies
+
+
 class _Group:
     """A buffer group of the union-find (its root's): its members, unordered (`union` sorts them when it
     must scan them), and a summary that lets `union` skip the scan when no writer of one group can
@@ -869,10 +889,18 @@ class _Group:
         self.wmax = d.pos if writer else -math.inf
         self.wloops = set(d.loops) if writer else set()
         self.no_in_place = writer and no_in_place
-        self.umax = -math.inf
-        self.lset: set[int] = set()
+        # (`self.note_use(u, d)` of each read, inline: one group is made per tile)
+        umax = -math.inf
+        lset: set[int] = set()
+        dloops = d.loops
         for u in uses:
-            self.note_use(u, d)
+            if u.pos > umax:
+                umax = u.pos
+            for loop in u.loops:
+                if loop not in dloops:
+                    lset.add(loop)
+        self.umax = umax
+        self.lset = lset
 
     def note_use(self, u: Site, d: Site) -> None:
         """A read `u` of a member defined at `d`."""
@@ -936,13 +964,16 @@ def _ddr_params(f: Function, arch) -> tuple[tuple, int]:
     """The parameters with `pl.MemRef("mem_ddr_<k>", 0, <bytes>)` in every static tensor type (k counts
     the tensor parameters in order; the on-chip buffers are numbered on from there), and that count."""
     out, k = [], 0
+    zero = None  # (one zero offset for every region: nodes are values, never mutated)
     for p in f.params:
         t = p.type
         if isinstance(t, TensorType) and t.memref is None:
             dims = [d.value if isinstance(d, ConstInt) else None for d in t.shape]
             if all(d is not None for d in dims):
                 size = (math.prod(dims) * t.dtype.bits + 7) // 8
-                ref = MemRef(StrLit(f"mem_ddr_{k}"), ConstInt(0, INDEX), ConstInt(size, INDEX))
+                if zero is None:
+                    zero = ConstInt(0, INDEX)
+                ref = MemRef(StrLit(f"mem_ddr_{k}"), zero, ConstInt(size, INDEX))
                 # (`replace(p, type=replace(t, memref=ref))`, built directly; `t` may be a distributed tensor)
                 p = Param(p.name, t.__class__(t.shape, t.dtype, t.view, ref, span=t.span), p.direction, span=p.span)
             k += 1

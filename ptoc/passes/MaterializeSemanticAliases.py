@@ -76,7 +76,7 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.visitor import walk
-from ptoc.passes.common import TIED_OPS, allocs, forbidden_operands, memref_bases, operand_named, resolve_op
+from ptoc.passes.common import TIED_OPS, forbidden_operands, iter_allocs, memref_bases, operand_named, resolve_op
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 
@@ -116,7 +116,7 @@ class MaterializeSemanticAliases(Pass):
 def _has_carried_tiles(f: Function) -> bool:
     """`f` allocates a buffer and has a loop carrying values. (A walk that stops at the first such loop:
     the functions are new since InitMemRef, and no later pass shares a node index of them.)"""
-    if next(allocs(f.body), None) is None:
+    if next(iter_allocs(f.body), None) is None:
         return False
     return _carries(f.body)
 

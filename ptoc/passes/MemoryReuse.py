@@ -87,6 +87,7 @@ Where this pass deliberately differs from PyPTO
 from __future__ import annotations
 
 import weakref
+from operator import attrgetter
 from dataclasses import dataclass, field, replace
 
 from ptoc.analysis.if_yield_moves import align_if_yields, split_if_yields
@@ -124,7 +125,16 @@ from ptoc.ir.nodes import (
     YieldStmt,
 )
 from ptoc.ir.visitor import Mutator, child_fields, walk
-from ptoc.passes.common import align_up, allocs, forbidden_operands, is_alloc, memref_bases, resolve_op
+from ptoc.passes.common import (
+    FORBIDDEN_OPERANDS,
+    NOT_IN_PLACE,
+    align_up,
+    allocs,
+    forbidden_operands,
+    is_alloc,
+    memref_bases,
+    resolve_op,
+)
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target.arch import get_arch
@@ -231,7 +241,7 @@ def _unplaced(f: Function, cache=None) -> bool:
 
 
 # expressions with no node below them that names a value
-_NAMELESS = (ConstInt, ConstFloat, ConstBool, StrLit, NoneLit, DTypeLit, EnumLit)
+_NAMELESS = frozenset({ConstInt, ConstFloat, ConstBool, StrLit, NoneLit, DTypeLit, EnumLit})
 
 
 def _names(e: Expr | None, out: list[str]) -> None:
@@ -243,13 +253,26 @@ def _names(e: Expr | None, out: list[str]) -> None:
     if cls is Var:
         out.append(e.name)  # type: ignore[union-attr]
     elif cls is Call:
+        # (a call's arguments are mostly names and constants: those are taken here, not by a call each)
         for a in e.args:  # type: ignore[union-attr]
-            _names(a, out)
+            c = a.__class__
+            if c is Var:
+                out.append(a.name)
+            elif c not in _NAMELESS:
+                _names(a, out)
         for _, v in e.kwargs:  # type: ignore[union-attr]
-            _names(v, out)
+            c = v.__class__
+            if c is Var:
+                out.append(v.name)
+            elif c not in _NAMELESS:
+                _names(v, out)
     elif cls is ListExpr or cls is TupleExpr:  # (a call's offsets and shapes)
         for a in e.items:  # type: ignore[union-attr]
-            _names(a, out)
+            c = a.__class__
+            if c is Var:
+                out.append(a.name)
+            elif c not in _NAMELESS:
+                _names(a, out)
     elif cls is BinOp or cls is MinMax:
         _names(e.lhs, out)  # type: ignore[union-attr]
         _names(e.rhs, out)  # type: ignore[union-attr]
@@ -296,19 +319,28 @@ class _Walk:
         # the order of the reads does not matter: a read keeps the latest position
         names: list[str] = []
         _names(e, names)
+        # (`self.read` of each name, its common case inline: most names read are no if result)
+        phi, result_init, defs, raw = self.phi_sources, self.result_init, self.out.defs, self.raw
         for n in names:
-            self.read(n, pos)
+            if n in phi:
+                self.read(n, pos)
+                continue
+            n = result_init.get(n, n)
+            if n in defs:
+                r = raw.get(n)
+                if r is None or r < pos:
+                    raw[n] = pos
 
     def block(self, body: tuple[Stmt, ...]) -> None:
         for s in body:
             self.stmt(s)
 
     def stmt(self, s: Stmt) -> None:
-        if isinstance(s, AssignStmt):
+        if s.__class__ is AssignStmt:  # (most statements; no node class is subclassed)
             pos = self.pos
             self.pos += 1
             t = self.env.get(s.target.name)
-            if isinstance(t, TileType) and t.memref is not None and not is_alloc(s):
+            if t.__class__ is TileType and t.memref is not None and not is_alloc(s):
                 # an element of a tuple of tiles was written by the op that made the tuple
                 src = s.value.value if isinstance(s.value, GetItem) else None
                 self.out.defs[s.target.name] = self.tuples.get(src.name, pos) if isinstance(src, Var) else pos
@@ -417,6 +449,8 @@ def _forbidden(f: Function, env) -> dict[str, list[str]]:
             continue
         call = s.value
         op = call.op if call.op.startswith("tile.") else getattr(resolve_op(call, env), "name", call.op)
+        if op not in NOT_IN_PLACE and op not in FORBIDDEN_OPERANDS and op != "tile.cast":
+            continue  # (what `forbidden_operands` answers for any other op: nothing)
         bad = forbidden_operands(op, call.args, env.get(s.target.name), env)
         if not bad:
             continue
@@ -475,20 +509,22 @@ class _Planner:
         buffers = _buffers(f, env, life)
         forbidden = _forbidden(f, env)
         base_of = {t: b.name for b in buffers.values() for t in b.tiles}
+        # buffer -> the buffers (as InitMemRef bound them) of the operands its tiles may not share one with:
+        # an operand's own buffer does not change while packing, only where that buffer went (`physical`)
         forbid_by_buffer: dict[str, list[str]] = {}
         for t, ops in forbidden.items():
             if t in base_of:
-                forbid_by_buffer.setdefault(base_of[t], []).extend(ops)
+                bases = forbid_by_buffer.setdefault(base_of[t], [])
+                for o in ops:
+                    ob = memref_bases(env.get(o))
+                    if ob and ob[0] not in bases:
+                        bases.append(ob[0])
         remap: dict[str, str] = {}
 
         def physical(buf: str | None) -> str | None:
             while buf is not None and buf in remap:
                 buf = remap[buf]
             return buf
-
-        def operand_buffer(name: str) -> str | None:
-            bases = memref_bases(env.get(name))
-            return physical(bases[0]) if bases else None
 
         def var_overlap(x: str, y: str) -> bool:
             return not (life.last[x] <= life.defs[y] or life.last[y] <= life.defs[x])
@@ -505,11 +541,14 @@ class _Planner:
             return not family
 
         def forbid_blocks(writer: _Buffer, occupant: _Buffer) -> bool:
-            ops = forbid_by_buffer.get(writer.name)
-            if not ops:
+            bases = forbid_by_buffer.get(writer.name)
+            if not bases:
                 return False
             occ = physical(occupant.name)
-            return any(operand_buffer(o) == occ for o in ops)
+            for b in bases:
+                if physical(b) == occ:
+                    return True
+            return False
 
         stages = _Stages(buffers, life, self.arch, self.f)
 
@@ -666,7 +705,15 @@ def coalesce(f: Function, env, arch=None, hand=None) -> Function:
     infers that function's types)."""
     separated: set[frozenset] = set()
     remap = plan(f, env, arch=arch, separated=separated)
-    used = {b for t in env.values() for b in memref_bases(t)}
+    used = set()
+    for t in env.values():  # (`memref_bases` of each value, a tile's inline: most values are tiles or scalars)
+        cls = t.__class__
+        if cls is TileType:
+            m = t.memref
+            if m is not None and m.base.__class__ is Var:
+                used.add(m.base.name)
+        elif cls is TupleType:
+            used.update(memref_bases(t))
     unused = {s.target.name for s in allocs(f.body)} - used  # type: ignore[union-attr]
     split = split_if_yields(f, env)
     if not remap and not unused and not split and not _has_membership(f):
@@ -693,7 +740,9 @@ def _renamed(m: MemRef, remap: dict[str, str]) -> MemRef:
     """`m` naming the survivor of its buffer when that was merged (as `_Rebind` renames it)."""
     base = m.base
     if base.__class__ is Var and base.name in remap:  # type: ignore[attr-defined]
-        return replace(m, base=replace(base, name=remap[base.name]))  # type: ignore[attr-defined]
+        # (`replace(m, base=replace(base, name=...))`, built directly: asked for most tiles of a kernel)
+        return MemRef(Var(remap[base.name], span=base.span), m.offset, m.size, m.declared, m.slots,  # type: ignore[attr-defined]
+                      m.slot, span=m.span)
     return m
 
 
@@ -707,8 +756,8 @@ def _rebind_annotations(f: Function, remap: dict[str, str], unused: set[str]) ->
     from ptoc.ir.verifier import NodeIndex
 
     index = NodeIndex.get(f)
-    with_attrs = sum(1 for c in index.of(Call) if c.kwarg("attrs") is not None)
-    expected = sum(1 for v in index.of(Var) if v.name in remap)
+    with_attrs = sum(1 for c in index.of(Call) if c.kwargs and c.kwarg("attrs") is not None)
+    expected = sum(map(remap.__contains__, map(_NAME, index.of(Var)))) if remap else 0  # (counted in C)
     rebind = _Rebind(remap, unused)
     done: dict[int, tuple] = {}  # id(type or MemRef) -> (it, rewritten, the merged names read in it)
     hits = 0
@@ -726,7 +775,10 @@ def _rebind_annotations(f: Function, remap: dict[str, str], unused: set[str]) ->
         e = done.get(id(t))
         if e is None or e[0] is not t:
             if t.__class__ is TileType:
-                n_shape = sum(0 if d.__class__ is ConstInt else count(d) for d in t.shape)
+                n_shape = 0
+                for d in t.shape:  # (most extents are constants)
+                    if d.__class__ is not ConstInt:
+                        n_shape += count(d)
                 n_ref = memref_hits(t.memref) if t.memref is not None else 0
                 n_view = count(t.view) if t.view is not None else 0
                 n = n_shape + n_ref + n_view
@@ -748,7 +800,7 @@ def _rebind_annotations(f: Function, remap: dict[str, str], unused: set[str]) ->
         changed = False
         for s in body:
             cls = s.__class__
-            if cls is AssignStmt and is_alloc(s) and (s.target.name in remap or s.target.name in unused):  # type: ignore[union-attr]
+            if cls is AssignStmt and (s.target.name in remap or s.target.name in unused) and is_alloc(s):  # type: ignore[union-attr]
                 hits += s.target.name in remap  # type: ignore[union-attr]
                 changed = True
                 continue
@@ -781,6 +833,9 @@ def _rebind_annotations(f: Function, remap: dict[str, str], unused: set[str]) ->
     tagged = 0
     body = block(f.body)
     return replace(f, body=body) if hits == expected and tagged == with_attrs else None
+
+
+_NAME = attrgetter("name")
 
 
 def _count_named(node, names) -> int:

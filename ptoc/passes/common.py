@@ -175,8 +175,28 @@ def _allocs_into(body: tuple[Stmt, ...], out: list[Stmt]) -> None:
             _allocs_into(s.else_body, out)  # type: ignore[attr-defined]
 
 
+def iter_allocs(body: tuple[Stmt, ...]):
+    """`allocs(body)` found lazily, for a caller that may stop at the first ones (InitMemRef declares
+    every buffer at the top of the function, so a question about the first alloc, or about any one that
+    is not placed yet, is answered without a look at the rest of the body)."""
+    for s in body:
+        cls = s.__class__
+        if cls is AssignStmt:
+            v = s.value  # type: ignore[attr-defined]
+            if v.__class__ is Call and v.op == "tile.alloc" and v.kind == "op":
+                yield s
+        elif cls is ForStmt or cls is WhileStmt or cls is ScopeStmt:
+            yield from iter_allocs(s.body)  # type: ignore[attr-defined]
+        elif cls is IfStmt:
+            yield from iter_allocs(s.then_body)  # type: ignore[attr-defined]
+            yield from iter_allocs(s.else_body)  # type: ignore[attr-defined]
+
+
 def memref_bases(t: Type | None) -> list[str]:
     """The buffer (pointer) names a value's type binds it to: its MemRef's base, every element's for a tuple."""
+    if t.__class__ is TileType:  # (the common case, asked ~10 times per tile by the memory passes; no
+        m = t.memref  # node class is subclassed, so this is the isinstance test below)
+        return [m.base.name] if m is not None and m.base.__class__ is Var else []  # type: ignore[union-attr]
     if isinstance(t, TupleType):
         return [n for x in t.types for n in memref_bases(x)]
     if isinstance(t, TileType) and t.memref is not None and isinstance(t.memref.base, Var):

@@ -158,7 +158,7 @@ def test_allocation_list_matches_the_recursive_search(monkeypatch):
 def test_allocation_list_keeps_program_order_in_nested_bodies():
     from ptoc.ir.dtypes import INDEX
     from ptoc.ir.nodes import AssignStmt, Call, ConstBool, ConstInt, EnumLit, ForStmt, IfStmt, PtrType, ScopeStmt, Var
-    from ptoc.passes.common import allocs
+    from ptoc.passes.common import allocs, iter_allocs
 
     def alloc(name):
         return AssignStmt(Var(name), Call("tile.alloc", (EnumLit("Mem", "Vec"), ConstInt(64, INDEX))), PtrType())
@@ -170,3 +170,60 @@ def test_allocation_list_keeps_program_order_in_nested_bodies():
     got = [s.target.name for s in allocs(body)]
     assert got == ["a", "b", "c", "d", "e", "f"]
     assert got == [s.target.name for s in _allocs_by_recursion(body)]
+    assert got == [s.target.name for s in iter_allocs(body)]
+
+
+def test_flow_reads_of_assignments_match_the_generic_walk(monkeypatch):
+    """Flow records the names an assignment's value reads (a call's arguments taken apart inline): per
+    statement, every name as often as a walk of the value meets it, each at the statement's own site."""
+    from collections import Counter
+
+    import ptoc.analysis.flow as flow
+    from ptoc.ir.nodes import AssignStmt, Var
+    from ptoc.ir.visitor import walk
+
+    init = flow.Flow.__init__
+    seen = {"flows": 0, "assigns": 0}
+
+    def checked(self, f):
+        init(self, f)
+        got: dict[float, Counter] = {}
+        for name, sites in self.uses.items():
+            for site in sites:
+                got.setdefault(site.pos, Counter())[name] += 1
+        for at, s in self.stmt_at.items():
+            site = self.site_at[at]
+            assert type(site) is flow.Site and site == flow.Site(*site) and site.pos == self.stmt_pos[at]
+            assert site.line == s.span.line
+            if isinstance(s, AssignStmt):
+                want = Counter(n.name for n in walk(s.value) if isinstance(n, Var))
+                assert got.get(site.pos, Counter()) == want, (f.name, s)
+                seen["assigns"] += 1
+        seen["flows"] += 1
+
+    monkeypatch.setattr(flow.Flow, "__init__", checked)
+    assert _lower_all() > 10
+    assert seen["flows"] > 50 and seen["assigns"] > 1000, seen
+
+
+def test_lazy_allocation_search_matches_the_recursive_search(monkeypatch):
+    """`iter_allocs`, which its callers may stop early, yields what the plain recursion finds, in order."""
+    import ptoc.passes.common as common
+    import ptoc.passes.AllocateMemoryAddr as addr
+    import ptoc.passes.MaterializeSemanticAliases as aliases
+
+    lazy = common.iter_allocs
+    seen = {"bodies": 0, "allocs": 0}
+
+    def both(body):
+        mine = list(lazy(body))
+        want = _allocs_by_recursion(body)
+        assert len(mine) == len(want) and all(a is b for a, b in zip(mine, want))
+        seen["bodies"] += 1
+        seen["allocs"] += len(mine)
+        return iter(mine)
+
+    for mod in (addr, aliases):
+        monkeypatch.setattr(mod, "iter_allocs", both)
+    assert _lower_all() > 10
+    assert seen["bodies"] > 100 and seen["allocs"] > 500, seen
