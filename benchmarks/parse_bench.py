@@ -35,6 +35,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from pathlib import Path
 
 # --------------------------------------------------------------------------------------------------
 # Program generator
@@ -154,6 +155,13 @@ def generate_program(target_lines: int) -> str:
 # --------------------------------------------------------------------------------------------------
 
 def _ptoc_cmd() -> list[str]:
+    """The installation this interpreter runs: the `ptoc` script beside it (as compile_bench takes it), else
+    one on PATH, else the module. (Not PATH first: an interpreter run without its venv activated would
+    time another installation's ptoc, or the source tree's, byte-compiled again on every run when
+    PYTHONDONTWRITEBYTECODE is set.)"""
+    beside = Path(sys.executable).with_name("ptoc")
+    if beside.exists():
+        return [str(beside)]
     exe = shutil.which("ptoc")
     if exe is not None:
         return [exe]
