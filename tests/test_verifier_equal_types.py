@@ -45,13 +45,19 @@ def _counting_typer(monkeypatch) -> list:
     return calls
 
 
-def test_a_rewritten_statement_of_an_equal_type_leaves_the_statements_after_it_unchecked(monkeypatch):
+def _checked_once(monkeypatch):
+    """TEXT parsed and checked once through a fresh cache, with a counting typer: (its calls, the context, the
+    program, the cache, the types of `k`)."""
     calls = _counting_typer(monkeypatch)
     ctx = CompileContext()
     prog = parse_program(TEXT, "k.ir", ctx=ctx)
     cache = VerifyCache(ctx)
     calls.clear()  # (the front end's own check)
-    before = function_types(prog, ctx, cache)["k"]
+    return calls, ctx, prog, cache, function_types(prog, ctx, cache)["k"]
+
+
+def test_a_rewritten_statement_of_an_equal_type_leaves_the_statements_after_it_unchecked(monkeypatch):
+    calls, ctx, prog, cache, before = _checked_once(monkeypatch)
     assert calls == ["tile.load", "tile.add", "tile.mul", "tile.store"]
     # a pass rewrites the load's offsets (`[0, 0]` -> `[0 + 0, 0]` would do as well): a new statement
     k = prog.functions[0]
@@ -68,12 +74,7 @@ def test_a_rewritten_statement_of_an_equal_type_leaves_the_statements_after_it_u
 
 
 def test_an_unequal_type_is_not_reused(monkeypatch):
-    calls = _counting_typer(monkeypatch)
-    ctx = CompileContext()
-    prog = parse_program(TEXT, "k.ir", ctx=ctx)
-    cache = VerifyCache(ctx)
-    calls.clear()  # (the front end's own check)
-    before = function_types(prog, ctx, cache)["k"]
+    calls, ctx, prog, cache, before = _checked_once(monkeypatch)
     k = prog.functions[0]
     load = k.body[0]
     shapes = ListExpr((ConstInt(16, INDEX), ConstInt(128, INDEX)))  # a smaller tile: a type of its own

@@ -130,12 +130,12 @@ def _allocs_by_recursion(body) -> list:
     return out
 
 
-def test_allocation_list_matches_the_recursive_search(monkeypatch):
+def _compare_with_recursion(monkeypatch, name: str, modules) -> None:
+    """Lower every program with each module's `name` (an allocation search) checked against the plain
+    recursion on every body it is asked about."""
     import ptoc.passes.common as common
-    import ptoc.passes.MemoryReuse as reuse
-    import ptoc.passes.AllocateMemoryAddr as addr
 
-    fast = common.allocs
+    fast = getattr(common, name)
     seen = {"bodies": 0, "allocs": 0}
 
     def both(body):
@@ -146,13 +146,20 @@ def test_allocation_list_matches_the_recursive_search(monkeypatch):
         seen["allocs"] += len(mine)
         return iter(mine)
 
-    import ptoc.passes.MaterializeSemanticAliases as aliases
-
-    for mod in (common, reuse, addr, aliases):
-        if hasattr(mod, "allocs"):
-            monkeypatch.setattr(mod, "allocs", both)
+    for mod in modules:
+        if hasattr(mod, name):
+            monkeypatch.setattr(mod, name, both)
     assert _lower_all() > 10
     assert seen["bodies"] > 100 and seen["allocs"] > 500, seen
+
+
+def test_allocation_list_matches_the_recursive_search(monkeypatch):
+    import ptoc.passes.AllocateMemoryAddr as addr
+    import ptoc.passes.common as common
+    import ptoc.passes.MaterializeSemanticAliases as aliases
+    import ptoc.passes.MemoryReuse as reuse
+
+    _compare_with_recursion(monkeypatch, "allocs", (common, reuse, addr, aliases))
 
 
 def test_allocation_list_keeps_program_order_in_nested_bodies():
@@ -208,22 +215,7 @@ def test_flow_reads_of_assignments_match_the_generic_walk(monkeypatch):
 
 def test_lazy_allocation_search_matches_the_recursive_search(monkeypatch):
     """`iter_allocs`, which its callers may stop early, yields what the plain recursion finds, in order."""
-    import ptoc.passes.common as common
     import ptoc.passes.AllocateMemoryAddr as addr
     import ptoc.passes.MaterializeSemanticAliases as aliases
 
-    lazy = common.iter_allocs
-    seen = {"bodies": 0, "allocs": 0}
-
-    def both(body):
-        mine = list(lazy(body))
-        want = _allocs_by_recursion(body)
-        assert len(mine) == len(want) and all(a is b for a, b in zip(mine, want))
-        seen["bodies"] += 1
-        seen["allocs"] += len(mine)
-        return iter(mine)
-
-    for mod in (addr, aliases):
-        monkeypatch.setattr(mod, "iter_allocs", both)
-    assert _lower_all() > 10
-    assert seen["bodies"] > 100 and seen["allocs"] > 500, seen
+    _compare_with_recursion(monkeypatch, "iter_allocs", (addr, aliases))
