@@ -31,8 +31,9 @@ from __future__ import annotations
 import gc
 import os
 import re
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from ptoc.lazy_dataclass import dataclass
 from ptoc.ir.nodes import KERNEL_TYPES, Call, Program, StrLit
 
 # The least work (operator and function calls, plus one per function) that is worth a worker of its own:

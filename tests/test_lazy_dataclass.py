@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
 import subprocess
 import sys
 
@@ -31,7 +32,9 @@ def say(*a):
     print(*a)
 
 MODULES = ["ptoc.ir.nodes", "ptoc.diagnostics", "ptoc.ir.dtypes", "ptoc.context", "ptoc.target.arch",
-           "ptoc.codegen.global_tensor", "ptoc.codegen.views"]
+           "ptoc.codegen.global_tensor", "ptoc.codegen.views", "ptoc.ops.registry", "ptoc.parallel",
+           "ptoc.analysis.outline", "ptoc.passes.BlockNzTensorViews", "ptoc.passes.AutoTileMatmulL0",
+           "ptoc.passes.InitMemRef"]
 classes = [c for m in map(importlib.import_module, MODULES) for c in vars(m).values()
            if isinstance(c, type) and c.__module__ == m.__name__]
 
@@ -91,7 +94,8 @@ def _describe(plain: bool, args: list[str]) -> str:
     r = subprocess.run([sys.executable, "-c", _DESCRIBE, *args], capture_output=True, text=True, env=env,
                        cwd=ROOT, timeout=600)
     assert r.returncode == 0, r.stderr
-    return r.stdout
+    # (a default that is a function shows its address, which differs between the two interpreters)
+    return re.sub(r" at 0x[0-9a-f]+>", " at 0x...>", r.stdout)
 
 
 @_ONLY_LAZY

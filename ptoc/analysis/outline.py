@@ -12,8 +12,9 @@ is returned as that parameter).
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import field, replace
 
+from ptoc.lazy_dataclass import dataclass
 from ptoc.analysis.flow import STORE_OPS, store_destination, tensor_aliases
 from ptoc.ir.names import fresh_name
 from ptoc.ir.nodes import (

@@ -15,7 +15,9 @@ from __future__ import annotations
 import difflib
 import functools
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from ptoc.lazy_dataclass import dataclass
 
 from ptoc.diagnostics import Diagnostic
 from ptoc.ir.nodes import Call, Expr, Node, ScalarType, TensorType, TileType, Type

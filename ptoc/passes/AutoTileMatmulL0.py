@@ -70,8 +70,9 @@ Where this pass deliberately differs from PyPTO
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from ptoc.lazy_dataclass import dataclass
 from ptoc.diagnostics import CompileError, InternalError
 from ptoc.ir import dtypes
 from ptoc.ir.names import fresh_name

@@ -61,8 +61,8 @@ Rules (docs/rules.md, from seed 000)
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 
+from ptoc.lazy_dataclass import dataclass
 from ptoc.analysis.arith import PROVABLE_FORMS, Facts, blocked_offset, fold
 from ptoc.context import CompileContext
 from ptoc.diagnostics import CompileError, Diagnostic, InternalError, Span

@@ -77,8 +77,9 @@ a while loop's condition is not searched for nested tile calls.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
+from ptoc.lazy_dataclass import dataclass
 from ptoc.ir.names import fresh_name
 from ptoc.diagnostics import CompileError, Diagnostic, InternalError, Span, sorted_diagnostics
 from ptoc.ir.dtypes import INDEX
