@@ -1,7 +1,8 @@
 """Fast paths of the rewriting machinery and of the passes compared with their plain forms on every node
 of the examples and corpus programs, as written and after every pass of the pipeline: the per-class
-`replace` with `dataclasses.replace`, ExpandMixedKernel's gathering of the names a statement reads with
-the walk it replaces, `resolve_op`'s look-up of a full op name with the registry's `resolve`, Simplify's
+`replace` with `dataclasses.replace`, `var_names` (the names a statement reads, as ExpandMixedKernel and
+ConvertToSSA ask) with the walk it replaces, `resolve_op`'s and `resolve_by_names`' look-up of a full op
+name with the registry's `resolve`, Simplify's
 answers about loops with constant bounds with what its ranges decide, and its quick scan `_Fold.inert` (which
 says a value, a type or both at once have nothing to fold) with the folding traversal, with no name known
 and with every name of the function known."""
@@ -18,11 +19,10 @@ from ptoc.diagnostics import CompileError
 from ptoc.driver import frontend
 from ptoc.ir import dtypes
 from ptoc.ir.nodes import AssignStmt, Call, ConstInt, ForStmt, Function, Node, Stmt, Var, YieldStmt
-from ptoc.ir.visitor import Mutator, child_fields, plain_walk, replace
+from ptoc.ir.visitor import Mutator, child_fields, plain_walk, replace, var_names
 from ptoc.ops.registry import resolve
-from ptoc.passes.common import expr_type, resolve_op
+from ptoc.passes.common import expr_type, resolve_by_names, resolve_op
 from ptoc.passes.ConvertToSSA import _reads
-from ptoc.passes.ExpandMixedKernel import _NO_IDS, _var_names
 from ptoc.passes.manager import Instrument, run_pipeline
 
 from bundled_programs import PROGRAMS, program_arch  # (tests/ is on sys.path: tests/conftest.py)
@@ -65,11 +65,14 @@ def _check(f: Function, env: dict) -> int:
         if isinstance(n, Call):
             full = resolve(n, [expr_type(a, env) for a in n.args])[0] if n.kind == "op" else None
             assert resolve_op(n, env) is full
+            if n.kind == "op":  # (the planners' form: only the arguments that are names typed)
+                by_names = [env.get(a.name) if isinstance(a, Var) else None for a in n.args]
+                assert resolve_by_names(n, env) is resolve(n, by_names)[0]
         if n is not f and isinstance(n, Node) and not isinstance(n, Var):
             skip = _binding_ids(n)
             want_names = {x.name for x in plain_walk(n) if isinstance(x, Var) and id(x) not in skip}
-            assert _var_names(n, skip) == want_names
-            assert _var_names(n, _NO_IDS) == {x.name for x in plain_walk(n) if isinstance(x, Var)}
+            assert var_names((n,), skip) == want_names
+            assert var_names((n,)) == {x.name for x in plain_walk(n) if isinstance(x, Var)}
             if isinstance(n, Stmt):  # several roots at once, None among them, as ConvertToSSA asks
                 parts = tuple(getattr(n, name) for name in child_fields(n.__class__))
                 assert _reads(*parts, None) == {x.name for x in plain_walk(n) if isinstance(x, Var)}

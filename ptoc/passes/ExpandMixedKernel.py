@@ -724,16 +724,7 @@ def _uses(s: Stmt, memo: dict | None = None) -> set[str]:
     if isinstance(s, ForStmt):
         skip.add(id(s.var))
         skip.update(id(a) for a in s.iter_args)
-    return _var_names(s, skip)
-
-
-def _var_names(root, skip: set[int] | frozenset[int]) -> set[str]:
-    """The names of the variables under `root` (a node or a tuple of nodes), but those whose Var node's id
-    is in `skip`."""
-    return var_names((root,), skip)
-
-
-_NO_IDS: frozenset[int] = frozenset()
+    return var_names((s,), skip)
 
 
 def _free_pops(body: tuple[Stmt, ...], memo: dict | None = None) -> tuple[Stmt, ...]:
@@ -790,11 +781,11 @@ def _dce(body: tuple[Stmt, ...], memo: dict | None = None) -> tuple[Stmt, ...]:
 
 def _head_uses(s: Stmt) -> set[str]:
     if isinstance(s, ForStmt):
-        return _var_names((s.args, s.init_values), _NO_IDS)
+        return var_names((s.args, s.init_values))
     if isinstance(s, IfStmt):
-        return _var_names(s.cond, _NO_IDS)
+        return var_names((s.cond,))
     if isinstance(s, WhileStmt):
-        return _var_names((s.cond, s.init_values), _NO_IDS)
+        return var_names((s.cond, s.init_values))
     return set()
 
 
@@ -807,7 +798,7 @@ def _drop_dead_iter_args(s: ForStmt, used: set[str], memo: dict) -> ForStmt:
     for x in s.body[:-1]:
         inner |= _head_uses(x) if isinstance(x, (ForStmt, IfStmt, WhileStmt, ScopeStmt)) else _uses(x, memo)
         if isinstance(x, (ForStmt, IfStmt, WhileStmt, ScopeStmt)):
-            inner |= _var_names(x, _NO_IDS)  # (every statement under `x` is in its walk)
+            inner |= var_names((x,))  # (every statement under `x` is in its walk)
     keep = [i for i, (a, r, v) in enumerate(zip(s.iter_args, y.targets, y.values))
             if r.name in used or a.name in inner or not (isinstance(v, Var) and v.name == a.name)]
     if len(keep) == len(s.iter_args):

@@ -117,7 +117,7 @@ from ptoc.ir.types import is_empty_tile
 from ptoc.ir.verifier import NodeIndex, function_types, iter_nodes, verify_program
 from ptoc.passes.manager import Pass
 from ptoc.ir.nodes import KERNEL_TYPES
-from ptoc.ops.registry import resolve
+from ptoc.passes.common import resolve_by_names
 
 
 # Operand slots whose memory space the cube unit fixes (pto-isa TMATMUL: Left x Right -> Acc (+ Bias)).
@@ -436,13 +436,6 @@ def _replace_functions(program: Program, new: dict[str, Function]) -> Program:
 # --------------------------------------------------------------------------------------------------
 
 
-def _resolve(call: Call, types: dict):
-    """(registry OpDef or None) of an op call, short names resolved by the argument types."""
-    arg_types = [types.get(a.name) if isinstance(a, Var) else None for a in call.args]
-    op, _ = resolve(call, arg_types)
-    return op
-
-
 def _operands(op, call: Call) -> list[tuple[str, int | str, Expr]]:
     """(parameter name, position index or kwarg name, expression) of every argument bound to a parameter."""
     names = op.param_names
@@ -477,7 +470,7 @@ def _retarget_producers(f: Function, types: dict, ctx) -> Function:
     def resolve(call: Call):
         hit = resolved.get(id(call))
         if hit is None or hit[0] is not call:
-            hit = resolved[id(call)] = (call, _resolve(call, types))
+            hit = resolved[id(call)] = (call, resolve_by_names(call, types))
         return hit[1]
 
     def ask(name: str, space: str) -> bool:
@@ -616,7 +609,7 @@ class _Mover:
         call = _call_of(s)
         if call is None:
             return [s]
-        op = _resolve(call, self.types)
+        op = resolve_by_names(call, self.types)
         slots = CUBE_SLOTS.get(op.name, {}) if op is not None else {}
         if not slots and op is not None and op.unit == "vector" and op.name not in SPACE_INHERITING:
             slots = {pname: "Vec" for pname, _, e in _operands(op, call) if isinstance(e, Var)

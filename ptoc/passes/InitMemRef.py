@@ -113,13 +113,12 @@ from ptoc.ir.nodes import (
 from ptoc.ir.types import normalize_tile_view
 from ptoc.ir.verifier import NodeIndex, definitions
 from ptoc.analysis.flow import Flow, Site, nested_blocks
-from ptoc.passes.common import NOT_IN_PLACE, TIED_OPS, align_up
+from ptoc.passes.common import NOT_IN_PLACE, TIED_OPS, align_up, resolve_by_names
 from ptoc.passes.common import operand_named as _operand
 from ptoc.passes.manager import Pass
 from ptoc.passes.properties import KERNEL_TYPES
 from ptoc.target.arch import get_arch
 from ptoc.passes.properties import slot_tiles
-from ptoc.ops.registry import lookup, resolve
 
 # Kernels, and plain functions holding tiles (PyPTO plans every function; an orchestration function
 # holds no tiles).
@@ -605,12 +604,7 @@ class _Planner:
                     self.report(c, s, None, in_place=True)  # only an in-place writer can conflict here
 
     def resolve(self, call: Call):
-        op = lookup(call.op)  # (a full name, as most are: `resolve` would not look at the argument types)
-        if op is not None:
-            return op
-        arg_types = [self.env.get(a.name) if isinstance(a, Var) else None for a in call.args]
-        op, _ = resolve(call, arg_types)
-        return op
+        return resolve_by_names(call, self.env)
 
     # ---------------------------------------------------------------- 2. loops and ifs, innermost first
     def carry(self, body: tuple[Stmt, ...], key: int) -> None:

@@ -96,6 +96,16 @@ def resolve_op(call: Call, env: TypeEnv):
     return op
 
 
+def resolve_by_names(call: Call, env: Mapping[str, Type | None]):
+    """The registered op an op call names, or None: a full name (most are) found at once; a short one
+    resolved by the types `env` gives its arguments that are names (what a planner's type table knows)."""
+    op = lookup(call.op)  # (`resolve` would not look at the argument types of a full name)
+    if op is not None:
+        return op
+    op, _ = resolve(call, [env.get(a.name) if isinstance(a, Var) else None for a in call.args])
+    return op
+
+
 def op_names(op: str) -> set[str]:
     """`op` and every registered op its short name can stand for (`store` -> tile.store, tensor.store)."""
     short = SHORT.get(op)  # (asked for every call the passes look at: most names are full ones, no set union)

@@ -7,6 +7,7 @@ from ptoc.ir.nodes import (AssignStmt, Call, ForStmt, Function, IfStmt, Program,
                            TupleType, Var, WhileStmt, YieldStmt)
 from ptoc.ir.verifier import NodeIndex
 from ptoc.ir.verifier import iter_type_exprs  # noqa: F401  (re-exported for property checks)
+from ptoc.passes.common import resolve_by_names
 from ptoc.passes.manager import input_check, property_check
 from ptoc.ir.nodes import KERNEL_TYPES
 
@@ -33,13 +34,6 @@ def tile_types(f: Function, cache=None) -> list[TileType]:
 
 def _flat(t) -> list:
     return [x for y in t.types for x in _flat(y)] if isinstance(t, TupleType) else [t]
-
-
-def _resolve_op(call: Call, env: dict):
-    from ptoc.ops.registry import resolve
-
-    op, _ = resolve(call, [env.get(a.name) if isinstance(a, Var) else None for a in call.args])
-    return op
 
 
 def value_types(program: Program, ctx: CompileContext, cache=None) -> dict[str, dict[str, object]]:
@@ -200,7 +194,7 @@ def _short_tensor_ops(program: Program, ctx: CompileContext, cache=None) -> list
         for n in NodeIndex.get(f, cache).of(Call):
             if n.kind == "op" and "." not in n.op and n.op not in NEUTRAL_OPS and any(
                     isinstance(a, Var) and isinstance(env.get(a.name), TensorType) for a in n.args):
-                op = _resolve_op(n, env)
+                op = resolve_by_names(n, env)
                 if op is None or op.name.startswith("tensor."):
                     bad.append(f"{f.name}: pl.{n.op} on a tensor at line {n.span.line}")
     return bad
@@ -252,7 +246,7 @@ def _spaces_of_values(program: Program, ctx: CompileContext, cache=None) -> list
 
 def _cube_operands(program: Program, ctx: CompileContext, cache=None) -> list[str]:
     """Every cube operand is in the space the cube unit reads it from (InferTileMemorySpace moves it there)."""
-    from ptoc.passes.InferTileMemorySpace import CUBE_SLOTS, _operands, _resolve
+    from ptoc.passes.InferTileMemorySpace import CUBE_SLOTS, _operands
 
     bad = []
     types = value_types(program, ctx, cache)
@@ -261,7 +255,7 @@ def _cube_operands(program: Program, ctx: CompileContext, cache=None) -> list[st
         for n in NodeIndex.get(f, cache).of(Call):
             if n.kind != "op" or n.op.rsplit(".", 1)[-1] not in {k.split(".")[1] for k in CUBE_SLOTS}:
                 continue
-            op = _resolve(n, env)
+            op = resolve_by_names(n, env)
             slots = CUBE_SLOTS.get(op.name if op is not None else "", {})
             for pname, _, a in (_operands(op, n) if op is not None else ()):
                 t = env.get(a.name) if isinstance(a, Var) else None
