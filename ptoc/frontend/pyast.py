@@ -221,6 +221,7 @@ _LIST_ITEM = r"(?:0|[1-9][0-9]{0,17}|[A-Za-z_]\w*)"
 _HOLE = re.compile(rf": ([A-Za-z_][\w.]*{_BRACKETS})(?=,|\)| =)|= ?([A-Za-z_]\w*(?:\.[A-Za-z_]\w*)+)(?=[,)(])"
                    rf"|(?:\(|, )(\[{_LIST_ITEM}(?:, {_LIST_ITEM})*\])(?=[,)])", re.ASCII)
 _COMMENT = re.compile(r"#[^\n]*")
+_WORDS = re.compile(r"\w+", re.ASCII)  # the names (and numbers) of a dotted name or a list hole
 
 
 def _annotation_holes(text: str) -> tuple[str, dict[int, int] | None]:
@@ -237,22 +238,17 @@ def _annotation_holes(text: str) -> tuple[str, dict[int, int] | None]:
     holes: dict[int, int] = {}
     parts: list[str] = []
     last = 0
-    plain: dict[str, bool] = {}  # dotted name -> none of its parts is a keyword
+    plain: dict[str, bool] = {}  # dotted name or list -> none of its words is a keyword
     for m in _HOLE.finditer(code):
         s, e = m.span(1)
         if s < 0:
             s, e = m.span(2)
-            if s >= 0:
-                name = m.group(2)
-                ok = plain.get(name)
-                if ok is None:
-                    ok = plain[name] = not any(iskeyword(x) for x in name.split("."))
-            else:
+            if s < 0:
                 s, e = m.span(3)
-                name = m.group(3)
-                ok = plain.get(name)
-                if ok is None:
-                    ok = plain[name] = not any(iskeyword(x) for x in name[1:-1].split(", "))
+            name = code[s:e]
+            ok = plain.get(name)
+            if ok is None:
+                ok = plain[name] = not any(map(iskeyword, _WORDS.findall(name)))
             if not ok:
                 continue
         holes[s] = e
