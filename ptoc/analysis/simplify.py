@@ -1147,8 +1147,8 @@ class _DeadCode:
             if not keep:
                 return body[:-1] or (PassStmt(span=y.span),)
             y = replace(y, targets=tuple(y.targets[k] for k in keep),
-                                    values=tuple(y.values[k] for k in keep),
-                                    annotation=y.annotation if len(keep) == len(y.targets) else None)
+                        values=tuple(y.values[k] for k in keep),
+                        annotation=y.annotation if len(keep) == len(y.targets) else None)
             return body[:-1] + (y,)
 
         return replace(s, then_body=cut(s.then_body), else_body=cut(s.else_body))
